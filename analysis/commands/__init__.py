@@ -1,0 +1,1 @@
+"""Subcommands of ``ldp-analyze``; see ``analysis.cli``."""

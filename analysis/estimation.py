@@ -1,0 +1,113 @@
+"""Streaming estimation with error bars.
+
+Reports are reduced chunk by chunk to the mechanism's mergeable sufficient statistic
+(``Mechanism.aggregate``; DESIGN.md principle 5), so memory stays O(k + chunk) however many reports
+there are. The estimate and its standard errors come from that statistic alone, through the
+mechanism's own debiasing and exact variance (principle 1), so the collector's admin estimate and
+this one can never disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
+
+FloatArray = npt.NDArray[np.float64]
+
+ReportSource = Any
+"""A numpy array of reports (one chunk), an iterable of such chunks, or an AggregateStatistic."""
+
+
+def aggregate(mechanism: Mechanism, reports: ReportSource) -> AggregateStatistic:
+    """Reduce reports (an array, an iterable of arrays, or a statistic) to one statistic."""
+    if isinstance(reports, AggregateStatistic):
+        return reports
+    if isinstance(reports, np.ndarray):
+        return mechanism.aggregate(reports)
+    if isinstance(reports, (str, bytes)) or not isinstance(reports, Iterable):
+        raise TypeError(
+            "reports must be a numpy array of reports, an iterable of such arrays, or an "
+            f"AggregateStatistic; got {type(reports).__name__}"
+        )
+    total = mechanism.empty_statistic()
+    for chunk in reports:
+        if isinstance(chunk, AggregateStatistic):
+            total = total + chunk
+        else:
+            total = total + mechanism.aggregate(np.asarray(chunk))
+    return total
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile for a confidence level in (0, 1)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrequencyEstimate:
+    """Estimated frequencies of a categorical campaign, with their error.
+
+    ``std_errors`` come from the mechanism's exact fixed-population variance with the estimate
+    (clipped to [0, 1]) plugged in for the true frequencies; the intervals are normal intervals
+    at ``confidence``. ``postprocessing`` says what was done to the raw unbiased estimate
+    (``"base"``: nothing).
+    """
+
+    frequencies: FloatArray
+    std_errors: FloatArray
+    n: int
+    ci_low: FloatArray
+    ci_high: FloatArray
+    confidence: float
+    mechanism: dict[str, Any]
+    statistic: AggregateStatistic
+    postprocessing: str = "base"
+
+    @property
+    def counts(self) -> FloatArray:
+        """Estimated counts n * f_v."""
+        return self.frequencies * self.n
+
+
+def estimate_frequencies(
+    mechanism: FrequencyOracle, reports: ReportSource, *, confidence: float = 0.95
+) -> FrequencyEstimate:
+    """Debiased frequencies with exact standard errors and normal confidence intervals."""
+    statistic = aggregate(mechanism, reports)
+    if statistic.n <= 0:
+        raise ValueError("cannot estimate from zero reports")
+    frequencies = mechanism.estimate_frequencies(statistic)
+    plug_in = np.clip(frequencies, 0.0, 1.0)
+    variance = np.maximum(mechanism.variance(statistic.n, plug_in), 0.0)
+    std_errors = np.sqrt(variance)
+    z = z_value(confidence)
+    return FrequencyEstimate(
+        frequencies=frequencies,
+        std_errors=std_errors,
+        n=statistic.n,
+        ci_low=frequencies - z * std_errors,
+        ci_high=frequencies + z * std_errors,
+        confidence=confidence,
+        mechanism=mechanism.to_config(),
+        statistic=statistic,
+    )
+
+
+def estimate(mechanism: Mechanism, reports: ReportSource, *, confidence: float = 0.95) -> Any:
+    """Estimate from reports: frequencies for categorical mechanisms, means for numeric ones.
+
+    ``reports`` is a numpy array of reports, an iterable of chunks (streamed, memory O(k +
+    chunk)), or an already merged :class:`AggregateStatistic`.
+    """
+    if isinstance(mechanism, FrequencyOracle):
+        return estimate_frequencies(mechanism, reports, confidence=confidence)
+    raise TypeError(f"no estimator for mechanism {type(mechanism).__name__}")

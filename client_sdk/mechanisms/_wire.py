@@ -1,0 +1,104 @@
+"""Wire helpers shared by mechanisms.
+
+Rules for every payload: JSON-safe; integers on the wire stay below 2**53 so that every JSON
+implementation reads them exactly; bit vectors travel as unpadded URL-safe base64 of the packed
+bits (``numpy.packbits``, big-endian bit order, trailing pad bits zero).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms.base import WireFormatError
+
+JSON_SAFE_INT = 1 << 53
+
+
+def is_plain_int(value: Any) -> bool:
+    """True for a Python/numpy integer that is not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def parse_int_payloads(
+    payloads: Sequence[Any], high: int, what: str = "value"
+) -> tuple[npt.NDArray[np.int64], list[WireFormatError]]:
+    """Payloads that are each an integer in ``[0, high)``."""
+    good: list[int] = []
+    errors: list[WireFormatError] = []
+    for index, payload in enumerate(payloads):
+        if not is_plain_int(payload):
+            errors.append(
+                WireFormatError(index, f"{what} must be an integer; got {type(payload).__name__}")
+            )
+        elif not 0 <= int(payload) < high:
+            errors.append(WireFormatError(index, f"{what} must be in [0, {high}); got {payload}"))
+        else:
+            good.append(int(payload))
+    return np.asarray(good, dtype=np.int64), errors
+
+
+def encode_bits(packed: npt.NDArray[np.uint8]) -> list[str]:
+    """Packed bit rows (n, ceil(bits/8)) to unpadded URL-safe base64 strings."""
+    rows = np.ascontiguousarray(packed, dtype=np.uint8)
+    return [base64.urlsafe_b64encode(row.tobytes()).rstrip(b"=").decode("ascii") for row in rows]
+
+
+def decode_bits(
+    payloads: Sequence[Any], bits: int, *, exact_ones: int | None = None
+) -> tuple[npt.NDArray[np.uint8], list[WireFormatError]]:
+    """Inverse of :func:`encode_bits`, validating length, pad bits and (optionally) weight."""
+    nbytes = (bits + 7) // 8
+    pad = 8 * nbytes - bits
+    pad_mask = (1 << pad) - 1
+    expected_chars = (4 * nbytes + 2) // 3
+    rows: list[bytes] = []
+    errors: list[WireFormatError] = []
+    for index, payload in enumerate(payloads):
+        if not isinstance(payload, str):
+            errors.append(
+                WireFormatError(
+                    index, f"bit vector must be a base64 string; got {type(payload).__name__}"
+                )
+            )
+            continue
+        if len(payload) != expected_chars:
+            errors.append(
+                WireFormatError(
+                    index,
+                    f"bit vector of {bits} bits must be {expected_chars} base64 characters; "
+                    f"got {len(payload)}",
+                )
+            )
+            continue
+        try:
+            raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+        except (binascii.Error, ValueError):
+            errors.append(WireFormatError(index, "bit vector is not valid base64"))
+            continue
+        if len(raw) != nbytes or base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != payload:
+            errors.append(WireFormatError(index, "bit vector is not canonical base64"))
+            continue
+        if pad and raw[-1] & pad_mask:
+            errors.append(WireFormatError(index, f"bit vector sets bits beyond its {bits} bits"))
+            continue
+        if exact_ones is not None:
+            ones = int(np.unpackbits(np.frombuffer(raw, dtype=np.uint8)).sum())
+            if ones != exact_ones:
+                errors.append(
+                    WireFormatError(
+                        index, f"bit vector must have exactly {exact_ones} ones; got {ones}"
+                    )
+                )
+                continue
+        rows.append(raw)
+    if rows:
+        packed = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), nbytes).copy()
+    else:
+        packed = np.zeros((0, nbytes), dtype=np.uint8)
+    return packed, errors

@@ -1,0 +1,276 @@
+"""The base classes every mechanism derives from.
+
+A mechanism is one frozen, validated dataclass that owns everything about itself (DESIGN.md,
+principle 1): its parameters and config; the device side (``perturb``); its wire encoding
+(``to_wire`` / ``parse_wire``); the server side (``aggregate`` into a mergeable sufficient
+statistic, debiasing, exact variance); and its privacy claim, stated from the probabilities the
+code really implements (``channel_matrix``, ``implemented_epsilon``).
+
+Reports are numpy arrays whose first axis indexes reports (a structured dtype where a report has
+several fields), so chunks concatenate with ``numpy.concatenate`` and slice like any array.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms._validation import check_config_keys
+from client_sdk.randomness import RandomSource
+
+Reports = npt.NDArray[Any]
+FloatArray = npt.NDArray[np.float64]
+
+M = TypeVar("M", bound="Mechanism")
+
+
+class WireFormatError(ValueError):
+    """A wire payload that does not decode; names the report's index and the reason."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"report {index}: {reason}")
+        self.index = index
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregateStatistic:
+    """A mergeable sufficient statistic: what a mechanism's estimator needs from its reports.
+
+    ``counts`` has a shape fixed by the mechanism (support counts of shape ``(k,)``, an output
+    histogram, sums and sums of squares...); ``n`` is the number of reports. Adding two
+    statistics equals aggregating the union of their reports, so chunks, shards and machines
+    combine with ``+``.
+    """
+
+    counts: npt.NDArray[Any]
+    n: int
+
+    def __add__(self, other: AggregateStatistic) -> AggregateStatistic:
+        if not isinstance(other, AggregateStatistic):
+            return NotImplemented
+        if self.counts.shape != other.counts.shape:
+            raise ValueError(
+                f"cannot merge statistics of shapes {self.counts.shape} and {other.counts.shape}"
+            )
+        return AggregateStatistic(self.counts + other.counts, self.n + other.n)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AggregateStatistic):
+            return NotImplemented
+        return (
+            self.n == other.n
+            and self.counts.shape == other.counts.shape
+            and bool(np.array_equal(self.counts, other.counts))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Mechanism(abc.ABC):
+    """What every mechanism offers, categorical or numeric.
+
+    Subclasses are ``@dataclasses.dataclass(frozen=True)`` whose fields are exactly their config
+    fields; ``__post_init__`` validates them and raises ``ValueError`` naming the field and value.
+    """
+
+    name: ClassVar[str]
+    """The config name (``"grr"``, ``"olh"``...)."""
+
+    # ---- configuration -------------------------------------------------------------------
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-safe dict; ``mechanism_from_config(m.to_config()) == m``."""
+        config: dict[str, Any] = {"mechanism": self.name}
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            if not field.init:
+                continue
+            value = getattr(self, field.name)
+            if value is None and field.default is None:
+                continue
+            config[field.name] = _json_safe(value)
+        return config
+
+    @classmethod
+    def from_config(cls: type[M], config: Mapping[str, Any]) -> M:
+        """Build from a config dict, refusing missing and unknown fields."""
+        fields = [f for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+        required = {
+            f.name
+            for f in fields
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+        optional = {f.name for f in fields} - required
+        check_config_keys(config, name=cls.name, required=required, optional=optional)
+        if config.get("mechanism", cls.name) != cls.name:
+            raise ValueError(f"mechanism must be {cls.name!r}; got {config.get('mechanism')!r}")
+        kwargs = {f.name: config[f.name] for f in fields if f.name in config}
+        return cls(**kwargs)
+
+    # ---- device side ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        """Randomize ``values`` (one per report), vectorized. ``rng=None`` uses the OS CSPRNG."""
+
+    # ---- wire ----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def to_wire(self, reports: Reports) -> list[Any]:
+        """One JSON-safe payload per report."""
+
+    @abc.abstractmethod
+    def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
+        """Decode payloads, keeping the valid ones and naming each invalid one.
+
+        Returns the reports decoded from the valid payloads (in order) and one
+        :class:`WireFormatError` per invalid payload, with its index in ``payloads``.
+        """
+
+    def from_wire(self, payloads: Sequence[Any]) -> Reports:
+        """Decode payloads; raise :class:`WireFormatError` (a ValueError) at the first bad one."""
+        if isinstance(payloads, (str, bytes)) or not isinstance(payloads, Sequence):
+            raise ValueError(f"payloads must be a list; got {type(payloads).__name__}")
+        reports, errors = self.parse_wire(payloads)
+        if errors:
+            raise errors[0]
+        return reports
+
+    # ---- server side ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def empty_statistic(self) -> AggregateStatistic:
+        """The statistic of zero reports (the identity of ``+``)."""
+
+    @abc.abstractmethod
+    def aggregate(self, reports: Reports) -> AggregateStatistic:
+        """Reduce a chunk of reports to the mechanism's sufficient statistic (vectorized)."""
+
+    # ---- privacy -------------------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def privacy_epsilon(self) -> float:
+        """The epsilon this mechanism claims for one report."""
+
+    @property
+    def privacy_delta(self) -> float:
+        """The delta this mechanism claims for one report (0 for pure epsilon-LDP)."""
+        return 0.0
+
+
+class FrequencyOracle(Mechanism):
+    """A categorical mechanism over the domain ``[0, k)`` that estimates frequencies.
+
+    The default server side is the pure-protocol estimator of Wang et al. (USENIX Security 2017;
+    REFERENCE.md section 0): ``support_counts`` C_v, then f_v = (C_v/n - q*) / (p* - q*), with the
+    exact fixed-population variance. Mechanisms that are not pure (blocked Hadamard response)
+    override ``estimate_frequencies`` and ``variance``.
+    """
+
+    epsilon: float
+    k: int
+
+    @property
+    def privacy_epsilon(self) -> float:
+        return self.epsilon
+
+    # ---- the pure-protocol parameters (implemented values, not the intended ones) ----------
+
+    @property
+    @abc.abstractmethod
+    def p_star(self) -> float:
+        """P[report supports v | the user holds v], as implemented."""
+
+    @property
+    @abc.abstractmethod
+    def q_star(self) -> float:
+        """P[report supports v | the user holds some other value], as implemented."""
+
+    @abc.abstractmethod
+    def support_counts(self, reports: Reports) -> npt.NDArray[np.int64]:
+        """C_v for every v: how many of ``reports`` support v (shape ``(k,)``)."""
+
+    def empty_statistic(self) -> AggregateStatistic:
+        return AggregateStatistic(np.zeros(self.k, dtype=np.int64), 0)
+
+    def aggregate(self, reports: Reports) -> AggregateStatistic:
+        return AggregateStatistic(self.support_counts(reports), len(reports))
+
+    def support_from_statistic(self, statistic: AggregateStatistic) -> FloatArray:
+        """The support counts C_v held in (or derived from) a statistic."""
+        return np.asarray(statistic.counts, dtype=np.float64)
+
+    def estimate_frequencies(self, statistic: AggregateStatistic) -> FloatArray:
+        """Unbiased frequency estimates f_v = (C_v/n - q*) / (p* - q*)."""
+        if statistic.n <= 0:
+            raise ValueError("cannot estimate frequencies from zero reports")
+        support = self.support_from_statistic(statistic)
+        return (support / statistic.n - self.q_star) / (self.p_star - self.q_star)
+
+    def variance_per_user(self) -> float:
+        """Var* = q*(1-q*)/(p*-q*)^2: n times the f-independent part of Var[f_v]."""
+        p, q = self.p_star, self.q_star
+        return q * (1 - q) / (p - q) ** 2
+
+    def frequency_coefficient(self) -> float:
+        """(1-p*-q*)/(p*-q*): n times the coefficient of f_v in Var[f_v]."""
+        p, q = self.p_star, self.q_star
+        return (1 - p - q) / (p - q)
+
+    def variance(self, n: int, frequencies: npt.ArrayLike) -> FloatArray:
+        """Exact Var[f_v] for a fixed population of ``n`` users with these true frequencies.
+
+        Var[f_v] = q*(1-q*)/(n(p*-q*)^2) + f_v(1-p*-q*)/(n(p*-q*)) (REFERENCE.md section 0).
+        """
+        f = np.asarray(frequencies, dtype=np.float64)
+        return (self.variance_per_user() + f * self.frequency_coefficient()) / n
+
+    def total_variance(self, n: int = 1) -> float:
+        """E||f - f_true||^2 at the uniform distribution: [k Var* + coefficient] / n.
+
+        Summed over items, the f-dependent term is exactly the coefficient (frequencies sum to 1),
+        so this is the same for every population of a pure protocol; ``auto`` ranks by it.
+        """
+        return (self.k * self.variance_per_user() + self.frequency_coefficient()) / n
+
+    # ---- exact privacy ---------------------------------------------------------------------
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        """Exact output distributions, one ``(k, outputs)`` matrix per public condition.
+
+        Row x is P[output | input x] over every output, as implemented (after rounding of the
+        probabilities to the sampler's grid). Mechanisms with public randomness (the hash seed of
+        local hashing) yield one matrix per value of it that the check should cover. Only for
+        small ``k``; raises ``ValueError`` when the output space is too large to enumerate.
+        """
+        raise NotImplementedError(f"{self.name} does not enumerate its channel")
+
+    def implemented_epsilon(self) -> float:
+        """max over outputs and input pairs of ln(P[y|x] / P[y|x']) over ``channel_matrices``."""
+        worst = 0.0
+        for matrix in self.channel_matrices():
+            high = matrix.max(axis=0)
+            low = matrix.min(axis=0)
+            if np.any(low <= 0) and np.any(high[low <= 0] > 0):
+                return math.inf
+            worst = max(worst, float(np.max(np.log(high[low > 0]) - np.log(low[low > 0]))))
+        return worst
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,37 @@
+"""The explicit registry from config names to mechanism classes (no ``globals()`` scans).
+
+Entries are ``"module:Class"`` strings imported on first use, so a device that only ever builds
+one mechanism imports only that module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from client_sdk.mechanisms.base import Mechanism
+
+MECHANISMS: dict[str, str] = {
+    "grr": "client_sdk.mechanisms.grr:GRR",
+}
+
+
+def mechanism_class(name: str) -> type[Mechanism]:
+    """The class registered under ``name``; ``ValueError`` listing the known names otherwise."""
+    if not isinstance(name, str) or name not in MECHANISMS:
+        known = ", ".join(sorted(MECHANISMS))
+        raise ValueError(f"mechanism must be one of {known}; got {name!r}")
+    module_name, _, class_name = MECHANISMS[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    assert issubclass(cls, Mechanism)
+    return cls
+
+
+def mechanism_from_config(config: Mapping[str, Any]) -> Mechanism:
+    """Build the mechanism a config describes; ``ValueError`` naming the field on bad input."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"a mechanism config must be a JSON object; got {type(config).__name__}")
+    if "mechanism" not in config:
+        raise ValueError("config is missing the field 'mechanism'")
+    return mechanism_class(config["mechanism"]).from_config(config)

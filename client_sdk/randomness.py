@@ -1,0 +1,185 @@
+"""The one place that owns randomness for the SDK.
+
+Every randomized function in this project takes ``rng=`` keyword-only. ``None`` means the
+operating system's CSPRNG (``os.urandom``: getrandom(2) on Linux), which is the default on
+devices. Tests and simulations pass ``numpy.random.default_rng(seed)``.
+
+Both sources are reduced to one primitive, a vector of uniform 64-bit words (``raw_words``), and
+every sampler below is built on that primitive with *integer* arithmetic. Seeded runs therefore
+exercise exactly the code path that devices run, and every probability a mechanism implements is a
+rational number with denominator 2**64 that the privacy checks can reason about exactly
+(REFERENCE.md section 7.1: compare integers, not floats).
+
+Why not NumPy's generators on devices: PCG64 and MT19937 are not cryptographically secure; an
+observer of enough outputs can recover the state and re-derive the noise (REFERENCE.md 7.3).
+"""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from typing import Union
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "SYSTEM_RANDOM",
+    "RandomSource",
+    "SystemRandomSource",
+    "bernoulli",
+    "probability_threshold",
+    "random_bits",
+    "raw_words",
+    "resolve_rng",
+    "threshold_probability",
+    "uniform_below",
+]
+
+WORD_BITS = 64
+WORD_SPAN = 1 << WORD_BITS
+_MAX_URANDOM_BYTES = 1 << 24  # os.urandom is called in chunks of at most 16 MiB
+
+
+class SystemRandomSource:
+    """Uniform 64-bit words from the operating system's CSPRNG (``os.urandom``).
+
+    Stateless and thread-safe: every call asks the kernel for fresh bytes.
+    """
+
+    __slots__ = ()
+
+    def words(self, size: int) -> npt.NDArray[np.uint64]:
+        """Return ``size`` independent uniform uint64 words."""
+        nbytes = 8 * int(size)
+        if nbytes <= _MAX_URANDOM_BYTES:
+            return np.frombuffer(os.urandom(nbytes), dtype="<u8").astype(np.uint64, copy=True)
+        out = np.empty(int(size), dtype=np.uint64)
+        step = _MAX_URANDOM_BYTES // 8
+        for start in range(0, int(size), step):
+            stop = min(int(size), start + step)
+            out[start:stop] = np.frombuffer(os.urandom(8 * (stop - start)), dtype="<u8")
+        return out
+
+    def __repr__(self) -> str:
+        return "SystemRandomSource()"
+
+
+SYSTEM_RANDOM = SystemRandomSource()
+
+RandomSource = Union[np.random.Generator, SystemRandomSource]  # noqa: UP007 (runtime alias)
+
+
+def resolve_rng(rng: RandomSource | None) -> RandomSource:
+    """Return the source to use: the CSPRNG for ``None``, else ``rng`` after a type check."""
+    if rng is None:
+        return SYSTEM_RANDOM
+    if isinstance(rng, (np.random.Generator, SystemRandomSource)):
+        return rng
+    raise TypeError(
+        "rng must be None (the OS CSPRNG), a numpy.random.Generator or a SystemRandomSource; "
+        f"got {type(rng).__name__}"
+    )
+
+
+def raw_words(rng: RandomSource | None, size: int) -> npt.NDArray[np.uint64]:
+    """Uniform 64-bit words from ``rng`` (the common primitive of every sampler)."""
+    source = resolve_rng(rng)
+    if isinstance(source, SystemRandomSource):
+        return source.words(size)
+    return np.asarray(source.bit_generator.random_raw(int(size)), dtype=np.uint64)
+
+
+def uniform_below(
+    rng: RandomSource | None, high: int | npt.NDArray[np.integer], size: int
+) -> npt.NDArray[np.int64]:
+    """Exactly uniform integers in ``[0, high)`` by rejection (no modulo bias).
+
+    ``high`` is a positive integer below 2**63, or an array of them of length ``size`` (a
+    different range per draw). A word ``w`` is accepted when ``w < 2**64 - (2**64 mod high)``,
+    which leaves a whole number of copies of ``[0, high)``; the rejection rate is below
+    ``high / 2**64``, so the loop almost never repeats.
+    """
+    out = np.empty(int(size), dtype=np.int64)
+    if np.ndim(high) == 0:
+        h = int(high)  # type: ignore[arg-type]
+        if not 1 <= h < (1 << 63):
+            raise ValueError(f"high must be in [1, 2**63); got {high!r}")
+        # Accept words below the largest multiple of h that fits in 64 bits.
+        word_limit = WORD_SPAN - (WORD_SPAN % h)
+        pending = np.arange(int(size))
+        while pending.size:
+            words = raw_words(rng, pending.size)
+            accept = (
+                words < np.uint64(word_limit)
+                if word_limit < WORD_SPAN
+                else np.ones(words.size, dtype=bool)
+            )
+            out[pending[accept]] = (words[accept] % np.uint64(h)).astype(np.int64)
+            pending = pending[~accept]
+        return out
+    highs = np.asarray(high, dtype=np.int64)
+    if highs.shape != (int(size),):
+        raise ValueError(f"high must be a scalar or have shape ({size},); got {highs.shape}")
+    if highs.size and (highs.min() < 1):
+        raise ValueError(f"every high must be in [1, 2**63); got minimum {highs.min()}")
+    uhighs = highs.astype(np.uint64)
+    pending = np.arange(int(size))
+    while pending.size:
+        words = raw_words(rng, pending.size)
+        span = uhighs[pending]
+        # 2**64 mod span, computed without overflow as (2**64 - span) mod span (arrays wrap).
+        remainder = (np.zeros_like(span) - span) % span
+        limit = np.zeros_like(span) - remainder  # 2**64 - remainder; wraps to 0 when that is 0
+        accept = (remainder == 0) | (words < limit)
+        out[pending[accept]] = (words[accept] % span[accept]).astype(np.int64)
+        pending = pending[~accept]
+    return out
+
+
+def probability_threshold(probability: float | Fraction, *, rounding: str = "nearest") -> int:
+    """The integer threshold ``T`` such that ``word < T`` has probability ``T / 2**64``.
+
+    ``rounding`` is ``"down"``, ``"up"`` or ``"nearest"``; mechanisms pick the direction that
+    keeps the implemented channel within its privacy claim. The threshold is clamped to
+    ``[0, 2**64 - 1]`` so it fits in a uint64.
+    """
+    exact = Fraction(probability)
+    if not 0 <= exact <= 1:
+        raise ValueError(f"probability must be in [0, 1]; got {probability!r}")
+    scaled = exact * WORD_SPAN
+    if rounding == "down":
+        threshold = scaled.numerator // scaled.denominator
+    elif rounding == "up":
+        threshold = -((-scaled.numerator) // scaled.denominator)
+    elif rounding == "nearest":
+        threshold = round(scaled)
+    else:
+        raise ValueError(f"rounding must be 'down', 'up' or 'nearest'; got {rounding!r}")
+    return int(min(max(threshold, 0), WORD_SPAN - 1))
+
+
+def threshold_probability(threshold: int) -> Fraction:
+    """The exact probability ``T / 2**64`` that a threshold implements."""
+    return Fraction(int(threshold), WORD_SPAN)
+
+
+def bernoulli(
+    rng: RandomSource | None, threshold: int, size: int | tuple[int, ...]
+) -> npt.NDArray[np.bool_]:
+    """Independent Bernoulli(``threshold / 2**64``) draws, exactly.
+
+    Use :func:`probability_threshold` to turn a probability into a threshold once, when the
+    mechanism is built, so the implemented probability is fixed and known.
+    """
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    count = int(np.prod(shape, dtype=np.int64))
+    words = raw_words(rng, count)
+    return (words < np.uint64(threshold)).reshape(shape)
+
+
+def random_bits(rng: RandomSource | None, size: int) -> npt.NDArray[np.bool_]:
+    """``size`` fair coin flips (64 per word)."""
+    words = raw_words(rng, (int(size) + 63) // 64)
+    bits = np.unpackbits(words.view(np.uint8))
+    return bits[: int(size)].astype(bool)

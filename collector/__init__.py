@@ -1,0 +1,1 @@
+"""The collector: a Flask app over a Flask-free SQLite storage module."""
