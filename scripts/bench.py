@@ -24,7 +24,9 @@ SECTIONS: dict[str, str] = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="", help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument(
+        "--only", default="", help="comma-separated sections: " + ", ".join(SECTIONS)
+    )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args = parser.parse_args()
     chosen = [s for s in args.only.split(",") if s] or list(SECTIONS)
