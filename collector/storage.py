@@ -1,0 +1,646 @@
+"""Durable storage of campaigns and randomized reports in SQLite, through sqlite-utils.
+
+Never imports Flask (DESIGN.md principle 7): the web layer parses and validates, then calls this
+module; the analysis package reads stored reports through it too.
+
+What is stored, and what is not:
+
+* ``campaigns``: name, the canonical mechanism config, domain labels, policy,
+  ``min_batch_size``, ``config_id`` (``client_sdk.protocol.campaign_config_id`` of that content)
+  and the creation time. A campaign is immutable once created.
+* ``reports``: the campaign, the client's random 128-bit report id (32 lowercase hex, unique per
+  campaign: the first copy wins, later copies are counted as duplicates), the compact JSON
+  payload, and the UTC *day* it arrived. No IP address, no user agent, no precise time.
+* ``counters``: accepted, duplicate and rejected-by-reason report counts per campaign, updated
+  in the same transaction as the reports they count, so every worker process sees the same
+  exact totals (this is what ``/metrics`` serves).
+
+Durability and concurrency: WAL journal, ``synchronous=FULL`` by default (a committed upload
+survives a power cut, not only a process crash), a busy timeout, and one ``BEGIN IMMEDIATE``
+transaction per upload (the write lock is taken up front, so two gunicorn workers never deadlock
+upgrading a read lock). A database still locked after the timeout raises :class:`StorageBusy`,
+which the web layer turns into ``503`` with ``Retry-After``.
+
+Schema changes are versioned migrations recorded in ``schema_migrations``; they run inside one
+``BEGIN IMMEDIATE`` transaction, so workers starting together apply each exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import functools
+import json
+import math
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import sqlite_utils
+
+from client_sdk.config import canonical_json
+from client_sdk.mechanisms import FrequencyOracle, Mechanism, Reports, mechanism_from_config
+from client_sdk.protocol import DEFAULT_MIN_BATCH_SIZE, campaign_config_id, is_report_id
+
+__all__ = [
+    "CAMPAIGN_NAME_PATTERN",
+    "SCHEMA_VERSION",
+    "CampaignConflict",
+    "CampaignNotFound",
+    "ExportPage",
+    "InsertResult",
+    "Storage",
+    "StorageBusy",
+    "StoredCampaign",
+    "normalize_campaign",
+]
+
+CAMPAIGN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""Campaign names are URL path segments: letters, digits, ``.``, ``_``, ``-`` (1-128 chars)."""
+
+_CAMPAIGN_FIELDS = {"name", "mechanism", "domain", "policy", "min_batch_size"}
+_MAX_SAFE_INT = (1 << 53) - 1
+_SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class CampaignNotFound(LookupError):
+    """No campaign of that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no campaign named {name!r}")
+        self.name = name
+
+
+class CampaignConflict(ValueError):
+    """A campaign of that name exists with different content (campaigns are immutable)."""
+
+
+class StorageBusy(RuntimeError):
+    """The database stayed locked beyond the busy timeout; retry later."""
+
+
+class SchemaError(RuntimeError):
+    """The database's schema is older or newer than this code."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredCampaign:
+    """A campaign as stored: its mechanism object, canonical config and identifiers."""
+
+    name: str
+    mechanism: Mechanism
+    config: dict[str, Any]
+    domain: list[str] | None
+    policy: dict[str, Any] | None
+    config_id: str
+    min_batch_size: int
+    created: str
+
+    def document(self) -> dict[str, Any]:
+        """The JSON document the HTTP API serves (``config_id`` included)."""
+        return {
+            "name": self.name,
+            "mechanism": self.config,
+            "domain": self.domain,
+            "policy": self.policy,
+            "min_batch_size": self.min_batch_size,
+            "config_id": self.config_id,
+            "created": self.created,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class InsertResult:
+    """How many reports of an upload were newly stored, and how many were already there."""
+
+    accepted: int
+    duplicate: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportPage:
+    """One page of an export: rows ``(report_id, payload_json)`` in storage order.
+
+    ``cursor`` is where the next page starts (pass it back as ``after``); ``has_more`` says
+    whether reports beyond this page existed when the page was cut.
+    """
+
+    rows: Iterator[tuple[str, str]]
+    cursor: int
+    has_more: bool
+
+
+# ---- validation of a campaign document ---------------------------------------------------------
+
+
+def normalize_campaign(document: Any) -> dict[str, Any]:
+    """Validate a campaign document and return its canonical form.
+
+    The document is ``{"name", "mechanism": {config}, "domain": [labels], "policy": {...},
+    "min_batch_size": int}`` (the last two optional). The mechanism config is normalised through
+    ``mechanism_from_config(...).to_config()``. Categorical mechanisms (``FrequencyOracle``)
+    need ``len(domain) == k`` unique string labels; other mechanisms take no domain. Raises
+    ``ValueError`` naming the field and the value.
+    """
+    if not isinstance(document, Mapping):
+        raise ValueError(f"a campaign must be a JSON object; got {type(document).__name__}")
+    unknown = sorted(str(key) for key in set(document) - _CAMPAIGN_FIELDS)
+    if unknown:
+        raise ValueError(f"campaign has unknown field(s): {', '.join(unknown)}")
+    for field in ("name", "mechanism"):
+        if field not in document:
+            raise ValueError(f"campaign is missing the field {field!r}")
+
+    name = document["name"]
+    if not isinstance(name, str) or CAMPAIGN_NAME_PATTERN.fullmatch(name) is None:
+        raise ValueError(
+            "name must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
+            f"digit; got {name!r}"
+        )
+
+    try:
+        mechanism = mechanism_from_config(document["mechanism"])
+    except (TypeError, ValueError, OverflowError, KeyError) as error:
+        raise ValueError(f"mechanism: {error}") from error
+    config = mechanism.to_config()
+
+    domain = document.get("domain")
+    if isinstance(mechanism, FrequencyOracle):
+        if not isinstance(domain, list):
+            raise ValueError(
+                f"domain must be a list of {mechanism.k} labels for mechanism "
+                f"{mechanism.name!r}; got {_describe(domain)}"
+            )
+        if len(domain) != mechanism.k:
+            raise ValueError(f"domain must have k={mechanism.k} labels; got {len(domain)} labels")
+        for index, label in enumerate(domain):
+            if not isinstance(label, str):
+                raise ValueError(f"domain[{index}] must be a string; got {label!r}")
+        seen: set[str] = set()
+        for label in domain:
+            if label in seen:
+                raise ValueError(f"domain labels must be unique; {label!r} appears twice")
+            seen.add(label)
+    elif domain is not None:
+        raise ValueError(
+            f"domain must be absent for the non-categorical mechanism {mechanism.name!r}; "
+            f"got {_describe(domain)}"
+        )
+
+    policy = document.get("policy")
+    if policy is not None and not isinstance(policy, Mapping):
+        raise ValueError(f"policy must be a JSON object or null; got {_describe(policy)}")
+
+    min_batch_size = document.get("min_batch_size", DEFAULT_MIN_BATCH_SIZE)
+    if (
+        isinstance(min_batch_size, bool)
+        or not isinstance(min_batch_size, int)
+        or not 1 <= min_batch_size <= _MAX_SAFE_INT
+    ):
+        raise ValueError(f"min_batch_size must be an integer >= 1; got {min_batch_size!r}")
+
+    normalized = {
+        "name": name,
+        "mechanism": config,
+        "domain": domain,
+        "policy": None if policy is None else dict(policy),
+        "min_batch_size": int(min_batch_size),
+    }
+    try:
+        canonical_json(normalized)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"campaign is not JSON-safe: {error}") from error
+    return normalized
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{type(value).__name__} ({text[:60]}...)"
+
+
+@functools.lru_cache(maxsize=256)
+def _mechanism_for(config_json: str) -> Mechanism:
+    """Mechanisms are immutable and configs canonical, so one object per config is shared."""
+    return mechanism_from_config(json.loads(config_json))
+
+
+# ---- schema ------------------------------------------------------------------------------------
+
+
+def _migration_1_initial(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE campaigns (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            config_id TEXT NOT NULL,
+            mechanism TEXT NOT NULL,  -- canonical JSON of the mechanism config
+            domain TEXT,              -- JSON list of labels; NULL for numeric campaigns
+            policy TEXT,              -- JSON object or NULL
+            min_batch_size INTEGER NOT NULL,
+            created TEXT NOT NULL
+        )
+        """
+    )
+    # seq is the insertion order (the export cursor). Deliberately no arrival time, IP address
+    # or user agent: only the coarse UTC day.
+    db.execute(
+        """
+        CREATE TABLE reports (
+            seq INTEGER PRIMARY KEY,
+            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+            report_id TEXT NOT NULL CHECK (length(report_id) = 32),
+            payload TEXT NOT NULL,
+            day TEXT NOT NULL,
+            UNIQUE (campaign_id, report_id)
+        )
+        """
+    )
+    db.execute("CREATE INDEX reports_by_campaign ON reports (campaign_id)")
+    db.execute(
+        """
+        CREATE TABLE counters (
+            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+            name TEXT NOT NULL,
+            label TEXT NOT NULL DEFAULT '',
+            value INTEGER NOT NULL,
+            PRIMARY KEY (campaign_id, name, label)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
+    (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+# ---- the storage object ------------------------------------------------------------------------
+
+
+class Storage:
+    """One SQLite connection to the collector's database.
+
+    :param path: the database file (created, with its schema, unless ``create=False``).
+    :param busy_timeout: seconds to wait for another writer before :class:`StorageBusy`.
+    :param synchronous: SQLite's ``synchronous`` pragma; ``FULL`` (default) fsyncs every
+        commit, so an acknowledged upload survives a power cut; ``NORMAL`` survives process
+        crashes only.
+    :param create: ``False`` opens an existing, up-to-date database and never writes to it
+        unless asked (what ``analysis`` uses); a missing file is ``FileNotFoundError``.
+
+    Not thread-safe: open one per thread (the web layer opens one per request).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: str = "FULL",
+        create: bool = True,
+    ) -> None:
+        self.path = os.fspath(path)
+        if synchronous.upper() not in _SYNCHRONOUS_MODES:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(_SYNCHRONOUS_MODES)}; got {synchronous!r}"
+            )
+        if not create and not os.path.exists(self.path):
+            raise FileNotFoundError(f"no collector database at {self.path}")
+        # isolation_level=None: no implicit transactions; every write below opens its own.
+        conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self.db = sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
+            if create and self._schema_version() != SCHEMA_VERSION:
+                self.migrate()
+            else:
+                self._check_schema()
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def __enter__(self) -> Storage:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- transactions
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction; rolled back on any error."""
+        conn = self.db.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise _translate(error) from error
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise _translate(error) from error
+
+    def migrate(self) -> int:
+        """Apply pending migrations (race-safe across processes); return the schema version."""
+        conn = self.db.conn
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as error:
+            raise _translate(error) from error
+        with self._write():
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)"
+            )
+            current = self._schema_version()
+            if current > SCHEMA_VERSION:
+                raise SchemaError(
+                    f"database {self.path} has schema version {current}, newer than this "
+                    f"collector's {SCHEMA_VERSION}"
+                )
+            for version, name, migration in MIGRATIONS:
+                if version > current:
+                    migration(self.db)
+                    self.db.execute(
+                        "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
+                        [version, name, _now()],
+                    )
+        return SCHEMA_VERSION
+
+    def _schema_version(self) -> int:
+        if not self.db["schema_migrations"].exists():
+            return 0
+        row = self.db.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    def _check_schema(self) -> None:
+        version = self._schema_version()
+        if version != SCHEMA_VERSION:
+            raise SchemaError(
+                f"database {self.path} has schema version {version}; this code needs "
+                f"{SCHEMA_VERSION} (run `ldp-collector init-db --db {self.path}`)"
+            )
+
+    def check_writable(self) -> None:
+        """Take and release the write lock (``/readyz``); raises if the database is not writable."""
+        with self._write():
+            pass
+
+    # -- campaigns
+
+    def create_campaign(self, document: Any) -> tuple[StoredCampaign, bool]:
+        """Create a campaign from its document; return it and whether it is new.
+
+        The same content again is idempotent (``created`` is ``False``); different content for
+        an existing name raises :class:`CampaignConflict`. Invalid documents raise ``ValueError``.
+        """
+        normalized = normalize_campaign(document)
+        content_id = campaign_config_id(
+            mechanism=normalized["mechanism"],
+            domain=normalized["domain"],
+            policy=normalized["policy"],
+            min_batch_size=normalized["min_batch_size"],
+        )
+        with self._write() as conn:
+            row = conn.execute(
+                f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns WHERE name = ?", [normalized["name"]]
+            ).fetchone()
+            if row is not None:
+                existing = _campaign_from_row(row)
+                if existing.config_id != content_id:
+                    raise CampaignConflict(
+                        f"campaign {existing.name!r} exists with config_id {existing.config_id}; "
+                        f"campaigns are immutable (this body has config_id {content_id})"
+                    )
+                return existing, False
+            created = _now()
+            conn.execute(
+                "INSERT INTO campaigns (name, config_id, mechanism, domain, policy, "
+                "min_batch_size, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    normalized["name"],
+                    content_id,
+                    canonical_json(normalized["mechanism"]),
+                    None if normalized["domain"] is None else canonical_json(normalized["domain"]),
+                    None if normalized["policy"] is None else canonical_json(normalized["policy"]),
+                    normalized["min_batch_size"],
+                    created,
+                ],
+            )
+        return self.get_campaign(normalized["name"]), True
+
+    def get_campaign(self, name: str) -> StoredCampaign:
+        """The campaign called ``name``; :class:`CampaignNotFound` (a LookupError) if absent."""
+        row = self.db.execute(
+            f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns WHERE name = ?", [name]
+        ).fetchone()
+        if row is None:
+            raise CampaignNotFound(name)
+        return _campaign_from_row(row)
+
+    def list_campaigns(self) -> list[StoredCampaign]:
+        rows = self.db.execute(f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY name")
+        return [_campaign_from_row(row) for row in rows.fetchall()]
+
+    def _campaign_id(self, name: str) -> int:
+        row = self.db.conn.execute("SELECT id FROM campaigns WHERE name = ?", [name]).fetchone()
+        if row is None:
+            raise CampaignNotFound(name)
+        return int(row[0])
+
+    # -- reports
+
+    def insert_reports(
+        self,
+        campaign: str,
+        reports: Sequence[tuple[str, str]],
+        *,
+        rejected: Mapping[str, int] | None = None,
+        day: str | None = None,
+    ) -> InsertResult:
+        """Store validated reports ``(report_id, payload_json)`` in one transaction.
+
+        A report id already stored for the campaign (or repeated within ``reports``) is not
+        stored again: the first copy wins and the rest count as duplicates. ``rejected`` (reason
+        code -> count) is added to the metrics counters in the same transaction. ``day`` is the
+        UTC day bucket (``YYYY-MM-DD``; today by default).
+        """
+        for report_id, payload in reports:
+            if not is_report_id(report_id) or not isinstance(payload, str):
+                raise ValueError(
+                    f"reports must be (32 lowercase hex id, JSON text) pairs; got {report_id!r}"
+                )
+        bucket = day if day is not None else _today()
+        with self._write() as conn:
+            campaign_id = self._campaign_id(campaign)
+            before = conn.total_changes
+            # executemany with INSERT OR IGNORE: the ignored rows are the duplicates, counted
+            # through total_changes (sqlite-utils' insert_all does not report them).
+            conn.executemany(
+                "INSERT OR IGNORE INTO reports (campaign_id, report_id, payload, day) "
+                "VALUES (?, ?, ?, ?)",
+                [(campaign_id, report_id, payload, bucket) for report_id, payload in reports],
+            )
+            accepted = conn.total_changes - before
+            duplicate = len(reports) - accepted
+            increments = [("accepted", "", accepted), ("duplicate", "", duplicate)]
+            increments += [("rejected", code, count) for code, count in (rejected or {}).items()]
+            conn.executemany(
+                "INSERT INTO counters (campaign_id, name, label, value) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (campaign_id, name, label) "
+                "DO UPDATE SET value = value + excluded.value",
+                [(campaign_id, n, label, v) for n, label, v in increments if v],
+            )
+        return InsertResult(accepted=accepted, duplicate=duplicate)
+
+    def count_reports(self, campaign: str) -> int:
+        campaign_id = self._campaign_id(campaign)
+        row = self.db.conn.execute(
+            "SELECT count(*) FROM reports WHERE campaign_id = ?", [campaign_id]
+        ).fetchone()
+        return int(row[0])
+
+    def iter_payload_chunks(
+        self, campaign: str, *, chunk_size: int = 50_000, after: int = 0, upto: int | None = None
+    ) -> Iterator[list[tuple[int, str, str]]]:
+        """Stored rows ``(seq, report_id, payload_json)`` in insertion order, chunk by chunk.
+
+        Each chunk is its own short query (keyset pagination on ``seq``), so no read transaction
+        is held open between chunks and memory stays O(chunk).
+        """
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+        campaign_id = self._campaign_id(campaign)
+        last = after
+        limit = math.inf if upto is None else upto
+        while last < limit:
+            rows = self.db.conn.execute(
+                "SELECT seq, report_id, payload FROM reports "
+                "WHERE campaign_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                [campaign_id, last, _MAX_SQLITE_INT if upto is None else upto, chunk_size],
+            ).fetchall()
+            if not rows:
+                return
+            yield rows
+            last = rows[-1][0]
+
+    def iter_report_chunks(self, campaign: str, *, chunk_size: int = 50_000) -> Iterator[Reports]:
+        """Stored reports, decoded with the campaign mechanism's ``from_wire``, chunk by chunk."""
+        mechanism = self.get_campaign(campaign).mechanism
+        for rows in self.iter_payload_chunks(campaign, chunk_size=chunk_size):
+            # One json.loads over the whole chunk instead of one per payload.
+            payloads = json.loads("[" + ",".join(row[2] for row in rows) + "]")
+            try:
+                yield mechanism.from_wire(payloads)
+            except ValueError as error:
+                raise ValueError(
+                    f"campaign {campaign!r}: stored reports {rows[0][0]}..{rows[-1][0]} do not "
+                    f"decode: {error}"
+                ) from error
+
+    def export_page(self, campaign: str, *, after: int = 0, limit: int = 10_000) -> ExportPage:
+        """A page of at most ``limit`` stored reports after the cursor ``after``.
+
+        The page's extent is fixed here (so the cursor is known before the rows stream); its
+        rows are then read lazily in sub-chunks.
+        """
+        campaign_id = self._campaign_id(campaign)
+        conn = self.db.conn
+        row = conn.execute(
+            "SELECT seq FROM reports WHERE campaign_id = ? AND seq > ? "
+            "ORDER BY seq LIMIT 1 OFFSET ?",
+            [campaign_id, after, limit - 1],
+        ).fetchone()
+        if row is None:
+            top = conn.execute(
+                "SELECT max(seq) FROM reports WHERE campaign_id = ? AND seq > ?",
+                [campaign_id, after],
+            ).fetchone()
+            upto = int(top[0]) if top[0] is not None else after
+            has_more = False
+        else:
+            upto = int(row[0])
+            has_more = (
+                conn.execute(
+                    "SELECT 1 FROM reports WHERE campaign_id = ? AND seq > ? LIMIT 1",
+                    [campaign_id, upto],
+                ).fetchone()
+                is not None
+            )
+        chunks = self.iter_payload_chunks(
+            campaign, chunk_size=min(limit, 5_000), after=after, upto=upto
+        )
+        rows = ((report_id, payload) for chunk in chunks for _, report_id, payload in chunk)
+        return ExportPage(rows=rows, cursor=upto, has_more=has_more)
+
+    # -- metrics
+
+    def counters(self) -> list[tuple[str, str, str, int]]:
+        """All counters as ``(campaign, name, label, value)``, sorted."""
+        rows = self.db.conn.execute(
+            "SELECT c.name, k.name, k.label, k.value FROM counters k "
+            "JOIN campaigns c ON c.id = k.campaign_id ORDER BY c.name, k.name, k.label"
+        ).fetchall()
+        return [(str(a), str(b), str(c), int(d)) for a, b, c, d in rows]
+
+    def report_counts(self) -> dict[str, int]:
+        """Stored reports per campaign."""
+        rows = self.db.conn.execute(
+            "SELECT c.name, count(r.seq) FROM campaigns c "
+            "LEFT JOIN reports r ON r.campaign_id = c.id GROUP BY c.id ORDER BY c.name"
+        ).fetchall()
+        return {str(name): int(count) for name, count in rows}
+
+
+_MAX_SQLITE_INT = (1 << 63) - 1
+_CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created"
+
+
+def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
+    name, content_id, mechanism_json, domain_json, policy_json, min_batch_size, created = row
+    mechanism = _mechanism_for(mechanism_json)
+    return StoredCampaign(
+        name=name,
+        mechanism=mechanism,
+        config=json.loads(mechanism_json),
+        domain=None if domain_json is None else json.loads(domain_json),
+        policy=None if policy_json is None else json.loads(policy_json),
+        config_id=content_id,
+        min_batch_size=int(min_batch_size),
+        created=created,
+    )
+
+
+def _translate(error: sqlite3.OperationalError) -> Exception:
+    message = str(error).lower()
+    if "locked" in message or "busy" in message:
+        return StorageBusy(f"database is busy: {error}")
+    return error
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _today() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
