@@ -1,1 +1,45 @@
-"""The collector: a Flask app over a Flask-free SQLite storage module."""
+"""The collector: a Flask app over a Flask-free SQLite storage module (``collector.storage``).
+
+``create_app(config=None)`` builds the app; settings come from ``LDP_*`` environment variables
+(``collector.settings``), overridden by ``config``. Run it with ``ldp-collector serve`` (gunicorn).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+
+from collector.settings import load_settings
+from collector.storage import Storage
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """The collector app. ``config`` overrides settings (``{"DB": path, "ADMIN_TOKEN": ...}``).
+
+    The database is created and migrated here, once per process, before any request.
+    """
+    from collector import api, ops, problems, web
+
+    app = Flask(__name__)
+    app.config.update(load_settings(config))
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    if not app.config["ADMIN_TOKEN"]:
+        logger.warning("LDP_ADMIN_TOKEN is not set: every admin request will be refused")
+    with Storage(
+        app.config["DB"],
+        busy_timeout=app.config["BUSY_TIMEOUT"],
+        synchronous=app.config["SYNCHRONOUS"],
+    ):
+        pass  # creates the file and applies pending migrations
+    web.init_app(app)
+    problems.register_error_handlers(app)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(ops.bp)
+    return app

@@ -122,13 +122,15 @@ class InsertResult:
 
 @dataclasses.dataclass(frozen=True)
 class ExportPage:
-    """One page of an export: rows ``(report_id, payload_json)`` in storage order.
+    """The extent of one export page: the stored reports with ``after < seq <= cursor``.
 
     ``cursor`` is where the next page starts (pass it back as ``after``); ``has_more`` says
-    whether reports beyond this page existed when the page was cut.
+    whether reports beyond this page existed when the page was cut. Read its rows with
+    :meth:`Storage.export_rows`.
     """
 
-    rows: Iterator[tuple[str, str]]
+    campaign: str
+    after: int
     cursor: int
     has_more: bool
 
@@ -158,13 +160,15 @@ def normalize_campaign(document: Any) -> dict[str, Any]:
     if not isinstance(name, str) or CAMPAIGN_NAME_PATTERN.fullmatch(name) is None:
         raise ValueError(
             "name must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
-            f"digit; got {name!r}"
+            f"digit; got {_describe(name)}"
         )
 
     try:
         mechanism = mechanism_from_config(document["mechanism"])
-    except (TypeError, ValueError, OverflowError, KeyError) as error:
-        raise ValueError(f"mechanism: {error}") from error
+    except (TypeError, ValueError, OverflowError, KeyError, RecursionError) as error:
+        message = str(error)
+        message = message if len(message) <= 300 else message[:297] + "..."
+        raise ValueError(f"mechanism: {message}") from error
     config = mechanism.to_config()
 
     domain = document.get("domain")
@@ -178,11 +182,11 @@ def normalize_campaign(document: Any) -> dict[str, Any]:
             raise ValueError(f"domain must have k={mechanism.k} labels; got {len(domain)} labels")
         for index, label in enumerate(domain):
             if not isinstance(label, str):
-                raise ValueError(f"domain[{index}] must be a string; got {label!r}")
+                raise ValueError(f"domain[{index}] must be a string; got {_describe(label)}")
         seen: set[str] = set()
         for label in domain:
             if label in seen:
-                raise ValueError(f"domain labels must be unique; {label!r} appears twice")
+                raise ValueError(f"domain labels must be unique; {_describe(label)} appears twice")
             seen.add(label)
     elif domain is not None:
         raise ValueError(
@@ -200,7 +204,7 @@ def normalize_campaign(document: Any) -> dict[str, Any]:
         or not isinstance(min_batch_size, int)
         or not 1 <= min_batch_size <= _MAX_SAFE_INT
     ):
-        raise ValueError(f"min_batch_size must be an integer >= 1; got {min_batch_size!r}")
+        raise ValueError(f"min_batch_size must be an integer >= 1; got {_describe(min_batch_size)}")
 
     normalized = {
         "name": name,
@@ -217,8 +221,11 @@ def normalize_campaign(document: Any) -> dict[str, Any]:
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{type(value).__name__} ({text[:60]}...)"
+    """A bounded description of an untrusted value (never a deep or huge repr)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return f"a {type(value).__name__}"
 
 
 @functools.lru_cache(maxsize=256)
@@ -559,11 +566,12 @@ class Storage:
                 ) from error
 
     def export_page(self, campaign: str, *, after: int = 0, limit: int = 10_000) -> ExportPage:
-        """A page of at most ``limit`` stored reports after the cursor ``after``.
+        """Cut a page of at most ``limit`` stored reports after the cursor ``after``.
 
-        The page's extent is fixed here (so the cursor is known before the rows stream); its
-        rows are then read lazily in sub-chunks.
+        The page's extent is fixed here, so its cursor is known before its rows stream.
         """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer; got {limit!r}")
         campaign_id = self._campaign_id(campaign)
         conn = self.db.conn
         row = conn.execute(
@@ -587,11 +595,16 @@ class Storage:
                 ).fetchone()
                 is not None
             )
-        chunks = self.iter_payload_chunks(
-            campaign, chunk_size=min(limit, 5_000), after=after, upto=upto
-        )
-        rows = ((report_id, payload) for chunk in chunks for _, report_id, payload in chunk)
-        return ExportPage(rows=rows, cursor=upto, has_more=has_more)
+        return ExportPage(campaign=campaign, after=after, cursor=upto, has_more=has_more)
+
+    def export_rows(
+        self, page: ExportPage, *, chunk_size: int = 5_000
+    ) -> Iterator[list[tuple[str, str]]]:
+        """The page's rows ``(report_id, payload_json)``, in chunks, in storage order."""
+        for chunk in self.iter_payload_chunks(
+            page.campaign, chunk_size=chunk_size, after=page.after, upto=page.cursor
+        ):
+            yield [(report_id, payload) for _, report_id, payload in chunk]
 
     # -- metrics
 

@@ -231,7 +231,7 @@ def test_export_pages_by_cursor(storage: Storage) -> None:
     after, pages = 0, 0
     while True:
         page = storage.export_page("colors", after=after, limit=10)
-        rows = list(page.rows)
+        rows = [row for chunk in storage.export_rows(page, chunk_size=3) for row in chunk]
         seen += rows
         pages += 1
         after = page.cursor
@@ -242,7 +242,7 @@ def test_export_pages_by_cursor(storage: Storage) -> None:
     # Resuming from the last cursor later picks up only new reports.
     storage.insert_reports("colors", [(rid(99), "4")])
     page = storage.export_page("colors", after=after, limit=10)
-    assert list(page.rows) == [(rid(99), "4")]
+    assert list(storage.export_rows(page)) == [[(rid(99), "4")]]
     assert not page.has_more
     empty = storage.export_page("colors", after=page.cursor, limit=10)
-    assert list(empty.rows) == [] and empty.cursor == page.cursor
+    assert list(storage.export_rows(empty)) == [] and empty.cursor == page.cursor

@@ -1,0 +1,149 @@
+"""The ``/v1`` HTTP API (DESIGN.md, "Collector"): campaigns, report uploads, admin estimate and
+export. Views parse and validate, then call ``collector.storage``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Blueprint, Response, current_app, request, url_for
+
+from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_campaign, summarize
+from collector.ingest import validate_batch
+from collector.problems import Problem
+from collector.storage import CampaignConflict
+from collector.web import get_storage, query_int, read_json, require_admin, storage_opener
+
+bp = Blueprint("api", __name__, url_prefix="/v1")
+
+NDJSON_MEDIA_TYPE = "application/x-ndjson"
+NEXT_CURSOR_HEADER = "Ldp-Next-Cursor"
+_UPLOAD_FIELDS = {"config_id", "reports"}
+
+
+@bp.get("/campaigns")
+def list_campaigns() -> dict[str, Any]:
+    return {"campaigns": [c.document() for c in get_storage().list_campaigns()]}
+
+
+@bp.post("/campaigns")
+@require_admin
+def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
+    """201 with the new campaign; 200 for the same body again; 409 for a different one."""
+    body = read_json()
+    try:
+        campaign, created = get_storage().create_campaign(body)
+    except CampaignConflict as error:
+        raise Problem(409, "campaign-conflict", str(error)) from None
+    except ValueError as error:
+        raise Problem(400, "malformed-request", str(error)) from None
+    location = url_for("api.get_campaign", name=campaign.name)
+    return campaign.document(), 201 if created else 200, {"Location": location}
+
+
+@bp.get("/campaigns/<name>")
+def get_campaign(name: str) -> dict[str, Any]:
+    return get_storage().get_campaign(name).document()
+
+
+@bp.post("/campaigns/<name>/reports")
+def upload_reports(name: str) -> dict[str, Any]:
+    """Store a batch; answer ``{"accepted", "duplicate", "rejected": [{"index", "reason"}]}``.
+
+    Request-level errors (400/404/409/413/415) store nothing; report-level errors reject only
+    that report. One transaction per upload; a report id already stored is a duplicate.
+    """
+    body = read_json()
+    if not isinstance(body, dict):
+        raise Problem(400, "malformed-request", "the body must be a JSON object")
+    unknown = sorted(set(body) - _UPLOAD_FIELDS)
+    if unknown:
+        raise Problem(400, "malformed-request", f"unknown field(s): {', '.join(unknown)[:200]}")
+    config_id = body.get("config_id")
+    reports = body.get("reports")
+    if not isinstance(config_id, str):
+        raise Problem(400, "malformed-request", "config_id must be a string")
+    if not isinstance(reports, list):
+        raise Problem(400, "malformed-request", "reports must be a list")
+    cap = current_app.config["MAX_BATCH"]
+    if len(reports) > cap:
+        raise Problem(
+            413,
+            "payload-too-large",
+            f"a batch holds at most {cap} reports (LDP_MAX_BATCH); got {len(reports)}",
+            max_batch=cap,
+        )
+    storage = get_storage()
+    campaign = storage.get_campaign(name)
+    if config_id != campaign.config_id:
+        raise Problem(
+            409,
+            "stale-config",
+            f"config_id {config_id[:40]!r} is not campaign {name!r}'s current config; "
+            "refetch the campaign",
+            config_id=campaign.config_id,
+        )
+    batch = validate_batch(campaign.mechanism, reports)
+    accepted = duplicate = 0
+    if batch.rows or batch.rejections:
+        result = storage.insert_reports(name, batch.rows, rejected=batch.rejected_by_code())
+        accepted, duplicate = result.accepted, result.duplicate
+    return {
+        "accepted": accepted,
+        "duplicate": duplicate,
+        "rejected": [r.to_json() for r in batch.rejections],
+    }
+
+
+@bp.get("/campaigns/<name>/estimate")
+@require_admin
+def estimate(name: str) -> dict[str, Any]:
+    """The debiased estimate (``?confidence=0.95``); 422 below ``min_batch_size``."""
+    confidence_text = request.args.get("confidence", "0.95")
+    try:
+        confidence = float(confidence_text)
+        if not 0 < confidence < 1:
+            raise ValueError
+    except ValueError:
+        raise Problem(
+            400, "malformed-request", f"confidence must be in (0, 1); got {confidence_text[:40]!r}"
+        ) from None
+    storage = get_storage()
+    campaign = storage.get_campaign(name)
+    statistic = aggregate_campaign(storage, campaign)
+    try:
+        return summarize(campaign, statistic, confidence=confidence)
+    except (BatchTooSmall, UnsupportedEstimate) as error:
+        raise Problem(422, "unprocessable", str(error), n=statistic.n) from None
+
+
+@bp.get("/campaigns/<name>/reports")
+@require_admin
+def export_reports(name: str) -> Response:
+    """Stored reports as NDJSON, one ``{"id", "payload"}`` per line, in storage order.
+
+    Paged by an opaque cursor: ``?after=<cursor>&limit=<n>`` (default: from the start, 10000).
+    The ``Ldp-Next-Cursor`` header is where the next page starts (pass it as ``after``); when
+    more reports existed as the page was cut, a ``Link: <...>; rel="next"`` header is present
+    too. Without it, the export is complete up to that cursor; later uploads appear after it.
+    """
+    after = query_int("after", 0, minimum=0, maximum=(1 << 63) - 1)
+    limit = query_int("limit", 10_000, minimum=1, maximum=current_app.config["MAX_EXPORT_LIMIT"])
+    page = get_storage().export_page(name, after=after, limit=limit)
+    opener = storage_opener()
+
+    def lines() -> Iterator[str]:
+        # Its own connection: the stream outlives the request's storage handle.
+        with opener() as storage:
+            for chunk in storage.export_rows(page):
+                # Payloads are stored as compact JSON text already: no re-encoding.
+                yield "".join(
+                    f'{{"id":"{report_id}","payload":{payload}}}\n' for report_id, payload in chunk
+                )
+
+    response = Response(lines(), mimetype=NDJSON_MEDIA_TYPE)
+    response.headers[NEXT_CURSOR_HEADER] = str(page.cursor)
+    if page.has_more:
+        next_url = url_for("api.export_reports", name=name, after=page.cursor, limit=limit)
+        response.headers["Link"] = f'<{next_url}>; rel="next"'
+    return response

@@ -1,0 +1,140 @@
+"""Validation of an upload batch against its campaign's mechanism (Flask-free).
+
+Request-level problems (not an object, wrong field types, too many reports) are the web layer's
+400/413; this module handles report-level ones, as the IETF DAP upload rules do: every report is
+judged on its own, and the answer names each rejected report by its index with a reason code
+(``malformed_report``, ``invalid_id``, ``invalid_payload``) and a readable reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from client_sdk.mechanisms import Mechanism, WireFormatError
+from client_sdk.protocol import is_report_id
+
+REJECTION_CODES = ("malformed_report", "invalid_id", "invalid_payload")
+_REPORT_FIELDS = {"id", "payload"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """A report of the batch that is not stored: its index, a reason code and the reason."""
+
+    index: int
+    code: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "code": self.code, "reason": self.reason}
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidatedBatch:
+    """Rows ready for storage ``(report_id, compact payload JSON)`` and the rejections."""
+
+    rows: list[tuple[str, str]]
+    rejections: list[Rejection]
+
+    def rejected_by_code(self) -> Counter[str]:
+        return Counter(r.code for r in self.rejections)
+
+
+def validate_batch(mechanism: Mechanism, reports: Sequence[Any]) -> ValidatedBatch:
+    """Check every report's shape, id and payload (``mechanism.parse_wire``)."""
+    rejections: list[Rejection] = []
+    candidates: list[tuple[int, str]] = []
+    payloads: list[Any] = []
+    for index, entry in enumerate(reports):
+        if not isinstance(entry, dict):
+            rejections.append(
+                Rejection(
+                    index,
+                    "malformed_report",
+                    f"a report must be an object with 'id' and 'payload'; got "
+                    f"{type(entry).__name__}",
+                )
+            )
+        elif entry.keys() != _REPORT_FIELDS:
+            missing = sorted(_REPORT_FIELDS - entry.keys())
+            unknown = sorted(entry.keys() - _REPORT_FIELDS)
+            parts = [f"missing {', '.join(missing)}"] if missing else []
+            parts += [f"unknown field(s) {', '.join(unknown)[:200]}"] if unknown else []
+            rejections.append(
+                Rejection(
+                    index,
+                    "malformed_report",
+                    "a report has 'id' and 'payload' only: " + "; ".join(parts),
+                )
+            )
+        elif not is_report_id(entry["id"]):
+            rejections.append(
+                Rejection(
+                    index,
+                    "invalid_id",
+                    f"id must be 32 lowercase hex characters; got {_short(entry['id'])}",
+                )
+            )
+        else:
+            candidates.append((index, entry["id"]))
+            payloads.append(entry["payload"])
+
+    errors = _parse_wire_errors(mechanism, payloads)
+    rows: list[tuple[str, str]] = []
+    for position, (index, report_id) in enumerate(candidates):
+        reason = errors.get(position)
+        if reason is not None:
+            rejections.append(Rejection(index, "invalid_payload", _bounded(reason)))
+        else:
+            rows.append((report_id, _compact(payloads[position])))
+    rejections.sort(key=lambda r: r.index)
+    return ValidatedBatch(rows=rows, rejections=rejections)
+
+
+def _parse_wire_errors(mechanism: Mechanism, payloads: list[Any]) -> dict[int, str]:
+    """Position -> reason for every payload ``parse_wire`` refuses.
+
+    A mechanism's parser is meant to return errors, not raise; if one raises anyway on some
+    hostile input, the payloads are re-checked one by one so a single bad report can never turn
+    the whole upload into a 500.
+    """
+    try:
+        _, errors = mechanism.parse_wire(payloads)
+        return {error.index: error.reason for error in errors}
+    except Exception:
+        reasons: dict[int, str] = {}
+        for position, payload in enumerate(payloads):
+            try:
+                _, errors = mechanism.parse_wire([payload])
+            except Exception as error:  # a parser bug: reject this payload, keep the rest
+                reasons[position] = f"payload does not decode ({type(error).__name__})"
+                continue
+            if errors:
+                reasons[position] = errors[0].reason
+        return reasons
+
+
+def _compact(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _short(value: Any) -> str:
+    """A bounded description of an untrusted value (never a deep or huge repr)."""
+    if isinstance(value, str):
+        text = json.dumps(value[:60], ensure_ascii=True)
+        return text if len(value) <= 60 else text + "..."
+    if value is None or isinstance(value, (bool, int, float)):
+        text = json.dumps(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return f"a JSON {'array' if isinstance(value, list) else 'object'}"
+
+
+def _bounded(reason: str, limit: int = 300) -> str:
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
+
+
+__all__ = ["REJECTION_CODES", "Rejection", "ValidatedBatch", "WireFormatError", "validate_batch"]

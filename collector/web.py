@@ -1,0 +1,147 @@
+"""Request-scoped helpers of the web layer: the storage handle on ``flask.g``, admin
+authentication, and strict JSON bodies."""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import json
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from flask import Flask, current_app, g, request
+
+from collector.problems import Problem
+from collector.storage import Storage
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JSON_MEDIA_TYPE = "application/json"
+
+
+def storage_opener() -> Callable[[], Storage]:
+    """A function opening new connections to the app's database, usable outside the request
+    (a streamed response outlives it); the caller closes what it opens."""
+    return functools.partial(
+        Storage,
+        current_app.config["DB"],
+        busy_timeout=current_app.config["BUSY_TIMEOUT"],
+        synchronous=current_app.config["SYNCHRONOUS"],
+        create=False,
+    )
+
+
+def open_storage() -> Storage:
+    """A new connection to the app's database (the caller closes it)."""
+    return storage_opener()()
+
+
+def get_storage() -> Storage:
+    """This request's storage (opened on first use, closed at teardown)."""
+    if "storage" not in g:
+        g.storage = open_storage()
+    return cast(Storage, g.storage)
+
+
+def close_storage(_error: BaseException | None = None) -> None:
+    storage = g.pop("storage", None)
+    if storage is not None:
+        storage.close()
+
+
+def init_app(app: Flask) -> None:
+    app.teardown_appcontext(close_storage)
+
+
+def require_admin(view: F) -> F:
+    """Refuse the request with 401 unless it carries ``Authorization: Bearer <LDP_ADMIN_TOKEN>``.
+
+    The token is compared in constant time (``hmac.compare_digest``). Without a configured
+    token every admin request is refused.
+    """
+
+    @functools.wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        expected = current_app.config.get("ADMIN_TOKEN")
+        challenge = 'Bearer realm="ldp-collector"'
+        header = request.headers.get("Authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if not expected:
+            raise Problem(
+                401,
+                "unauthorized",
+                "the admin API is disabled: the collector has no LDP_ADMIN_TOKEN",
+                headers={"WWW-Authenticate": challenge},
+            )
+        if scheme.lower() != "bearer" or not presented.strip():
+            raise Problem(
+                401,
+                "unauthorized",
+                "this route needs 'Authorization: Bearer <admin token>'",
+                headers={"WWW-Authenticate": challenge},
+            )
+        if not hmac.compare_digest(presented.strip().encode(), expected.encode()):
+            raise Problem(
+                401,
+                "unauthorized",
+                "the admin token is not valid",
+                headers={"WWW-Authenticate": challenge + ', error="invalid_token"'},
+            )
+        return view(*args, **kwargs)
+
+    return cast(F, wrapped)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return number
+
+
+def read_json() -> Any:
+    """The request body as strict JSON (``application/json``, UTF-8, finite numbers).
+
+    415 for another media type, 413 (raised by werkzeug) above ``MAX_CONTENT_LENGTH``, 400 for
+    anything that does not parse.
+    """
+    if request.mimetype != JSON_MEDIA_TYPE:
+        raise Problem(
+            415,
+            "unsupported-media-type",
+            f"Content-Type must be {JSON_MEDIA_TYPE}; got {request.mimetype or 'none'!r}",
+        )
+    charset = request.mimetype_params.get("charset", "utf-8").lower()
+    if charset not in ("utf-8", "utf8"):
+        raise Problem(415, "unsupported-media-type", f"charset must be utf-8; got {charset!r}")
+    raw = request.get_data(cache=False)
+    try:
+        return json.loads(
+            raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
+        )
+    except UnicodeDecodeError:
+        raise Problem(400, "malformed-request", "the body is not valid UTF-8") from None
+    except RecursionError:
+        raise Problem(400, "malformed-request", "the body is nested too deeply") from None
+    except ValueError as error:  # JSONDecodeError, huge integers, NaN/Infinity
+        raise Problem(400, "malformed-request", f"the body is not valid JSON: {error}") from None
+
+
+def query_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
+    """An integer query parameter in ``[minimum, maximum]``; 400 naming it otherwise."""
+    text = request.args.get(name)
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        raise Problem(400, "malformed-request", f"{name} must be an integer; got {text[:40]!r}")
+    value = int(text)
+    if not minimum <= value <= maximum:
+        raise Problem(
+            400, "malformed-request", f"{name} must be in [{minimum}, {maximum}]; got {value}"
+        )
+    return value
