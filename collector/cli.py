@@ -1,0 +1,177 @@
+"""``ldp-collector``: serve the collector under gunicorn, initialise a database, create campaigns.
+
+    ldp-collector serve --db collector.db --host 127.0.0.1 --port 8000 --workers 2
+    ldp-collector init-db --db collector.db
+    ldp-collector campaign create --file campaign.json --db collector.db
+
+``serve`` needs the admin token in the environment variable ``LDP_ADMIN_TOKEN`` and refuses to
+start without one. It prints ``ldp-collector: serving http://HOST:PORT ...`` on stdout once the
+socket listens (``--port 0`` picks a free port). The access log carries no client address, user
+agent or timestamp: only the request line, status, size and duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from collector.settings import ENV_PREFIX
+from collector.storage import CampaignConflict, Storage
+
+ACCESS_LOG_FORMAT = '"%(r)s" %(s)s %(b)s %(M)sms'
+"""Request line, status, response size, duration: deliberately no ``%(h)s`` (client address),
+``%(a)s`` (user agent), ``%(t)s`` (time) or forwarded-for headers."""
+
+MIN_ADMIN_TOKEN_LENGTH = 16
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ldp-collector", description="The LDP telemetry collector (Flask + SQLite)."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="serve the HTTP API under gunicorn")
+    serve.add_argument("--db", required=True, help="SQLite database (created if missing)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (0: a free one; default 8000)")
+    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve.add_argument(
+        "--threads", type=int, default=1, help="threads per worker (>1 uses gthread workers)"
+    )
+    serve.add_argument("--timeout", type=int, default=30, help="worker timeout in seconds")
+    serve.add_argument(
+        "--no-access-log", action="store_true", help="disable the (address-free) access log"
+    )
+    serve.add_argument("--log-level", default="warning", help="gunicorn error log level")
+    serve.set_defaults(handler=_serve)
+
+    init_db = commands.add_parser("init-db", help="create the database or apply migrations")
+    init_db.add_argument("--db", required=True)
+    init_db.set_defaults(handler=_init_db)
+
+    campaign = commands.add_parser("campaign", help="manage campaigns directly in the database")
+    campaign_commands = campaign.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = campaign_commands.add_parser("create", help="create a campaign from a JSON file")
+    create.add_argument("--file", required=True, help="campaign JSON document ('-': stdin)")
+    create.add_argument("--db", required=True)
+    create.set_defaults(handler=_campaign_create)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (ValueError, LookupError, OSError, RuntimeError) as error:
+        print(f"ldp-collector {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _init_db(args: argparse.Namespace) -> int:
+    with Storage(args.db) as storage:
+        version = storage.migrate()
+    print(f"database {args.db} is at schema version {version}")
+    return 0
+
+
+def _campaign_create(args: argparse.Namespace) -> int:
+    if args.file == "-":
+        text = sys.stdin.read()
+    else:
+        with open(args.file, encoding="utf-8") as handle:
+            text = handle.read()
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"{args.file} is not valid JSON: {error}") from None
+    with Storage(args.db) as storage:
+        try:
+            campaign, created = storage.create_campaign(document)
+        except CampaignConflict as error:
+            print(f"ldp-collector campaign create: conflict: {error}", file=sys.stderr)
+            return 3
+    print(json.dumps(campaign.document(), indent=2))
+    print(
+        f"campaign {campaign.name!r} {'created' if created else 'already exists (same content)'}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    token = os.environ.get(ENV_PREFIX + "ADMIN_TOKEN", "")
+    if len(token) < MIN_ADMIN_TOKEN_LENGTH:
+        print(
+            f"ldp-collector serve: refusing to start: set {ENV_PREFIX}ADMIN_TOKEN to a secret of "
+            f"at least {MIN_ADMIN_TOKEN_LENGTH} characters (e.g. `export {ENV_PREFIX}ADMIN_TOKEN="
+            '$(python -c "import secrets; print(secrets.token_urlsafe(32))")`)',
+            file=sys.stderr,
+        )
+        return 2
+    for name in ("workers", "threads", "timeout"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1; got {getattr(args, name)}")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in [0, 65535]; got {args.port}")
+
+    from collector import create_app
+
+    app = create_app({"DB": args.db, "ADMIN_TOKEN": token})  # migrates once, in the master
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    options: dict[str, Any] = {
+        "bind": f"{host}:{args.port}",
+        "workers": args.workers,
+        "threads": args.threads,
+        "worker_class": "gthread" if args.threads > 1 else "sync",
+        "timeout": args.timeout,
+        "preload_app": True,
+        "accesslog": None if args.no_access_log else "-",
+        "access_log_format": ACCESS_LOG_FORMAT,
+        "errorlog": "-",
+        "loglevel": args.log_level,
+        "proc_name": "ldp-collector",
+        "when_ready": _announce(args),
+    }
+    _GunicornApp(app, options).run()
+    return 0
+
+
+def _announce(args: argparse.Namespace) -> Any:
+    def when_ready(server: Any) -> None:
+        addresses = []
+        for listener in server.LISTENERS:
+            host, port = listener.sock.getsockname()[:2]
+            addresses.append(f"http://{f'[{host}]' if ':' in host else host}:{port}")
+        print(
+            f"ldp-collector: serving {', '.join(addresses)} (workers {args.workers}, db {args.db})",
+            flush=True,
+        )
+
+    return when_ready
+
+
+class _GunicornApp(BaseApplication):  # type: ignore[misc]
+    """gunicorn run programmatically on an already built app (``BaseApplication``)."""
+
+    def __init__(self, app: Any, options: dict[str, Any]) -> None:
+        self._app = app
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self._app
+
+
+if __name__ == "__main__":
+    sys.exit(main())
