@@ -14,6 +14,9 @@ from client_sdk.mechanisms.base import Mechanism
 
 MECHANISMS: dict[str, str] = {
     "grr": "client_sdk.mechanisms.grr:GRR",
+    "blh": "client_sdk.mechanisms.local_hashing:BLH",
+    "olh": "client_sdk.mechanisms.local_hashing:OLH",
+    "hr": "client_sdk.mechanisms.hadamard:HR",
 }
 
 

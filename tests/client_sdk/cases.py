@@ -14,6 +14,15 @@ SMALL_CONFIGS: list[dict[str, Any]] = [
     {"mechanism": "grr", "epsilon": 1.0, "k": 2},
     {"mechanism": "grr", "epsilon": 0.5, "k": 5},
     {"mechanism": "grr", "epsilon": 3.0, "k": 8},
+    {"mechanism": "blh", "epsilon": 1.0, "k": 6},
+    {"mechanism": "olh", "epsilon": 0.5, "k": 5},  # g = 3
+    {"mechanism": "olh", "epsilon": 1.5, "k": 8},  # g = 5
+    {"mechanism": "olh", "epsilon": 3.0, "k": 12},  # g = 21 > k
+    {"mechanism": "hr", "epsilon": 0.5, "k": 5},  # basic: 1 block of 8
+    {"mechanism": "hr", "epsilon": 4.0, "k": 6},  # 6 blocks of 2
+    {"mechanism": "hr", "epsilon": 2.0, "k": 12},  # 4 blocks of 4
+    {"mechanism": "hr", "epsilon": 2.0, "k": 12, "blocks": 1},  # basic, chosen explicitly
+    {"mechanism": "hr", "epsilon": 5.0, "k": 12},  # 12 blocks of 2
 ]
 
 
