@@ -1,0 +1,454 @@
+"""Discrete privacy loss distributions (PLDs): the exact arithmetic behind the accounts.
+
+For a pair of output distributions (P, Q) the privacy loss of an output o is L(o) = ln P(o)/Q(o),
+and the hockey-stick curve is delta(eps) = E_{o~P}[(1 - e^{eps - L})_+] + P[L = +inf]
+(REFERENCE.md section 8; Meiser & Mohammadi, CCS 2018; Sommer, Meiser, Mohammadi, PoPETs 2019).
+A :class:`DiscretePLD` stores the distribution of L under P as finitely many atoms (loss, mass)
+plus the mass at +inf; the Q-side is implied (Q-mass e^{-l} w at each atom, the rest of Q at
+L = -inf). Composing two independent mechanisms convolves their PLDs.
+
+Everything here is exact up to floating-point rounding, except where a PLD carries a positive
+``rounding``: that is an upper bound on how much its stored losses exceed the true ones (from
+pessimistic rounding onto a grid, as in Google's dp_accounting), so its delta(eps) is an upper
+bound on the true one and the true epsilon(delta) is at least the stored one minus ``rounding``.
+Masses below ``NEGLIGIBLE`` at the tails are moved to +inf (pessimistic; invisible at any delta
+above 1e-140).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+from scipy import signal, special
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+NEGLIGIBLE = 1e-150
+"""Tail masses below this are moved to loss +inf (keeps products away from subnormals)."""
+
+MAX_SPAN = 1 << 15
+"""Largest lattice span (number of grid points) kept; wider PLDs are coarsened pessimistically."""
+
+MAX_PAIRS = 1 << 21
+"""Largest number of atom pairs merged exactly when two PLDs share no lattice."""
+
+_DIRECT_CONVOLUTION_WORK = 4e7
+"""Above this many multiply-adds a lattice convolution uses the FFT (with an error allowance)."""
+
+_LATTICE_TOLERANCE = 1e-12
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DiscretePLD:
+    """The privacy loss distribution of one ordered pair (P, Q) with finitely many finite losses.
+
+    ``losses`` are sorted and distinct, ``masses`` are their P-probabilities (all > 0),
+    ``inf_mass`` is P[L = +inf] (outputs Q never produces). When ``indices`` is set the losses are
+    exactly ``step * indices`` (a lattice, which composes by exact convolution).
+    """
+
+    losses: FloatArray
+    masses: FloatArray
+    inf_mass: float = 0.0
+    step: float | None = None
+    indices: IntArray | None = None
+    rounding: float = 0.0
+
+    # ---- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def identity(cls) -> DiscretePLD:
+        """The PLD of a mechanism that reveals nothing (L = 0 surely)."""
+        return cls(np.zeros(1), np.ones(1), 0.0, 1.0, np.zeros(1, dtype=np.int64))
+
+    @classmethod
+    def from_atoms(
+        cls,
+        losses: npt.ArrayLike,
+        masses: npt.ArrayLike,
+        inf_mass: float = 0.0,
+        *,
+        rounding: float = 0.0,
+    ) -> DiscretePLD:
+        """Merge atoms with equal loss, drop empty ones and detect a lattice."""
+        loss = np.asarray(losses, dtype=np.float64).ravel()
+        mass = np.asarray(masses, dtype=np.float64).ravel()
+        keep = mass > 0
+        loss, mass = loss[keep], mass[keep]
+        if loss.size == 0:
+            loss, mass = np.zeros(1), np.zeros(1)
+        unique, inverse = np.unique(loss, return_inverse=True)
+        merged = _bincount(inverse.ravel(), weights=mass, minlength=unique.size)
+        step, indices = _detect_lattice(unique)
+        if step is None or indices is None:
+            return cls(unique, merged, float(inf_mass), None, None, rounding)
+        # Losses that differ by float noise land on the same lattice point: merge them.
+        lattice, inverse = np.unique(indices, return_inverse=True)
+        merged = _bincount(inverse.ravel(), weights=merged, minlength=lattice.size)
+        return cls(
+            step * lattice.astype(np.float64), merged, float(inf_mass), step, lattice, rounding
+        )
+
+    @classmethod
+    def from_distributions(cls, p: npt.ArrayLike, q: npt.ArrayLike) -> DiscretePLD:
+        """The PLD of P against Q, two probability vectors over the same outputs."""
+        p_arr = np.asarray(p, dtype=np.float64).ravel()
+        q_arr = np.asarray(q, dtype=np.float64).ravel()
+        both = (p_arr > 0) & (q_arr > 0)
+        with np.errstate(divide="ignore"):
+            losses = np.log(p_arr[both]) - np.log(q_arr[both])
+        inf_mass = float(np.sum(p_arr[(p_arr > 0) & (q_arr <= 0)]))
+        return cls.from_atoms(losses, p_arr[both], inf_mass)
+
+    # ---- derived quantities ----------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return int(self.losses.size)
+
+    @property
+    def is_identity(self) -> bool:
+        return self.size == 1 and self.losses[0] == 0.0 and self.inf_mass == 0.0
+
+    @cached_property
+    def _log_masses(self) -> FloatArray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.masses)
+
+    @cached_property
+    def q_mass_finite(self) -> float:
+        """Q[L finite] = sum of e^{-l} w over the atoms (the rest of Q sits at L = -inf)."""
+        return float(min(1.0, np.exp(special.logsumexp(self._log_masses - self.losses))))
+
+    @cached_property
+    def _curve(self) -> tuple[FloatArray, FloatArray]:
+        """(D, E) with D_j = delta(l_j) and E_j = sum_{i >= j} w_i e^{l_j - l_i}.
+
+        On [l_{j-1}, l_j], delta(eps) = D_j + E_j (1 - e^{eps - l_j}); D follows from the
+        recurrence D_{j-1} = D_j + E_j (1 - e^{l_{j-1} - l_j}), a sum of non-negative terms, so
+        tiny deltas keep their relative precision.
+        """
+        log_tail = np.logaddexp.accumulate((self._log_masses - self.losses)[::-1])[::-1]
+        e = np.exp(self.losses + log_tail)
+        steps = e[1:] * -np.expm1(self.losses[:-1] - self.losses[1:])
+        d = np.empty_like(e)
+        d[-1] = self.inf_mass
+        d[:-1] = self.inf_mass + np.cumsum(steps[::-1])[::-1]
+        return d, e
+
+    def delta(self, epsilon: npt.ArrayLike) -> FloatArray:
+        """delta(eps) = E_P[(1 - e^{eps - L})_+] + P[L = +inf], vectorized over eps (any real)."""
+        eps = np.asarray(epsilon, dtype=np.float64)
+        d, e = self._curve
+        j = np.searchsorted(self.losses, eps, side="left")
+        inside = j < self.size
+        jj = np.minimum(j, self.size - 1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = d[jj] + e[jj] * -np.expm1(eps - self.losses[jj])
+        return np.where(inside, value, self.inf_mass)
+
+    def epsilon(self, delta: float) -> float:
+        """The smallest eps >= 0 with delta(eps) <= ``delta`` (exact inverse on each segment)."""
+        d, e = self._curve
+        if delta >= float(self.delta(0.0)):
+            return 0.0
+        if delta < self.inf_mass:
+            return math.inf
+        # D is non-increasing in j: find the first breakpoint where delta(l_j) <= target.
+        j = int(np.searchsorted(-d, -delta, side="left"))
+        if j == 0:
+            # Left of the smallest loss: delta(eps) = D_0 + E_0 (1 - e^{eps - l_0}).
+            pass
+        eps = float(self.losses[j] + np.log1p(-(delta - d[j]) / e[j])) if e[j] > 0 else math.inf
+        return max(0.0, min(eps, float(self.losses[j])))
+
+    @property
+    def max_loss(self) -> float:
+        """The largest loss (+inf if P[L = +inf] > 0): the pure epsilon of this pair."""
+        return math.inf if self.inf_mass > 0 else float(self.losses[-1])
+
+    def renyi(self, orders: FloatArray) -> FloatArray:
+        """Renyi divergences D_alpha(P||Q) = ln E_P[e^{(alpha-1)L}] / (alpha - 1) (Mironov 2017)."""
+        if self.inf_mass > 0:
+            return np.full(orders.shape, math.inf)
+        a = orders[:, None] - 1.0
+        log_moment = special.logsumexp(self._log_masses[None, :] + a * self.losses[None, :], axis=1)
+        return np.maximum(log_moment, 0.0) / (orders - 1.0)
+
+    # ---- transformations -------------------------------------------------------------------
+
+    def trimmed(self) -> DiscretePLD:
+        """Move the negligible tail masses (< NEGLIGIBLE) to +inf (pessimistic)."""
+        big = np.flatnonzero(self.masses >= NEGLIGIBLE)
+        if big.size == self.size:
+            return self
+        lo, hi = (int(big[0]), int(big[-1]) + 1) if big.size else (0, 1)
+        moved = float(np.sum(self.masses[:lo]) + np.sum(self.masses[hi:]))
+        sl = slice(lo, hi)
+        return DiscretePLD(
+            self.losses[sl],
+            self.masses[sl],
+            self.inf_mass + moved,
+            self.step,
+            None if self.indices is None else self.indices[sl],
+            self.rounding,
+        )
+
+    def regridded(self, step: float) -> DiscretePLD:
+        """Round every loss *up* to the grid ``step * Z`` (pessimistic: delta can only grow)."""
+        idx = np.ceil(self.losses / step).astype(np.int64)
+        idx += (idx.astype(np.float64) * step < self.losses).astype(np.int64)
+        merged_idx, inverse = np.unique(idx, return_inverse=True)
+        masses = _bincount(inverse.ravel(), weights=self.masses, minlength=merged_idx.size)
+        return DiscretePLD(
+            step * merged_idx.astype(np.float64),
+            masses,
+            self.inf_mass,
+            step,
+            merged_idx,
+            self.rounding + step,
+        )
+
+    def _coarsened(self) -> DiscretePLD:
+        """Coarsen a lattice PLD by an integer factor until its span fits in MAX_SPAN."""
+        assert self.step is not None and self.indices is not None
+        span = int(self.indices[-1] - self.indices[0]) + 1
+        if span <= MAX_SPAN:
+            return self
+        factor = -(-span // MAX_SPAN)
+        idx = -(-self.indices // factor)  # ceil division: pessimistic
+        merged_idx, inverse = np.unique(idx, return_inverse=True)
+        masses = _bincount(inverse.ravel(), weights=self.masses, minlength=merged_idx.size)
+        step = self.step * factor
+        return DiscretePLD(
+            step * merged_idx.astype(np.float64),
+            masses,
+            self.inf_mass,
+            step,
+            merged_idx,
+            self.rounding + step,
+        )
+
+    def compose(self, other: DiscretePLD) -> DiscretePLD:
+        """The PLD of the product pair (P1 x P2, Q1 x Q2): the convolution of the two PLDs.
+
+        Exact when both are on commensurate lattices (dense convolution) or small enough to merge
+        all atom pairs; otherwise both are rounded up onto a common grid first (``rounding``).
+        Cost: O(span_1 * span_2) for direct lattice convolution, O(n log n) beyond
+        ``_DIRECT_CONVOLUTION_WORK`` with the FFT (whose error bound is added to +inf).
+        """
+        if self.is_identity:
+            return other
+        if other.is_identity:
+            return self
+        inf_mass = 1.0 - (1.0 - self.inf_mass) * (1.0 - other.inf_mass)
+        common = _common_lattice(self, other)
+        if common is not None:
+            step, idx_a, idx_b = common
+            return _lattice_convolve(
+                step,
+                idx_a,
+                self.masses,
+                idx_b,
+                other.masses,
+                inf_mass,
+                self.rounding + other.rounding,
+            )
+        if self.size * other.size <= MAX_PAIRS:
+            losses = (self.losses[:, None] + other.losses[None, :]).ravel()
+            masses = (self.masses[:, None] * other.masses[None, :]).ravel()
+            merged = DiscretePLD.from_atoms(
+                losses, masses, inf_mass, rounding=self.rounding + other.rounding
+            )
+            if merged.size <= MAX_SPAN:
+                return merged.trimmed()
+        width = (self.losses[-1] - self.losses[0]) + (other.losses[-1] - other.losses[0])
+        grid = max(float(width) / (MAX_SPAN // 2), 1e-12)
+        return self.regridded(grid).compose(other.regridded(grid))
+
+    def power(self, count: int) -> DiscretePLD:
+        """The ``count``-fold self-composition, by repeated squaring (about 2 log2 count steps)."""
+        result = DiscretePLD.identity()
+        base = self
+        n = count
+        while n:
+            if n & 1:
+                result = result.compose(base)
+            n >>= 1
+            if n:
+                base = base.compose(base)
+        return result
+
+
+def gaussian_pld(mu: float, *, grid: float | None = None, tail: float = 1e-18) -> DiscretePLD:
+    """A pessimistic discretization of the Gaussian PLD, L ~ N(mu^2/2, mu^2) under P.
+
+    The mass of ((i-1) h, i h] goes to i h (rounded up), the mass below the lower truncation point
+    goes to it, and the mass above the upper one (at most ``tail``) to +inf, as in dp_accounting's
+    pessimistic estimate. ``rounding`` is the grid width h (default: about 16000 points over
+    the +-z range, at most 1e-3).
+    """
+    if mu <= 0:
+        return DiscretePLD.identity()
+    z = float(-special.ndtri(tail))
+    h = grid if grid is not None else min(1e-3, 2 * z * mu / 16000)
+    mean = mu * mu / 2
+    lo = math.floor((mean - z * mu) / h)
+    hi = math.ceil((mean + z * mu) / h)
+    idx = np.arange(lo, hi + 1, dtype=np.int64)
+    edges = (idx.astype(np.float64) * h - mean) / mu
+    # Mass of ((i-1)h, ih]; differences of the lower CDF below the mean and of the upper tail
+    # above it, so small masses keep their relative precision. The first atom takes everything
+    # below its edge.
+    lower = np.concatenate([[-np.inf], edges[:-1]])
+    masses = np.where(
+        lower >= 0,
+        special.ndtr(-lower) - special.ndtr(-edges),
+        special.ndtr(edges) - special.ndtr(lower),
+    )
+    inf_mass = float(special.ndtr(-edges[-1]))
+    pld = DiscretePLD(idx.astype(np.float64) * h, masses, inf_mass, h, idx, h)
+    keep = masses > 0
+    if not np.all(keep):
+        pld = DiscretePLD(pld.losses[keep], masses[keep], inf_mass, h, idx[keep], h)
+    return pld.trimmed()
+
+
+def subsampled_pair(
+    remove: DiscretePLD, add: DiscretePLD, q: float
+) -> tuple[DiscretePLD, DiscretePLD]:
+    """Poisson subsampling at rate ``q`` under add/remove (Zhu, Dong, Wang, AISTATS 2022).
+
+    With (P, Q) the remove pair, the subsampled remove pair is (qP + (1-q)Q, Q) and with (P', Q')
+    the add pair, the subsampled add pair is (P', (1-q)P' + qQ'). Each atom maps exactly:
+    remove: l -> ln(1 + q(e^l - 1)) with mass w(q + (1-q)e^{-l}), +inf keeps q w_inf, and Q's
+    mass at -inf becomes an atom at ln(1-q); add: l -> -ln(1 + q(e^{-l} - 1)) with mass w, and
+    +inf becomes the atom -ln(1-q) with mass w_inf.
+    """
+    log_q = math.log(q)
+    log_keep = math.log1p(-q) if q < 1 else -math.inf
+    # Remove direction: ln(q e^l + 1 - q), mass q w + (1-q) w e^{-l} (the Q-mass is at most 1).
+    new_losses = np.logaddexp(log_q + remove.losses, log_keep)
+    new_masses = q * remove.masses + (1 - q) * np.exp(remove._log_masses - remove.losses)
+    q_at_minus_inf = max(0.0, 1.0 - remove.q_mass_finite)
+    losses_r = [new_losses]
+    masses_r = [new_masses]
+    if q_at_minus_inf > 0 and q < 1:
+        losses_r.append(np.array([log_keep]))
+        masses_r.append(np.array([(1 - q) * q_at_minus_inf]))
+    sub_remove = DiscretePLD.from_atoms(
+        np.concatenate(losses_r),
+        np.concatenate(masses_r),
+        q * remove.inf_mass,
+        rounding=remove.rounding,
+    )
+    # Add direction: -ln(q e^{-l} + 1 - q), mass w.
+    add_losses = -np.logaddexp(log_q - add.losses, log_keep)
+    losses_a = [add_losses]
+    masses_a = [add.masses]
+    inf_a = 0.0
+    if add.inf_mass > 0:
+        if q < 1:
+            losses_a.append(np.array([-log_keep]))
+            masses_a.append(np.array([add.inf_mass]))
+        else:
+            inf_a = add.inf_mass
+    sub_add = DiscretePLD.from_atoms(
+        np.concatenate(losses_a), np.concatenate(masses_a), inf_a, rounding=add.rounding
+    )
+    return sub_remove, sub_add
+
+
+# ---- lattices ------------------------------------------------------------------------------
+
+
+def _bincount(inverse: IntArray, weights: FloatArray, minlength: int) -> FloatArray:
+    return np.asarray(np.bincount(inverse, weights=weights, minlength=minlength), np.float64)
+
+
+def _detect_lattice(losses: FloatArray) -> tuple[float | None, IntArray | None]:
+    """If every loss is an integer multiple of one step (to 1e-12), return (step, indices).
+
+    Only float noise is absorbed: the snapped losses move by at most 1e-12 relative.
+    """
+    # Losses within float noise of 0 (relative to the largest) count as 0.
+    scale = float(np.max(np.abs(losses))) if losses.size else 0.0
+    nonzero = np.abs(losses[np.abs(losses) > _LATTICE_TOLERANCE * scale])
+    if nonzero.size == 0:
+        return 1.0, np.zeros(losses.size, dtype=np.int64)
+    base = float(nonzero.min())
+    for divisor in range(1, 13):
+        step = base / divisor
+        ratio = losses / step
+        nearest = np.round(ratio)
+        if np.max(np.abs(nearest)) > 1e7:
+            break
+        if np.all(np.abs(ratio - nearest) <= _LATTICE_TOLERANCE * np.maximum(1.0, np.abs(ratio))):
+            return step, nearest.astype(np.int64)
+    return None, None
+
+
+def _common_lattice(a: DiscretePLD, b: DiscretePLD) -> tuple[float, IntArray, IntArray] | None:
+    """A common step for two lattice PLDs whose steps have a small rational ratio, if any."""
+    if a.step is None or b.step is None or a.indices is None or b.indices is None:
+        return None
+    ratio = b.step / a.step
+    frac = Fraction(ratio).limit_denominator(16)
+    if frac.numerator == 0 or abs(ratio - float(frac)) > _LATTICE_TOLERANCE * ratio:
+        return None
+    if frac.numerator > 16:
+        return None
+    step = a.step / frac.denominator
+    idx_a = a.indices * frac.denominator
+    idx_b = b.indices * frac.numerator
+    span = int(idx_a[-1] - idx_a[0]) + int(idx_b[-1] - idx_b[0]) + 1
+    if span > 8 * MAX_SPAN:
+        return None
+    return step, idx_a, idx_b
+
+
+def _dense(indices: IntArray, masses: FloatArray) -> FloatArray:
+    dense = np.zeros(int(indices[-1] - indices[0]) + 1)
+    dense[indices - indices[0]] = masses
+    return dense
+
+
+def _lattice_convolve(
+    step: float,
+    idx_a: IntArray,
+    mass_a: FloatArray,
+    idx_b: IntArray,
+    mass_b: FloatArray,
+    inf_mass: float,
+    rounding: float,
+) -> DiscretePLD:
+    dense_a = _dense(idx_a, mass_a)
+    dense_b = _dense(idx_b, mass_b)
+    if dense_a.size * dense_b.size <= _DIRECT_CONVOLUTION_WORK:
+        dense = np.convolve(dense_a, dense_b)
+    else:
+        dense = signal.fftconvolve(dense_a, dense_b)
+        # Per-entry FFT error is at most a small multiple of u log2(n) |a|_2 |b|_2; the total
+        # possible shortfall over all entries is moved to +inf so delta stays an upper bound.
+        n = dense.size
+        bound = (
+            10
+            * np.finfo(np.float64).eps
+            * math.log2(n)
+            * float(np.linalg.norm(dense_a) * np.linalg.norm(dense_b))
+        )
+        dense = np.where(dense > bound, dense, 0.0)
+        inf_mass = min(1.0, inf_mass + n * bound)
+    start = int(idx_a[0] + idx_b[0])
+    nonzero = np.flatnonzero(dense > 0)
+    indices = (nonzero + start).astype(np.int64)
+    pld = DiscretePLD(
+        step * indices.astype(np.float64), dense[nonzero], inf_mass, step, indices, rounding
+    )
+    return pld.trimmed()._coarsened()

@@ -1,0 +1,158 @@
+"""The device view: the privacy a device spends over its reports, across campaigns.
+
+>>> from client_sdk import mechanism_from_config
+>>> m = mechanism_from_config({"mechanism": "grr", "epsilon": 1.0, "k": 8})
+>>> account = device_privacy(m, reports=100)
+>>> round(account.epsilon_at(1e-6), 3) <= 100 * 1.0
+True
+
+Each mechanism becomes one step, as exactly as its form allows:
+
+- a frequency oracle through its exact channel (``channel_matrices()``, the implemented
+  probabilities): the PLD of the worst pair of rows, or of their envelope when no single pair
+  dominates; GRR directly from its implemented p* and q* at any k;
+- ``gaussian`` (``.sigma`` and its L2 sensitivity) through Gaussian DP, mu = sensitivity/sigma;
+- anything else through its claim (``privacy_epsilon``, ``privacy_delta``) and the worst case of
+  an (epsilon, delta)-DP report, which is exact for randomized response and an upper bound
+  otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from analysis.accounting._pld import DiscretePLD
+from analysis.accounting._validation import check_count
+from analysis.accounting.account import (
+    PrivacyAccount,
+    Step,
+    approximate_dp,
+    envelope,
+    gaussian,
+    randomized_response_from,
+)
+from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
+from client_sdk.mechanisms.registry import mechanism_from_config
+
+MechanismLike = Mechanism | Mapping[str, Any] | PrivacyAccount
+
+MAX_CHANNEL_PAIRS = 5000
+"""Most ordered pairs of distinct channel rows enumerated for one mechanism."""
+MAX_CHANNEL_WORK = 20_000_000
+"""Most (pair, output) cells enumerated for one mechanism; beyond, the claim is used."""
+
+
+def from_channel(mechanism: FrequencyOracle) -> PrivacyAccount:
+    """One report of a frequency oracle, from its exact implemented channel.
+
+    Every ordered pair of distinct rows of every ``channel_matrices()`` matrix gives a PLD; the
+    step is their envelope (the worst pair when one dominates, as for every symmetric oracle).
+    Conditioning on public randomness (a hash seed) is covered by taking the worst matrix,
+    which is an upper bound on the mixture. Raises ValueError when the channel is too large to
+    enumerate (the mechanism's own limit, or more than ``MAX_CHANNEL_PAIRS`` pairs or
+    ``MAX_CHANNEL_WORK`` cells).
+    """
+    if not isinstance(mechanism, FrequencyOracle):
+        raise ValueError(f"mechanism must be a FrequencyOracle; got {type(mechanism).__name__}")
+    plds: dict[tuple[bytes, bytes, float], DiscretePLD] = {}
+    pairs = work = 0
+    try:
+        matrices = list(mechanism.channel_matrices())
+    except NotImplementedError as exc:
+        raise ValueError(f"{mechanism.name} does not enumerate its channel") from exc
+    for matrix in matrices:
+        rows = np.unique(np.asarray(matrix, dtype=np.float64), axis=0)
+        u = rows.shape[0]
+        pairs += u * (u - 1)
+        work += u * (u - 1) * rows.shape[1]
+        if pairs > MAX_CHANNEL_PAIRS or work > MAX_CHANNEL_WORK:
+            raise ValueError(
+                f"the channel of {mechanism.name} (k={mechanism.k}) is too large to enumerate: "
+                f"{pairs} row pairs so far (limit {MAX_CHANNEL_PAIRS})"
+            )
+        seen: set[bytes] = set()
+        for i in range(u):
+            for j in range(u):
+                if i == j:
+                    continue
+                # The pair's PLD depends only on the multiset of (P, Q) columns.
+                columns = np.stack([rows[i], rows[j]], axis=1)
+                key = columns[np.lexsort((columns[:, 1], columns[:, 0]))].tobytes()
+                if key in seen:
+                    continue
+                seen.add(key)
+                pld = DiscretePLD.from_distributions(rows[i], rows[j])
+                plds.setdefault((pld.losses.tobytes(), pld.masses.tobytes(), pld.inf_mass), pld)
+    if not plds:
+        raise ValueError(f"the channel of {mechanism.name} has a single distinct row")
+    pld = envelope(list(plds.values()))
+    claim = (pld.max_loss, 0.0) if pld.inf_mass == 0 else None
+    label = f"{mechanism.name}(eps={mechanism.privacy_epsilon:.6g}, k={mechanism.k}, channel)"
+    return PrivacyAccount([(Step(label, 0.0, pld, None, claim), 1)])
+
+
+def mechanism_privacy(mechanism: MechanismLike) -> PrivacyAccount:
+    """The account of one report of ``mechanism`` (a Mechanism, a config dict, or an account)."""
+    if isinstance(mechanism, PrivacyAccount):
+        return mechanism
+    if isinstance(mechanism, Mapping):
+        mechanism = mechanism_from_config(mechanism)
+    if not isinstance(mechanism, Mechanism):
+        raise ValueError(
+            f"mechanism must be a Mechanism, a config dict or a PrivacyAccount; "
+            f"got {type(mechanism).__name__}"
+        )
+    claim = (float(mechanism.privacy_epsilon), float(mechanism.privacy_delta))
+    if mechanism.name == "gaussian" and hasattr(mechanism, "sigma"):
+        return gaussian(
+            sigma=float(mechanism.sigma), sensitivity=_l2_sensitivity(mechanism), claim=claim
+        )
+    if isinstance(mechanism, FrequencyOracle):
+        if mechanism.name == "grr":
+            return randomized_response_from(mechanism.p_star, mechanism.q_star, mechanism.k)
+        try:
+            return from_channel(mechanism)
+        except ValueError:
+            pass
+    return approximate_dp(*claim)
+
+
+def device_privacy(mechanism: MechanismLike, reports: int) -> PrivacyAccount:
+    """The composed account of ``reports`` reports of one mechanism by one device.
+
+    ``device_privacy(m, 30).summary(1e-6)`` gives the per-report and composed epsilon, the
+    attacker's advantage and the classical bounds as JSON-safe figures.
+    """
+    reports = check_count(reports, "reports")
+    return mechanism_privacy(mechanism) * reports
+
+
+def device_account(history: Iterable[tuple[MechanismLike, int]]) -> PrivacyAccount:
+    """A device's whole history: ``[(mechanism or config or account, reports), ...]``."""
+    parts = []
+    for index, entry in enumerate(history):
+        if not (isinstance(entry, tuple) and len(entry) == 2):
+            raise ValueError(f"history[{index}] must be a (mechanism, reports) pair; got {entry!r}")
+        mechanism, reports = entry
+        parts.append(
+            mechanism_privacy(mechanism) * check_count(reports, f"history[{index}].reports")
+        )
+    if not parts:
+        raise ValueError("history must list at least one (mechanism, reports) pair")
+    return sum(parts[1:], parts[0])
+
+
+def _l2_sensitivity(mechanism: Any) -> float:
+    """The L2 diameter of the Gaussian mechanism's input set (REFERENCE.md section 5)."""
+    if hasattr(mechanism, "sensitivity"):
+        return float(mechanism.sensitivity)
+    clip_norm = getattr(mechanism, "clip_norm", None)
+    if clip_norm is not None:
+        return 2.0 * float(clip_norm)
+    lower, upper = float(mechanism.lower), float(mechanism.upper)
+    dim = getattr(mechanism, "dim", None) or 1
+    return (upper - lower) * math.sqrt(dim)
