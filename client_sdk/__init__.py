@@ -4,6 +4,7 @@ Imports nothing from ``collector`` or ``analysis`` (DESIGN.md: data and imports 
 device -> collector -> analysis).
 """
 
+from client_sdk.client import TelemetryClient
 from client_sdk.mechanisms import (
     AggregateStatistic,
     FrequencyOracle,
@@ -19,6 +20,7 @@ __all__ = [
     "FrequencyOracle",
     "Mechanism",
     "SystemRandomSource",
+    "TelemetryClient",
     "WireFormatError",
     "mechanism_from_config",
 ]

@@ -1,0 +1,464 @@
+"""``TelemetryClient``: record values on the device, randomized at once, and upload them later.
+
+    client = TelemetryClient("https://collector.example", state_dir="~/.cache/app-telemetry")
+    client.record("app-theme", "dark")   # randomized now; only the randomized report is queued
+    client.flush()                        # uploads with retries; returns how many were acknowledged
+
+What happens to a value:
+
+1. ``record`` fetches the campaign (once; cached in ``state_dir``) and verifies its ``config_id``
+   by recomputing it from the campaign's content (``client_sdk.protocol``), so the client never
+   randomizes under parameters it cannot check.
+2. The label becomes its index in the campaign's domain (an unknown label is a ``ValueError``
+   and nothing is queued); numeric campaigns take numbers.
+3. :meth:`TelemetryClient._produce_reports` randomizes with the OS CSPRNG (``rng=None``) and
+   encodes to the wire: the only place a report is produced.
+4. The randomized payload gets a fresh random 128-bit report id and is appended to the outbox
+   (SQLite, ``synchronous=FULL``). The raw value is never written or sent.
+5. ``flush`` uploads queued reports in batches. A report leaves the outbox only when the
+   collector acknowledged it (accepted, or duplicate: already stored). A rejected report is
+   dropped with a logged reason. The id is fixed at record time, so a retry after a crash or a
+   lost response is a duplicate on the server, never a second report.
+
+A stale config (the collector answers ``409`` with the ``stale-config`` problem type): the
+client refetches the campaign once. Queued reports made under the old config are **dropped and
+logged**: they were randomized under other parameters, cannot be uploaded under the new ones,
+and cannot be re-randomized because the raw values are gone (by design).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import secrets
+import threading
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import requests
+
+from client_sdk.mechanisms import FrequencyOracle, Mechanism, mechanism_from_config
+from client_sdk.outbox import Outbox, QueuedReport
+from client_sdk.protocol import campaign_config_id, problem_type
+from client_sdk.randomness import RandomSource
+from client_sdk.transport import make_session
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 500
+DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
+
+
+class CampaignVerificationError(ValueError):
+    """A fetched campaign whose content does not match its ``config_id`` (or this SDK)."""
+
+
+class UploadError(RuntimeError):
+    """An upload that could not complete; ``acknowledged`` reports were stored before it.
+
+    ``status`` and ``problem`` (the RFC 9457 document) are set when the collector answered.
+    Unacknowledged reports stay in the outbox for the next ``flush``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        acknowledged: int = 0,
+        status: int | None = None,
+        problem: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.acknowledged = acknowledged
+        self.status = status
+        self.problem = dict(problem) if problem is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Campaign:
+    """A campaign as the client uses it, verified against its ``config_id``."""
+
+    name: str
+    mechanism: Mechanism
+    config_id: str
+    domain: tuple[str, ...] | None
+    policy: dict[str, Any] | None
+    min_batch_size: int
+    document: dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    _index: dict[str, int] = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_document(cls, document: Any, *, name: str) -> Campaign:
+        """Verify a campaign document: its ``config_id`` must be the hash of its content, its
+        mechanism config canonical for this SDK, its domain consistent with the mechanism."""
+        if not isinstance(document, dict):
+            raise CampaignVerificationError(f"campaign {name!r}: the document is not an object")
+        try:
+            mechanism_config = document["mechanism"]
+            domain = document.get("domain")
+            policy = document.get("policy")
+            min_batch_size = document["min_batch_size"]
+            expected = campaign_config_id(
+                mechanism=mechanism_config,
+                domain=domain,
+                policy=policy,
+                min_batch_size=min_batch_size,
+            )
+            mechanism = mechanism_from_config(mechanism_config)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CampaignVerificationError(
+                f"campaign {name!r}: the document is not a valid campaign: {error}"
+            ) from error
+        if document.get("name") != name:
+            raise CampaignVerificationError(
+                f"asked for campaign {name!r}, got {document.get('name')!r}"
+            )
+        if document.get("config_id") != expected:
+            raise CampaignVerificationError(
+                f"campaign {name!r}: config_id {document.get('config_id')!r} does not match its "
+                f"content (expected {expected})"
+            )
+        if mechanism.to_config() != mechanism_config:
+            raise CampaignVerificationError(
+                f"campaign {name!r}: this SDK reads the mechanism config differently "
+                f"({mechanism.to_config()} != {mechanism_config}); update the SDK"
+            )
+        if isinstance(mechanism, FrequencyOracle):
+            if (
+                not isinstance(domain, list)
+                or len(domain) != mechanism.k
+                or not all(isinstance(label, str) for label in domain)
+                or len(set(domain)) != len(domain)
+            ):
+                raise CampaignVerificationError(
+                    f"campaign {name!r}: the domain must be {mechanism.k} unique string labels"
+                )
+        elif domain is not None:
+            raise CampaignVerificationError(f"campaign {name!r}: a numeric campaign has no domain")
+        labels = None if domain is None else tuple(domain)
+        return cls(
+            name=name,
+            mechanism=mechanism,
+            config_id=expected,
+            domain=labels,
+            policy=policy,
+            min_batch_size=int(min_batch_size),
+            document=document,
+            _index={label: i for i, label in enumerate(labels or ())},
+        )
+
+    def encode(self, values: Sequence[Any]) -> npt.NDArray[Any]:
+        """Map labels to domain indices (categorical) or check numbers (numeric).
+
+        Raises ``ValueError`` naming the first bad value and its position; nothing is queued.
+        """
+        if self.domain is not None:
+            index = self._index
+            out = np.empty(len(values), dtype=np.int64)
+            for position, label in enumerate(values):
+                code = index.get(label) if isinstance(label, str) else None
+                if code is None:
+                    preview = ", ".join(repr(v) for v in self.domain[:5])
+                    more = ", ..." if len(self.domain) > 5 else ""
+                    raise ValueError(
+                        f"value {label!r} (position {position}) is not a label of campaign "
+                        f"{self.name!r}; its domain has {len(self.domain)} labels: "
+                        f"{preview}{more}"
+                    )
+                out[position] = code
+            return out
+        for position, value in enumerate(values):
+            if isinstance(value, (bool, np.bool_, str, bytes)):
+                raise ValueError(
+                    f"value {value!r} (position {position}) of numeric campaign {self.name!r} "
+                    "must be a number"
+                )
+        try:
+            return np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"values of numeric campaign {self.name!r} must be numbers: {error}"
+            ) from error
+
+
+class TelemetryClient:
+    """Records values under local differential privacy and uploads the randomized reports.
+
+    :param base_url: the collector, e.g. ``http://127.0.0.1:8000``.
+    :param state_dir: directory of this client's outbox and campaign cache (created if
+        missing). One client process per ``state_dir``.
+    :param rng: randomness for ``perturb``; ``None`` (the default, and the only choice on a
+        device) is the OS CSPRNG. Tests and simulations may pass a seeded
+        ``numpy.random.Generator``. Report ids always come from ``secrets``.
+    :param batch_size: reports per upload request.
+    :param retries: retries per request (network errors, 429, 5xx), with exponential backoff
+        and jitter, honouring ``Retry-After``.
+    :param session: a ready ``requests.Session`` (its adapters then own the retries).
+
+    Safe to share between threads; safe across process restarts (the outbox is durable and
+    report ids are fixed at record time).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        state_dir: str | os.PathLike[str],
+        rng: RandomSource | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        retries: int = 5,
+        backoff_factor: float = 0.25,
+        timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
+        session: requests.Session | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL; got {base_url!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
+        self.base_url = base_url.rstrip("/")
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self._rng = rng
+        self._outbox = Outbox(state_dir)
+        self._session = session or make_session(retries=retries, backoff_factor=backoff_factor)
+        self._campaigns: dict[str, Campaign] = {}
+        self._campaigns_lock = threading.Lock()
+        self._rng_lock = threading.Lock()  # a numpy Generator is not thread-safe
+        self._flush_lock = threading.Lock()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._session.close()
+        self._outbox.close()
+
+    def __enter__(self) -> TelemetryClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- campaigns -------------------------------------------------------------------------
+
+    def campaign(self, name: str, *, refresh: bool = False) -> Campaign:
+        """The verified campaign ``name``: from memory, the on-disk cache, or the collector."""
+        with self._campaigns_lock:
+            if not refresh and name in self._campaigns:
+                return self._campaigns[name]
+            document = None if refresh else self._outbox.cached_campaign(name)
+            if document is None:
+                document = self._fetch_campaign(name)
+                campaign = Campaign.from_document(document, name=name)
+                self._outbox.cache_campaign(name, document)
+            else:
+                campaign = Campaign.from_document(document, name=name)
+            self._campaigns[name] = campaign
+            return campaign
+
+    def _fetch_campaign(self, name: str) -> Any:
+        url = f"{self.base_url}/v1/campaigns/{urllib.parse.quote(name, safe='')}"
+        try:
+            response = self._session.get(url, timeout=self.timeout)
+        except requests.RequestException as error:
+            raise UploadError(f"cannot fetch campaign {name!r}: {error}") from error
+        if response.status_code != 200:
+            problem = _problem(response)
+            raise UploadError(
+                f"cannot fetch campaign {name!r}: HTTP {response.status_code}: "
+                f"{(problem or {}).get('detail', response.reason)}",
+                status=response.status_code,
+                problem=problem,
+            )
+        try:
+            return response.json()
+        except ValueError as error:
+            raise CampaignVerificationError(f"campaign {name!r}: not a JSON document") from error
+
+    # ---- recording -------------------------------------------------------------------------
+
+    def record(self, campaign: str, value: Any) -> str:
+        """Randomize one value at once and queue only its randomized report; return its id."""
+        info = self.campaign(campaign)
+        encoded = info.encode([value])
+        ids = self._enqueue(info, self._produce_reports(info, encoded))
+        return ids[0]
+
+    def record_many(self, campaign: str, values: Sequence[Any]) -> int:
+        """Randomize many values at once (vectorized) and queue them; return how many.
+
+        All or nothing: one unknown label raises ``ValueError`` before anything is queued.
+        """
+        info = self.campaign(campaign)
+        encoded = info.encode(list(values))
+        if len(encoded) == 0:
+            return 0
+        return len(self._enqueue(info, self._produce_reports(info, encoded)))
+
+    def _produce_reports(self, campaign: Campaign, encoded: npt.NDArray[Any]) -> list[Any]:
+        """The one place a report is produced: randomize ``encoded`` values, encode to the wire.
+
+        (Hook for memoized randomization and an on-device privacy budget ledger.)
+        """
+        mechanism = campaign.mechanism
+        if self._rng is None:
+            reports = mechanism.perturb(encoded)  # the OS CSPRNG
+        else:
+            with self._rng_lock:
+                reports = mechanism.perturb(encoded, rng=self._rng)
+        return mechanism.to_wire(reports)
+
+    def _enqueue(self, campaign: Campaign, payloads: Sequence[Any]) -> list[str]:
+        """Give each payload a fresh random 128-bit id and append them to the outbox durably."""
+        raw = secrets.token_bytes(16 * len(payloads)).hex()
+        ids = [raw[32 * i : 32 * (i + 1)] for i in range(len(payloads))]
+        rows = [
+            (report_id, json.dumps(payload, separators=(",", ":"), allow_nan=False))
+            for report_id, payload in zip(ids, payloads, strict=True)
+        ]
+        self._outbox.append(campaign.name, campaign.config_id, rows)
+        return ids
+
+    # ---- uploading -------------------------------------------------------------------------
+
+    def pending(self, campaign: str | None = None) -> int:
+        """How many reports wait in the outbox."""
+        return self._outbox.count(campaign)
+
+    def pending_ids(self, campaign: str | None = None) -> set[str]:
+        """Ids of the reports waiting in the outbox."""
+        return self._outbox.report_ids(campaign)
+
+    def flush(self, campaign: str | None = None) -> int:
+        """Upload queued reports (of one campaign, or all); return how many were acknowledged.
+
+        Raises :class:`UploadError` (with ``.acknowledged``) when an upload cannot complete after
+        its retries, or the collector refuses it with a 4xx other than a stale config;
+        unacknowledged reports stay queued.
+        """
+        with self._flush_lock:
+            names = [campaign] if campaign is not None else self._outbox.campaigns()
+            acknowledged = 0
+            for name in names:
+                try:
+                    acknowledged += self._flush_campaign(name)
+                except UploadError as error:
+                    error.acknowledged += acknowledged
+                    raise
+            return acknowledged
+
+    def _flush_campaign(self, name: str) -> int:
+        info = self.campaign(name)
+        self._drop_other_configs(info)
+        acknowledged = 0
+        batch_size = self.batch_size
+        refetched = False
+        while True:
+            batch = self._outbox.batch(name, batch_size)
+            if not batch:
+                return acknowledged
+            try:
+                response = self._post(info, batch)
+            except requests.RequestException as error:
+                raise UploadError(
+                    f"upload to campaign {name!r} failed after retries: {error}",
+                    acknowledged=acknowledged,
+                ) from error
+            if response.status_code == 200:
+                acknowledged += self._settle(info, batch, response)
+                continue
+            problem = _problem(response)
+            kind = (problem or {}).get("type")
+            if response.status_code == 409 and kind == problem_type("stale-config"):
+                if refetched:
+                    raise UploadError(
+                        f"campaign {name!r}: config still stale after refetching",
+                        acknowledged=acknowledged,
+                        status=409,
+                        problem=problem,
+                    )
+                refetched = True
+                info = self.campaign(name, refresh=True)
+                self._drop_other_configs(info)
+                continue
+            if response.status_code == 413 and batch_size > 1:
+                batch_size = max(1, batch_size // 2)  # the collector's cap is lower: split
+                continue
+            raise UploadError(
+                f"upload to campaign {name!r} refused: HTTP {response.status_code}: "
+                f"{(problem or {}).get('detail', response.reason)}",
+                acknowledged=acknowledged,
+                status=response.status_code,
+                problem=problem,
+            )
+
+    def _post(self, campaign: Campaign, batch: Sequence[QueuedReport]) -> requests.Response:
+        # Payloads are queued as JSON text: the body is assembled without re-encoding them.
+        body = (
+            f'{{"config_id":{json.dumps(campaign.config_id)},"reports":['
+            + ",".join(f'{{"id":"{r.report_id}","payload":{r.payload}}}' for r in batch)
+            + "]}"
+        )
+        url = f"{self.base_url}/v1/campaigns/{urllib.parse.quote(campaign.name, safe='')}/reports"
+        return self._session.post(
+            url,
+            data=body.encode("utf-8"),
+            headers={"Content-Type": "application/json"},
+            timeout=self.timeout,
+        )
+
+    def _settle(
+        self, campaign: Campaign, batch: Sequence[QueuedReport], response: requests.Response
+    ) -> int:
+        """Remove what the collector answered for; return how many it acknowledged."""
+        try:
+            body = response.json()
+            accepted, duplicate = int(body["accepted"]), int(body["duplicate"])
+            rejected = {int(r["index"]): str(r.get("reason", "")) for r in body["rejected"]}
+        except (ValueError, KeyError, TypeError) as error:
+            raise UploadError(
+                f"campaign {campaign.name!r}: unreadable upload response: {error}", status=200
+            ) from error
+        if accepted + duplicate + len(rejected) != len(batch) or not all(
+            0 <= i < len(batch) for i in rejected
+        ):
+            raise UploadError(
+                f"campaign {campaign.name!r}: the response accounts for "
+                f"{accepted + duplicate + len(rejected)} reports, not {len(batch)}",
+                status=200,
+            )
+        for index, reason in sorted(rejected.items()):
+            logger.warning(
+                "campaign %r: report %s rejected and dropped: %s",
+                campaign.name,
+                batch[index].report_id,
+                reason,
+            )
+        self._outbox.remove([r.seq for r in batch])
+        return accepted + duplicate
+
+    def _drop_other_configs(self, campaign: Campaign) -> None:
+        dropped = self._outbox.drop_other_configs(campaign.name, campaign.config_id)
+        if dropped:
+            logger.warning(
+                "campaign %r: dropped %d queued reports made under another config (now %s); "
+                "they cannot be uploaded under the new config or re-randomized",
+                campaign.name,
+                dropped,
+                campaign.config_id,
+            )
+
+
+def _problem(response: requests.Response) -> dict[str, Any] | None:
+    """The RFC 9457 problem document of an error response, if it has one."""
+    if not response.headers.get("Content-Type", "").startswith("application/problem+json"):
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
