@@ -12,7 +12,7 @@ Everything here is exact up to floating-point rounding, except where a PLD carri
 pessimistic rounding onto a grid, as in Google's dp_accounting), so its delta(eps) is an upper
 bound on the true one and the true epsilon(delta) is at least the stored one minus ``rounding``.
 Masses below ``NEGLIGIBLE`` at the tails are moved to +inf (pessimistic; invisible at any delta
-above 1e-140).
+above 1e-140), and so is the error bound of an FFT convolution when one is needed (``slack``).
 """
 
 from __future__ import annotations
@@ -32,14 +32,21 @@ IntArray = npt.NDArray[np.int64]
 NEGLIGIBLE = 1e-150
 """Tail masses below this are moved to loss +inf (keeps products away from subnormals)."""
 
-MAX_SPAN = 1 << 15
+MAX_SPAN = 1 << 20
 """Largest lattice span (number of grid points) kept; wider PLDs are coarsened pessimistically."""
 
 MAX_PAIRS = 1 << 21
 """Largest number of atom pairs merged exactly when two PLDs share no lattice."""
 
-_DIRECT_CONVOLUTION_WORK = 4e7
-"""Above this many multiply-adds a lattice convolution uses the FFT (with an error allowance)."""
+MAX_ATOMS = 1 << 17
+"""Largest number of distinct losses kept by such an exact merge."""
+
+_DENSE_WORK = 1.2e8
+"""Dense lattice convolution (np.convolve) up to this many multiply-adds."""
+
+_SPARSE_WORK = 6e7
+"""Sparse lattice convolution (atom pairs summed with bincount) up to this many pairs; beyond
+both limits the FFT is used, with an error allowance."""
 
 _LATTICE_TOLERANCE = 1e-12
 
@@ -59,6 +66,8 @@ class DiscretePLD:
     step: float | None = None
     indices: IntArray | None = None
     rounding: float = 0.0
+    slack: float = 0.0
+    """Mass added to +inf as an allowance for FFT round-off (0 when none was used)."""
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -75,6 +84,7 @@ class DiscretePLD:
         inf_mass: float = 0.0,
         *,
         rounding: float = 0.0,
+        slack: float = 0.0,
     ) -> DiscretePLD:
         """Merge atoms with equal loss, drop empty ones and detect a lattice."""
         loss = np.asarray(losses, dtype=np.float64).ravel()
@@ -87,12 +97,18 @@ class DiscretePLD:
         merged = _bincount(inverse.ravel(), weights=mass, minlength=unique.size)
         step, indices = _detect_lattice(unique)
         if step is None or indices is None:
-            return cls(unique, merged, float(inf_mass), None, None, rounding)
+            return cls(unique, merged, float(inf_mass), None, None, rounding, slack)
         # Losses that differ by float noise land on the same lattice point: merge them.
         lattice, inverse = np.unique(indices, return_inverse=True)
         merged = _bincount(inverse.ravel(), weights=merged, minlength=lattice.size)
         return cls(
-            step * lattice.astype(np.float64), merged, float(inf_mass), step, lattice, rounding
+            step * lattice.astype(np.float64),
+            merged,
+            float(inf_mass),
+            step,
+            lattice,
+            rounding,
+            slack,
         )
 
     @classmethod
@@ -161,10 +177,8 @@ class DiscretePLD:
         if delta < self.inf_mass:
             return math.inf
         # D is non-increasing in j: find the first breakpoint where delta(l_j) <= target.
+        # (For j = 0 the formula also holds left of the smallest loss.)
         j = int(np.searchsorted(-d, -delta, side="left"))
-        if j == 0:
-            # Left of the smallest loss: delta(eps) = D_0 + E_0 (1 - e^{eps - l_0}).
-            pass
         eps = float(self.losses[j] + np.log1p(-(delta - d[j]) / e[j])) if e[j] > 0 else math.inf
         return max(0.0, min(eps, float(self.losses[j])))
 
@@ -191,28 +205,38 @@ class DiscretePLD:
         lo, hi = (int(big[0]), int(big[-1]) + 1) if big.size else (0, 1)
         moved = float(np.sum(self.masses[:lo]) + np.sum(self.masses[hi:]))
         sl = slice(lo, hi)
-        return DiscretePLD(
-            self.losses[sl],
-            self.masses[sl],
-            self.inf_mass + moved,
-            self.step,
-            None if self.indices is None else self.indices[sl],
-            self.rounding,
+        return dataclasses.replace(
+            self,
+            losses=self.losses[sl],
+            masses=self.masses[sl],
+            inf_mass=self.inf_mass + moved,
+            indices=None if self.indices is None else self.indices[sl],
+        )
+
+    def on_lattice(self, step: float, factor: int) -> DiscretePLD:
+        """The same (lattice) PLD expressed on a step ``factor`` times finer: exact."""
+        assert self.indices is not None
+        indices = self.indices * factor
+        return dataclasses.replace(
+            self, losses=step * indices.astype(np.float64), step=step, indices=indices
         )
 
     def regridded(self, step: float) -> DiscretePLD:
         """Round every loss *up* to the grid ``step * Z`` (pessimistic: delta can only grow)."""
         idx = np.ceil(self.losses / step).astype(np.int64)
         idx += (idx.astype(np.float64) * step < self.losses).astype(np.int64)
+        return self._merged_onto(step, idx)
+
+    def _merged_onto(self, step: float, idx: IntArray) -> DiscretePLD:
         merged_idx, inverse = np.unique(idx, return_inverse=True)
         masses = _bincount(inverse.ravel(), weights=self.masses, minlength=merged_idx.size)
-        return DiscretePLD(
-            step * merged_idx.astype(np.float64),
-            masses,
-            self.inf_mass,
-            step,
-            merged_idx,
-            self.rounding + step,
+        return dataclasses.replace(
+            self,
+            losses=step * merged_idx.astype(np.float64),
+            masses=masses,
+            step=step,
+            indices=merged_idx,
+            rounding=self.rounding + step,
         )
 
     def _coarsened(self) -> DiscretePLD:
@@ -222,26 +246,19 @@ class DiscretePLD:
         if span <= MAX_SPAN:
             return self
         factor = -(-span // MAX_SPAN)
-        idx = -(-self.indices // factor)  # ceil division: pessimistic
-        merged_idx, inverse = np.unique(idx, return_inverse=True)
-        masses = _bincount(inverse.ravel(), weights=self.masses, minlength=merged_idx.size)
-        step = self.step * factor
-        return DiscretePLD(
-            step * merged_idx.astype(np.float64),
-            masses,
-            self.inf_mass,
-            step,
-            merged_idx,
-            self.rounding + step,
-        )
+        return self._merged_onto(self.step * factor, -(-self.indices // factor))  # ceil
 
     def compose(self, other: DiscretePLD) -> DiscretePLD:
         """The PLD of the product pair (P1 x P2, Q1 x Q2): the convolution of the two PLDs.
 
-        Exact when both are on commensurate lattices (dense convolution) or small enough to merge
-        all atom pairs; otherwise both are rounded up onto a common grid first (``rounding``).
-        Cost: O(span_1 * span_2) for direct lattice convolution, O(n log n) beyond
-        ``_DIRECT_CONVOLUTION_WORK`` with the FFT (whose error bound is added to +inf).
+        Exact (up to float rounding) when both sit on commensurate lattices, or when all atom
+        pairs can be merged (at most MAX_PAIRS pairs giving at most MAX_ATOMS distinct losses).
+        Otherwise one grid of about MAX_SPAN/2 points over the combined range is chosen (a
+        divisor of the wider PLD's lattice step, so that one stays exact) and the other PLD's
+        losses are rounded up onto it; ``rounding`` grows by the grid step.
+        Cost: dense convolution O(span_1 span_2), sparse O(size_1 size_2), or FFT beyond
+        both ``_DENSE_WORK`` and ``_SPARSE_WORK`` (its error bound is added to +inf and to
+        ``slack``).
         """
         if self.is_identity:
             return other
@@ -250,27 +267,30 @@ class DiscretePLD:
         inf_mass = 1.0 - (1.0 - self.inf_mass) * (1.0 - other.inf_mass)
         common = _common_lattice(self, other)
         if common is not None:
-            step, idx_a, idx_b = common
+            step, factor_a, factor_b = common
             return _lattice_convolve(
-                step,
-                idx_a,
-                self.masses,
-                idx_b,
-                other.masses,
-                inf_mass,
-                self.rounding + other.rounding,
+                self.on_lattice(step, factor_a), other.on_lattice(step, factor_b), inf_mass
             )
         if self.size * other.size <= MAX_PAIRS:
             losses = (self.losses[:, None] + other.losses[None, :]).ravel()
             masses = (self.masses[:, None] * other.masses[None, :]).ravel()
             merged = DiscretePLD.from_atoms(
-                losses, masses, inf_mass, rounding=self.rounding + other.rounding
+                losses,
+                masses,
+                inf_mass,
+                rounding=self.rounding + other.rounding,
+                slack=self.slack + other.slack,
             )
-            if merged.size <= MAX_SPAN:
+            if merged.size <= MAX_ATOMS:
                 return merged.trimmed()
-        width = (self.losses[-1] - self.losses[0]) + (other.losses[-1] - other.losses[0])
-        grid = max(float(width) / (MAX_SPAN // 2), 1e-12)
-        return self.regridded(grid).compose(other.regridded(grid))
+        wide, narrow = sorted((self, other), key=lambda p: p.losses[-1] - p.losses[0])[::-1]
+        width = float((wide.losses[-1] - wide.losses[0]) + (narrow.losses[-1] - narrow.losses[0]))
+        finest = max(width / (MAX_SPAN // 2), 1e-12)
+        if wide.step is not None and wide.step >= finest:
+            factor = int(wide.step // finest)
+            grid = wide.step / factor
+            return wide.on_lattice(grid, factor).compose(narrow.regridded(grid))
+        return wide.regridded(finest).compose(narrow.regridded(finest))
 
     def power(self, count: int) -> DiscretePLD:
         """The ``count``-fold self-composition, by repeated squaring (about 2 log2 count steps)."""
@@ -347,6 +367,7 @@ def subsampled_pair(
         np.concatenate(masses_r),
         q * remove.inf_mass,
         rounding=remove.rounding,
+        slack=remove.slack,
     )
     # Add direction: -ln(q e^{-l} + 1 - q), mass w.
     add_losses = -np.logaddexp(log_q - add.losses, log_keep)
@@ -360,7 +381,11 @@ def subsampled_pair(
         else:
             inf_a = add.inf_mass
     sub_add = DiscretePLD.from_atoms(
-        np.concatenate(losses_a), np.concatenate(masses_a), inf_a, rounding=add.rounding
+        np.concatenate(losses_a),
+        np.concatenate(masses_a),
+        inf_a,
+        rounding=add.rounding,
+        slack=add.slack,
     )
     return sub_remove, sub_add
 
@@ -394,23 +419,23 @@ def _detect_lattice(losses: FloatArray) -> tuple[float | None, IntArray | None]:
     return None, None
 
 
-def _common_lattice(a: DiscretePLD, b: DiscretePLD) -> tuple[float, IntArray, IntArray] | None:
-    """A common step for two lattice PLDs whose steps have a small rational ratio, if any."""
+def _common_lattice(a: DiscretePLD, b: DiscretePLD) -> tuple[float, int, int] | None:
+    """(step, factor_a, factor_b): a common step for two lattice PLDs whose steps have a small
+    rational ratio, with a.step = factor_a * step and b.step = factor_b * step."""
     if a.step is None or b.step is None or a.indices is None or b.indices is None:
         return None
     ratio = b.step / a.step
     frac = Fraction(ratio).limit_denominator(16)
-    if frac.numerator == 0 or abs(ratio - float(frac)) > _LATTICE_TOLERANCE * ratio:
+    if frac.numerator == 0 or frac.numerator > 16:
         return None
-    if frac.numerator > 16:
+    if abs(ratio - float(frac)) > _LATTICE_TOLERANCE * ratio:
         return None
-    step = a.step / frac.denominator
-    idx_a = a.indices * frac.denominator
-    idx_b = b.indices * frac.numerator
-    span = int(idx_a[-1] - idx_a[0]) + int(idx_b[-1] - idx_b[0]) + 1
-    if span > 8 * MAX_SPAN:
+    span = (int(a.indices[-1] - a.indices[0]) * frac.denominator) + (
+        int(b.indices[-1] - b.indices[0]) * frac.numerator
+    )
+    if span > 2 * MAX_SPAN:
         return None
-    return step, idx_a, idx_b
+    return a.step / frac.denominator, frac.denominator, frac.numerator
 
 
 def _dense(indices: IntArray, masses: FloatArray) -> FloatArray:
@@ -419,20 +444,26 @@ def _dense(indices: IntArray, masses: FloatArray) -> FloatArray:
     return dense
 
 
-def _lattice_convolve(
-    step: float,
-    idx_a: IntArray,
-    mass_a: FloatArray,
-    idx_b: IntArray,
-    mass_b: FloatArray,
-    inf_mass: float,
-    rounding: float,
-) -> DiscretePLD:
-    dense_a = _dense(idx_a, mass_a)
-    dense_b = _dense(idx_b, mass_b)
-    if dense_a.size * dense_b.size <= _DIRECT_CONVOLUTION_WORK:
-        dense = np.convolve(dense_a, dense_b)
+def _lattice_convolve(a: DiscretePLD, b: DiscretePLD, inf_mass: float) -> DiscretePLD:
+    """Convolve two PLDs on the same lattice: dense, sparse (pairs + bincount) or FFT."""
+    assert a.indices is not None and b.indices is not None and a.step is not None
+    start = int(a.indices[0] + b.indices[0])
+    span = int(a.indices[-1] - a.indices[0]) + int(b.indices[-1] - b.indices[0]) + 1
+    slack = a.slack + b.slack
+    dense_work = (int(a.indices[-1] - a.indices[0]) + 1) * (int(b.indices[-1] - b.indices[0]) + 1)
+    if dense_work <= _DENSE_WORK:
+        dense = np.convolve(_dense(a.indices, a.masses), _dense(b.indices, b.masses))
+    elif a.size * b.size <= _SPARSE_WORK:
+        dense = np.zeros(span)
+        offsets = b.indices - b.indices[0]
+        chunk = max(1, int(4e6 // b.size))
+        for lo in range(0, a.size, chunk):
+            rows = a.indices[lo : lo + chunk] - a.indices[0]
+            where = (rows[:, None] + offsets[None, :]).ravel()
+            weights = (a.masses[lo : lo + chunk, None] * b.masses[None, :]).ravel()
+            dense += np.bincount(where, weights=weights, minlength=span)
     else:
+        dense_a, dense_b = _dense(a.indices, a.masses), _dense(b.indices, b.masses)
         dense = signal.fftconvolve(dense_a, dense_b)
         # Per-entry FFT error is at most a small multiple of u log2(n) |a|_2 |b|_2; the total
         # possible shortfall over all entries is moved to +inf so delta stays an upper bound.
@@ -445,10 +476,16 @@ def _lattice_convolve(
         )
         dense = np.where(dense > bound, dense, 0.0)
         inf_mass = min(1.0, inf_mass + n * bound)
-    start = int(idx_a[0] + idx_b[0])
+        slack += n * bound
     nonzero = np.flatnonzero(dense > 0)
     indices = (nonzero + start).astype(np.int64)
     pld = DiscretePLD(
-        step * indices.astype(np.float64), dense[nonzero], inf_mass, step, indices, rounding
+        a.step * indices.astype(np.float64),
+        dense[nonzero],
+        inf_mass,
+        a.step,
+        indices,
+        a.rounding + b.rounding,
+        slack,
     )
     return pld.trimmed()._coarsened()

@@ -3,9 +3,9 @@
 >>> step = gaussian(sigma=5.0)                 # one Gaussian report, sensitivity 1
 >>> round((step * 1000).epsilon_at(1e-6), 3)    # exact: Gaussian-DP with mu = sqrt(1000)/5
 49.319
->>> rr = randomized_response(1.0, k=2)
+>>> rr = randomized_response(1.0, k=2)        # binary randomized response at epsilon 1
 >>> round((rr * 10 + step * 10).epsilon_at(1e-6), 3)
-10.627
+12.467
 
 Every account answers ``epsilon_at(delta)``, ``delta_at(epsilon)``, ``advantage()`` (the best
 distinguishing attacker's true-positive minus false-positive rate, = delta at epsilon 0 = the
@@ -168,9 +168,15 @@ class PrivacyAccount:
         return max(pld.rounding for pld in self._directions())
 
     @property
+    def delta_slack(self) -> float:
+        """Mass added to delta as an allowance for FFT round-off (0 when exact)."""
+        return max(pld.slack for pld in self._directions())
+
+    @property
     def exact(self) -> bool:
-        """True when no pessimistic rounding was needed (exact up to float rounding)."""
-        return self.loss_rounding == 0.0
+        """True when neither rounding nor FFT allowance was needed (exact up to float rounding
+        and the tail masses below 1e-150 moved to +inf)."""
+        return self.loss_rounding == 0.0 and self.delta_slack == 0.0
 
     def _delta_curve(self, eps: FloatArray) -> FloatArray:
         """delta(eps) for an array of eps (any real), the larger over the two directions."""
@@ -355,6 +361,7 @@ class PrivacyAccount:
             "advantage": self.advantage(),
             "exact": self.exact,
             "loss_rounding": self.loss_rounding,
+            "delta_slack": self.delta_slack,
             "bounds": {k: _finite(v) for k, v in self.bounds(delta).items()},
             "components": components,
         }

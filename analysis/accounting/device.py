@@ -11,7 +11,9 @@ Each mechanism becomes one step, as exactly as its form allows:
 - a frequency oracle through its exact channel (``channel_matrices()``, the implemented
   probabilities): the PLD of the worst pair of rows, or of their envelope when no single pair
   dominates; GRR directly from its implemented p* and q* at any k;
-- ``gaussian`` (``.sigma`` and its L2 sensitivity) through Gaussian DP, mu = sensitivity/sigma;
+- ``gaussian`` (``.sigma`` and its L2 sensitivity) through Gaussian DP, mu = sensitivity/sigma.
+  The SDK's grid-sampled noise is a post-processing of a continuous Gaussian at least that wide
+  (see ``client_sdk.mechanisms.gaussian``), so this is its claim and an upper bound;
 - anything else through its claim (``privacy_epsilon``, ``privacy_delta``) and the worst case of
   an (epsilon, delta)-DP report, which is exact for randomized response and an upper bound
   otherwise.

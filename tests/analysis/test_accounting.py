@@ -286,6 +286,26 @@ def test_heterogeneous_exact_below_classical_bounds() -> None:
     assert account.exact  # commensurate lattices (1, 0.5, 2): no rounding
 
 
+def test_incommensurate_steps_round_up_within_the_reported_bound() -> None:
+    """GRR at eps 1 and ln 3 share no lattice; 200 + 200 reports exceed the exact-merge limit,
+    so the losses go on a grid. The result must lie between the exact value (from an outer sum
+    of the two exact self-compositions) and that value plus the reported loss rounding."""
+    a, b = randomized_response(1.0, 4) * 200, randomized_response(math.log(3), 8) * 200
+    account = a + b
+    assert not account.exact and 0 < account.loss_rounding < 0.01
+    pa, pb = a._evaluated.remove, b._evaluated.remove
+    losses = (pa.losses[:, None] + pb.losses[None, :]).ravel()
+    masses = (pa.masses[:, None] * pb.masses[None, :]).ravel()
+    for eps in (50.0, 120.0, 160.0):
+        above = losses > eps
+        exact = float(np.sum(masses[above] * -np.expm1(eps - losses[above])))
+        assert exact <= account.delta_at(eps) * (1 + 1e-9)
+        shifted = eps - account.loss_rounding
+        assert account.delta_at(eps) <= float(
+            np.sum(masses[losses > shifted] * -np.expm1(shifted - losses[losses > shifted]))
+        ) * (1 + 1e-9)
+
+
 # ---- monotonicity and inverses -------------------------------------------------------------
 
 
@@ -469,7 +489,7 @@ def test_subsampling_reduces_epsilon() -> None:
 def test_subsampled_gaussian_against_dp_accounting() -> None:
     """Both are pessimistic discretisations of the same add/remove pair: they agree to within
     our reported loss rounding (which bounds how far above the truth we can be)."""
-    for sigma, q, count in ((1.0, 0.01, 1), (1.0, 0.01, 10), (2.0, 0.1, 30)):
+    for sigma, q, count in ((1.0, 0.01, 1), (1.0, 0.01, 10), (2.0, 0.1, 8)):
         accountant = pld.PLDAccountant(NR.ADD_OR_REMOVE_ONE)
         accountant.compose(
             dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), count
@@ -595,6 +615,21 @@ def test_device_account_composes_campaigns() -> None:
     assert summary["components"][0]["epsilon_per_report"] == pytest.approx(
         device_privacy(grr, 1).epsilon_at(DELTA)
     )
+
+
+def test_device_view_of_the_gaussian_mechanism() -> None:
+    """The SDK's analytic calibration makes one report exactly (epsilon, delta) tight; T reports
+    are Gaussian DP with mu = sqrt(T) sensitivity / sigma."""
+    config = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-6, "lower": 0.0, "upper": 2.0}
+    mechanism = mechanism_from_config(config)
+    one = device_privacy(config, 1)
+    assert one.epsilon_at(1e-6) == pytest.approx(1.0, rel=1e-9)
+    many = device_privacy(mechanism, 50)
+    assert many.mu == pytest.approx(math.sqrt(50) * 2.0 / mechanism.sigma, rel=1e-12)
+    vector = mechanism_from_config(
+        {"mechanism": "gaussian", "epsilon": 2.0, "delta": 1e-5, "dim": 3, "clip_norm": 1.5}
+    )
+    assert device_privacy(vector, 1).epsilon_at(1e-5) == pytest.approx(2.0, rel=1e-9)
 
 
 def test_device_view_falls_back_to_the_claim_for_large_channels() -> None:
