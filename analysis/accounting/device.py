@@ -14,6 +14,8 @@ Each mechanism becomes one step, as exactly as its form allows:
 - ``gaussian`` (``.sigma`` and its L2 sensitivity) through Gaussian DP, mu = sensitivity/sigma.
   The SDK's grid-sampled noise is a post-processing of a continuous Gaussian at least that wide
   (see ``client_sdk.mechanisms.gaussian``), so this is its claim and an upper bound;
+- a memoized mechanism (RAPPOR, ``epsilon_inf``) through its *permanent* randomized response,
+  once per distinct value (see :func:`device_privacy`);
 - anything else through its claim (``privacy_epsilon``, ``privacy_delta``) and the worst case of
   an (epsilon, delta)-DP report, which is exact for randomized response and an upper bound
   otherwise.
@@ -48,22 +50,24 @@ MAX_CHANNEL_WORK = 20_000_000
 """Most (pair, output) cells enumerated for one mechanism; beyond, the claim is used."""
 
 
-def from_channel(mechanism: FrequencyOracle) -> PrivacyAccount:
-    """One report of a frequency oracle, from its exact implemented channel.
+def from_channel(mechanism: Mechanism, *, stage: str | None = None) -> PrivacyAccount:
+    """One report of a mechanism that enumerates its exact implemented channel.
 
     Every ordered pair of distinct rows of every ``channel_matrices()`` matrix gives a PLD; the
     step is their envelope (the worst pair when one dominates, as for every symmetric oracle).
     Conditioning on public randomness (a hash seed) is covered by taking the worst matrix,
-    which is an upper bound on the mixture. Raises ValueError when the channel is too large to
+    which is an upper bound on the mixture. ``stage`` is passed to ``channel_matrices`` when
+    given (RAPPOR's ``"permanent"``). Raises ValueError when the channel is too large to
     enumerate (the mechanism's own limit, or more than ``MAX_CHANNEL_PAIRS`` pairs or
-    ``MAX_CHANNEL_WORK`` cells).
+    ``MAX_CHANNEL_WORK`` cells) or the mechanism has no channel.
     """
-    if not isinstance(mechanism, FrequencyOracle):
-        raise ValueError(f"mechanism must be a FrequencyOracle; got {type(mechanism).__name__}")
+    channel = getattr(mechanism, "channel_matrices", None)
+    if not isinstance(mechanism, Mechanism) or channel is None:
+        raise ValueError(f"mechanism must enumerate its channel; got {type(mechanism).__name__}")
     plds: dict[tuple[bytes, bytes, float], DiscretePLD] = {}
     pairs = work = 0
     try:
-        matrices = list(mechanism.channel_matrices())
+        matrices = list(channel() if stage is None else channel(stage=stage))
     except NotImplementedError as exc:
         raise ValueError(f"{mechanism.name} does not enumerate its channel") from exc
     for matrix in matrices:
@@ -73,7 +77,7 @@ def from_channel(mechanism: FrequencyOracle) -> PrivacyAccount:
         work += u * (u - 1) * rows.shape[1]
         if pairs > MAX_CHANNEL_PAIRS or work > MAX_CHANNEL_WORK:
             raise ValueError(
-                f"the channel of {mechanism.name} (k={mechanism.k}) is too large to enumerate: "
+                f"the channel of {mechanism.name} is too large to enumerate: "
                 f"{pairs} row pairs so far (limit {MAX_CHANNEL_PAIRS})"
             )
         seen: set[bytes] = set()
@@ -93,7 +97,9 @@ def from_channel(mechanism: FrequencyOracle) -> PrivacyAccount:
         raise ValueError(f"the channel of {mechanism.name} has a single distinct row")
     pld = envelope(list(plds.values()))
     claim = (pld.max_loss, 0.0) if pld.inf_mass == 0 else None
-    label = f"{mechanism.name}(eps={mechanism.privacy_epsilon:.6g}, k={mechanism.k}, channel)"
+    k = getattr(mechanism, "k", None)
+    what = "channel" if stage is None else f"{stage} channel"
+    label = f"{mechanism.name}(eps={pld.max_loss:.6g}, k={k}, {what})"
     return PrivacyAccount([(Step(label, 0.0, pld, None, claim), 1)])
 
 
@@ -109,6 +115,14 @@ def mechanism_privacy(mechanism: MechanismLike) -> PrivacyAccount:
             f"got {type(mechanism).__name__}"
         )
     claim = (float(mechanism.privacy_epsilon), float(mechanism.privacy_delta))
+    if hasattr(mechanism, "epsilon_inf"):
+        # Memoized (RAPPOR): all reports of one value are a post-processing of its permanent
+        # randomized response, and they share it, so per-report channels must NOT be composed
+        # (correlated reports can leak more than the composition of their marginals).
+        try:
+            return from_channel(mechanism, stage="permanent")
+        except ValueError:
+            return approximate_dp(float(mechanism.epsilon_inf), 0.0)
     if mechanism.name == "gaussian" and hasattr(mechanism, "sigma"):
         return gaussian(
             sigma=float(mechanism.sigma), sensitivity=_l2_sensitivity(mechanism), claim=claim
@@ -123,14 +137,31 @@ def mechanism_privacy(mechanism: MechanismLike) -> PrivacyAccount:
     return approximate_dp(*claim)
 
 
-def device_privacy(mechanism: MechanismLike, reports: int) -> PrivacyAccount:
+def device_privacy(
+    mechanism: MechanismLike, reports: int, *, distinct_values: int | None = None
+) -> PrivacyAccount:
     """The composed account of ``reports`` reports of one mechanism by one device.
 
     ``device_privacy(m, 30).summary(1e-6)`` gives the per-report and composed epsilon, the
     attacker's advantage and the classical bounds as JSON-safe figures.
+
+    For a memoized mechanism (RAPPOR) the step is the permanent randomized response of one
+    value, spent once per *distinct* value: pass ``distinct_values`` when known (at most
+    ``reports``); by default every report is assumed to carry a new value (the worst case).
+    Other mechanisms draw fresh randomness per report and ignore ``distinct_values``.
     """
     reports = check_count(reports, "reports")
-    return mechanism_privacy(mechanism) * reports
+    step = mechanism_privacy(mechanism)
+    if distinct_values is None:
+        return step * reports
+    distinct = check_count(distinct_values, "distinct_values")
+    if distinct > reports:
+        raise ValueError(f"distinct_values must be at most reports={reports}; got {distinct}")
+    memoized = not isinstance(mechanism, PrivacyAccount) and hasattr(
+        mechanism_from_config(mechanism) if isinstance(mechanism, Mapping) else mechanism,
+        "epsilon_inf",
+    )
+    return step * (distinct if memoized else reports)
 
 
 def device_account(history: Iterable[tuple[MechanismLike, int]]) -> PrivacyAccount:

@@ -632,6 +632,53 @@ def test_device_view_of_the_gaussian_mechanism() -> None:
     assert device_privacy(vector, 1).epsilon_at(1e-5) == pytest.approx(2.0, rel=1e-9)
 
 
+def hockey_stick_rows(matrix: np.ndarray, eps: float) -> float:
+    """max over ordered pairs of rows of sum_o (A[x,o] - e^eps A[x',o])_+."""
+    rows = range(matrix.shape[0])
+    return max(
+        float(np.maximum(matrix[i] - math.exp(eps) * matrix[j], 0).sum())
+        for i in rows
+        for j in rows
+        if i != j
+    )
+
+
+def test_correlated_reports_can_leak_more_than_their_composed_marginals() -> None:
+    """Why memoized mechanisms are accounted through their permanent response: reports that
+    share a latent draw (x -> B -> S_1, S_2) are not bounded by composing P[S | x]."""
+    rng = np.random.default_rng(1)
+    excess = 0.0
+    for _ in range(300):
+        a = rng.dirichlet(np.full(3, 0.5), size=2)  # x -> B
+        c = rng.dirichlet(np.full(3, 0.5), size=3)  # B -> S
+        joint = np.einsum("xb,bs,bt->xst", a, c, c).reshape(2, -1)
+        marginal = from_distributions(*(a @ c)) * 2
+        excess = max(excess, hockey_stick_rows(joint, 0.5) - marginal.delta_at(0.5))
+    assert excess > 0.05
+
+
+def test_rappor_is_accounted_once_per_distinct_value() -> None:
+    """Any number of reports of one value are a post-processing of the permanent randomized
+    response: the exact joint channel of T reports stays below one PRR step."""
+    for f, p, q in ((0.5, 0.25, 0.75), (0.25, 0.3, 0.9)):
+        config = {"mechanism": "rappor", "k": 4, "h": 1, "m": 1, "f": f, "p": p, "q": q}
+        rappor = mechanism_from_config(config)
+        step = mechanism_privacy(rappor)
+        assert step.epsilon_at(0.0) == pytest.approx(rappor.epsilon_inf, rel=1e-9)
+        prr = next(rappor.channel_matrices("permanent"))
+        bits = (np.arange(16)[:, None] >> np.arange(4)) & 1
+        ones = np.where(bits == 1, q, p)  # P[IRR bit = 1 | PRR bits], per bit
+        irr = np.prod(np.where(bits[None, :, :] == 1, ones[:, None, :], 1 - ones[:, None, :]), 2)
+        joint = np.einsum("xb,bs,bt,bu->xstu", prr, irr, irr, irr).reshape(prr.shape[0], -1)
+        account = device_privacy(config, 3, distinct_values=1)
+        assert account.reports == 1
+        for eps in (0.0, 1.0, 2.0, 3.0):
+            assert hockey_stick_rows(joint, eps) <= account.delta_at(eps) + 1e-12
+        assert device_privacy(rappor, 3).reports == 3  # default: every report a new value
+    with pytest.raises(ValueError, match="distinct_values"):
+        device_privacy(rappor, 3, distinct_values=4)
+
+
 def test_device_view_falls_back_to_the_claim_for_large_channels() -> None:
     big = mechanism_from_config({"mechanism": "oue", "epsilon": 1.0, "k": 64})
     step = mechanism_privacy(big)
