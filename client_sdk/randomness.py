@@ -28,12 +28,14 @@ __all__ = [
     "RandomSource",
     "SystemRandomSource",
     "bernoulli",
+    "bernoulli_lazy",
     "probability_threshold",
     "random_bits",
     "raw_words",
     "resolve_rng",
     "threshold_probability",
     "uniform_below",
+    "uniform_below_32",
 ]
 
 WORD_BITS = 64
@@ -137,6 +139,46 @@ def uniform_below(
     return out
 
 
+def uniform_below_32(
+    rng: RandomSource | None, high: int | npt.ArrayLike, size: int | tuple[int, ...]
+) -> npt.NDArray[np.int64]:
+    """Exactly uniform integers in ``[0, high)`` for ``1 <= high <= 2**32``, from few bits.
+
+    ``high`` is an integer or an array that broadcasts against ``size`` (a different range per
+    row, say). Lemire's multiply-shift (ACM TOMACS 2019) on L-bit lanes of the random words: a
+    uniform L-bit ``u`` gives ``(u * high) >> L``, rejected (and drawn again) when the low L bits
+    of ``u * high`` are below ``2**L mod high``; what is accepted is exactly uniform. L = 16 (four
+    draws per word) when every high is at most 2**12, so that fewer than 1/16 of the draws are
+    rejected; otherwise L = 32. The same distribution as :func:`uniform_below` from a quarter or
+    half of the random words and no division: samplers that draw many small integers (Floyd's
+    algorithm in subset selection) use it.
+    """
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    highs = np.asarray(high)
+    if highs.dtype == np.bool_ or not np.issubdtype(highs.dtype, np.integer):
+        raise ValueError(f"high must be integers in [1, 2**32]; got dtype {highs.dtype}")
+    if highs.size and (highs.min() < 1 or highs.max() > (1 << 32)):
+        raise ValueError(f"high must be in [1, 2**32]; got range [{highs.min()}, {highs.max()}]")
+    if np.broadcast_shapes(highs.shape, shape) != shape:
+        raise ValueError(f"high of shape {highs.shape} does not broadcast to size {shape}")
+    lane_bits = 16 if highs.size and highs.max() <= (1 << 12) else 32
+    lane, wide = (np.uint16, np.uint32) if lane_bits == 16 else (np.uint32, np.uint64)
+    wide_highs = highs.astype(wide)
+    reject_below = ((1 << lane_bits) % highs.astype(np.uint64)).astype(wide)
+    count = int(np.prod(shape, dtype=np.int64))
+    per_word = WORD_BITS // lane_bits
+    lanes = raw_words(rng, -(-count // per_word)).view(lane)[:count].reshape(shape)
+    product = lanes.astype(wide) * wide_highs
+    out = (product >> wide(lane_bits)).astype(np.int64)
+    if np.any(reject_below):
+        rejected = (product & wide((1 << lane_bits) - 1)) < reject_below
+        if rejected.any():  # a draw is rejected with probability below high / 2**L
+            where = np.flatnonzero(rejected)
+            redo_high = np.broadcast_to(highs, shape).reshape(-1)[where]
+            out.reshape(-1)[where] = uniform_below_32(rng, redo_high, redo_high.size)
+    return out
+
+
 def probability_threshold(probability: float | Fraction, *, rounding: str = "nearest") -> int:
     """The integer threshold ``T`` such that ``word < T`` has probability ``T / 2**64``.
 
@@ -176,6 +218,33 @@ def bernoulli(
     count = int(np.prod(shape, dtype=np.int64))
     words = raw_words(rng, count)
     return (words < np.uint64(threshold)).reshape(shape)
+
+
+def bernoulli_lazy(
+    rng: RandomSource | None, threshold: int, size: int | tuple[int, ...]
+) -> npt.NDArray[np.bool_]:
+    """Independent Bernoulli(``threshold / 2**64``) draws, exactly, from about 8 random bits each.
+
+    The same distribution as :func:`bernoulli` (so the implemented probability is unchanged),
+    for an eighth of the randomness: a draw compares one uniform byte ``b`` with the top byte
+    ``h`` of the threshold and is decided when ``b != h``; only on a tie (probability 1/256) does
+    it compare 56 fresh uniform bits with the threshold's low 56 bits ``l``. Hence
+    P[1] = h/256 + (1/256)(l/2**56) = threshold/2**64. Bit-vector mechanisms (unary encoding)
+    draw one Bernoulli per output bit, so this is what makes them fast with the CSPRNG.
+    """
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    count = int(np.prod(shape, dtype=np.int64))
+    threshold = int(threshold)
+    if not 0 <= threshold < WORD_SPAN:
+        raise ValueError(f"threshold must be in [0, 2**64); got {threshold!r}")
+    high, low = threshold >> 56, threshold & ((1 << 56) - 1)
+    first = raw_words(rng, (count + 7) // 8).view(np.uint8)[:count]
+    out = first < np.uint8(high)
+    if low:
+        ties = np.flatnonzero(first == np.uint8(high))
+        if ties.size:
+            out[ties] = (raw_words(rng, ties.size) >> np.uint64(8)) < np.uint64(low)
+    return out.reshape(shape)
 
 
 def random_bits(rng: RandomSource | None, size: int) -> npt.NDArray[np.bool_]:

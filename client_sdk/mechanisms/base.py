@@ -16,7 +16,7 @@ import abc
 import dataclasses
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -111,6 +111,8 @@ class Mechanism(abc.ABC):
         if config.get("mechanism", cls.name) != cls.name:
             raise ValueError(f"mechanism must be {cls.name!r}; got {config.get('mechanism')!r}")
         kwargs = {f.name: config[f.name] for f in fields if f.name in config}
+        if kwargs.get("selected_by") is not None:
+            check_selected_by(kwargs["selected_by"])
         return cls(**kwargs)
 
     # ---- device side ---------------------------------------------------------------------
@@ -165,7 +167,33 @@ class Mechanism(abc.ABC):
         return 0.0
 
 
-class FrequencyOracle(Mechanism):
+SELECTED_BY = ("auto",)
+"""The values ``selected_by`` may take in a config."""
+
+
+def check_selected_by(value: Any) -> str:
+    """A ``selected_by`` config value: one of :data:`SELECTED_BY`."""
+    if not isinstance(value, str) or value not in SELECTED_BY:
+        raise ValueError(f"selected_by must be one of {', '.join(SELECTED_BY)}; got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+    """Who chose a frequency oracle: a keyword-only config field every oracle inherits.
+
+    ``None`` (left out of the config) when the campaign named the mechanism itself; ``"auto"``
+    when ``mechanism_from_config({"mechanism": "auto", ...})`` picked it. It never changes the
+    channel, but it is part of the config (so of the config id) and of equality, so
+    ``mechanism_from_config(m.to_config()) == m`` holds for an automatic pick too. Being
+    keyword-only with a default, it adds nothing to the positional fields of a subclass; being a
+    dataclass base, a subclass needs no change to carry it (subclasses are frozen dataclasses).
+    """
+
+    selected_by: Literal["auto"] | None = dataclasses.field(default=None, kw_only=True, repr=False)
+
+
+class FrequencyOracle(Mechanism, Provenance):
     """A categorical mechanism over the domain ``[0, k)`` that estimates frequencies.
 
     The default server side is the pure-protocol estimator of Wang et al. (USENIX Security 2017;

@@ -14,6 +14,10 @@ from client_sdk.mechanisms.base import Mechanism
 
 MECHANISMS: dict[str, str] = {
     "grr": "client_sdk.mechanisms.grr:GRR",
+    "sue": "client_sdk.mechanisms.unary:SUE",
+    "oue": "client_sdk.mechanisms.unary:OUE",
+    "ss": "client_sdk.mechanisms.subset:SS",
+    "auto": "client_sdk.mechanisms.auto:Auto",
     "blh": "client_sdk.mechanisms.local_hashing:BLH",
     "olh": "client_sdk.mechanisms.local_hashing:OLH",
     "hr": "client_sdk.mechanisms.hadamard:HR",

@@ -14,6 +14,13 @@ SMALL_CONFIGS: list[dict[str, Any]] = [
     {"mechanism": "grr", "epsilon": 1.0, "k": 2},
     {"mechanism": "grr", "epsilon": 0.5, "k": 5},
     {"mechanism": "grr", "epsilon": 3.0, "k": 8},
+    {"mechanism": "sue", "epsilon": 1.0, "k": 2},
+    {"mechanism": "sue", "epsilon": 2.5, "k": 6},
+    {"mechanism": "oue", "epsilon": 0.5, "k": 3},
+    {"mechanism": "oue", "epsilon": 3.0, "k": 9},  # 2**9 outputs, pad bits in the second byte
+    {"mechanism": "ss", "epsilon": 1.0, "k": 2},  # d = 1: GRR
+    {"mechanism": "ss", "epsilon": 1.0, "k": 7},  # d chosen by the exact risk
+    {"mechanism": "ss", "epsilon": 2.0, "k": 8, "d": 5},  # explicit d > k/2: the complement
     {"mechanism": "blh", "epsilon": 1.0, "k": 6},
     {"mechanism": "olh", "epsilon": 0.5, "k": 5},  # g = 3
     {"mechanism": "olh", "epsilon": 1.5, "k": 8},  # g = 5

@@ -1,0 +1,207 @@
+"""Unary encoding: symmetric (SUE, basic one-time RAPPOR) and optimized (OUE).
+
+Erlingsson, Pihur, Korolova, CCS 2014 (RAPPOR); Wang, Blocki, Li, Jha, USENIX Security 2017
+(REFERENCE.md sections 1.3-1.4). The value v is one-hot encoded into k bits and every bit is
+flipped independently: a 1 stays 1 with probability p, a 0 becomes 1 with probability q.
+SUE: p = e^(eps/2)/(e^(eps/2)+1), q = 1-p. OUE: p = 1/2, q = 1/(e^eps+1).
+
+Reports are packed bit rows (``numpy.packbits(bits, axis=1)``: uint8, shape ``(n, ceil(k/8))``,
+big-endian bit order within a byte, pad bits zero); the wire form is the unpadded URL-safe base64
+of a row. Report v supports item i when bit i is set, so p* = p and q* = q.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
+from client_sdk.mechanisms._wire import decode_bits, encode_bits
+from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
+from client_sdk.randomness import (
+    RandomSource,
+    bernoulli_lazy,
+    probability_threshold,
+    threshold_probability,
+)
+
+MAX_BIT_VECTOR_K = 1 << 20
+"""Largest k for mechanisms whose report is a k-bit vector (128 KiB per report)."""
+
+MAX_ENUMERATED_K = 10
+"""Largest k whose 2**k outputs ``channel_matrices`` enumerates."""
+
+CHUNK_BITS = 1 << 23
+"""Bits handled per chunk when perturbing or counting (an 8 MiB bool array at most)."""
+
+# _BIT_TABLE[b, j] is bit j (most significant first, as numpy.packbits) of the byte b.
+_BIT_TABLE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
+
+
+def check_bit_vector_k(k: Any) -> int:
+    """k for a k-bit report: an integer in [2, MAX_BIT_VECTOR_K]."""
+    return check_int(k, "k", minimum=2, maximum=MAX_BIT_VECTOR_K)
+
+
+def rows_per_chunk(bits_per_row: int) -> int:
+    """How many rows of ``bits_per_row`` bits make one chunk of about CHUNK_BITS bits."""
+    return max(1, CHUNK_BITS // max(1, bits_per_row))
+
+
+def column_counts(packed: npt.NDArray[np.uint8], k: int) -> npt.NDArray[np.int64]:
+    """How many rows of a packed bit matrix have bit i set, for i in [0, k).
+
+    No O(n*k) array is built: per chunk of rows, a histogram of the byte values in each byte
+    column (``bincount`` over ``256 * column + byte``) is multiplied by the table of the eight bits
+    of every byte value. Cost O(n * k/8) integer work, memory O(k + chunk).
+    """
+    rows = np.asarray(packed, dtype=np.uint8)
+    nbytes = (k + 7) // 8
+    if rows.ndim != 2 or rows.shape[1] != nbytes:
+        raise ValueError(f"reports must have shape (n, {nbytes}) for k={k}; got {rows.shape}")
+    histogram = np.zeros(nbytes * 256, dtype=np.int64)
+    offsets = np.arange(nbytes, dtype=np.intp) * 256
+    step = rows_per_chunk(8 * nbytes)
+    for start in range(0, rows.shape[0], step):
+        chunk = rows[start : start + step]
+        histogram += np.bincount((chunk + offsets).ravel(), minlength=nbytes * 256)
+    per_bit = histogram.reshape(nbytes, 256).T  # (256, nbytes): rows are byte values
+    return (_BIT_TABLE.T @ per_bit).T.reshape(-1)[:k]
+
+
+def packed_bits_to_index(packed: npt.NDArray[np.uint8], k: int) -> npt.NDArray[np.int64]:
+    """The integer sum_i bit_i * 2**i of each packed row of k bits (k <= 62)."""
+    if k > 62:
+        raise ValueError(f"k={k} bits do not fit in an int64 index")
+    bits = np.unpackbits(np.asarray(packed, dtype=np.uint8), axis=1, count=k).astype(np.int64)
+    return bits @ (np.int64(1) << np.arange(k, dtype=np.int64))
+
+
+class UnaryEncoding(FrequencyOracle):
+    """Shared device and server side of SUE and OUE (subclasses give the ideal p and q)."""
+
+    epsilon: float
+    k: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "k", check_bit_vector_k(self.k))
+
+    @abc.abstractmethod
+    def _ideal_probabilities(self) -> tuple[Fraction, Fraction]:
+        """(p, q) of the paper, before rounding to the sampler's grid."""
+
+    # Rounding: the per-pair worst ratio of the implemented channel is p(1-q)/(q(1-p)) (two
+    # inputs differ in two bits; the worst output sets the first and clears the second). It
+    # increases with p and decreases with q, so p is rounded *down* and q *up* to the 2**-64
+    # grid of the sampler: the implemented ratio never exceeds e^eps, and falls short of it by
+    # a relative 2**-64/q at most, so the claim stays tight.
+    @cached_property
+    def _thresholds(self) -> tuple[int, int]:
+        p, q = self._ideal_probabilities()
+        return (
+            probability_threshold(p, rounding="down"),
+            probability_threshold(q, rounding="up"),
+        )
+
+    @cached_property
+    def _implemented(self) -> tuple[Fraction, Fraction]:
+        p_threshold, q_threshold = self._thresholds
+        return threshold_probability(p_threshold), threshold_probability(q_threshold)
+
+    @property
+    def p_star(self) -> float:
+        return float(self._implemented[0])
+
+    @property
+    def q_star(self) -> float:
+        return float(self._implemented[1])
+
+    @property
+    def report_bytes(self) -> int:
+        """Bytes per packed report: ceil(k/8)."""
+        return (self.k + 7) // 8
+
+    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        """Packed bit rows, chunk by chunk: every bit Bernoulli(q), then bit x Bernoulli(p)."""
+        x = check_values(values, self.k)
+        p_threshold, q_threshold = self._thresholds
+        out = np.empty((x.size, self.report_bytes), dtype=np.uint8)
+        step = rows_per_chunk(self.k)
+        for start in range(0, x.size, step):
+            rows = x[start : start + step]
+            bits = bernoulli_lazy(rng, q_threshold, (rows.size, self.k))
+            bits[np.arange(rows.size), rows] = bernoulli_lazy(rng, p_threshold, rows.size)
+            out[start : start + rows.size] = np.packbits(bits, axis=1)
+        return out
+
+    def to_wire(self, reports: Reports) -> list[Any]:
+        rows = np.asarray(reports, dtype=np.uint8)
+        if rows.ndim != 2 or rows.shape[1] != self.report_bytes:
+            raise ValueError(
+                f"reports must have shape (n, {self.report_bytes}) for k={self.k}; got {rows.shape}"
+            )
+        return list(encode_bits(rows))
+
+    def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
+        return decode_bits(payloads, self.k)
+
+    def support_counts(self, reports: Reports) -> npt.NDArray[np.int64]:
+        return column_counts(reports, self.k)
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        """P[y | x] over all 2**k outputs y, column y = the report with bits y (bit i = item i)."""
+        if self.k > MAX_ENUMERATED_K:
+            raise ValueError(f"k={self.k} is too large to enumerate (limit {MAX_ENUMERATED_K})")
+        p, q = (float(v) for v in self._implemented)
+        outputs = np.arange(1 << self.k)
+        bits = (outputs[:, None] >> np.arange(self.k)) & 1  # (2**k, k)
+        one = np.where(np.eye(self.k, dtype=bool), p, q)  # one[x, i] = P[bit i = 1 | x]
+        per_bit = np.where(bits[None, :, :] == 1, one[:, None, :], 1 - one[:, None, :])
+        yield per_bit.prod(axis=2)
+
+    def output_index(self, reports: Reports) -> npt.NDArray[np.int64]:
+        """The column of ``channel_matrices`` each report falls in: sum_i bit_i * 2**i."""
+        if self.k > MAX_ENUMERATED_K:
+            raise ValueError(f"k={self.k} is too large to enumerate (limit {MAX_ENUMERATED_K})")
+        return packed_bits_to_index(reports, self.k)
+
+
+@dataclasses.dataclass(frozen=True)
+class SUE(UnaryEncoding):
+    """Symmetric unary encoding (basic one-time RAPPOR): each bit is randomized with eps/2."""
+
+    name: ClassVar[str] = "sue"
+    epsilon: float
+    k: int
+
+    def _ideal_probabilities(self) -> tuple[Fraction, Fraction]:
+        # The worst ratio is (p/q)^2 = half^2. Every mechanism measures itself against the float
+        # e^eps (exactly, as a rational); take half = e^(eps/2) as the largest float whose square
+        # does not exceed it, so that rounding p down and q up keeps the ratio within the claim.
+        bound = Fraction(math.exp(self.epsilon))
+        root = math.sqrt(float(bound))
+        if Fraction(root) ** 2 > bound:
+            root = math.nextafter(root, 0.0)
+        half = Fraction(root)
+        return half / (half + 1), 1 / (half + 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class OUE(UnaryEncoding):
+    """Optimized unary encoding: keep the 1 with probability 1/2, set a 0 with 1/(e^eps+1)."""
+
+    name: ClassVar[str] = "oue"
+    epsilon: float
+    k: int
+
+    def _ideal_probabilities(self) -> tuple[Fraction, Fraction]:
+        return Fraction(1, 2), 1 / (Fraction(math.exp(self.epsilon)) + 1)
