@@ -18,6 +18,7 @@ from analysis.accounting.account import (
     pure_dp,
     randomized_response,
     randomized_response_from,
+    unary_encoding_from,
 )
 from analysis.accounting.bounds import (
     advanced_composition_epsilon,
@@ -56,4 +57,5 @@ __all__ = [
     "randomized_response",
     "randomized_response_from",
     "rdp_to_epsilon",
+    "unary_encoding_from",
 ]

@@ -540,6 +540,24 @@ def randomized_response_from(p: float, q: float, k: int) -> PrivacyAccount:
     return PrivacyAccount([(Step(label, 0.0, pld, None, (abs(loss), 0.0)), 1)])
 
 
+def unary_encoding_from(p: float, q: float) -> PrivacyAccount:
+    """One unary-encoding report (SUE / OUE, Wang et al. 2017) with bit probabilities p and q.
+
+    Bit v is 1 with probability p when the input is v, q otherwise; the bits are independent.
+    Inputs x and x' differ on exactly two bits, so the worst (and every) pair's PLD is that of
+    Bern(p) against Bern(q) composed with Bern(q) against Bern(p); it is symmetric.
+    """
+    p = check_positive(p, "p")
+    q = check_positive(q, "q")
+    if not q < p < 1:
+        raise ValueError(f"unary encoding needs 0 < q < p < 1; got p={p!r}, q={q!r}")
+    own = DiscretePLD.from_distributions([1 - p, p], [1 - q, q])
+    other = DiscretePLD.from_distributions([1 - q, q], [1 - p, p])
+    pld = own.compose(other)
+    label = f"ue(p={p:.6g}, q={q:.6g})"
+    return PrivacyAccount([(Step(label, 0.0, pld, None, (pld.max_loss, 0.0)), 1)])
+
+
 def _probability_vector(value: npt.ArrayLike, field: str) -> FloatArray:
     arr = np.asarray(value, dtype=np.float64).ravel()
     if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr < 0):

@@ -10,7 +10,8 @@ Each mechanism becomes one step, as exactly as its form allows:
 
 - a frequency oracle through its exact channel (``channel_matrices()``, the implemented
   probabilities): the PLD of the worst pair of rows, or of their envelope when no single pair
-  dominates; GRR directly from its implemented p* and q* at any k;
+  dominates; GRR and unary encoding (SUE, OUE) directly from their implemented p* and q* at
+  any k (the tests check these against the enumerated channel);
 - ``gaussian`` (``.sigma`` and its L2 sensitivity) through Gaussian DP, mu = sensitivity/sigma.
   The SDK's grid-sampled noise is a post-processing of a continuous Gaussian at least that wide
   (see ``client_sdk.mechanisms.gaussian``), so this is its claim and an upper bound;
@@ -38,6 +39,7 @@ from analysis.accounting.account import (
     envelope,
     gaussian,
     randomized_response_from,
+    unary_encoding_from,
 )
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.registry import mechanism_from_config
@@ -130,6 +132,8 @@ def mechanism_privacy(mechanism: MechanismLike) -> PrivacyAccount:
     if isinstance(mechanism, FrequencyOracle):
         if mechanism.name == "grr":
             return randomized_response_from(mechanism.p_star, mechanism.q_star, mechanism.k)
+        if mechanism.name in ("sue", "oue"):
+            return unary_encoding_from(mechanism.p_star, mechanism.q_star)
         try:
             return from_channel(mechanism)
         except ValueError:

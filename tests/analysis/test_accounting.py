@@ -546,6 +546,20 @@ def test_channel_steps_of_every_small_oracle() -> None:
             ).epsilon_at(DELTA) + 1e-9
 
 
+@pytest.mark.parametrize("name", ["sue", "oue", "grr"])
+def test_closed_form_steps_equal_the_enumerated_channel(name: str) -> None:
+    """GRR and unary encoding skip the enumeration at any k; at small k both agree."""
+    mechanism = mechanism_from_config({"mechanism": name, "epsilon": 1.3, "k": 7})
+    fast, enumerated = mechanism_privacy(mechanism), from_channel(mechanism)
+    for count in (1, 40):
+        for eps in (0.0, 0.7, 5.0):
+            assert (fast * count).delta_at(eps) == pytest.approx(
+                (enumerated * count).delta_at(eps), rel=1e-9, abs=1e-15
+            )
+    big = mechanism_from_config({"mechanism": name, "epsilon": 1.3, "k": 1000})
+    assert mechanism_privacy(big).epsilon_at(0.0) == pytest.approx(1.3, rel=1e-9)
+
+
 def test_oue_channel_step_is_the_known_pld() -> None:
     mechanism = mechanism_from_config({"mechanism": "oue", "epsilon": 1.0, "k": 5})
     pld_oue = from_channel(mechanism).terms[0][0].remove
@@ -680,7 +694,7 @@ def test_rappor_is_accounted_once_per_distinct_value() -> None:
 
 
 def test_device_view_falls_back_to_the_claim_for_large_channels() -> None:
-    big = mechanism_from_config({"mechanism": "oue", "epsilon": 1.0, "k": 64})
+    big = mechanism_from_config({"mechanism": "hr", "epsilon": 1.0, "k": 512})
     step = mechanism_privacy(big)
     assert step.epsilon_at(0.0) == pytest.approx(1.0)
     assert "dp(eps=1" in repr(step)
