@@ -94,7 +94,8 @@ class PrivacyAccount:
     """An immutable multiset of steps with counts; ``a + b`` and ``a * n`` compose.
 
     Build one with the constructors of this module (``gaussian``, ``randomized_response``,
-    ``from_mechanism``...) or with :func:`analysis.accounting.device_privacy`.
+    ``pure_dp``, ``from_distributions``...) or from a mechanism with
+    :func:`analysis.accounting.mechanism_privacy` / :func:`analysis.accounting.device_privacy`.
     """
 
     def __init__(self, terms: Iterable[tuple[Step, int]]) -> None:
@@ -453,19 +454,6 @@ def gaussian(
     mu = sensitivity / sigma
     label = f"gaussian(sigma={sigma:.6g}, sensitivity={sensitivity:.6g})"
     return PrivacyAccount([(Step(label, mu=mu, claim=claim), 1)])
-
-
-def from_pld(
-    remove: DiscretePLD,
-    add: DiscretePLD | None = None,
-    *,
-    label: str = "pld",
-    claim: tuple[float, float] | None = None,
-) -> PrivacyAccount:
-    """One step from explicit PLDs (``add`` None: symmetric)."""
-    if claim is None and add is None:
-        claim = (remove.max_loss, remove.inf_mass) if remove.inf_mass == 0 else None
-    return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
 
 
 def pure_dp(epsilon: float) -> PrivacyAccount:
