@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECTIONS: dict[str, str] = {
     "categorical": "bench_categorical",
     "accounting": "bench_accounting",
+    "collector": "bench_collector",
 }
 
 
