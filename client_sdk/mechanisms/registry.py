@@ -21,6 +21,11 @@ MECHANISMS: dict[str, str] = {
     "blh": "client_sdk.mechanisms.local_hashing:BLH",
     "olh": "client_sdk.mechanisms.local_hashing:OLH",
     "hr": "client_sdk.mechanisms.hadamard:HR",
+    "laplace": "client_sdk.mechanisms.laplace:Laplace",
+    "gaussian": "client_sdk.mechanisms.gaussian:Gaussian",
+    "duchi": "client_sdk.mechanisms.duchi:Duchi",
+    "piecewise": "client_sdk.mechanisms.piecewise:Piecewise",
+    "hybrid": "client_sdk.mechanisms.piecewise:Hybrid",
 }
 
 
