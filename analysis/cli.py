@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("analysis.commands.rappor_decode",)
 
 
 def build_parser() -> argparse.ArgumentParser:

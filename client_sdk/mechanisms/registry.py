@@ -21,6 +21,7 @@ MECHANISMS: dict[str, str] = {
     "blh": "client_sdk.mechanisms.local_hashing:BLH",
     "olh": "client_sdk.mechanisms.local_hashing:OLH",
     "hr": "client_sdk.mechanisms.hadamard:HR",
+    "rappor": "client_sdk.mechanisms.rappor:RAPPOR",
     "laplace": "client_sdk.mechanisms.laplace:Laplace",
     "gaussian": "client_sdk.mechanisms.gaussian:Gaussian",
     "duchi": "client_sdk.mechanisms.duchi:Duchi",
