@@ -288,16 +288,16 @@ class TelemetryClient:
         ids = self._enqueue(info, self._produce_reports(info, encoded))
         return ids[0]
 
-    def record_many(self, campaign: str, values: Sequence[Any]) -> int:
-        """Randomize many values at once (vectorized) and queue them; return how many.
+    def record_many(self, campaign: str, values: Sequence[Any]) -> list[str]:
+        """Randomize many values at once (vectorized) and queue them; return their report ids.
 
         All or nothing: one unknown label raises ``ValueError`` before anything is queued.
         """
         info = self.campaign(campaign)
         encoded = info.encode(list(values))
         if len(encoded) == 0:
-            return 0
-        return len(self._enqueue(info, self._produce_reports(info, encoded)))
+            return []
+        return self._enqueue(info, self._produce_reports(info, encoded))
 
     def _produce_reports(self, campaign: Campaign, encoded: npt.NDArray[Any]) -> list[Any]:
         """The one place a report is produced: randomize ``encoded`` values, encode to the wire.
