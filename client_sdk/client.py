@@ -43,6 +43,7 @@ import numpy.typing as npt
 import requests
 
 from client_sdk.mechanisms import FrequencyOracle, Mechanism, mechanism_from_config
+from client_sdk.mechanisms.numeric import NumericMechanism
 from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.protocol import campaign_config_id, problem_type
 from client_sdk.randomness import RandomSource
@@ -172,18 +173,28 @@ class Campaign:
                     )
                 out[position] = code
             return out
+        if not isinstance(self.mechanism, NumericMechanism):
+            # Neither categorical nor numeric (e.g. string RAPPOR): its perturb validates.
+            return np.asarray(values, dtype=object)
         for position, value in enumerate(values):
-            if isinstance(value, (bool, np.bool_, str, bytes)):
+            if value is None or isinstance(value, (bool, np.bool_, str, bytes)):
                 raise ValueError(
                     f"value {value!r} (position {position}) of numeric campaign {self.name!r} "
                     "must be a number"
                 )
         try:
-            return np.asarray(values, dtype=np.float64)
+            numbers = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError) as error:
             raise ValueError(
                 f"values of numeric campaign {self.name!r} must be numbers: {error}"
             ) from error
+        if not np.all(np.isfinite(numbers)):
+            position = int(np.argwhere(~np.isfinite(numbers))[0][0])
+            raise ValueError(
+                f"value {values[position]!r} (position {position}) of numeric campaign "
+                f"{self.name!r} must be a finite number"
+            )
+        return numbers
 
 
 class TelemetryClient:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from client_sdk.mechanisms import AggregateStatistic, FrequencyOracle
+from client_sdk.mechanisms.numeric import NumericMechanism
 from collector.storage import Storage, StoredCampaign
 
 
@@ -43,6 +44,10 @@ def summarize(
     Frequency oracles: f_v from ``estimate_frequencies`` (Wang et al. 2017, the pure-protocol
     estimator), standard errors from the exact ``variance(n, f)`` with the estimate clipped to
     [0, 1] plugged in, and normal intervals at ``confidence``.
+
+    Numeric mechanisms: the unbiased ``mean`` of the statistic (sums of per-report unbiased
+    estimates), standard errors s/sqrt(n) from ``empirical_variance`` (n >= 2; else the
+    data-free ``worst_case_variance``), and the worst-case standard errors beside them.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
@@ -77,7 +82,43 @@ def summarize(
             "postprocessing": "base",
             "items": items,
         }
+    if isinstance(mechanism, NumericMechanism):
+        return _summarize_numeric(campaign, mechanism, statistic, confidence)
     raise UnsupportedEstimate(
         f"the collector cannot summarise mechanism {mechanism.name!r}; "
         "export the reports or use `ldp-analyze estimate`"
     )
+
+
+def _summarize_numeric(
+    campaign: StoredCampaign,
+    mechanism: NumericMechanism,
+    statistic: AggregateStatistic,
+    confidence: float,
+) -> dict[str, Any]:
+    n = statistic.n
+    mean = mechanism.mean(statistic)
+    worst = np.sqrt(mechanism.worst_case_variance() / n)
+    if n >= 2:
+        std_errors, method = np.sqrt(mechanism.empirical_variance(statistic) / n), "empirical"
+    else:
+        std_errors, method = worst, "worst_case"
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+
+    def shaped(values: Any) -> Any:
+        array = np.asarray(values, dtype=np.float64)
+        return array.tolist() if mechanism.value_shape else float(array.reshape(-1)[0])
+
+    return {
+        "campaign": campaign.name,
+        "config_id": campaign.config_id,
+        "mechanism": campaign.config,
+        "n": n,
+        "confidence": confidence,
+        "mean": shaped(mean),
+        "std_error": shaped(std_errors),
+        "ci_low": shaped(mean - z * std_errors),
+        "ci_high": shaped(mean + z * std_errors),
+        "worst_case_std_error": shaped(worst),
+        "variance_method": method,
+    }

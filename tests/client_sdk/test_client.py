@@ -373,3 +373,22 @@ def test_threads_share_a_client_safely(collector: Collector, client: TelemetryCl
     assert sum(acknowledged) == len(stored) == 6 * 10 * 20
     assert len({r[0] for r in stored}) == len(stored)
     assert client.pending() == 0
+
+
+def test_numeric_campaigns_take_numbers(collector: Collector, tmp_path: Path) -> None:
+    collector.create(
+        {
+            "name": "latency",
+            "mechanism": {"mechanism": "laplace", "epsilon": 1.0, "lower": 0.0, "upper": 100.0},
+        }
+    )
+    with TelemetryClient(collector.url, state_dir=tmp_path / "n") as c:
+        assert c.campaign("latency").domain is None
+        c.record("latency", 12.5)
+        c.record_many("latency", [1, 2.5, 99.0])
+        for bad in ("fast", True, None, float("nan"), [1, None]):
+            with pytest.raises(ValueError, match=r"must be a (finite )?number"):
+                c.record("latency", bad)
+        assert c.pending() == 4
+        assert c.flush() == 4
+    assert len(collector.stored()) == 4

@@ -13,7 +13,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from analysis import estimate
-from client_sdk.mechanisms import mechanism_from_config
+from client_sdk.mechanisms import AggregateStatistic, Mechanism, mechanism_from_config
 from client_sdk.protocol import PROBLEM_TYPES, campaign_config_id
 from collector import create_app
 from collector.settings import load_settings
@@ -452,3 +452,84 @@ def test_health_readiness_and_metrics(client: FlaskClient, campaign: dict[str, A
     assert 'ldp_reports_duplicate_total{campaign="colors"} 1' in text
     assert 'ldp_reports_rejected_total{campaign="colors",reason="invalid_id"} 1' in text
     assert 'ldp_reports_rejected_total{campaign="colors",reason="invalid_payload"} 1' in text
+
+
+# ---- numeric campaigns and mechanisms the collector cannot summarise ---------------------------
+
+NUMERIC = {
+    "name": "latency",
+    "mechanism": {"mechanism": "laplace", "epsilon": 1.0, "lower": 0.0, "upper": 10.0},
+    "min_batch_size": 10,
+}
+
+
+def test_numeric_campaign_has_no_domain_and_estimates_a_mean(client: FlaskClient) -> None:
+    with_domain = dict(NUMERIC, domain=["a"])
+    assert_problem(
+        client.post("/v1/campaigns", json=with_domain, headers=ADMIN), 400, "malformed-request"
+    )
+    created = client.post("/v1/campaigns", json=NUMERIC, headers=ADMIN)
+    assert created.status_code == 201
+    document = created.get_json()
+    assert document["domain"] is None
+    mechanism = mechanism_from_config(document["mechanism"])
+    values = np.linspace(0.0, 10.0, 200)
+    reports = mechanism.perturb(values, rng=np.random.default_rng(5))
+    payloads = mechanism.to_wire(reports)
+    body = upload(
+        client,
+        document["config_id"],
+        [{"id": new_id(), "payload": p} for p in payloads[:49]]
+        + [{"id": new_id(), "payload": "not a number"}],
+        name="latency",
+    ).get_json()
+    assert body["accepted"] == 49 and [r["index"] for r in body["rejected"]] == [49]
+    for start in range(49, 200, 50):
+        chunk = [{"id": new_id(), "payload": p} for p in payloads[start : start + 50]]
+        assert upload(client, document["config_id"], chunk, name="latency").status_code == 200
+    summary = client.get("/v1/campaigns/latency/estimate", headers=ADMIN).get_json()
+    expected = estimate(mechanism, reports)
+    assert summary["n"] == 200
+    assert summary["mean"] == pytest.approx(expected.mean)
+    assert summary["std_error"] == pytest.approx(expected.std_errors)
+    assert summary["ci_low"] < summary["mean"] < summary["ci_high"]
+
+
+def test_a_mechanism_without_a_summary_is_refused_clearly() -> None:
+    from collector.estimates import UnsupportedEstimate, summarize
+    from collector.storage import StoredCampaign
+
+    class Opaque(Mechanism):  # neither a frequency oracle nor numeric
+        name = "opaque"
+
+        def perturb(self, values: Any, *, rng: Any = None) -> Any:
+            return np.asarray(values)
+
+        def to_wire(self, reports: Any) -> list[Any]:
+            return list(reports)
+
+        def parse_wire(self, payloads: Any) -> Any:
+            return np.asarray(payloads), []
+
+        def empty_statistic(self) -> AggregateStatistic:
+            return AggregateStatistic(np.zeros(1), 0)
+
+        def aggregate(self, reports: Any) -> AggregateStatistic:
+            return AggregateStatistic(np.zeros(1), len(reports))
+
+        @property
+        def privacy_epsilon(self) -> float:
+            return 1.0
+
+    campaign = StoredCampaign(
+        name="x",
+        mechanism=Opaque(),
+        config={"mechanism": "opaque"},
+        domain=None,
+        policy=None,
+        config_id="0" * 32,
+        min_batch_size=1,
+        created="2025-01-01T00:00:00Z",
+    )
+    with pytest.raises(UnsupportedEstimate, match="cannot summarise mechanism 'opaque'"):
+        summarize(campaign, AggregateStatistic(np.zeros(1), 5))
