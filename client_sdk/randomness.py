@@ -173,9 +173,9 @@ def uniform_below_32(
     if np.any(reject_below):
         rejected = (product & wide((1 << lane_bits) - 1)) < reject_below
         if rejected.any():  # a draw is rejected with probability below high / 2**L
-            where = np.flatnonzero(rejected)
-            redo_high = np.broadcast_to(highs, shape).reshape(-1)[where]
-            out.reshape(-1)[where] = uniform_below_32(rng, redo_high, redo_high.size)
+            where = np.unravel_index(np.flatnonzero(rejected), shape)
+            redo_high = np.broadcast_to(highs, shape)[where]
+            out[where] = uniform_below_32(rng, redo_high, redo_high.size)
     return out
 
 
