@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import requests
 
 from analysis import estimate
@@ -79,3 +80,13 @@ def test_fleet_estimates_agree_with_the_truth(collector: CollectorProcess, tmp_p
 
     metrics = requests.get(f"{collector.url}/metrics", timeout=10).text
     assert f'ldp_reports_accepted_total{{campaign="{name}"}} {DEVICES}' in metrics
+
+
+def test_ldp_demo_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    from analysis.demo import main
+
+    assert main(["--devices", "3000", "--clients", "2", "--mechanism", "grr", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "devices 3,000  stored 3,000  acknowledged 3,000" in out
+    assert "coverage of the 95% intervals over all 100 items" in out
+    assert out.count("item-0") >= 15
