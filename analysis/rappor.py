@@ -57,7 +57,9 @@ REPORT_COLUMNS = ("rappor", "irr")
 NOTE = (
     "RAPPOR estimates only the candidate strings it is given: strings outside the candidate "
     "list cannot be found. Their reports show up only as Bloom-bit mass the candidates do not "
-    "explain ({unexplained})."
+    "explain. Here the selected candidates explain {explained} of the estimated Bloom-bit mass "
+    "and the significant ones {reported}; the rest comes from strings outside the list, "
+    "candidates too rare to detect, and noise."
 )
 
 
@@ -296,8 +298,11 @@ class RapporEstimate:
     in (for an unselected candidate: the standard error its coefficient would have if added to
     the selected model). ``significant`` marks the candidates whose one-sided z statistic exceeds
     ``critical_z``, the Bonferroni threshold at ``alpha`` over all candidates; RAPPOR reports
-    only those. ``explained_fraction`` is the share of the estimated Bloom-bit mass the selected
-    candidates account for.
+    only those. ``explained_fraction`` is the share of the estimated Bloom-bit mass (the sum
+    of the debiased bit counts) that the fitted selected candidates account for, and
+    ``reported_fraction`` the share the significant ones account for. Both are point estimates;
+    the first also absorbs some mass of strings outside the list through the candidates that
+    share their bits.
     """
 
     candidates: tuple[str, ...]
@@ -312,6 +317,7 @@ class RapporEstimate:
     alpha: float
     critical_z: float
     explained_fraction: float
+    reported_fraction: float
     lasso_penalty: float
     mechanism: dict[str, Any]
     statistic: AggregateStatistic
@@ -323,11 +329,6 @@ class RapporEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, in the shape of ``ldp-analyze estimate`` plus the RAPPOR fields."""
-        unexplained = (
-            f"{max(0.0, 1 - self.explained_fraction):.1%} of it here"
-            if math.isfinite(self.explained_fraction)
-            else "no Bloom-bit mass was estimated here"
-        )
         return {
             "n": self.n,
             "mechanism": self.mechanism,
@@ -351,12 +352,20 @@ class RapporEstimate:
             "lasso_penalty": self.lasso_penalty,
             "detected": int(self.significant.sum()),
             "explained_fraction": _finite_or_none(self.explained_fraction),
-            "note": NOTE.format(unexplained=unexplained),
+            "reported_fraction": _finite_or_none(self.reported_fraction),
+            "note": NOTE.format(
+                explained=_percent(self.explained_fraction),
+                reported=_percent(self.reported_fraction),
+            ),
         }
 
 
 def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1%}" if math.isfinite(value) else "nothing (no Bloom-bit mass was estimated)"
 
 
 def design_matrix(
@@ -481,7 +490,7 @@ def decode(
     chosen = np.flatnonzero(selected)
     frequencies = np.zeros(len(names))
     variances = np.full(len(names), np.nan)
-    explained = 0.0
+    explained = reported = 0.0
     inverse_gram = np.zeros((0, 0))
     if chosen.size:
         inverse_gram = scipy.linalg.inv(gram[np.ix_(chosen, chosen)])
@@ -502,6 +511,8 @@ def decode(
     with np.errstate(divide="ignore", invalid="ignore"):
         z_scores = frequencies / std_errors
     significant = selected & (z_scores > critical)
+    if significant.any():
+        reported = float(weights @ (x[:, significant] @ frequencies[significant]))
     return RapporEstimate(
         candidates=tuple(names),
         frequencies=frequencies,
@@ -515,6 +526,7 @@ def decode(
         alpha=alpha,
         critical_z=critical,
         explained_fraction=explained / total if total > 0 else math.nan,
+        reported_fraction=reported / total if total > 0 else math.nan,
         lasso_penalty=lasso_penalty,
         mechanism=mechanism.to_config(),
         statistic=statistic,

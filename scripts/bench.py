@@ -21,6 +21,7 @@ SECTIONS: dict[str, str] = {
     "categorical": "bench_categorical",
     "accounting": "bench_accounting",
     "collector": "bench_collector",
+    "rappor": "bench_rappor",
 }
 
 

@@ -199,14 +199,41 @@ def _value_bytes(value: Any, index: int) -> bytes:
     raise ValueError(f"values[{index}] must be a string (or bytes); got {type(value).__name__}")
 
 
-def _values_bytes(values: Any) -> list[bytes]:
+def _values_list(values: Any) -> list[Any]:
     if isinstance(values, (str, bytes, bytearray)):
-        values = [values]
+        return [values]
     if isinstance(values, np.ndarray):
-        values = values.tolist()
+        return list(values.tolist())
     if not isinstance(values, Sequence):
         raise ValueError(f"values must be a sequence of strings; got {type(values).__name__}")
-    return [_value_bytes(v, i) for i, v in enumerate(values)]
+    return list(values)
+
+
+def _values_bytes(values: Any) -> list[bytes]:
+    return [_value_bytes(v, i) for i, v in enumerate(_values_list(values))]
+
+
+def _distinct_values(values: Any) -> tuple[list[bytes], npt.NDArray[np.int64]]:
+    """Distinct values as UTF-8 bytes (first-seen order) and the index of each value among them.
+
+    Deduplicates the objects first, so each distinct string is validated and encoded once.
+    """
+    items = _values_list(values)
+    position: dict[Any, int] = {}
+    try:
+        inverse = np.fromiter(
+            (position.setdefault(v, len(position)) for v in items), dtype=np.int64, count=len(items)
+        )
+    except TypeError:  # unhashable: a bytearray (fine) or junk (named by _values_bytes)
+        return _dedupe(_values_bytes(items))
+    distinct = list(position)
+    if not all(isinstance(v, (str, bytes)) for v in distinct):
+        return _dedupe(_values_bytes(items))  # raises naming the first bad index, if any
+    encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in distinct]
+    if len(set(encoded)) < len(encoded):  # "a" and b"a" hash apart but encode alike
+        unique, remap = _dedupe(encoded)
+        return unique, remap[inverse]
+    return encoded, inverse
 
 
 def _dedupe(values: list[bytes]) -> tuple[list[bytes], npt.NDArray[np.int64]]:
@@ -433,7 +460,7 @@ class RAPPOR(Mechanism):
         key = _check_secret(secret)
         eid = _encoder_id_bytes(encoder_id)
         c = self._resolve_cohort(key, cohort)
-        distinct, inverse = _dedupe(_values_bytes(values))
+        distinct, inverse = _distinct_values(values)
         blooms = np.zeros((len(distinct), self.k), dtype=bool)
         prrs = np.zeros((len(distinct), self.k), dtype=bool)
         for row, value in enumerate(distinct):
@@ -460,8 +487,14 @@ class RAPPOR(Mechanism):
             p_bits = bernoulli_lazy(rng, p_threshold, rows.shape)
             q_bits = bernoulli_lazy(rng, q_threshold, rows.shape)
             irr = np.where(rows, q_bits, p_bits)
-            out[start : start + rows.shape[0]] = np.packbits(irr[:, ::-1], axis=1)
+            out[start : start + rows.shape[0]] = self._pack(irr)
         return out
+
+    def _pack(self, bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+        """Bool rows (column i = bit i) packed in Google's string order (bit k-1 first)."""
+        if self.k % 8 == 0:  # the big-endian integer: little-endian bit packing, bytes reversed
+            return np.packbits(bits, axis=1, bitorder="little")[:, ::-1]
+        return np.packbits(bits[:, ::-1], axis=1)
 
     def _reports(self, cohorts: npt.ArrayLike, packed: npt.NDArray[np.uint8]) -> Reports:
         reports = np.empty(packed.shape[0], dtype=self.report_dtype)
@@ -512,7 +545,7 @@ class RAPPOR(Mechanism):
         distribution of ``perturb`` over random secrets. Not for devices: a device reporting
         twice must use ``perturb`` with its secret.
         """
-        distinct, inverse = _dedupe(_values_bytes(values))
+        distinct, inverse = _distinct_values(values)
         table = self.bloom_table(distinct)
         n = inverse.size
         cohorts = uniform_below(rng, self.m, n) if self.m > 1 else np.zeros(n, dtype=np.int64)

@@ -68,6 +68,8 @@ def test_decodes_a_zipf_population_within_its_intervals() -> None:
     assert np.all(est.frequencies[~est.selected] == 0)
     assert not est.significant[~est.selected].any()
     assert 0.9 < est.explained_fraction < 1.1
+    held_by_significant = float(truth[est.significant].sum())
+    assert abs(est.reported_fraction - held_by_significant) < 0.1
     np.testing.assert_allclose(est.counts, est.frequencies * 50_000)
 
 
@@ -111,9 +113,12 @@ def test_strings_outside_the_candidates_leave_unexplained_mass() -> None:
     values = [known[i % 5] for i in range(30_000)] + [f"unknown-{i % 50}" for i in range(20_000)]
     est = decode(mech, mech.simulate_clients(values, rng=rng), [*known, "absent"])
     assert 0.45 < est.explained_fraction < 0.75
+    assert 0.45 < est.reported_fraction < 0.75
     summary = est.to_dict()
     assert "cannot be found" in summary["note"]
+    assert f"{est.explained_fraction:.1%}" in summary["note"]
     assert summary["explained_fraction"] == pytest.approx(est.explained_fraction)
+    assert summary["reported_fraction"] == pytest.approx(est.reported_fraction)
 
 
 def test_decoding_from_a_statistic_or_chunks_is_the_same() -> None:
