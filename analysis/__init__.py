@@ -2,6 +2,6 @@
 central model, privacy accounting, reports. Imports ``client_sdk`` and reads stored reports
 through ``collector.storage``."""
 
-from analysis.estimation import FrequencyEstimate, aggregate, estimate
+from analysis.estimation import FrequencyEstimate, MeanEstimate, aggregate, estimate
 
-__all__ = ["FrequencyEstimate", "aggregate", "estimate"]
+__all__ = ["FrequencyEstimate", "MeanEstimate", "aggregate", "estimate"]
