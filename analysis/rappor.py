@@ -379,8 +379,11 @@ def design_matrix(
     table = mechanism.bloom_table(candidates)  # (S, m, k)
     if cohorts is not None:
         table = table[:, cohorts, :]
-    dense = table.reshape(len(candidates), -1).T
-    return scipy.sparse.csc_matrix(dense.astype(np.float64))
+    flat = table.reshape(len(candidates), -1)
+    columns, rows = np.nonzero(flat)
+    return scipy.sparse.csc_matrix(
+        (np.ones(rows.size), (rows, columns)), shape=(flat.shape[1], flat.shape[0])
+    )
 
 
 def nonnegative_lasso(
@@ -611,13 +614,17 @@ def _added_column_variances(
     Adding column c to the selected set A, its coefficient is e'W y / (x_c'W e) with
     e = x_c - X_A (X_A'WX_A)^-1 X_A'W x_c (x_c made orthogonal to the selected columns).
     """
-    residual = np.asarray(x[:, others].todense())
-    if inverse_gram is not None:
-        residual -= np.asarray(x[:, chosen].todense()) @ (
-            inverse_gram @ gram[np.ix_(chosen, others)]
-        )
-    schur = (weights[:, None] * residual * residual).sum(axis=0)
-    numerator = ((weights[:, None] * residual) ** 2 * y_var[:, None]).sum(axis=0)
+    schur = np.empty(others.size)
+    numerator = np.empty(others.size)
+    selected = np.asarray(x[:, chosen].todense()) if inverse_gram is not None else None
+    for start in range(0, others.size, 256):  # memory O(rows * 256)
+        block = others[start : start + 256]
+        residual = np.asarray(x[:, block].todense())
+        if selected is not None and inverse_gram is not None:
+            residual -= selected @ (inverse_gram @ gram[np.ix_(chosen, block)])
+        weighted = weights[:, None] * residual
+        schur[start : start + block.size] = (weighted * residual).sum(axis=0)
+        numerator[start : start + block.size] = (weighted**2 * y_var[:, None]).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(schur > 1e-12 * gram[others, others], numerator / schur**2, np.inf)
 
