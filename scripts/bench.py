@@ -22,6 +22,7 @@ SECTIONS: dict[str, str] = {
     "accounting": "bench_accounting",
     "collector": "bench_collector",
     "rappor": "bench_rappor",
+    "numeric": "bench_numeric",
 }
 
 
