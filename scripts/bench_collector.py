@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
     client_counts = [2, 4] if not quick else [4]
     print(f"mechanism {config}, batches of {BATCH}, gunicorn 2 sync workers, loopback")
     with tempfile.TemporaryDirectory(prefix="bench-collector-") as workdir:
-        ceiling = _ceiling(workdir, config, (batches * 4 * BATCH) if not quick else 40_000)
+        ceiling = _ceiling(workdir, config, max(client_counts) * batches * BATCH)
         print(
             f"ceiling (direct storage insert, 1 process, synchronous=FULL): {ceiling:,.0f} rows/s"
         )
