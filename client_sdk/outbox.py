@@ -51,7 +51,7 @@ class Outbox:
     """Queued reports and cached campaign documents of one client (``state_dir``)."""
 
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
-        directory = os.fspath(state_dir)
+        directory = os.path.expanduser(os.fspath(state_dir))
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self.path = os.path.join(directory, OUTBOX_FILE)
         self._lock = threading.Lock()
