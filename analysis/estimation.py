@@ -150,11 +150,8 @@ def estimate_mean(
     statistic = aggregate(mechanism, reports)
     mean = mechanism.mean(statistic)  # refuses zero reports
     n = statistic.n
-    worst = np.sqrt(mechanism.worst_case_variance() / n)
-    if n >= 2:
-        std_errors, method = np.sqrt(mechanism.empirical_variance(statistic) / n), "empirical"
-    else:
-        std_errors, method = worst, "worst_case"
+    std_errors, method = mechanism.standard_errors(statistic)
+    worst = mechanism.worst_case_standard_errors(n)
     count = np.rint(statistic.counts[2]).astype(np.int64)
 
     def shaped(values: npt.NDArray[Any]) -> Any:

@@ -438,6 +438,25 @@ class NumericMechanism(Mechanism):
         s1, s2 = statistic.counts[0], statistic.counts[1]
         return np.asarray(np.maximum(s2 - s1 * s1 / n, 0.0) / (n - 1), dtype=np.float64)
 
+    def worst_case_standard_errors(self, n: int) -> FloatArray:
+        """sqrt(max_x Var(x) / n): a data-free bound on the mean's error for n reports."""
+        if n <= 0:
+            raise ValueError(f"n must be positive; got {n!r}")
+        return np.asarray(np.sqrt(self.worst_case_variance() / n), dtype=np.float64)
+
+    def standard_errors(self, statistic: AggregateStatistic) -> tuple[FloatArray, str]:
+        """The standard errors of ``mean`` and how they were obtained, per coordinate.
+
+        ``"empirical"``: sqrt(s^2/n) with s^2 = ``empirical_variance`` (n >= 2), which needs no
+        knowledge of the users' values; ``"worst_case"``: ``worst_case_standard_errors`` when a
+        single report leaves no sample variance. The collector and ``analysis`` both use this.
+        """
+        self._check_statistic(statistic)
+        n = statistic.n
+        if n >= 2:
+            return np.sqrt(self.empirical_variance(statistic) / n), "empirical"
+        return self.worst_case_standard_errors(n), "worst_case"
+
 
 # ---- bounded mechanisms built from a kernel on [-1, 1] ----------------------------------------
 
