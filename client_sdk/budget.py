@@ -22,6 +22,7 @@ and at most ``epsilon_per_report * reports_per_period`` epsilon in total. A char
 ``authorize`` checks and records in one transaction (``BEGIN IMMEDIATE``, so two threads or two
 processes cannot both pass the check): either the spend is recorded and a :class:`Receipt` is
 returned, or :class:`BudgetExceededError` is raised and nothing at all is written.
+``authorize_many`` does the same for a batch of reports, all or nothing.
 
 Clock. Time only moves forward in the ledger: it stores the latest time it has seen, and a clock
 reading before it counts as that time. A clock set back therefore never renews a period early
@@ -44,7 +45,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ __all__ = [
     "BudgetLedger",
     "BudgetPolicy",
     "BudgetStatus",
+    "Charge",
     "LogEntry",
     "Receipt",
 ]
@@ -170,6 +172,16 @@ def _positive_int(value: Any, field: str) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
+class Charge:
+    """One report to authorize: its epsilon (epsilon_inf when memoized), the memo key of a
+    memoized value (an HMAC, never the value), and the randomized payload for the log."""
+
+    epsilon: float
+    memo_key: str | None = None
+    report: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Receipt:
     """What ``authorize`` recorded."""
 
@@ -274,44 +286,73 @@ class BudgetLedger:
         memoized one (then ``memo_key`` names the memoized value: an HMAC, never the value).
         ``report`` is the randomized payload that will be sent (JSON-safe), kept in the log.
         """
+        (receipt,) = self.authorize_many(
+            campaign, policy, [Charge(epsilon=epsilon, memo_key=memo_key, report=report)]
+        )
+        return receipt
+
+    def authorize_many(
+        self,
+        campaign: str,
+        policy: Mapping[str, Any] | BudgetPolicy,
+        charges: Sequence[Charge],
+    ) -> list[Receipt]:
+        """Several reports of one campaign, all or nothing, in order, in one transaction.
+
+        Each is checked against the spends before it (including earlier ones of the batch: two
+        reports of one new memoized value pay once). If any does not fit, nothing of the batch
+        is recorded and :class:`BudgetExceededError` is raised.
+        """
         name = _check_campaign(campaign)
         rules = BudgetPolicy.from_dict(policy)
-        cost = _check_epsilon(epsilon)
-        key = _check_memo_key(memo_key)
-        payload = None if report is None else _json(report)
+        checked = [
+            (
+                _check_epsilon(charge.epsilon),
+                _check_memo_key(charge.memo_key),
+                None if charge.report is None else _json(charge.report),
+            )
+            for charge in charges
+        ]
+        receipts: list[Receipt] = []
         with self._lock, self._transaction():
             now = self._now()
             period_start, renews_at = _period(now, rules)
-            spent, charges = self._period_totals(name, period_start)
-            limit = rules.epsilon_per_period
-            repeat = key is not None and self._has_memo_key(name, key)
-            if not repeat:
-                self._check_fits(name, rules, cost, key is not None, spent, charges, renews_at)
-            charged = 0.0 if repeat else cost
-            cursor = self._connection.execute(
-                "INSERT INTO spends (campaign, at, epsilon, charged, memoized, report) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (name, now, charged, int(not repeat), int(key is not None), payload),
-            )
-            if key is not None and not repeat:
-                self._connection.execute(
-                    "INSERT INTO memo_keys (campaign, memo_key, epsilon) VALUES (?, ?, ?)",
-                    (name, key, cost),
+            spent, count = self._period_totals(name, period_start)
+            for cost, key, payload in checked:
+                repeat = key is not None and self._has_memo_key(name, key)
+                if not repeat:
+                    self._check_fits(name, rules, cost, key is not None, spent, count, renews_at)
+                charged = 0.0 if repeat else cost
+                cursor = self._connection.execute(
+                    "INSERT INTO spends (campaign, at, epsilon, charged, memoized, report) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, now, charged, int(not repeat), int(key is not None), payload),
+                )
+                if key is not None and not repeat:
+                    self._connection.execute(
+                        "INSERT INTO memo_keys (campaign, memo_key, epsilon) VALUES (?, ?, ?)",
+                        (name, key, cost),
+                    )
+                if not repeat:
+                    spent = math.fsum((spent, charged))
+                    count += 1
+                entry_id = cursor.lastrowid
+                assert entry_id is not None
+                receipts.append(
+                    Receipt(
+                        entry_id=int(entry_id),
+                        campaign=name,
+                        epsilon_charged=charged,
+                        memoized_repeat=repeat,
+                        spent_in_period=spent,
+                        limit_per_period=rules.epsilon_per_period,
+                        charges_in_period=count,
+                        period_start=period_start,
+                        renews_at=renews_at,
+                    )
                 )
             self._set_last_seen(now)
-            entry_id = cursor.lastrowid
-            assert entry_id is not None
-            return Receipt(
-                entry_id=int(entry_id),
-                campaign=name,
-                epsilon_charged=charged,
-                memoized_repeat=repeat,
-                spent_in_period=spent + charged,
-                limit_per_period=limit,
-                charges_in_period=charges + (0 if repeat else 1),
-                period_start=period_start,
-                renews_at=renews_at,
-            )
+        return receipts
 
     def _check_fits(
         self,
