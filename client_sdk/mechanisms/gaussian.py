@@ -29,8 +29,9 @@ the smoothing parameter of Z^dim, Micciancio & Regev 2004, Lemma 3.3). So the me
 sensitivity Delta_g (``implemented_delta``), and delta_impl <= delta by construction (the
 tests check it, and, for a scalar on a coarse grid, check the exact discrete privacy loss of
 CKS 2020, Theorem 7, against it too). The extra 16^2 and the grid cost a relative 1e-11 of
-noise variance for a scalar, and 2 sqrt(dim) g / clip_norm (about 1e-5 sqrt(dim)/epsilon) for
-a vector.
+noise variance for a scalar; for a vector, the rounding slack raises the noise's standard
+deviation above ``sigma`` by a relative sqrt(dim) g / clip_norm (about 2e-6 sqrt(dim)/epsilon at
+delta = 1e-5; ``noise_std`` is the exact figure).
 
 The wire carries the noisy grid indices (an integer, or a list of ``dim`` integers, each of
 absolute value < 2**53); the server's estimate is lower + index * g (index * g for vectors),
