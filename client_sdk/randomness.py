@@ -16,6 +16,8 @@ observer of enough outputs can recover the state and re-derive the noise (REFERE
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from fractions import Fraction
 from typing import Union
@@ -25,6 +27,7 @@ import numpy.typing as npt
 
 __all__ = [
     "SYSTEM_RANDOM",
+    "HmacWordSource",
     "RandomSource",
     "SystemRandomSource",
     "bernoulli",
@@ -69,25 +72,68 @@ class SystemRandomSource:
 
 SYSTEM_RANDOM = SystemRandomSource()
 
-RandomSource = Union[np.random.Generator, SystemRandomSource]  # noqa: UP007 (runtime alias)
+
+class HmacWordSource:
+    """Deterministic uniform 64-bit words: HMAC-SHA256 in counter mode under a secret key.
+
+    For *memoized* randomness (the permanent randomized response of RAPPOR and of every
+    longitudinal mechanism, REFERENCE.md 4.1 and 7.3): the same key always yields the same words,
+    so a device recomputes its permanent response instead of storing it, while anyone without the
+    key sees words indistinguishable from uniform (HMAC-SHA256 is a PRF). Block i (from 0) is
+    HMAC-SHA256(key, i as 8 bytes big-endian): four little-endian words. Words are consumed in
+    order across calls (the source is stateful and not thread-safe; build one per derivation).
+    The key must hold at least 16 bytes (it is normally itself an HMAC output, 32 bytes).
+    """
+
+    __slots__ = ("_block", "_buffer", "_mac")
+
+    def __init__(self, key: bytes) -> None:
+        if not isinstance(key, (bytes, bytearray)) or len(key) < 16:
+            raise ValueError("HmacWordSource needs a key of at least 16 bytes")
+        self._mac = hmac.new(bytes(key), digestmod=hashlib.sha256)
+        self._block = 0
+        self._buffer = np.zeros(0, dtype=np.uint64)
+
+    def words(self, size: int) -> npt.NDArray[np.uint64]:
+        """The next ``size`` words of the stream."""
+        size = int(size)
+        missing = size - self._buffer.size
+        if missing > 0:
+            blocks = -(-missing // 4)
+            chunks = []
+            for index in range(self._block, self._block + blocks):
+                mac = self._mac.copy()
+                mac.update(index.to_bytes(8, "big"))
+                chunks.append(mac.digest())
+            self._block += blocks
+            fresh = np.frombuffer(b"".join(chunks), dtype="<u8").astype(np.uint64)
+            self._buffer = np.concatenate([self._buffer, fresh])
+        out, self._buffer = self._buffer[:size].copy(), self._buffer[size:]
+        return out
+
+    def __repr__(self) -> str:
+        return "HmacWordSource(<secret key>)"
+
+
+RandomSource = Union[np.random.Generator, SystemRandomSource, HmacWordSource]  # noqa: UP007
 
 
 def resolve_rng(rng: RandomSource | None) -> RandomSource:
     """Return the source to use: the CSPRNG for ``None``, else ``rng`` after a type check."""
     if rng is None:
         return SYSTEM_RANDOM
-    if isinstance(rng, (np.random.Generator, SystemRandomSource)):
+    if isinstance(rng, (np.random.Generator, SystemRandomSource, HmacWordSource)):
         return rng
     raise TypeError(
-        "rng must be None (the OS CSPRNG), a numpy.random.Generator or a SystemRandomSource; "
-        f"got {type(rng).__name__}"
+        "rng must be None (the OS CSPRNG), a numpy.random.Generator, a SystemRandomSource or an "
+        f"HmacWordSource; got {type(rng).__name__}"
     )
 
 
 def raw_words(rng: RandomSource | None, size: int) -> npt.NDArray[np.uint64]:
     """Uniform 64-bit words from ``rng`` (the common primitive of every sampler)."""
     source = resolve_rng(rng)
-    if isinstance(source, SystemRandomSource):
+    if isinstance(source, (SystemRandomSource, HmacWordSource)):
         return source.words(size)
     return np.asarray(source.bit_generator.random_raw(int(size)), dtype=np.uint64)
 
