@@ -27,6 +27,8 @@ MECHANISMS: dict[str, str] = {
     "duchi": "client_sdk.mechanisms.duchi:Duchi",
     "piecewise": "client_sdk.mechanisms.piecewise:Piecewise",
     "hybrid": "client_sdk.mechanisms.piecewise:Hybrid",
+    "dbitflip": "client_sdk.mechanisms.dbitflip:DBitFlip",
+    "onebitmean": "client_sdk.mechanisms.onebitmean:OneBitMean",
 }
 
 
@@ -47,4 +49,8 @@ def mechanism_from_config(config: Mapping[str, Any]) -> Mechanism:
         raise ValueError(f"a mechanism config must be a JSON object; got {type(config).__name__}")
     if "mechanism" not in config:
         raise ValueError("config is missing the field 'mechanism'")
+    if "longitudinal" in config:  # memoization around any frequency oracle
+        from client_sdk.mechanisms.longitudinal import memoized_from_config
+
+        return memoized_from_config(config)
     return mechanism_class(config["mechanism"]).from_config(config)

@@ -30,6 +30,7 @@ SMALL_CONFIGS: list[dict[str, Any]] = [
     {"mechanism": "hr", "epsilon": 2.0, "k": 12},  # 4 blocks of 4
     {"mechanism": "hr", "epsilon": 2.0, "k": 12, "blocks": 1},  # basic, chosen explicitly
     {"mechanism": "hr", "epsilon": 5.0, "k": 12},  # 12 blocks of 2
+    {"mechanism": "dbitflip", "epsilon": 1.0, "k": 5, "d": 2, "memoize": False},  # one-shot
 ]
 
 
