@@ -23,6 +23,7 @@ SECTIONS: dict[str, str] = {
     "collector": "bench_collector",
     "rappor": "bench_rappor",
     "numeric": "bench_numeric",
+    "longitudinal": "bench_longitudinal",
 }
 
 
