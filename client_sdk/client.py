@@ -352,7 +352,10 @@ class TelemetryClient:
         unacknowledged reports stay queued.
         """
         with self._flush_lock:
-            names = [campaign] if campaign is not None else self._outbox.campaigns()
+            if campaign is not None:
+                names = [campaign] if self._outbox.count(campaign) else []
+            else:
+                names = self._outbox.campaigns()
             acknowledged = 0
             for name in names:
                 try:
