@@ -95,6 +95,26 @@ def test_auto_picks_the_best_composed_channel() -> None:
         assert m.total_variance() <= other.total_variance() * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("name", ["grr", "sue", "oue", "blh", "olh", "ss"])
+def test_memoization_costs_no_accuracy_in_one_round(name: str) -> None:
+    """With the shape resolved for epsilon (OLH's g, SS's d), each composed channel is its
+    family's channel at epsilon: L-GRR is GRR, L-UE with OUE's p = 1/2 keeps P = 1/2, SS mixed
+    with a uniform subset is SS. So the exact total error equals the unmemoized one."""
+    for permanent in (1.0, 2.0, 4.0):
+        m = build({"mechanism": name, "epsilon": 1.0, "k": 32, "permanent": permanent})
+        plain = mechanism_from_config({"mechanism": name, "epsilon": 1.0, "k": 32})
+        assert isinstance(plain, FrequencyOracle)
+        assert m.total_variance() == pytest.approx(plain.total_variance(), rel=1e-9)
+        assert mechanism_from_config(m.to_config()) == m
+
+
+def test_explicit_shape_parameters_are_kept() -> None:
+    m = build({"mechanism": "olh", "epsilon": 1.0, "k": 32, "g": 7, "permanent": 3.0})
+    assert m.to_config()["g"] == 7
+    resolved = build({"mechanism": "olh", "epsilon": 1.0, "k": 32, "permanent": 3.0})
+    assert resolved.to_config()["g"] == round(math.exp(1.0) + 1)  # for epsilon, not for E
+
+
 @pytest.mark.parametrize(
     ("longitudinal", "match"),
     [
