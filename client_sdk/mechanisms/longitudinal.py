@@ -54,7 +54,7 @@ PRR's g buckets; SS mixed with a uniform subset is SS at epsilon. So when a shap
 omitted (OLH's g, SS's d, HR's blocks), it is resolved for the chain rather than for E (both are
 tried; the least exact total error wins, and the choice is written into the config): then
 memoization costs *no* accuracy in one round for grr, sue, oue, blh, olh and ss (the tests pin
-it), and little for hr (whose uniform-input mixture is not an HR channel: +2% at k = 64,
+it), and little for hr (whose uniform-input mixture is not an HR channel: +3% at k = 64,
 epsilon 1, E = 4).
 
 In every chain the IRR is post-processing of the PRR plus noise independent of the value, so
