@@ -46,8 +46,9 @@ def summarize(
     [0, 1] plugged in, and normal intervals at ``confidence``.
 
     Numeric mechanisms: the unbiased ``mean`` of the statistic (sums of per-report unbiased
-    estimates), standard errors s/sqrt(n) from ``empirical_variance`` (n >= 2; else the
-    data-free ``worst_case_variance``), and the worst-case standard errors beside them.
+    estimates), the mechanism's own ``standard_errors`` (s/sqrt(n) from the sample variance,
+    or the data-free worst case for one report), and the worst-case standard errors beside
+    them.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
@@ -98,11 +99,8 @@ def _summarize_numeric(
 ) -> dict[str, Any]:
     n = statistic.n
     mean = mechanism.mean(statistic)
-    worst = np.sqrt(mechanism.worst_case_variance() / n)
-    if n >= 2:
-        std_errors, method = np.sqrt(mechanism.empirical_variance(statistic) / n), "empirical"
-    else:
-        std_errors, method = worst, "worst_case"
+    std_errors, method = mechanism.standard_errors(statistic)
+    worst = mechanism.worst_case_standard_errors(n)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
 
     def shaped(values: Any) -> Any:
