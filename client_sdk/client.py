@@ -12,7 +12,13 @@ What happens to a value:
 2. The label becomes its index in the campaign's domain (an unknown label is a ``ValueError``
    and nothing is queued); numeric campaigns take numbers.
 3. :meth:`TelemetryClient._produce_reports` randomizes with the OS CSPRNG (``rng=None``) and
-   encodes to the wire: the only place a report is produced.
+   encodes to the wire: the only place a report is produced. Mechanisms with memoized
+   (permanent) responses -- ``"longitudinal"`` configs, ``dbitflip``, ``onebitmean``,
+   ``rappor`` -- derive them from a device secret kept in ``state_dir`` (never sent), scoped by
+   the campaign's ``config_id``.
+   The on-device privacy ledger (``client_sdk.budget``) then authorizes the spend under the
+   campaign's ``policy``: over budget, ``BudgetExceededError`` is raised and nothing is queued.
+   Memoized values are charged their epsilon_inf once per distinct value.
 4. The randomized payload gets a fresh random 128-bit report id and is appended to the outbox
    (SQLite, ``synchronous=FULL``). The raw value is never written or sent.
 5. ``flush`` uploads queued reports in batches. A report leaves the outbox only when the
@@ -28,6 +34,7 @@ and cannot be re-randomized because the raw values are gone (by design).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -42,11 +49,15 @@ import numpy as np
 import numpy.typing as npt
 import requests
 
+from client_sdk.budget import BudgetLedger, BudgetPolicy, BudgetStatus, Charge, LogEntry
 from client_sdk.mechanisms import FrequencyOracle, Mechanism, mechanism_from_config
+from client_sdk.mechanisms.longitudinal import is_memoized
 from client_sdk.mechanisms.numeric import NumericMechanism
+from client_sdk.mechanisms.rappor import RAPPOR
 from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.protocol import campaign_config_id, problem_type
 from client_sdk.randomness import RandomSource
+from client_sdk.secrets_store import load_or_create_device_secret, memo_key
 from client_sdk.transport import make_session
 
 logger = logging.getLogger(__name__)
@@ -210,6 +221,8 @@ class TelemetryClient:
     :param retries: retries per request (network errors, 429, 5xx), with exponential backoff
         and jitter, honouring ``Retry-After``.
     :param session: a ready ``requests.Session`` (its adapters then own the retries).
+    :param default_policy: the budget policy (``client_sdk.budget``) for campaigns that carry
+        none; ``None`` leaves such campaigns unbudgeted on the device.
 
     Safe to share between threads; safe across process restarts (the outbox is durable and
     report ids are fixed at record time).
@@ -226,6 +239,7 @@ class TelemetryClient:
         backoff_factor: float = 0.25,
         timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
         session: requests.Session | None = None,
+        default_policy: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL; got {base_url!r}")
@@ -235,7 +249,14 @@ class TelemetryClient:
         self.batch_size = batch_size
         self.timeout = timeout
         self._rng = rng
+        self._state_dir = state_dir
+        self._default_policy = (
+            None if default_policy is None else BudgetPolicy.from_dict(default_policy)
+        )
         self._outbox = Outbox(state_dir)
+        self._ledger = BudgetLedger(state_dir)
+        self._secret: bytes | None = None
+        self._secret_lock = threading.Lock()
         self._session = session or make_session(retries=retries, backoff_factor=backoff_factor)
         self._campaigns: dict[str, Campaign] = {}
         self._campaigns_lock = threading.Lock()
@@ -247,6 +268,7 @@ class TelemetryClient:
     def close(self) -> None:
         self._session.close()
         self._outbox.close()
+        self._ledger.close()
 
     def __enter__(self) -> TelemetryClient:
         return self
@@ -311,17 +333,68 @@ class TelemetryClient:
         return self._enqueue(info, self._produce_reports(info, encoded))
 
     def _produce_reports(self, campaign: Campaign, encoded: npt.NDArray[Any]) -> list[Any]:
-        """The one place a report is produced: randomize ``encoded`` values, encode to the wire.
+        """The one place a report is produced: randomize ``encoded`` values, encode to the wire,
+        and have the privacy ledger authorize the spend before anything is queued.
 
-        (Hook for memoized randomization and an on-device privacy budget ledger.)
+        Randomizing before the ledger's check spends nothing: the reports have not left memory,
+        and on a refusal they are discarded.
         """
         mechanism = campaign.mechanism
-        if self._rng is None:
-            reports = mechanism.perturb(encoded)  # the OS CSPRNG
-        else:
-            with self._rng_lock:
+        scope = campaign.config_id
+        memo_keys: list[str | None]
+        lock = self._rng_lock if self._rng is not None else contextlib.nullcontext()
+        with lock:
+            if isinstance(mechanism, RAPPOR):
+                secret = self._device_secret()
+                reports = mechanism.perturb(encoded, rng=self._rng, secret=secret, encoder_id=scope)
+                # One permanent response per distinct string: the ledger's key is an HMAC of it.
+                memo_keys = [memo_key(secret, scope, f"rappor:{value}", 0) for value in encoded]
+                cost = mechanism.epsilon_inf
+            elif is_memoized(mechanism):
+                secret = self._device_secret()
+                memoizing: Any = mechanism
+                memo_keys = list(memoizing.memo_keys(encoded, secret=secret, scope=scope))
+                reports = memoizing.perturb(encoded, rng=self._rng, secret=secret, scope=scope)
+                cost = float(memoizing.epsilon_inf)
+            else:
+                memo_keys = [None] * len(encoded)
                 reports = mechanism.perturb(encoded, rng=self._rng)
-        return mechanism.to_wire(reports)
+                cost = mechanism.privacy_epsilon
+        payloads = mechanism.to_wire(reports)
+        policy = campaign.policy if campaign.policy is not None else self._default_policy
+        if policy is not None:
+            self._ledger.authorize_many(
+                campaign.name,
+                policy,
+                [
+                    Charge(epsilon=cost, memo_key=key, report=payload)
+                    for key, payload in zip(memo_keys, payloads, strict=True)
+                ],
+            )
+        return payloads
+
+    def _device_secret(self) -> bytes:
+        """The device-local secret behind memoized responses (created once, mode 0600)."""
+        with self._secret_lock:
+            if self._secret is None:
+                self._secret = load_or_create_device_secret(self._state_dir)
+            return self._secret
+
+    # ---- the user-visible privacy log -------------------------------------------------------
+
+    def privacy_log(
+        self, campaign: str | None = None, *, limit: int | None = None
+    ) -> list[LogEntry]:
+        """What this device sent under a budget: randomized reports and the epsilon each spent."""
+        return self._ledger.history(campaign, limit=limit)
+
+    def budget_status(self, campaign: str) -> BudgetStatus:
+        """Spent and remaining budget of ``campaign`` in the current period."""
+        info = self.campaign(campaign)
+        policy = info.policy if info.policy is not None else self._default_policy
+        if policy is None:
+            raise ValueError(f"campaign {campaign!r} has no budget policy on this device")
+        return self._ledger.status(campaign, policy)
 
     def _enqueue(self, campaign: Campaign, payloads: Sequence[Any]) -> list[str]:
         """Give each payload a fresh random 128-bit id and append them to the outbox durably."""

@@ -41,6 +41,7 @@ from typing import Any
 
 import sqlite_utils
 
+from client_sdk.budget import BudgetPolicy
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import FrequencyOracle, Mechanism, Reports, mechanism_from_config
 from client_sdk.protocol import DEFAULT_MIN_BATCH_SIZE, campaign_config_id, is_report_id
@@ -202,6 +203,9 @@ def normalize_campaign(document: Any) -> dict[str, Any]:
     policy = document.get("policy")
     if policy is not None and not isinstance(policy, Mapping):
         raise ValueError(f"policy must be a JSON object or null; got {_describe(policy)}")
+    if policy is not None:
+        # The device ledger enforces it (client_sdk.budget); refuse a policy it cannot read.
+        policy = BudgetPolicy.from_dict(policy).to_dict()
 
     min_batch_size = document.get("min_batch_size", DEFAULT_MIN_BATCH_SIZE)
     if (

@@ -99,7 +99,7 @@ def test_campaign_creation_is_idempotent_and_immutable(storage: Storage) -> None
     for change in (
         {"mechanism": {"mechanism": "grr", "epsilon": 2.0, "k": 5}},
         {"domain": list(reversed(LABELS))},
-        {"policy": {"retention_days": 30}},
+        {"policy": {"epsilon_per_report": 1.0, "reports_per_period": 5, "period_seconds": 86400}},
         {"min_batch_size": 10},
     ):
         with pytest.raises(CampaignConflict, match="immutable"):
@@ -128,7 +128,15 @@ def test_campaign_creation_is_idempotent_and_immutable(storage: Storage) -> None
         (dict(CAMPAIGN, min_batch_size=0), "min_batch_size"),
         (dict(CAMPAIGN, min_batch_size=True), "min_batch_size"),
         (dict(CAMPAIGN, min_batch_size=2.0), "min_batch_size"),
-        (dict(CAMPAIGN, policy={"x": float("nan")}), "JSON-safe"),
+        (dict(CAMPAIGN, policy={"x": float("nan")}), "policy is missing"),
+        (dict(CAMPAIGN, policy={"retention_days": 30}), "policy is missing epsilon_per_report"),
+        (
+            dict(
+                CAMPAIGN,
+                policy={"epsilon_per_report": 1.0, "reports_per_period": 0, "period_seconds": 60},
+            ),
+            "policy.reports_per_period",
+        ),
     ],
 )
 def test_invalid_campaigns_are_refused_naming_the_field(document: Any, message: str) -> None:
