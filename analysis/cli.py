@@ -11,7 +11,12 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES: tuple[str, ...] = ("analysis.commands.rappor_decode",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "analysis.commands.estimate",
+    "analysis.commands.gap",
+    "analysis.commands.rappor_decode",
+    "analysis.commands.report",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,365 @@
+"""``ldp-analyze estimate``: a stored campaign's estimate with its error bars.
+
+    ldp-analyze estimate --db collector.db --campaign app-launches --format json \\
+        [--postprocess norm-sub] [--confidence 0.95] [--top 10]
+
+Reports are streamed from the database in chunks (``analysis.dataset.iter_report_chunks``) into
+the mechanism's mergeable statistic, with a progress bar on stderr when it is a terminal and
+the campaign is large. A campaign with fewer reports than its ``min_batch_size`` is refused
+(exit status 2, one line naming the campaign, n and the minimum). Categorical campaigns print
+``{"campaign", "n", "mechanism", "items": [{"value", "frequency", "std_error", "ci_low",
+"ci_high"}], "postprocessing", ...}`` (DESIGN.md); numeric campaigns print the mean with its
+standard error. ``--top N`` lists the N most frequent items with their Bonferroni significance
+(``analysis.heavy_hitters``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, load_campaign
+from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate
+from analysis.heavy_hitters import bonferroni_z, require_min_batch, top_k
+from analysis.postprocess import ALIASES, DEFAULT_REPLICATES, METHODS, postprocess
+from client_sdk.mechanisms.base import FrequencyOracle, Reports
+from client_sdk.mechanisms.numeric import NumericMechanism
+
+PROGRESS_MIN_REPORTS = 200_000
+"""Campaigns smaller than this aggregate in well under a second: no progress bar."""
+
+FORMATS = ("json", "table", "csv")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "estimate",
+        help="a stored campaign's debiased estimate with standard errors and intervals",
+        description=(
+            "Stream a campaign's stored reports into its mechanism's statistic and print the "
+            "debiased estimate with standard errors and confidence intervals."
+        ),
+    )
+    add_source_arguments(parser)
+    parser.add_argument("--format", choices=FORMATS, default="json")
+    add_postprocess_arguments(parser)
+    parser.add_argument(
+        "--top",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="only the N most frequent items, each tested against zero (Bonferroni over all)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="family-wise false-positive rate of the --top significance tests (default 0.05)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """--db, --campaign, --confidence, --chunk-size (shared with ``report``)."""
+    parser.add_argument("--db", required=True, help="the collector's SQLite database")
+    parser.add_argument("--campaign", required=True, help="the campaign's name")
+    parser.add_argument(
+        "--confidence", type=float, default=0.95, help="confidence of the intervals (0.95)"
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=_positive_int,
+        default=50_000,
+        help="reports read from the database at a time (default 50000)",
+    )
+
+
+def add_postprocess_arguments(parser: argparse.ArgumentParser) -> None:
+    """--postprocess, --replicates, --seed (shared with ``report``)."""
+    parser.add_argument(
+        "--postprocess",
+        choices=[*METHODS, *ALIASES],
+        default="base",
+        help="consistency post-processing (default base: the raw unbiased estimate)",
+    )
+    parser.add_argument(
+        "--replicates",
+        type=_non_negative_int,
+        default=DEFAULT_REPLICATES,
+        help="bootstrap replicates for post-processed intervals (default 200; 0: none)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {text!r}")
+    return value
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+
+def _progress_chunks(
+    db: str, campaign: str, total: int, chunk_size: int, *, label: str
+) -> Iterator[Reports]:
+    """The campaign's report chunks, with a tqdm bar on stderr for long runs on a terminal."""
+    show = sys.stderr.isatty() and total >= PROGRESS_MIN_REPORTS
+    with tqdm(
+        total=total, unit="report", unit_scale=True, desc=label, file=sys.stderr, disable=not show
+    ) as bar:
+        for chunk in iter_report_chunks(db, campaign, chunk_size=chunk_size):
+            yield chunk
+            bar.update(len(chunk))
+
+
+def load_estimate(
+    db: str | os.PathLike[str], name: str, *, confidence: float, chunk_size: int = 50_000
+) -> tuple[StoredCampaign, Any]:
+    """The stored campaign and its raw estimate, streamed; refuses below ``min_batch_size``.
+
+    The count is checked before anything is streamed and again on the statistic actually read.
+    Raises ``FileNotFoundError`` for a missing database, ``LookupError`` for an unknown
+    campaign, :class:`~analysis.heavy_hitters.InsufficientReports` (a ValueError) below the
+    minimum and ``ValueError`` for a mechanism this command cannot estimate.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"--confidence must be in (0, 1); got {confidence!r}")
+    path = os.fspath(db)
+    campaign = load_campaign(path, name)
+    mechanism = campaign.mechanism
+    if not isinstance(mechanism, (FrequencyOracle, NumericMechanism)):
+        raise ValueError(
+            f"campaign {name!r} uses mechanism {mechanism.name!r}, which needs a candidate list: "
+            "decode it with `ldp-analyze rappor-decode`"
+        )
+    total = count_reports(path, name)
+    require_min_batch(total, campaign.min_batch_size, name)
+    chunks = _progress_chunks(path, name, total, chunk_size, label=name)
+    result = estimate(mechanism, chunks, confidence=confidence)
+    require_min_batch(result.n, campaign.min_batch_size, name)
+    return campaign, result
+
+
+# ---- output ---------------------------------------------------------------------------------
+
+
+def json_safe(value: Any) -> Any:
+    """Numbers and arrays as JSON values; NaN and infinities as null."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
+
+
+def labels_of(campaign: StoredCampaign, k: int) -> list[str]:
+    return list(campaign.domain) if campaign.domain else [str(v) for v in range(k)]
+
+
+def frequency_document(
+    campaign: StoredCampaign,
+    result: FrequencyEstimate,
+    *,
+    top: int | None = None,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """The JSON document of a (possibly post-processed) frequency estimate."""
+    labels = labels_of(campaign, len(result.frequencies))
+    document: dict[str, Any] = {
+        "campaign": campaign.name,
+        "config_id": campaign.config_id,
+        "mechanism": campaign.config,
+        "n": result.n,
+        "confidence": result.confidence,
+        "postprocessing": result.postprocessing,
+    }
+    details = getattr(result, "details", None)
+    if details:
+        document["postprocessing_details"] = dict(details)
+    if top is None:
+        document["items"] = [
+            {
+                "value": labels[v],
+                "frequency": result.frequencies[v],
+                "std_error": result.std_errors[v],
+                "ci_low": result.ci_low[v],
+                "ci_high": result.ci_high[v],
+            }
+            for v in range(len(labels))
+        ]
+    else:
+        hitters = top_k(result, top, alpha=alpha)
+        document["top"] = top
+        document["domain_size"] = len(labels)
+        document["alpha"] = alpha
+        document["bonferroni_z"] = bonferroni_z(alpha, len(labels))
+        document["items"] = [
+            {
+                "value": labels[h.index],
+                "frequency": h.frequency,
+                "std_error": h.std_error,
+                "ci_low": h.ci_low,
+                "ci_high": h.ci_high,
+                "z": h.z,
+                "threshold": h.threshold,
+                "significant": h.significant,
+            }
+            for h in hitters
+        ]
+    document["sum_of_frequencies"] = float(np.sum(result.frequencies))
+    return json_safe(document)  # type: ignore[no-any-return]
+
+
+def mean_document(campaign: StoredCampaign, result: MeanEstimate) -> dict[str, Any]:
+    """The JSON document of a numeric campaign's mean (shaped like the collector's)."""
+    return json_safe(  # type: ignore[no-any-return]
+        {
+            "campaign": campaign.name,
+            "config_id": campaign.config_id,
+            "mechanism": campaign.config,
+            "n": result.n,
+            "confidence": result.confidence,
+            "mean": result.mean,
+            "std_error": result.std_errors,
+            "ci_low": result.ci_low,
+            "ci_high": result.ci_high,
+            "worst_case_std_error": result.worst_case_std_errors,
+            "variance_method": result.variance_method,
+        }
+    )
+
+
+def _format_number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
+    return str(value)
+
+
+def _item_columns(document: Mapping[str, Any]) -> list[str]:
+    columns = ["value", "frequency", "std_error", "ci_low", "ci_high"]
+    if "top" in document:
+        columns.append("significant")
+    return columns
+
+
+def _rows(document: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    if "items" in document:
+        columns = _item_columns(document)
+        return columns, [[item.get(c) for c in columns] for item in document["items"]]
+    columns = ["coordinate", "mean", "std_error", "ci_low", "ci_high"]
+    values = [document[c] for c in ("mean", "std_error", "ci_low", "ci_high")]
+    if not isinstance(values[0], list):
+        return columns, [[0, *values]]
+    return columns, [[i, *parts] for i, parts in enumerate(zip(*values, strict=True))]
+
+
+def format_table(document: Mapping[str, Any]) -> str:
+    """A plain-text table for people: a header line, then aligned columns."""
+    mechanism = document["mechanism"]
+    head = (
+        f"campaign {document['campaign']}  n={document['n']}  "
+        f"mechanism {mechanism.get('mechanism')} (epsilon {mechanism.get('epsilon')})"
+    )
+    if "postprocessing" in document:
+        head += f"  postprocessing {document['postprocessing']}"
+    head += f"  {round(100 * document['confidence'], 4):g}% intervals"
+    columns, rows = _rows(document)
+    cells = [[_format_number(v) for v in row] for row in rows]
+    widths = [
+        max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)
+    ]
+    lines = [
+        head,
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(columns, widths, strict=True))
+        ),
+    ]
+    for row in cells:
+        lines.append(
+            "  ".join(
+                v.ljust(w) if i == 0 else v.rjust(w)
+                for i, (v, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    if "top" in document:
+        lines.append(
+            f"significant: raw estimate above z={document['bonferroni_z']:.3f} standard errors "
+            f"(one-sided, alpha {document['alpha']}, Bonferroni over all "
+            f"{document['domain_size']} items)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def format_csv(document: Mapping[str, Any]) -> str:
+    """CSV for machines: one header row, one row per item (or per coordinate of a mean)."""
+    columns, rows = _rows(document)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in row])
+    return out.getvalue()
+
+
+def write_document(document: Mapping[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(document, indent=2, allow_nan=False) + "\n")
+    elif fmt == "table":
+        sys.stdout.write(format_table(document))
+    else:
+        sys.stdout.write(format_csv(document))
+
+
+def run(args: argparse.Namespace) -> int:
+    campaign, result = load_estimate(
+        args.db, args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
+    )
+    if isinstance(result, MeanEstimate):
+        if args.postprocess != "base" or args.top is not None:
+            raise ValueError(
+                f"campaign {campaign.name!r} is numeric ({campaign.config['mechanism']}): "
+                "--postprocess and --top apply to categorical campaigns only"
+            )
+        write_document(mean_document(campaign, result), args.format)
+        return 0
+    if args.postprocess != "base":
+        result = postprocess(
+            result, args.postprocess, campaign.mechanism, replicates=args.replicates, seed=args.seed
+        )
+    write_document(
+        frequency_document(campaign, result, top=args.top, alpha=args.alpha), args.format
+    )
+    return 0

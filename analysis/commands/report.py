@@ -1,0 +1,106 @@
+"""``ldp-analyze report``: one self-contained HTML page about a campaign (``analysis.report``).
+
+    ldp-analyze report --db collector.db --campaign app-launches --out report.html \\
+        [--postprocess norm-sub] [--delta 1e-6] [--json report.json | --format json]
+
+writes the page (figures embedded as PNG data URIs) and, with ``--json PATH``, the same numbers
+as JSON; ``--format json`` prints them on stdout instead of a one-line summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from analysis.commands.estimate import add_postprocess_arguments, add_source_arguments
+from analysis.gap import DEFAULT_DELTA, NEIGHBOURING
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML report of a campaign",
+        description=(
+            "Estimate a campaign, post-process it, compare it with the central model and account "
+            "for its privacy, in one HTML page with embedded figures."
+        ),
+    )
+    add_source_arguments(parser)
+    parser.add_argument("--out", required=True, help="the HTML file to write")
+    add_postprocess_arguments(parser)
+    parser.set_defaults(postprocess="norm-sub")
+    parser.add_argument("--top", type=int, default=20, help="items shown (default 20)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    parser.add_argument(
+        "--delta",
+        type=float,
+        default=DEFAULT_DELTA,
+        help=f"delta of the Gaussian baseline, shuffle bound and accounting ({DEFAULT_DELTA:g})",
+    )
+    parser.add_argument("--neighbouring", choices=NEIGHBOURING, default="replace")
+    parser.add_argument("--json", dest="json_path", help="also write the numbers as JSON here")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="what to print on stdout: a one-line summary (text) or the numbers (json)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: matplotlib and the accounting load only when a report is
+    # made, so `ldp-analyze --help` and the other commands stay quick.
+    from analysis.commands.estimate import load_estimate
+    from analysis.dataset import load_campaign
+    from analysis.report import build_report, render_html
+    from client_sdk.mechanisms.base import FrequencyOracle
+
+    if args.top < 1:
+        raise ValueError(f"--top must be a positive integer; got {args.top!r}")
+    if not 0 < args.delta < 1:
+        raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
+    stored = load_campaign(args.db, args.campaign)
+    if not isinstance(stored.mechanism, FrequencyOracle):
+        raise ValueError(
+            f"campaign {stored.name!r} uses {stored.mechanism.name!r}: the report covers "
+            "categorical campaigns; use `ldp-analyze estimate` for its numbers"
+        )
+    campaign, raw = load_estimate(
+        args.db, args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
+    )
+    report = build_report(
+        campaign,
+        raw,
+        method=args.postprocess,
+        delta=args.delta,
+        neighbouring=args.neighbouring,
+        top=args.top,
+        alpha=args.alpha,
+        replicates=args.replicates,
+        seed=args.seed,
+    )
+    page = render_html(report)
+    _write(args.out, page)
+    if args.json_path:
+        _write(args.json_path, report.to_json())
+    if args.format == "json":
+        sys.stdout.write(report.to_json())
+    else:
+        sys.stdout.write(
+            f"wrote {args.out}: campaign {campaign.name!r}, n={raw.n}, "
+            f"{len(report.figures)} figures, {report.data['significant_items']} significant items"
+            + (f"; numbers in {args.json_path}" if args.json_path else "")
+            + "\n"
+        )
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    """Write atomically: a partial page never replaces a good one."""
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
