@@ -210,6 +210,9 @@ class DemoResult:
     total_seconds: float
     clients: int
     db_path: str | None
+    gap: Any = None  # analysis.gap.UtilityGap of this campaign at its n
+    empirical_gap: Any = None  # analysis.gap.EmpiricalGap: observed errors of both models
+    report_path: str | None = None
 
     @property
     def coverage(self) -> float:
@@ -231,10 +234,17 @@ def run_demo(
     clients: int = 4,
     keep: bool = False,
     workdir: str | os.PathLike[str] | None = None,
+    report_path: str | os.PathLike[str] | None = None,
 ) -> DemoResult:
-    """Run the whole pipeline and return what it measured (the CLI prints it)."""
+    """Run the whole pipeline and return what it measured (the CLI prints it).
+
+    ``report_path``: also write the campaign's HTML report there (with the true histogram, so
+    it shows the observed errors of the local and the central models side by side).
+    """
     from analysis.dataset import count_reports, iter_report_chunks, load_campaign
     from analysis.estimation import estimate
+    from analysis.gap import empirical_gap, utility_gap
+    from analysis.report import build_report, render_html
 
     if devices < 1:
         raise ValueError(f"devices must be at least 1; got {devices}")
@@ -274,10 +284,16 @@ def run_demo(
         campaign = load_campaign(db, CAMPAIGN_NAME)
         stored = count_reports(db, CAMPAIGN_NAME)
         result = estimate(campaign.mechanism, iter_report_chunks(db, CAMPAIGN_NAME))
+        true_counts = np.bincount(values, minlength=labels)
+        written = None
+        if report_path is not None:
+            report = build_report(campaign, result, true_counts=true_counts, seed=seed)
+            Path(report_path).write_text(render_html(report), encoding="utf-8")
+            written = str(report_path)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    truth = np.bincount(values, minlength=labels) / devices
+    truth = true_counts / devices
     return DemoResult(
         mechanism=campaign.config,
         devices=devices,
@@ -290,6 +306,10 @@ def run_demo(
         total_seconds=time.perf_counter() - started,
         clients=clients,
         db_path=str(db) if keep else None,
+        gap=utility_gap(campaign.mechanism, stored),
+        # The central mechanisms run on the true histogram (a simulation: the truth is known).
+        empirical_gap=empirical_gap(result, true_counts, rng=seed, repetitions=20),
+        report_path=written,
     )
 
 
@@ -321,14 +341,56 @@ def print_summary(result: DemoResult, *, top: int = 15, file: Any = None) -> Non
         f"{result.coverage:.0%}   (median std error {np.median(est.std_errors):.4f})",
         file=out,
     )
+    if result.gap is not None:
+        print_gap(result, file=out)
     rate = result.stored / result.upload_seconds if result.upload_seconds > 0 else float("nan")
     print(
         f"record + upload {result.upload_seconds:.1f} s ({rate:,.0f} reports/s), "
         f"total {result.total_seconds:.1f} s",
         file=out,
     )
+    if result.report_path:
+        print(f"report written to {result.report_path}", file=out)
     if result.db_path:
         print(f"database kept at {result.db_path}", file=out)
+
+
+def print_gap(result: DemoResult, *, file: Any = None) -> None:
+    """The price of locality at this campaign's epsilon and n (analysis.gap)."""
+    out = file or sys.stdout
+    gap = result.gap.to_dict()
+    seen = result.empirical_gap
+    print(
+        f"\nthe gap to a trusted central curator at the same epsilon ({gap['epsilon']:g}, "
+        f"n = {gap['n']:,}; replacement neighbours; Gaussian at delta {gap['delta']:g}):",
+        file=out,
+    )
+    print(f"{'model':<34} {'std error (exact)':>18} {'RMSE observed':>14}", file=out)
+    rows = [
+        ("local (this mechanism)", gap["ldp_std_error"], seen.ldp_mse),
+        (
+            "central Laplace on the histogram",
+            gap["central_laplace_std_error"],
+            seen.central_laplace_mse,
+        ),
+        ("central analytic Gaussian", gap["central_gaussian_std_error"], seen.central_gaussian_mse),
+    ]
+    for label, exact, mse in rows:
+        print(f"{label:<34} {exact:>18.2e} {mse**0.5:>14.2e}", file=out)
+    print(
+        f"price of locality: {gap['variance_ratio']:,.0f}x the central Laplace variance; the "
+        f"local model needs {gap['ldp_users_for_central_laplace_error']:,.0f} users to match "
+        f"the curator's error at n = {gap['n']:,}",
+        file=out,
+    )
+    if gap.get("shuffle_epsilon") is not None:
+        print(
+            f"shuffled, the same reports are ({gap['shuffle_epsilon']:.3g}, {gap['delta']:g})-DP "
+            "centrally (Feldman, McMillan, Talwar 2021, Thm 3.1)",
+            file=out,
+        )
+    else:
+        print(f"shuffle model: {gap.get('shuffle_epsilon_reason', 'no bound')}", file=out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -346,6 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated population")
     parser.add_argument("--clients", type=int, default=4, help="client processes (4)")
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
+    parser.add_argument(
+        "--report",
+        default="ldp-demo-report.html",
+        help="where to write the HTML report (ldp-demo-report.html; '' for none)",
+    )
     return parser
 
 
@@ -359,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             clients=args.clients,
             keep=args.keep,
+            report_path=args.report or None,
         )
     except (ValueError, RuntimeError, OSError) as error:
         print(f"ldp-demo: error: {error}", file=sys.stderr)

@@ -82,11 +82,19 @@ def test_fleet_estimates_agree_with_the_truth(collector: CollectorProcess, tmp_p
     assert f'ldp_reports_accepted_total{{campaign="{name}"}} {DEVICES}' in metrics
 
 
-def test_ldp_demo_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+def test_ldp_demo_runs_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from analysis.demo import main
 
-    assert main(["--devices", "3000", "--clients", "2", "--mechanism", "grr", "--seed", "3"]) == 0
+    report = tmp_path / "demo.html"
+    argv = ["--devices", "3000", "--clients", "2", "--mechanism", "grr", "--seed", "3"]
+    assert main([*argv, "--report", str(report)]) == 0
     out = capsys.readouterr().out
     assert "devices 3,000  stored 3,000  acknowledged 3,000" in out
     assert "coverage of the 95% intervals over all 100 items" in out
     assert out.count("item-0") >= 15
+    # The gap to the central model, with the observed errors of both, and the report.
+    assert "the gap to a trusted central curator" in out
+    assert "price of locality" in out
+    assert f"report written to {report}" in out
+    page = report.read_text()
+    assert page.count("data:image/png;base64,") >= 3
