@@ -150,7 +150,7 @@ class Campaign:
                 raise CampaignVerificationError(
                     f"campaign {name!r}: the domain must be {mechanism.k} unique string labels"
                 )
-        elif domain is not None:
+        elif domain is not None and not isinstance(mechanism, RAPPOR):
             raise CampaignVerificationError(f"campaign {name!r}: a numeric campaign has no domain")
         labels = None if domain is None else tuple(domain)
         return cls(
@@ -169,6 +169,10 @@ class Campaign:
 
         Raises ``ValueError`` naming the first bad value and its position; nothing is queued.
         """
+        if isinstance(self.mechanism, RAPPOR):
+            # RAPPOR encodes the strings themselves (its domain, if any, is only the candidate
+            # list the analysis decodes against); its perturb validates them.
+            return np.asarray(values, dtype=object)
         if self.domain is not None:
             index = self._index
             out = np.empty(len(values), dtype=np.int64)

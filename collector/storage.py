@@ -44,6 +44,7 @@ import sqlite_utils
 from client_sdk.budget import BudgetPolicy
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import FrequencyOracle, Mechanism, Reports, mechanism_from_config
+from client_sdk.mechanisms.rappor import RAPPOR
 from client_sdk.protocol import DEFAULT_MIN_BATCH_SIZE, campaign_config_id, is_report_id
 
 __all__ = [
@@ -68,6 +69,7 @@ WAL_AUTOCHECKPOINT_PAGES = 10_000
 """Checkpoint the WAL into the database every this many pages (about 40 MB)."""
 
 _CAMPAIGN_FIELDS = {"name", "mechanism", "domain", "policy", "min_batch_size"}
+MAX_RAPPOR_CANDIDATES = 10_000
 _MAX_SAFE_INT = (1 << 53) - 1
 _SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -178,14 +180,21 @@ def normalize_campaign(document: Any) -> dict[str, Any]:
     config = mechanism.to_config()
 
     domain = document.get("domain")
-    if isinstance(mechanism, FrequencyOracle):
+    # RAPPOR reports strings; its optional domain is the candidate list that decoding tests.
+    candidate_list = isinstance(mechanism, RAPPOR) and domain is not None
+    if isinstance(mechanism, FrequencyOracle) or candidate_list:
         if not isinstance(domain, list):
             raise ValueError(
-                f"domain must be a list of {mechanism.k} labels for mechanism "
+                f"domain must be a list of {getattr(mechanism, 'k', '')} labels for mechanism "
                 f"{mechanism.name!r}; got {_describe(domain)}"
             )
-        if len(domain) != mechanism.k:
+        if isinstance(mechanism, FrequencyOracle) and len(domain) != mechanism.k:
             raise ValueError(f"domain must have k={mechanism.k} labels; got {len(domain)} labels")
+        if candidate_list and not 1 <= len(domain) <= MAX_RAPPOR_CANDIDATES:
+            raise ValueError(
+                f"domain (the RAPPOR candidate list) must have 1 to {MAX_RAPPOR_CANDIDATES} "
+                f"strings; got {len(domain)}"
+            )
         for index, label in enumerate(domain):
             if not isinstance(label, str):
                 raise ValueError(f"domain[{index}] must be a string; got {_describe(label)}")
@@ -196,7 +205,7 @@ def normalize_campaign(document: Any) -> dict[str, Any]:
             seen.add(label)
     elif domain is not None:
         raise ValueError(
-            f"domain must be absent for the non-categorical mechanism {mechanism.name!r}; "
+            f"domain must be absent for the numeric mechanism {mechanism.name!r}; "
             f"got {_describe(domain)}"
         )
 

@@ -32,8 +32,12 @@ from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, 
 from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate
 from analysis.heavy_hitters import bonferroni_z, require_min_batch, top_k
 from analysis.postprocess import ALIASES, DEFAULT_REPLICATES, METHODS, postprocess
+from analysis.rappor import RapporEstimate
+from analysis.rappor import decode as decode_rappor
+from analysis.rappor import format_table as format_rappor_table
 from client_sdk.mechanisms.base import FrequencyOracle, Reports
 from client_sdk.mechanisms.numeric import NumericMechanism
+from client_sdk.mechanisms.rappor import RAPPOR
 
 PROGRESS_MIN_REPORTS = 200_000
 """Campaigns smaller than this aggregate in well under a second: no progress bar."""
@@ -146,15 +150,26 @@ def load_estimate(
     path = os.fspath(db)
     campaign = load_campaign(path, name)
     mechanism = campaign.mechanism
-    if not isinstance(mechanism, (FrequencyOracle, NumericMechanism)):
+    if isinstance(mechanism, RAPPOR) and not campaign.domain:
         raise ValueError(
-            f"campaign {name!r} uses mechanism {mechanism.name!r}, which needs a candidate list: "
-            "decode it with `ldp-analyze rappor-decode`"
+            f"campaign {name!r} uses RAPPOR without a candidate list (its domain): export its "
+            "reports and decode them with `ldp-analyze rappor-decode --candidates FILE`"
+        )
+    if not isinstance(mechanism, (FrequencyOracle, NumericMechanism, RAPPOR)):
+        raise ValueError(
+            f"campaign {name!r} uses mechanism {mechanism.name!r}, which has no estimator"
         )
     total = count_reports(path, name)
     require_min_batch(total, campaign.min_batch_size, name)
     chunks = _progress_chunks(path, name, total, chunk_size, label=name)
-    result = estimate(mechanism, chunks, confidence=confidence)
+    result: Any
+    if isinstance(mechanism, RAPPOR):
+        # Decoded against the campaign's candidate list (analysis.rappor).
+        result = decode_rappor(
+            mechanism, chunks, list(campaign.domain or ()), confidence=confidence
+        )
+    else:
+        result = estimate(mechanism, chunks, confidence=confidence)
     require_min_batch(result.n, campaign.min_batch_size, name)
     return campaign, result
 
@@ -347,6 +362,14 @@ def run(args: argparse.Namespace) -> int:
     campaign, result = load_estimate(
         args.db, args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
     )
+    if isinstance(result, RapporEstimate):
+        if args.postprocess != "base":
+            raise ValueError("--postprocess does not apply to RAPPOR campaigns")
+        if args.format == "table":
+            sys.stdout.write(format_rappor_table(result))
+        else:
+            write_document({"campaign": campaign.name, **result.to_dict()}, args.format)
+        return 0
     if isinstance(result, MeanEstimate):
         if args.postprocess != "base" or args.top is not None:
             raise ValueError(

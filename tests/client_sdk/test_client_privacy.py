@@ -42,6 +42,8 @@ MEMOIZED: dict[str, Any] = {
 RAPPOR_CAMPAIGN: dict[str, Any] = {
     "name": "homepage",
     "mechanism": {"mechanism": "rappor", "k": 32, "h": 2, "m": 8, "f": 0.5, "p": 0.25, "q": 0.75},
+    # The candidate list the analysis decodes against; devices may report any string.
+    "domain": ["https://a.example/", "https://b.example/"],
 }
 
 
@@ -132,9 +134,10 @@ def test_rappor_campaign_reports_strings_and_flushes(
     client: TelemetryClient, collector: Collector
 ) -> None:
     client.record_many("homepage", ["https://a.example/", "https://b.example/"] * 5)
-    assert client.flush() == 10
+    client.record("homepage", "https://not-a-candidate.example/")
+    assert client.flush() == 11
     stored = [json.loads(payload) for _, payload in collector.stored()]
-    assert len(stored) == 10
+    assert len(stored) == 11
     assert all(set(p) == {"cohort", "bits"} and len(p["bits"]) == 32 for p in stored)
     assert not any("example" in json.dumps(p) for p in stored)
     # Same client, same string: the same cohort every time (derived from the device secret).
