@@ -42,6 +42,8 @@ from analysis.accounting.account import (
     unary_encoding_from,
 )
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
+from client_sdk.mechanisms.longitudinal import is_memoized
+from client_sdk.mechanisms.rappor import RAPPOR
 from client_sdk.mechanisms.registry import mechanism_from_config
 
 MechanismLike = Mechanism | Mapping[str, Any] | PrivacyAccount
@@ -117,14 +119,15 @@ def mechanism_privacy(mechanism: MechanismLike) -> PrivacyAccount:
             f"got {type(mechanism).__name__}"
         )
     claim = (float(mechanism.privacy_epsilon), float(mechanism.privacy_delta))
-    if hasattr(mechanism, "epsilon_inf"):
-        # Memoized (RAPPOR): all reports of one value are a post-processing of its permanent
-        # randomized response, and they share it, so per-report channels must NOT be composed
-        # (correlated reports can leak more than the composition of their marginals).
-        try:
-            return from_channel(mechanism, stage="permanent")
-        except ValueError:
-            return approximate_dp(float(mechanism.epsilon_inf), 0.0)
+    if _is_memoized(mechanism):
+        # Memoized (RAPPOR, "longitudinal" configs, dBitFlip, 1BitMean): all reports of one value
+        # are a post-processing of its permanent randomized response, and they share it, so
+        # per-report channels must NOT be composed (correlated reports can leak more than the
+        # composition of their marginals). The step is the permanent response itself.
+        permanent = _permanent_stage(mechanism)
+        if permanent is not None:
+            return permanent
+        return approximate_dp(float(getattr(mechanism, "epsilon_inf")), 0.0)  # noqa: B009
     if mechanism.name == "gaussian" and hasattr(mechanism, "sigma"):
         return gaussian(
             sigma=float(mechanism.sigma), sensitivity=_l2_sensitivity(mechanism), claim=claim
@@ -161,9 +164,8 @@ def device_privacy(
     distinct = check_count(distinct_values, "distinct_values")
     if distinct > reports:
         raise ValueError(f"distinct_values must be at most reports={reports}; got {distinct}")
-    memoized = not isinstance(mechanism, PrivacyAccount) and hasattr(
-        mechanism_from_config(mechanism) if isinstance(mechanism, Mapping) else mechanism,
-        "epsilon_inf",
+    memoized = not isinstance(mechanism, PrivacyAccount) and _is_memoized(
+        mechanism_from_config(mechanism) if isinstance(mechanism, Mapping) else mechanism
     )
     return step * (distinct if memoized else reports)
 
@@ -193,3 +195,21 @@ def _l2_sensitivity(mechanism: Any) -> float:
     lower, upper = float(mechanism.lower), float(mechanism.upper)
     dim = getattr(mechanism, "dim", None) or 1
     return (upper - lower) * math.sqrt(dim)
+
+
+def _is_memoized(mechanism: Mechanism) -> bool:
+    """Reports of one value share a permanent response (RAPPOR, or ``is_memoized``)."""
+    return isinstance(mechanism, RAPPOR) or is_memoized(mechanism)
+
+
+def _permanent_stage(mechanism: Mechanism) -> PrivacyAccount | None:
+    """The exact account of the permanent response, where its channel is small enough."""
+    try:
+        if isinstance(mechanism, RAPPOR):
+            return from_channel(mechanism, stage="permanent")
+        inner = getattr(mechanism, "inner", None)  # longitudinal: the oracle at epsilon_permanent
+        if isinstance(inner, FrequencyOracle):
+            return mechanism_privacy(inner)
+    except ValueError:
+        pass
+    return None
