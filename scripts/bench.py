@@ -24,6 +24,7 @@ SECTIONS: dict[str, str] = {
     "rappor": "bench_rappor",
     "numeric": "bench_numeric",
     "longitudinal": "bench_longitudinal",
+    "analysis": "bench_analysis",
 }
 
 
