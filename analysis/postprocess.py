@@ -870,8 +870,11 @@ def parametric_bootstrap(
         statistics = [AggregateStatistic(d.reshape(shape).astype(np.int64), n) for d in draws]
     else:
         population = np.repeat(np.arange(k), counts)
+        # A memoizing mechanism needs a device secret to perturb; simulations use the method it
+        # offers for independent new devices (same report distribution).
+        simulate = getattr(mechanism, "perturb_independent_devices", mechanism.perturb)
         statistics = [
-            mechanism.aggregate(mechanism.perturb(population, rng=rng)) for _ in range(replicates)
+            mechanism.aggregate(simulate(population, rng=rng)) for _ in range(replicates)
         ]
     raw_rows = np.stack([mechanism.estimate_frequencies(s) for s in statistics])
     return BootstrapResult(np.asarray(refit(raw_rows, statistics), dtype=np.float64), chosen)

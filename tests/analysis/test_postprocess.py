@@ -460,3 +460,52 @@ def test_integer_counts_sum_to_n() -> None:
         n = int(rng.integers(1, 10_000))
         counts = integer_counts(f, n)
         assert counts.sum() == n and np.all(np.abs(counts - f * n) < 1 + 1e-9)
+
+
+def test_walsh_hadamard_matches_the_sdk_transform() -> None:
+    from analysis.postprocess import _walsh_hadamard
+    from client_sdk.mechanisms.hadamard import fwht
+
+    rng = np.random.default_rng(4)
+    for size in (1, 2, 8, 32, 2048):
+        values = rng.normal(size=(3, 2, size))
+        np.testing.assert_allclose(_walsh_hadamard(size)(values), fwht(values), atol=1e-9)
+    with pytest.raises(ValueError, match="power of two"):
+        _walsh_hadamard(12)
+
+
+def test_em_warm_start_reaches_the_same_maximum() -> None:
+    est = _estimate({"mechanism": "hr", "epsilon": 1.0, "k": 16}, _zipf_population(16, 1500), 2)
+    mechanism = _oracle(est.mechanism)
+    channel = channel_for(mechanism, est.statistic)
+    observed = channel.observe(est.statistic)
+    cold = iterative_bayesian_update(observed, channel.forward, channel.backward, 16, tol=1e-12)
+    start = np.random.default_rng(0).dirichlet(np.ones(16))
+    warm = iterative_bayesian_update(
+        observed, channel.forward, channel.backward, 16, tol=1e-12, initial=start
+    )
+    assert cold.converged and warm.converged
+    np.testing.assert_allclose(warm.theta, cold.theta, atol=1e-4)
+    with pytest.raises(ValueError, match="strictly positive"):
+        iterative_bayesian_update(
+            observed, channel.forward, channel.backward, 16, initial=np.zeros(16)
+        )
+
+
+def test_bootstrap_for_hadamard_mle_and_memoized_mechanisms() -> None:
+    hr = _estimate({"mechanism": "hr", "epsilon": 1.0, "k": 16}, _zipf_population(16, 1500), 3)
+    result = mle(hr, replicates=40)
+    assert "warm-started" in result.details["bootstrap_refits"]
+    assert np.all(np.isfinite(result.std_errors)) and np.all(result.ci_low <= result.ci_high)
+    config = {
+        "mechanism": "oue",
+        "epsilon": 1.0,
+        "k": 6,
+        "longitudinal": {"epsilon_permanent": 3.0},
+    }
+    memoized = _oracle(config)
+    values = _zipf_population(6, 600)
+    reports = memoized.perturb_independent_devices(values, rng=np.random.default_rng(1))  # type: ignore[attr-defined]
+    processed = norm_sub(estimate(memoized, reports), replicates=30)
+    assert "sampler simulate" in processed.details["intervals"]
+    assert np.all(processed.std_errors > 0)
