@@ -262,7 +262,8 @@ def _squarem_cycle(
     alpha = np.minimum(alpha, -1.0)  # alpha = -1 gives exactly the double EM step
     for _ in range(60):
         candidate = theta - 2 * alpha * r + alpha * alpha * v
-        infeasible = np.any(candidate < 0, axis=-1, keepdims=True)
+        # Strictly positive: EM can never revive a coordinate that an extrapolation zeroed.
+        infeasible = np.any(candidate <= 0, axis=-1, keepdims=True)
         if not np.any(infeasible):
             break
         alpha = np.where(infeasible, np.minimum((alpha - 1) / 2, -1.0), alpha)
