@@ -874,9 +874,7 @@ def parametric_bootstrap(
         # A memoizing mechanism needs a device secret to perturb; simulations use the method it
         # offers for independent new devices (same report distribution).
         simulate = getattr(mechanism, "perturb_independent_devices", mechanism.perturb)
-        statistics = [
-            mechanism.aggregate(simulate(population, rng=rng)) for _ in range(replicates)
-        ]
+        statistics = [mechanism.aggregate(simulate(population, rng=rng)) for _ in range(replicates)]
     raw_rows = np.stack([mechanism.estimate_frequencies(s) for s in statistics])
     return BootstrapResult(np.asarray(refit(raw_rows, statistics), dtype=np.float64), chosen)
 
