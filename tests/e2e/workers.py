@@ -60,13 +60,29 @@ def uploading_client(
     ) as client:
         for _ in range(rounds):
             values = [labels[i] for i in rng.integers(0, len(labels), size=per_round)]
-            append_ids(f"{out}.recorded", client.record_many(campaign, values))
+            append_ids(f"{out}.recorded", record_when_reachable(client, campaign, values, deadline))
             try:
                 acknowledged += client.flush()
             except UploadError as error:
                 acknowledged += error.acknowledged
         acknowledged += flush_until_empty(client, deadline)
     Path(f"{out}.acknowledged").write_text(str(acknowledged))
+
+
+def record_when_reachable(
+    client: TelemetryClient, campaign: str, values: list[str], deadline: float
+) -> list[str]:
+    """Record, retrying while the campaign cannot be fetched (the collector is down).
+
+    ``record_many`` queues nothing when it raises, so trying again later is what an app does.
+    """
+    while True:
+        try:
+            return client.record_many(campaign, values)
+        except UploadError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def recording_client(
