@@ -10,7 +10,8 @@ this one can never disagree.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from statistics import NormalDist
 from typing import Any
 
@@ -184,3 +185,21 @@ def estimate(mechanism: Mechanism, reports: ReportSource, *, confidence: float =
     if isinstance(mechanism, NumericMechanism):
         return estimate_mean(mechanism, reports, confidence=confidence)
     raise TypeError(f"no estimator for mechanism {type(mechanism).__name__}")
+
+
+def json_safe(value: Any) -> Any:
+    """Numbers and arrays as JSON values; NaN and infinities as null."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value

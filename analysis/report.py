@@ -31,7 +31,7 @@ import numpy.typing as npt
 from analysis import plots
 from analysis.accounting import mechanism_privacy
 from analysis.dataset import StoredCampaign
-from analysis.estimation import FrequencyEstimate
+from analysis.estimation import FrequencyEstimate, json_safe
 from analysis.gap import DEFAULT_DELTA, empirical_gap, error_curve, utility_gap
 from analysis.heavy_hitters import bonferroni_z, top_k
 from analysis.postprocess import DEFAULT_REPLICATES, postprocess
@@ -53,23 +53,6 @@ class Report:
 
     def to_json(self) -> str:
         return json.dumps(self.data, indent=2, allow_nan=False) + "\n"
-
-
-def _safe(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _safe(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    return value
 
 
 def privacy_section(
@@ -189,7 +172,7 @@ def build_report(
     privacy = privacy_section(
         mechanism, delta=delta, reports_per_device=_reports_per_device(campaign.policy)
     )
-    data = _safe(
+    data = json_safe(
         {
             "campaign": campaign.name,
             "config_id": campaign.config_id,

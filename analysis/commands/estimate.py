@@ -19,7 +19,6 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -29,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, load_campaign
-from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate
+from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate, json_safe
 from analysis.heavy_hitters import bonferroni_z, require_min_batch, top_k
 from analysis.postprocess import ALIASES, DEFAULT_REPLICATES, METHODS, postprocess
 from analysis.rappor import RapporEstimate
@@ -175,24 +174,6 @@ def load_estimate(
 
 
 # ---- output ---------------------------------------------------------------------------------
-
-
-def json_safe(value: Any) -> Any:
-    """Numbers and arrays as JSON values; NaN and infinities as null."""
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return json_safe(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    return value
 
 
 def labels_of(campaign: StoredCampaign, k: int) -> list[str]:

@@ -43,6 +43,15 @@ def parse_int_payloads(
     return np.asarray(good, dtype=np.int64), errors
 
 
+def encode_bit_rows(reports: npt.ArrayLike, bits: int) -> list[str]:
+    """Reports of ``bits``-bit packed rows to the wire, checking their shape first."""
+    rows = np.asarray(reports, dtype=np.uint8)
+    nbytes = (bits + 7) // 8
+    if rows.ndim != 2 or rows.shape[1] != nbytes:
+        raise ValueError(f"reports must have shape (n, {nbytes}) for k={bits}; got {rows.shape}")
+    return encode_bits(rows)
+
+
 def encode_bits(packed: npt.NDArray[np.uint8]) -> list[str]:
     """Packed bit rows (n, ceil(bits/8)) to unpadded URL-safe base64 strings."""
     rows = np.ascontiguousarray(packed, dtype=np.uint8)

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import decode_bits, encode_bits
+from client_sdk.mechanisms._wire import decode_bits, encode_bit_rows
 from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
 from client_sdk.randomness import (
     RandomSource,
@@ -148,12 +148,7 @@ class UnaryEncoding(FrequencyOracle):
         return out
 
     def to_wire(self, reports: Reports) -> list[Any]:
-        rows = np.asarray(reports, dtype=np.uint8)
-        if rows.ndim != 2 or rows.shape[1] != self.report_bytes:
-            raise ValueError(
-                f"reports must have shape (n, {self.report_bytes}) for k={self.k}; got {rows.shape}"
-            )
-        return list(encode_bits(rows))
+        return list(encode_bit_rows(reports, self.k))
 
     def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
         return decode_bits(payloads, self.k)
