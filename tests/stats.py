@@ -85,20 +85,47 @@ def assert_exact_privacy(mechanism: FrequencyOracle, *, rtol: float = 1e-9) -> N
     )
 
 
+def skewed_population(k: int, n: int) -> npt.NDArray[np.int64]:
+    """A fixed population of n users with harmonic (1/v) frequencies, every item present."""
+    weights = 1.0 / np.arange(1, k + 1)
+    counts = np.maximum(1, np.floor(weights / weights.sum() * n)).astype(int)
+    counts[0] += n - counts.sum()
+    return np.repeat(np.arange(k), counts)
+
+
 def repeated_estimates(
-    mechanism: FrequencyOracle, values: npt.NDArray[np.int64], repetitions: int, seed: int
+    mechanism: FrequencyOracle,
+    values: npt.NDArray[np.int64],
+    repetitions: int,
+    seed: int,
+    *,
+    perturb: str = "perturb",
 ) -> npt.NDArray[np.float64]:
-    """Estimates from ``repetitions`` independent randomizations of one fixed population."""
+    """Estimates from ``repetitions`` independent randomizations of one fixed population.
+
+    ``perturb`` names the method that randomizes: ``"perturb"``, or for memoizing mechanisms
+    ``"perturb_independent_devices"`` (every report from a new device).
+    """
+    randomize = getattr(mechanism, perturb)
     rng = np.random.default_rng(seed)
     out = np.empty((repetitions, mechanism.k))
     batch = max(1, 200_000 // max(len(values), 1))
     for start in range(0, repetitions, batch):
         stop = min(repetitions, start + batch)
-        reports = mechanism.perturb(np.tile(values, stop - start), rng=rng)
+        reports = randomize(np.tile(values, stop - start), rng=rng)
         for r in range(start, stop):
             chunk = reports[(r - start) * len(values) : (r - start + 1) * len(values)]
             out[r] = mechanism.estimate_frequencies(mechanism.aggregate(chunk))
     return out
+
+
+def fresh_device_estimates(
+    mechanism: FrequencyOracle, values: npt.NDArray[np.int64], repetitions: int, seed: int
+) -> npt.NDArray[np.float64]:
+    """:func:`repeated_estimates` of a memoizing mechanism over fleets of new devices."""
+    return repeated_estimates(
+        mechanism, values, repetitions, seed, perturb="perturb_independent_devices"
+    )
 
 
 def assert_unbiased_with_exact_variance(

@@ -13,7 +13,7 @@ import pytest
 
 from analysis import estimate
 from client_sdk import mechanism_from_config
-from client_sdk.mechanisms.base import FrequencyOracle, WireFormatError
+from client_sdk.mechanisms.base import WireFormatError
 from client_sdk.mechanisms.dbitflip import DBitFlip
 from client_sdk.mechanisms.longitudinal import is_memoized
 from client_sdk.mechanisms.unary import SUE
@@ -29,29 +29,6 @@ def plain(epsilon: float, k: int, d: int) -> DBitFlip:
     )
     assert isinstance(m, DBitFlip)
     return m
-
-
-def fresh_device_estimates(
-    mechanism: FrequencyOracle, values: np.ndarray, repetitions: int, seed: int
-) -> np.ndarray:
-    assert isinstance(mechanism, DBitFlip)
-    rng = np.random.default_rng(seed)
-    out = np.empty((repetitions, mechanism.k))
-    batch = max(1, 200_000 // len(values))
-    for start in range(0, repetitions, batch):
-        stop = min(repetitions, start + batch)
-        reports = mechanism.perturb_independent_devices(np.tile(values, stop - start), rng=rng)
-        for r in range(start, stop):
-            chunk = reports[(r - start) * len(values) : (r - start + 1) * len(values)]
-            out[r] = mechanism.estimate_frequencies(mechanism.aggregate(chunk))
-    return out
-
-
-def population(k: int, n: int) -> np.ndarray:
-    weights = 1.0 / np.arange(1, k + 1)
-    counts = np.maximum(1, np.floor(weights / weights.sum() * n)).astype(int)
-    counts[0] += n - counts.sum()
-    return np.repeat(np.arange(k), counts)
 
 
 # ---- config ----------------------------------------------------------------------------------
@@ -120,7 +97,11 @@ def test_reports_follow_the_declared_channel() -> None:
 def test_unbiased_with_exact_variance(k: int, d: int) -> None:
     m = plain(1.0, k, d)
     stats.assert_unbiased_with_exact_variance(
-        m, population(k, 2000), repetitions=1000, seed=41, estimates_fn=fresh_device_estimates
+        m,
+        stats.skewed_population(k, 2000),
+        repetitions=1000,
+        seed=41,
+        estimates_fn=stats.fresh_device_estimates,
     )
 
 
@@ -142,7 +123,7 @@ def test_reduces_to_sue_at_d_equal_k() -> None:
     f = np.arange(1, k + 1) / (k * (k + 1) / 2)
     np.testing.assert_allclose(m.variance(500, f), sue.variance(500, f), rtol=1e-12)
     assert m.total_variance() == pytest.approx(sue.total_variance(), rel=1e-12)
-    reports = m.perturb(population(k, 3000), rng=np.random.default_rng(2))
+    reports = m.perturb(stats.skewed_population(k, 3000), rng=np.random.default_rng(2))
     assert np.all(reports["buckets"] == np.arange(k))
     as_sue = np.packbits(reports["bits"], axis=1)  # bit j is bucket j
     np.testing.assert_allclose(
@@ -154,7 +135,7 @@ def test_reduces_to_sue_at_d_equal_k() -> None:
 
 def test_estimate_through_analysis() -> None:
     m = plain(2.0, 10, 3)
-    values = population(10, 20_000)
+    values = stats.skewed_population(10, 20_000)
     result = estimate(m, m.perturb(values, rng=np.random.default_rng(4)))
     truth = np.bincount(values, minlength=10) / len(values)
     stats.assert_within_z(result.frequencies, truth, np.sqrt(m.variance(len(values), truth)))

@@ -24,14 +24,6 @@ def mechanism(request: pytest.FixtureRequest) -> FrequencyOracle:
     return m
 
 
-def skewed_population(k: int, n: int) -> np.ndarray:
-    """A fixed population with unequal frequencies (every item present)."""
-    weights = 1.0 / np.arange(1, k + 1)
-    counts = np.maximum(1, np.floor(weights / weights.sum() * n)).astype(int)
-    counts[0] += n - counts.sum()
-    return np.repeat(np.arange(k), counts)
-
-
 def test_config_round_trip(mechanism: FrequencyOracle) -> None:
     config = mechanism.to_config()
     assert mechanism_from_config(config) == mechanism
@@ -145,12 +137,12 @@ def test_perturb_matches_declared_channel(config: dict[str, Any]) -> None:
 
 
 def test_unbiased_with_exact_variance(mechanism: FrequencyOracle) -> None:
-    values = skewed_population(mechanism.k, 3000)
+    values = stats.skewed_population(mechanism.k, 3000)
     stats.assert_unbiased_with_exact_variance(mechanism, values, repetitions=1500, seed=7)
 
 
 def test_default_randomness_is_the_csprng(mechanism: FrequencyOracle) -> None:
-    values = skewed_population(mechanism.k, 20_000)
+    values = stats.skewed_population(mechanism.k, 20_000)
     est = mechanism.estimate_frequencies(mechanism.aggregate(mechanism.perturb(values)))
     truth = np.bincount(values, minlength=mechanism.k) / len(values)
     stats.assert_within_z(est, truth, np.sqrt(mechanism.variance(len(values), truth)))

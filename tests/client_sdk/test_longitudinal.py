@@ -297,36 +297,12 @@ def test_memo_keys_name_values_without_revealing_them() -> None:
 # ---- estimation --------------------------------------------------------------------------------
 
 
-def fresh_device_estimates(
-    mechanism: FrequencyOracle, values: np.ndarray, repetitions: int, seed: int
-) -> np.ndarray:
-    """Estimates from repeated rounds of a fleet of new devices (one report each)."""
-    assert isinstance(mechanism, Memoized)
-    rng = np.random.default_rng(seed)
-    out = np.empty((repetitions, mechanism.k))
-    batch = max(1, 200_000 // len(values))
-    for start in range(0, repetitions, batch):
-        stop = min(repetitions, start + batch)
-        reports = mechanism.perturb_independent_devices(np.tile(values, stop - start), rng=rng)
-        for r in range(start, stop):
-            chunk = reports[(r - start) * len(values) : (r - start + 1) * len(values)]
-            out[r] = mechanism.estimate_frequencies(mechanism.aggregate(chunk))
-    return out
-
-
-def skewed_population(k: int, n: int) -> np.ndarray:
-    weights = 1.0 / np.arange(1, k + 1)
-    counts = np.maximum(1, np.floor(weights / weights.sum() * n)).astype(int)
-    counts[0] += n - counts.sum()
-    return np.repeat(np.arange(k), counts)
-
-
 @pytest.mark.parametrize("name", ["grr-k5", "oue-k5", "olh-k5", "ss-k8", "hr-blocked"])
 def test_unbiased_with_exact_variance(name: str) -> None:
     m = build(dict(CHAIN_CONFIGS[[n for n, _ in CHAIN_CONFIGS].index(name)][1]))
-    values = skewed_population(m.k, 1500)
+    values = stats.skewed_population(m.k, 1500)
     stats.assert_unbiased_with_exact_variance(
-        m, values, repetitions=1000, seed=21, estimates_fn=fresh_device_estimates
+        m, values, repetitions=1000, seed=21, estimates_fn=stats.fresh_device_estimates
     )
 
 
@@ -343,7 +319,7 @@ def test_device_fleet_estimate_through_analysis() -> None:
     """A real fleet: every device has its own secret; analysis.estimate needs nothing special."""
     m = build({"mechanism": "oue", "epsilon": 1.0, "k": 8, "permanent": 3.0})
     rng = np.random.default_rng(5)
-    values = skewed_population(8, 3000)
+    values = stats.skewed_population(8, 3000)
     reports = np.concatenate(
         [m.perturb([v], rng=rng, secret=rng.bytes(32), scope=SCOPE) for v in values.tolist()]
     )
