@@ -47,6 +47,7 @@ PROBLEM_TYPES: dict[str, str] = {
         "payload-too-large",  # 413: body above MAX_CONTENT_LENGTH or batch above the cap
         "unsupported-media-type",  # 415: not application/json
         "unprocessable",  # 422: e.g. no estimator for this mechanism, batch below minimum
+        "rate-limited",  # 429 (with Retry-After): uploads above LDP_RATE_LIMIT
         "overloaded",  # 503 (with Retry-After): the database is busy beyond its timeout
         "internal-error",  # 500: a bug; no known bad input reaches it
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Flask
 
+from collector.ratelimit import TokenBucket
 from collector.settings import load_settings
 from collector.storage import Storage
 
@@ -38,6 +39,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         synchronous=app.config["SYNCHRONOUS"],
     ):
         pass  # creates the file and applies pending migrations
+    if app.config["RATE_LIMIT"] > 0:
+        app.extensions["ldp_rate_limit"] = TokenBucket(
+            app.config["RATE_LIMIT"], app.config["RATE_BURST"] or app.config["MAX_BATCH"]
+        )
     web.init_app(app)
     problems.register_error_handlers(app)
     app.register_blueprint(api.bp)

@@ -3,6 +3,7 @@ export. Views parse and validate, then call ``collector.storage``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,6 +73,15 @@ def upload_reports(name: str) -> dict[str, Any]:
             "payload-too-large",
             f"a batch holds at most {cap} reports (LDP_MAX_BATCH); got {len(reports)}",
             max_batch=cap,
+        )
+    limiter = current_app.extensions.get("ldp_rate_limit")
+    wait = limiter.take(len(reports)) if limiter is not None and reports else 0.0
+    if limiter is not None and wait > 0:
+        raise Problem(
+            429,
+            "rate-limited",
+            f"the collector admits {limiter.rate:g} reports per second; retry later",
+            headers={"Retry-After": str(max(1, math.ceil(wait)))},
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)

@@ -31,6 +31,7 @@ _TITLES = {
     "unsupported-media-type": "Unsupported media type",
     "unprocessable": "Unprocessable request",
     "overloaded": "Service overloaded",
+    "rate-limited": "Too many reports",
     "internal-error": "Internal server error",
 }
 
@@ -42,6 +43,7 @@ _SLUG_BY_STATUS = {
     413: "payload-too-large",
     415: "unsupported-media-type",
     422: "unprocessable",
+    429: "rate-limited",
     503: "overloaded",
 }
 

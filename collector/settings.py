@@ -17,6 +17,8 @@ variable                      meaning                                           
 ``LDP_SYNCHRONOUS``           SQLite ``synchronous`` pragma (FULL or NORMAL)    FULL
 ``LDP_RETRY_AFTER``           seconds a client is told to wait on 503           1
 ``LDP_MAX_EXPORT_LIMIT``      largest ``limit`` of one export page              100000
+``LDP_RATE_LIMIT``            reports per second per worker (more: 429), 0=off  0
+``LDP_RATE_BURST``            most reports admitted at once by the rate limit   LDP_MAX_BATCH
 ============================  ================================================  ==============
 """
 
@@ -51,6 +53,20 @@ def _positive_float(name: str, value: Any) -> float:
     return number
 
 
+def _non_negative_float(name: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{ENV_PREFIX}{name} must be a number >= 0; got {value!r}") from None
+    if isinstance(value, bool) or not 0 <= number < float("inf"):
+        raise ValueError(f"{ENV_PREFIX}{name} must be a number >= 0; got {value!r}")
+    return number
+
+
+def _optional_positive_int(name: str, value: Any) -> int | None:
+    return None if value is None else _positive_int(name, value)
+
+
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{ENV_PREFIX}{name} must be a string; got {value!r}")
@@ -77,6 +93,8 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "SYNCHRONOUS": ("FULL", _synchronous),
     "RETRY_AFTER": (1, _positive_int),
     "MAX_EXPORT_LIMIT": (100_000, _positive_int),
+    "RATE_LIMIT": (0.0, _non_negative_float),
+    "RATE_BURST": (None, _optional_positive_int),
 }
 """Setting name -> (default, validator)."""
 
