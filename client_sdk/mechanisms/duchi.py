@@ -72,9 +72,11 @@ class DuchiKernel:
 
     def sample(self, rng: RandomSource | None, t: FloatArray) -> IntArray:
         side = randomized_round(rng, (np.asarray(t, dtype=np.float64) + 1.0) / 2.0, top=1)
-        thresholds = np.where(side == 1, self.high_threshold, self.low_threshold)
+        thresholds = np.where(
+            side == 1, np.uint64(self.high_threshold), np.uint64(self.low_threshold)
+        )
         words = raw_words(rng, side.size)
-        return (words < thresholds.astype(np.uint64)).astype(np.int64)
+        return (words < thresholds).astype(np.int64)
 
     def decode(self, outputs: IntArray) -> FloatArray:
         return self.bound * (2.0 * np.asarray(outputs, dtype=np.float64) - 1.0)
