@@ -328,6 +328,7 @@ class Storage:
         busy_timeout: float = 5.0,
         synchronous: str = "FULL",
         create: bool = True,
+        check_same_thread: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         if synchronous.upper() not in _SYNCHRONOUS_MODES:
@@ -337,7 +338,14 @@ class Storage:
         if not create and not os.path.exists(self.path):
             raise FileNotFoundError(f"no collector database at {self.path}")
         # isolation_level=None: no implicit transactions; every write below opens its own.
-        conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
+        # check_same_thread=False only for connections that one thread uses and another may
+        # close (the web layer's per-thread connections, closed when the app goes away).
+        conn = sqlite3.connect(
+            self.path,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=check_same_thread,
+        )
         try:
             conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             conn.execute("PRAGMA foreign_keys=ON")

@@ -3,12 +3,15 @@ authentication, and strict JSON bodies."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import json
 import math
 import os
+import sqlite3
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -51,8 +54,15 @@ def get_storage() -> Storage:
         local = current_app.extensions["ldp_storage"]
         storage = getattr(local, "storage", None)
         if storage is None or local.pid != os.getpid():
-            storage = open_storage()
+            storage = Storage(
+                current_app.config["DB"],
+                busy_timeout=current_app.config["BUSY_TIMEOUT"],
+                synchronous=current_app.config["SYNCHRONOUS"],
+                create=False,
+                check_same_thread=False,  # closed by close_storages, maybe from another thread
+            )
             local.storage, local.pid = storage, os.getpid()
+            current_app.extensions["ldp_storage_opened"].append(storage.conn)
         g.storage = storage
     return cast(Storage, g.storage)
 
@@ -66,7 +76,25 @@ def release_storage(_error: BaseException | None = None) -> None:
 
 def init_app(app: Flask) -> None:
     app.extensions["ldp_storage"] = threading.local()
+    opened: list[sqlite3.Connection] = []
+    app.extensions["ldp_storage_opened"] = opened
     app.teardown_appcontext(release_storage)
+    # Close the per-thread connections explicitly when the app goes away (a connection left to
+    # the garbage collector is a ResourceWarning, and its WAL is not checkpointed cleanly).
+    weakref.finalize(app, _close_all, opened)
+
+
+def close_storages(app: Flask) -> None:
+    """Close every per-thread connection the app opened (servers shutting down, tests)."""
+    _close_all(app.extensions["ldp_storage_opened"])
+    app.extensions["ldp_storage"] = threading.local()
+
+
+def _close_all(connections: list[sqlite3.Connection]) -> None:
+    while connections:
+        connection = connections.pop()
+        with contextlib.suppress(sqlite3.Error):
+            connection.close()
 
 
 def require_admin(view: F) -> F:

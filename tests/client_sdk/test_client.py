@@ -293,7 +293,11 @@ def test_a_lost_acknowledgement_is_a_duplicate_not_a_second_report(
     queued = outbox_rows(tmp_path / "device")
     assert client.flush() == 18
     # As if the process died after the collector committed but before the outbox delete.
-    Outbox(tmp_path / "device").append("colors", queued[0][2], [(row[3], row[4]) for row in queued])
+    outbox = Outbox(tmp_path / "device")
+    try:
+        outbox.append("colors", queued[0][2], [(row[3], row[4]) for row in queued])
+    finally:
+        outbox.close()
     assert client.pending() == 18
     assert client.flush() == 18  # acknowledged as duplicates
     assert client.pending() == 0
@@ -305,7 +309,11 @@ def test_rejected_reports_are_dropped_with_a_logged_reason(
 ) -> None:
     client.record_many("colors", LABELS)
     config_id = client.campaign("colors").config_id
-    Outbox(tmp_path / "device").append("colors", config_id, [("f" * 32, "17")])
+    outbox = Outbox(tmp_path / "device")
+    try:
+        outbox.append("colors", config_id, [("f" * 32, "17")])
+    finally:
+        outbox.close()
     with caplog.at_level(logging.WARNING, logger="client_sdk.client"):
         assert client.flush() == 6
     assert client.pending() == 0
