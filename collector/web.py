@@ -37,11 +37,6 @@ def storage_opener() -> Callable[[], Storage]:
     )
 
 
-def open_storage() -> Storage:
-    """A new connection to the app's database (the caller closes it)."""
-    return storage_opener()()
-
-
 def get_storage() -> Storage:
     """This request's storage, on ``flask.g``.
 
