@@ -249,6 +249,11 @@ class _GridBounded(BoundedMechanism):
 
     granularity: float | None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        self._validate_bounded()
+        self._validate_grid()
+
     def _validate_grid(self) -> None:
         if self.granularity is not None:
             object.__setattr__(self, "granularity", check_positive(self.granularity, "granularity"))
@@ -274,11 +279,6 @@ class Piecewise(_GridBounded):
     coordinates: int | None = None
     granularity: float | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        self._validate_bounded()
-        self._validate_grid()
-
     def make_kernel(self, epsilon: float) -> UnitKernel:
         return PiecewiseKernel(epsilon, self.grid_steps)
 
@@ -296,11 +296,6 @@ class Hybrid(_GridBounded):
     dim: int | None = None
     coordinates: int | None = None
     granularity: float | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        self._validate_bounded()
-        self._validate_grid()
 
     def make_kernel(self, epsilon: float) -> UnitKernel:
         return HybridKernel(epsilon, self.grid_steps)
