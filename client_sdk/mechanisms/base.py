@@ -83,6 +83,12 @@ class Mechanism(abc.ABC):
     name: ClassVar[str]
     """The config name (``"grr"``, ``"olh"``...)."""
 
+    value_kind: ClassVar[Literal["category", "number", "string"]]
+    """What a device records: a label of the campaign's domain (``"category"``, perturbed as its
+    index), a number or vector (``"number"``), or any string (``"string"``, estimated against
+    candidates). Campaign validation, the client and the estimators dispatch on it, never on a
+    mechanism's name."""
+
     # ---- configuration -------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
@@ -204,6 +210,8 @@ class FrequencyOracle(Mechanism, Provenance):
 
     epsilon: float
     k: int
+
+    value_kind: ClassVar[Literal["category", "number", "string"]] = "category"
 
     @property
     def privacy_epsilon(self) -> float:

@@ -28,7 +28,7 @@ import numbers
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -347,6 +347,8 @@ class NumericMechanism(Mechanism):
     """
 
     epsilon: float
+
+    value_kind: ClassVar[Literal["category", "number", "string"]] = "number"
 
     @property
     def privacy_epsilon(self) -> float:

@@ -51,7 +51,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -277,6 +277,7 @@ class RAPPOR(Mechanism):
     """
 
     name: ClassVar[str] = "rappor"
+    value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     k: int
     h: int
     m: int
