@@ -1,0 +1,177 @@
+"""The app's privacy policy: the floor a collector cannot lower.
+
+Local differential privacy exists so that users need not trust the collector, yet the collector
+serves the campaign parameters the device randomizes under. A collector that serves
+``epsilon = 50`` (or a campaign that changed overnight) would switch the privacy off if the
+device obeyed it blindly. So the app ships a :class:`PrivacyPolicy` in its code, and
+``TelemetryClient`` checks every campaign against it before anything is randomized::
+
+    policy = PrivacyPolicy(max_epsilon=2.0, max_epsilon_inf=4.0)
+    client = TelemetryClient(url, state_dir=..., policy=policy)
+    client.record("theme", "dark")   # PolicyViolation (a ValueError) for a weaker campaign
+
+A campaign is refused, with an error naming the field and both values, when:
+
+* one report's epsilon exceeds ``max_epsilon``, or its delta exceeds ``max_delta``;
+* it is memoized and what unlimited reports of one value reveal (epsilon_inf) exceeds
+  ``max_epsilon_inf``;
+* its mechanism is not in ``allowed_mechanisms`` (when given);
+* its ``config_id`` differs from one the app pinned for that campaign name;
+* its memoized reports carry a deterministic pseudonym (the same public value in every report of
+  a value, see docs/math/memoization.md) and the policy does not allow that.
+
+Budgets. A campaign may carry a budget (``{"epsilon_per_report", "reports_per_period",
+"period_seconds"}``); the app's ``budget`` is the most it grants. Where both exist the stricter
+applies field by field (the smaller epsilon per report, the fewer reports, the longer period), so
+a campaign can tighten the app's budget but never loosen it; where only one exists, it applies.
+
+The defaults, used when the app passes no policy, are deliberately conservative for a
+production telemetry SDK: ``max_epsilon = 4`` per report, ``max_epsilon_inf = 8`` for memoized
+campaigns, ``max_delta = 1e-6`` for approximate-DP mechanisms, any registered mechanism, no
+pinned ids, no budget beyond the campaign's own. An app that needs more says so in its code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from client_sdk.budget import BudgetPolicy
+from client_sdk.mechanisms import Mechanism
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "PolicyViolation",
+    "PrivacyPolicy",
+]
+
+MAX_DOCUMENT_BYTES = 1 << 20
+"""The largest campaign document a device reads (1 MiB): a bigger one is refused unread."""
+
+
+class PolicyViolation(ValueError):
+    """A campaign weaker than the app's :class:`PrivacyPolicy`; nothing was randomized.
+
+    ``field`` names the policy field, ``campaign_value`` what the campaign asks for and
+    ``policy_value`` what the policy allows.
+    """
+
+    def __init__(self, campaign: str, field: str, campaign_value: Any, policy_value: Any) -> None:
+        super().__init__(
+            f"campaign {campaign!r} is refused by the app's privacy policy: {field} is "
+            f"{campaign_value!r} in the campaign, the policy allows {policy_value!r}"
+        )
+        self.campaign = campaign
+        self.field = field
+        self.campaign_value = campaign_value
+        self.policy_value = policy_value
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyPolicy:
+    """What the app allows, whatever the collector serves (module docstring).
+
+    :param max_epsilon: the largest epsilon of one report.
+    :param max_epsilon_inf: the largest epsilon_inf of a memoized campaign (what unlimited
+        reports of one value reveal).
+    :param max_delta: the largest delta of one report (approximate-DP mechanisms).
+    :param budget: the largest budget per period, ``{"epsilon_per_report",
+        "reports_per_period", "period_seconds"}``; ``None`` grants whatever the campaign's own
+        budget says (and leaves a campaign without one unbudgeted).
+    :param allowed_mechanisms: mechanism names the app accepts (``None``: all registered ones).
+    :param pinned_config_ids: campaign name -> the only ``config_id`` accepted for it.
+    :param allow_pseudonymous_memoization: accept memoized campaigns whose reports carry a
+        deterministic pseudonym of (device, campaign, value).
+    """
+
+    max_epsilon: float = 4.0
+    max_epsilon_inf: float = 8.0
+    max_delta: float = 1e-6
+    budget: BudgetPolicy | None = None
+    allowed_mechanisms: frozenset[str] | None = None
+    pinned_config_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    allow_pseudonymous_memoization: bool = False
+
+    def __post_init__(self) -> None:
+        for field in ("max_epsilon", "max_epsilon_inf"):
+            value = getattr(self, field)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(f"{field} must be a positive finite number; got {value!r}")
+            object.__setattr__(self, field, float(value))
+        delta = self.max_delta
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
+            raise ValueError(f"max_delta must be a number in [0, 1); got {delta!r}")
+        object.__setattr__(self, "max_delta", float(delta))
+        if self.budget is not None:
+            object.__setattr__(self, "budget", BudgetPolicy.from_dict(self.budget))
+        if self.allowed_mechanisms is not None:
+            names = _names(self.allowed_mechanisms, "allowed_mechanisms")
+            object.__setattr__(self, "allowed_mechanisms", names)
+        pinned = self.pinned_config_ids
+        if not isinstance(pinned, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in pinned.items()
+        ):
+            raise ValueError(
+                f"pinned_config_ids must map campaign names to config ids; got {pinned!r}"
+            )
+        object.__setattr__(self, "pinned_config_ids", dict(pinned))
+        if not isinstance(self.allow_pseudonymous_memoization, bool):
+            raise ValueError(
+                "allow_pseudonymous_memoization must be True or False; got "
+                f"{self.allow_pseudonymous_memoization!r}"
+            )
+
+    def check(self, campaign: str, mechanism: Mechanism, *, config_id: str) -> None:
+        """Raise :class:`PolicyViolation` when ``mechanism`` is weaker than this policy."""
+        pinned = self.pinned_config_ids.get(campaign)
+        if pinned is not None and pinned != config_id:
+            raise PolicyViolation(campaign, "pinned_config_ids", config_id, pinned)
+        name = mechanism.to_config()["mechanism"]
+        if self.allowed_mechanisms is not None and name not in self.allowed_mechanisms:
+            raise PolicyViolation(
+                campaign, "allowed_mechanisms", name, sorted(self.allowed_mechanisms)
+            )
+        epsilon = float(mechanism.privacy_epsilon)
+        if not epsilon <= self.max_epsilon:  # also refuses nan
+            raise PolicyViolation(campaign, "max_epsilon", epsilon, self.max_epsilon)
+        delta = float(mechanism.privacy_delta)
+        if not delta <= self.max_delta:
+            raise PolicyViolation(campaign, "max_delta", delta, self.max_delta)
+        if bool(getattr(mechanism, "memoized", False)):
+            epsilon_inf = float(getattr(mechanism, "epsilon_inf", math.inf))
+            if not epsilon_inf <= self.max_epsilon_inf:
+                raise PolicyViolation(
+                    campaign, "max_epsilon_inf", epsilon_inf, self.max_epsilon_inf
+                )
+            pseudonymous = bool(getattr(mechanism, "deterministic_pseudonym", False))
+            if pseudonymous and not self.allow_pseudonymous_memoization:
+                raise PolicyViolation(campaign, "allow_pseudonymous_memoization", True, False)
+
+    def effective_budget(self, campaign_budget: Mapping[str, Any] | None) -> BudgetPolicy | None:
+        """The stricter of the campaign's budget and the app's, field by field."""
+        theirs = None if campaign_budget is None else BudgetPolicy.from_dict(campaign_budget)
+        ours = self.budget
+        if theirs is None or ours is None:
+            return theirs if ours is None else ours
+        return BudgetPolicy(
+            epsilon_per_report=min(theirs.epsilon_per_report, ours.epsilon_per_report),
+            reports_per_period=min(theirs.reports_per_period, ours.reports_per_period),
+            period_seconds=max(theirs.period_seconds, ours.period_seconds),
+        )
+
+
+def _names(values: Iterable[Any], field: str) -> frozenset[str]:
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{field} must be a collection of mechanism names; got {values!r}")
+    return frozenset(values)
+
+
+DEFAULT_POLICY = PrivacyPolicy()
+"""The policy of a client built without one (module docstring)."""
