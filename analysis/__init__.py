@@ -3,5 +3,6 @@ central model, privacy accounting, reports. Imports ``client_sdk`` and reads sto
 through ``collector.storage``."""
 
 from analysis.estimation import FrequencyEstimate, MeanEstimate, aggregate, estimate
+from client_sdk._version import __version__
 
-__all__ = ["FrequencyEstimate", "MeanEstimate", "aggregate", "estimate"]
+__all__ = ["FrequencyEstimate", "MeanEstimate", "__version__", "aggregate", "estimate"]

@@ -4,6 +4,7 @@ Imports nothing from ``collector`` or ``analysis`` (DESIGN.md: data and imports 
 device -> collector -> analysis).
 """
 
+from client_sdk._version import __version__
 from client_sdk.client import TelemetryClient
 from client_sdk.mechanisms import (
     AggregateStatistic,
@@ -22,5 +23,6 @@ __all__ = [
     "SystemRandomSource",
     "TelemetryClient",
     "WireFormatError",
+    "__version__",
     "mechanism_from_config",
 ]

@@ -12,11 +12,12 @@ from typing import Any
 
 from flask import Flask
 
+from client_sdk._version import __version__
 from collector.ratelimit import TokenBucket
 from collector.settings import load_settings
 from collector.storage import Storage
 
-__all__ = ["create_app"]
+__all__ = ["__version__", "create_app"]
 
 logger = logging.getLogger(__name__)
 
