@@ -36,6 +36,7 @@ __all__ = [
     "random_bits",
     "raw_words",
     "resolve_rng",
+    "sample_subsets",
     "threshold_probability",
     "uniform_below",
     "uniform_below_32",
@@ -298,3 +299,22 @@ def random_bits(rng: RandomSource | None, size: int) -> npt.NDArray[np.bool_]:
     words = raw_words(rng, (int(size) + 63) // 64)
     bits = np.unpackbits(words.view(np.uint8))
     return bits[: int(size)].astype(bool)
+
+
+def sample_subsets(rng: RandomSource | None, n: int, d: int, k: int) -> npt.NDArray[np.int64]:
+    """n independent uniform k-subsets of [0, d), each sorted: shape (n, k).
+
+    Floyd's algorithm (Bentley & Floyd, CACM 1987), vectorized over the n rows: for j = d-k..d-1
+    draw r uniform in [0, j]; take r unless the row already holds it, then take j.
+    """
+    if k == d:
+        return np.tile(np.arange(d, dtype=np.int64), (n, 1))
+    chosen = np.empty((n, k), dtype=np.int64)
+    for i, j in enumerate(range(d - k, d)):
+        r = uniform_below(rng, j + 1, n)
+        if i:
+            seen = (chosen[:, :i] == r[:, None]).any(axis=1)
+            r = np.where(seen, j, r)
+        chosen[:, i] = r
+    chosen.sort(axis=1)
+    return chosen

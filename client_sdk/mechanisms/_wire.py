@@ -19,28 +19,122 @@ from client_sdk.mechanisms.base import WireFormatError
 
 JSON_SAFE_INT = 1 << 53
 
+IntArray = npt.NDArray[np.int64]
+
 
 def is_plain_int(value: Any) -> bool:
     """True for a Python/numpy integer that is not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _int_problem(value: Any, low: int, high: int, what: str) -> str | None:
+    """Why ``value`` is not an integer in [low, high), or None."""
+    if not is_plain_int(value):
+        return f"{what} must be an integer; got {type(value).__name__}"
+    if not low <= int(value) < high:
+        return f"{what} must be in [{low}, {high}); got {value}"
+    return None
+
+
 def parse_int_payloads(
-    payloads: Sequence[Any], high: int, what: str = "value"
-) -> tuple[npt.NDArray[np.int64], list[WireFormatError]]:
-    """Payloads that are each an integer in ``[0, high)``."""
+    payloads: Sequence[Any], high: int, what: str = "value", *, low: int = 0
+) -> tuple[IntArray, list[WireFormatError]]:
+    """Payloads that are each one integer in ``[low, high)``."""
     good: list[int] = []
     errors: list[WireFormatError] = []
     for index, payload in enumerate(payloads):
-        if not is_plain_int(payload):
-            errors.append(
-                WireFormatError(index, f"{what} must be an integer; got {type(payload).__name__}")
-            )
-        elif not 0 <= int(payload) < high:
-            errors.append(WireFormatError(index, f"{what} must be in [0, {high}); got {payload}"))
+        problem = _int_problem(payload, low, high, what)
+        if problem:
+            errors.append(WireFormatError(index, problem))
         else:
             good.append(int(payload))
     return np.asarray(good, dtype=np.int64), errors
+
+
+def parse_int_vectors(
+    payloads: Sequence[Any], length: int, low: int, high: int, what: str = "value"
+) -> tuple[IntArray, list[WireFormatError]]:
+    """Payloads that are each a list of ``length`` integers in [low, high)."""
+    good: list[list[int]] = []
+    errors: list[WireFormatError] = []
+    for index, payload in enumerate(payloads):
+        if not isinstance(payload, (list, tuple)):
+            errors.append(
+                WireFormatError(
+                    index,
+                    f"payload must be a list of {length} integers; got {type(payload).__name__}",
+                )
+            )
+            continue
+        if len(payload) != length:
+            errors.append(
+                WireFormatError(index, f"payload must have {length} entries; got {len(payload)}")
+            )
+            continue
+        problem = next(
+            (
+                p
+                for j, item in enumerate(payload)
+                if (p := _int_problem(item, low, high, f"{what}[{j}]"))
+            ),
+            None,
+        )
+        if problem:
+            errors.append(WireFormatError(index, problem))
+        else:
+            good.append([int(v) for v in payload])
+    array = np.asarray(good, dtype=np.int64).reshape(len(good), length)
+    return array, errors
+
+
+def parse_coordinate_pairs(
+    payloads: Sequence[Any], k: int, d: int, high: int
+) -> tuple[list[list[int]], list[list[int]], list[WireFormatError]]:
+    """Payloads that are each k pairs [coordinate, output], coordinates strictly increasing in
+    [0, d), outputs in [0, high)."""
+    coordinates: list[list[int]] = []
+    outputs: list[list[int]] = []
+    errors: list[WireFormatError] = []
+    for index, payload in enumerate(payloads):
+        if not isinstance(payload, (list, tuple)) or len(payload) != k:
+            got = len(payload) if isinstance(payload, (list, tuple)) else type(payload).__name__
+            errors.append(
+                WireFormatError(
+                    index, f"payload must be a list of {k} [coordinate, output] pairs; got {got}"
+                )
+            )
+            continue
+        row_c: list[int] = []
+        row_o: list[int] = []
+        problem: str | None = None
+        for j, pair in enumerate(payload):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                problem = f"pair {j} must be [coordinate, output]"
+                break
+            problem = _int_problem(pair[0], 0, d, f"coordinate of pair {j}") or _int_problem(
+                pair[1], 0, high, f"output of pair {j}"
+            )
+            if problem:
+                break
+            if row_c and int(pair[0]) <= row_c[-1]:
+                problem = f"coordinates must be strictly increasing; pair {j} has {pair[0]}"
+                break
+            row_c.append(int(pair[0]))
+            row_o.append(int(pair[1]))
+        if problem:
+            errors.append(WireFormatError(index, problem))
+        else:
+            coordinates.append(row_c)
+            outputs.append(row_o)
+    return coordinates, outputs, errors
+
+
+SIGNED_WIRE_LIMIT = JSON_SAFE_INT
+"""Unbounded integer outputs (noise on a grid) travel as integers of absolute value < 2**53."""
+
+
+SIGNED_WIRE_LIMIT = JSON_SAFE_INT
+"""Unbounded integer outputs (noise on a grid) travel as integers of absolute value < 2**53."""
 
 
 def encode_bit_rows(reports: npt.ArrayLike, bits: int) -> list[str]:

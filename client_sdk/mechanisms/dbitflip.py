@@ -53,12 +53,12 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
-from client_sdk.mechanisms.numeric import sample_subsets
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
     probability_threshold,
     raw_words,
+    sample_subsets,
     threshold_probability,
 )
 from client_sdk.secrets_store import check_scope, check_secret, memo_key, memo_source

@@ -29,13 +29,15 @@ import numpy as np
 
 from client_sdk.mechanisms._validation import check_epsilon
 from client_sdk.mechanisms.base import FloatArray
+from client_sdk.mechanisms.grid import (
+    exp_below,
+    randomized_round,
+    rounding_probability,
+)
 from client_sdk.mechanisms.numeric import (
     BoundedMechanism,
     IntArray,
     UnitKernel,
-    exp_below,
-    randomized_round,
-    rounding_probability,
 )
 from client_sdk.randomness import (
     WORD_SPAN,

@@ -48,25 +48,31 @@ from typing import Any, ClassVar
 import numpy as np
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_probability
+from client_sdk.mechanisms._wire import (
+    SIGNED_WIRE_LIMIT,
+    parse_int_payloads,
+    parse_int_vectors,
+)
 from client_sdk.mechanisms.base import FloatArray, Reports, WireFormatError
 from client_sdk.mechanisms.gaussian_calibration import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
 )
+from client_sdk.mechanisms.grid import (
+    grid_steps,
+    randomized_round,
+    rounding_split,
+)
 from client_sdk.mechanisms.numeric import (
-    MAX_DIM,
-    SIGNED_WIRE_LIMIT,
     NumericMechanism,
+)
+from client_sdk.mechanisms.numeric_checks import (
+    MAX_DIM,
     check_bounds,
     check_positive,
     check_scalar_values,
     check_vector_values,
-    grid_steps,
-    parse_int_vectors,
-    parse_scalar_ints,
-    randomized_round,
-    rounding_split,
 )
 from client_sdk.randomness import RandomSource
 from client_sdk.sampling import MAX_GAUSSIAN_T, DiscreteGaussian
@@ -253,7 +259,7 @@ class Gaussian(NumericMechanism):
     def parse_wire(self, payloads: Any) -> tuple[Reports, list[WireFormatError]]:
         low, high = 1 - SIGNED_WIRE_LIMIT, SIGNED_WIRE_LIMIT
         if self.dim is None:
-            return parse_scalar_ints(payloads, low, high, "grid index")
+            return parse_int_payloads(payloads, high, "grid index", low=low)
         return parse_int_vectors(payloads, self.dim, low, high, "grid index")
 
     # ---- server side -------------------------------------------------------------------------

@@ -30,18 +30,24 @@ from typing import Any, ClassVar
 import numpy as np
 
 from client_sdk.mechanisms._validation import check_epsilon
-from client_sdk.mechanisms.base import FloatArray, Reports, WireFormatError
-from client_sdk.mechanisms.numeric import (
-    DEFAULT_GRID_BITS,
+from client_sdk.mechanisms._wire import (
     SIGNED_WIRE_LIMIT,
+    parse_int_payloads,
+)
+from client_sdk.mechanisms.base import FloatArray, Reports, WireFormatError
+from client_sdk.mechanisms.grid import (
+    DEFAULT_GRID_BITS,
+    grid_steps,
+    randomized_round,
+    rounding_split,
+)
+from client_sdk.mechanisms.numeric import (
     NumericMechanism,
+)
+from client_sdk.mechanisms.numeric_checks import (
     check_bounds,
     check_positive,
     check_scalar_values,
-    grid_steps,
-    parse_scalar_ints,
-    randomized_round,
-    rounding_split,
 )
 from client_sdk.randomness import RandomSource
 from client_sdk.sampling import MAX_LAPLACE_DENOMINATOR, DiscreteLaplace, floor_fraction
@@ -131,7 +137,9 @@ class Laplace(NumericMechanism):
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]
 
     def parse_wire(self, payloads: Any) -> tuple[Reports, list[WireFormatError]]:
-        return parse_scalar_ints(payloads, 1 - SIGNED_WIRE_LIMIT, SIGNED_WIRE_LIMIT, "grid index")
+        return parse_int_payloads(
+            payloads, SIGNED_WIRE_LIMIT, "grid index", low=1 - SIGNED_WIRE_LIMIT
+        )
 
     # ---- server side -------------------------------------------------------------------------
 

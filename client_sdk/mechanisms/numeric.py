@@ -2,31 +2,26 @@
 
 Every numeric mechanism is unbiased report by report: ``estimates(reports)`` maps each report to
 a value whose expectation is the (clipped) true value, so the mean over n reports is unbiased
-with variance (1/n^2) sum_i Var_i (REFERENCE.md section 5). What aggregates is therefore the
+with variance (1/n^2) sum_i Var_i (docs/math/numeric.md). What aggregates is therefore the
 same for all of them, per coordinate: the sum and the sum of squares of those per-report
 estimates (centred on a fixed point of the input range, so that the sum of squares does not
 cancel catastrophically), and how many reports carried the coordinate. That statistic merges by
-addition (DESIGN.md principle 5).
+addition (docs/architecture.md).
 
 Inputs: a 1-D array of floats for scalar mechanisms, an (n, dim) array for vector ones. Values
 outside the declared bounds are clipped to them (a box [lower, upper] per coordinate, or the L2
 ball of radius ``clip_norm`` for the vector Gaussian); NaN and infinities are refused with a
 ``ValueError`` naming the index.
 
-Where noise lives on a grid (Laplace, Gaussian, piecewise), the input is first snapped to the grid
-by *randomized* rounding (up with probability equal to the fractional part), which keeps every
-mechanism exactly unbiased; the rounding adds g^2 phi(1 - phi) to the variance (g the grid step,
-phi the fractional part), which the exact variance formulas include. Privacy does not depend on
-how the input reaches the grid: the claim holds for every grid input, so for every mixture.
+Helpers live apart: input checks in ``numeric_checks``, the grid and randomized rounding in
+``grid``, the integer wire formats in ``_wire``.
 """
 
 from __future__ import annotations
 
 import abc
 import math
-import numbers
 from collections.abc import Sequence
-from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -34,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_int
-from client_sdk.mechanisms._wire import JSON_SAFE_INT, is_plain_int
+from client_sdk.mechanisms._wire import parse_coordinate_pairs, parse_int_payloads
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -42,296 +37,15 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
-from client_sdk.randomness import RandomSource, raw_words, uniform_below
+from client_sdk.mechanisms.numeric_checks import (
+    MAX_DIM,
+    check_bounds,
+    check_scalar_values,
+    check_vector_values,
+)
+from client_sdk.randomness import RandomSource, sample_subsets
 
 IntArray = npt.NDArray[np.int64]
-
-DEFAULT_GRID_BITS = 20
-"""Scalar grids default to 2**20 steps across [lower, upper]."""
-MAX_GRID_STEPS = 1 << 40
-MAX_DIM = 1 << 16
-_TWO_64 = float(1 << 64)
-
-
-def exp_below(x: float) -> float:
-    """A double at most e^x and within 2 ulps of it (``math.exp`` is accurate to < 1 ulp).
-
-    Mechanisms build their probabilities from this bound, so that a ratio shown to be at most
-    ``exp_below(eps)`` in exact rational arithmetic is at most the real e^eps.
-    """
-    return math.nextafter(math.exp(x), 0.0)
-
-
-# ---- validation ----------------------------------------------------------------------------
-
-
-def check_finite(value: Any, field: str) -> float:
-    """A finite real number (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{field} must be a finite number; got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{field} must be a finite number; got {value!r}")
-    return number
-
-
-def check_positive(value: Any, field: str) -> float:
-    """A finite, strictly positive real number."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{field} must be a positive finite number; got {value!r}")
-    number = float(value)
-    if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{field} must be a positive finite number; got {value!r}")
-    return number
-
-
-def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
-    """Finite bounds with upper > lower and a finite width."""
-    low = check_finite(lower, "lower")
-    high = check_finite(upper, "upper")
-    if not high > low:
-        raise ValueError(f"upper must be greater than lower; got lower={lower!r}, upper={upper!r}")
-    if not math.isfinite(high - low):
-        raise ValueError(f"upper - lower must be finite; got lower={lower!r}, upper={upper!r}")
-    return low, high
-
-
-def grid_steps(width: float, granularity: float | None, default_steps: int) -> int:
-    """How many grid steps cover an interval of ``width``.
-
-    ``granularity=None`` gives ``default_steps``; otherwise N = ceil(width / granularity), a ratio
-    within 1e-9 of an integer counting as that integer, so that a granularity that divides the
-    width (up to rounding) gives exactly width/granularity steps. The step actually used is
-    width/N, at most the requested granularity.
-    """
-    if granularity is None:
-        return default_steps
-    ratio = width / granularity
-    nearest = round(ratio)
-    steps = nearest if abs(ratio - nearest) <= 1e-9 * max(1.0, ratio) else math.ceil(ratio)
-    if not 1 <= steps <= MAX_GRID_STEPS:
-        raise ValueError(
-            f"granularity must give between 1 and 2**40 grid steps over the range; "
-            f"got granularity={granularity!r} for a width of {width!r} ({ratio:.3g} steps)"
-        )
-    return int(steps)
-
-
-def check_scalar_values(values: Any, field: str = "values") -> FloatArray:
-    """A 1-D array of finite real numbers (a scalar counts as one value)."""
-    array = np.asarray(values)
-    if array.ndim == 0:
-        array = array.reshape(1)
-    if array.ndim != 1:
-        raise ValueError(f"{field} must be one-dimensional; got shape {array.shape}")
-    if array.size == 0:
-        return np.zeros(0, dtype=np.float64)
-    if array.dtype == np.bool_ or array.dtype.kind not in "iuf":
-        raise ValueError(f"{field} must be real numbers; got dtype {array.dtype}")
-    floats = array.astype(np.float64)
-    bad = np.flatnonzero(~np.isfinite(floats))
-    if bad.size:
-        index = int(bad[0])
-        raise ValueError(
-            f"{field}[{index}] must be finite; got {floats[index]!r}"
-            + (f" ({bad.size} non-finite values)" if bad.size > 1 else "")
-        )
-    return floats
-
-
-def check_vector_values(values: Any, dim: int, field: str = "values") -> FloatArray:
-    """An (n, dim) array of finite real numbers."""
-    array = np.asarray(values)
-    if array.ndim != 2 or array.shape[1] != dim:
-        raise ValueError(f"{field} must have shape (n, {dim}); got shape {array.shape}")
-    if array.size == 0:
-        return np.zeros((array.shape[0], dim), dtype=np.float64)
-    if array.dtype == np.bool_ or array.dtype.kind not in "iuf":
-        raise ValueError(f"{field} must be real numbers; got dtype {array.dtype}")
-    floats = array.astype(np.float64)
-    bad = np.argwhere(~np.isfinite(floats))
-    if bad.size:
-        row, column = (int(v) for v in bad[0])
-        raise ValueError(
-            f"{field}[{row}, {column}] must be finite; got {floats[row, column]!r}"
-            + (f" ({len(bad)} non-finite values)" if len(bad) > 1 else "")
-        )
-    return floats
-
-
-# ---- randomized rounding onto a grid -------------------------------------------------------
-
-
-def rounding_split(u: FloatArray, top: int | None = None) -> tuple[IntArray, FloatArray]:
-    """Grid point below ``u`` and the fractional part phi in [0, 1].
-
-    With ``top`` (the last grid index), u is clipped to [0, top] and u = top gives (top-1, 1)
-    so that the upper neighbour stays on the grid.
-    """
-    if top is not None:
-        u = np.clip(u, 0.0, float(top))
-    base = np.floor(u)
-    if top is not None and top >= 1:
-        base = np.minimum(base, top - 1)
-    return base.astype(np.int64), u - base
-
-
-def _round_up_thresholds(phi: FloatArray) -> npt.NDArray[np.uint64]:
-    """64-bit thresholds floor(phi 2**64) for phi in [0, 1) (phi = 1 is handled separately)."""
-    scaled = np.minimum(np.floor(phi * _TWO_64), math.nextafter(_TWO_64, 0.0))
-    return scaled.astype(np.uint64)
-
-
-def randomized_round(rng: RandomSource | None, u: FloatArray, top: int | None = None) -> IntArray:
-    """Round each u to floor(u) + 1 with probability phi = u - floor(u), else floor(u).
-
-    The probability implemented is floor(phi 2**64)/2**64 for phi < 1 and 1 for phi = 1 (see
-    ``rounding_probability``), so E[result] = u up to 2**-64 grid steps, and exactly at grid
-    points. This is preprocessing of the input, not noise: the privacy claim holds for every
-    grid point, hence for any distribution over them.
-    """
-    base, phi = rounding_split(np.asarray(u, dtype=np.float64), top)
-    flat_phi = phi.reshape(-1)
-    up = (raw_words(rng, flat_phi.size) < _round_up_thresholds(flat_phi)) | (flat_phi >= 1.0)
-    return base + up.reshape(base.shape)
-
-
-def rounding_probability(u: FloatArray, top: int | None = None) -> list[Fraction]:
-    """The exact probabilities with which ``randomized_round`` rounds each u up."""
-    _, phi = rounding_split(np.asarray(u, dtype=np.float64), top)
-    thresholds = _round_up_thresholds(phi.reshape(-1))
-    return [
-        Fraction(1) if p >= 1.0 else Fraction(int(v), 1 << 64)
-        for p, v in zip(phi.reshape(-1), thresholds, strict=True)
-    ]
-
-
-def sample_subsets(rng: RandomSource | None, n: int, d: int, k: int) -> IntArray:
-    """n independent uniform k-subsets of [0, d), each sorted: shape (n, k).
-
-    Floyd's algorithm (Bentley & Floyd, CACM 1987), vectorized over the n rows: for j = d-k..d-1
-    draw r uniform in [0, j]; take r unless the row already holds it, then take j.
-    """
-    if k == d:
-        return np.tile(np.arange(d, dtype=np.int64), (n, 1))
-    chosen = np.empty((n, k), dtype=np.int64)
-    for i, j in enumerate(range(d - k, d)):
-        r = uniform_below(rng, j + 1, n)
-        if i:
-            seen = (chosen[:, :i] == r[:, None]).any(axis=1)
-            r = np.where(seen, j, r)
-        chosen[:, i] = r
-    chosen.sort(axis=1)
-    return chosen
-
-
-# ---- wire helpers --------------------------------------------------------------------------
-
-
-def _int_problem(value: Any, low: int, high: int, what: str) -> str | None:
-    """Why ``value`` is not an integer in [low, high), or None."""
-    if not is_plain_int(value):
-        return f"{what} must be an integer; got {type(value).__name__}"
-    if not low <= int(value) < high:
-        return f"{what} must be in [{low}, {high}); got {value}"
-    return None
-
-
-def parse_scalar_ints(
-    payloads: Sequence[Any], low: int, high: int, what: str = "value"
-) -> tuple[IntArray, list[WireFormatError]]:
-    """Payloads that are each one integer in [low, high)."""
-    good: list[int] = []
-    errors: list[WireFormatError] = []
-    for index, payload in enumerate(payloads):
-        problem = _int_problem(payload, low, high, what)
-        if problem:
-            errors.append(WireFormatError(index, problem))
-        else:
-            good.append(int(payload))
-    return np.asarray(good, dtype=np.int64), errors
-
-
-def parse_int_vectors(
-    payloads: Sequence[Any], length: int, low: int, high: int, what: str = "value"
-) -> tuple[IntArray, list[WireFormatError]]:
-    """Payloads that are each a list of ``length`` integers in [low, high)."""
-    good: list[list[int]] = []
-    errors: list[WireFormatError] = []
-    for index, payload in enumerate(payloads):
-        if not isinstance(payload, (list, tuple)):
-            errors.append(
-                WireFormatError(
-                    index,
-                    f"payload must be a list of {length} integers; got {type(payload).__name__}",
-                )
-            )
-            continue
-        if len(payload) != length:
-            errors.append(
-                WireFormatError(index, f"payload must have {length} entries; got {len(payload)}")
-            )
-            continue
-        problem = next(
-            (
-                p
-                for j, item in enumerate(payload)
-                if (p := _int_problem(item, low, high, f"{what}[{j}]"))
-            ),
-            None,
-        )
-        if problem:
-            errors.append(WireFormatError(index, problem))
-        else:
-            good.append([int(v) for v in payload])
-    array = np.asarray(good, dtype=np.int64).reshape(len(good), length)
-    return array, errors
-
-
-def parse_coordinate_pairs(
-    payloads: Sequence[Any], k: int, d: int, high: int
-) -> tuple[list[list[int]], list[list[int]], list[WireFormatError]]:
-    """Payloads that are each k pairs [coordinate, output], coordinates strictly increasing in
-    [0, d), outputs in [0, high)."""
-    coordinates: list[list[int]] = []
-    outputs: list[list[int]] = []
-    errors: list[WireFormatError] = []
-    for index, payload in enumerate(payloads):
-        if not isinstance(payload, (list, tuple)) or len(payload) != k:
-            got = len(payload) if isinstance(payload, (list, tuple)) else type(payload).__name__
-            errors.append(
-                WireFormatError(
-                    index, f"payload must be a list of {k} [coordinate, output] pairs; got {got}"
-                )
-            )
-            continue
-        row_c: list[int] = []
-        row_o: list[int] = []
-        problem: str | None = None
-        for j, pair in enumerate(payload):
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                problem = f"pair {j} must be [coordinate, output]"
-                break
-            problem = _int_problem(pair[0], 0, d, f"coordinate of pair {j}") or _int_problem(
-                pair[1], 0, high, f"output of pair {j}"
-            )
-            if problem:
-                break
-            if row_c and int(pair[0]) <= row_c[-1]:
-                problem = f"coordinates must be strictly increasing; pair {j} has {pair[0]}"
-                break
-            row_c.append(int(pair[0]))
-            row_o.append(int(pair[1]))
-        if problem:
-            errors.append(WireFormatError(index, problem))
-        else:
-            coordinates.append(row_c)
-            outputs.append(row_o)
-    return coordinates, outputs, errors
-
-
-SIGNED_WIRE_LIMIT = JSON_SAFE_INT
-"""Unbounded integer outputs (noise on a grid) travel as integers of absolute value < 2**53."""
 
 
 # ---- the base class ------------------------------------------------------------------------
@@ -634,7 +348,7 @@ class BoundedMechanism(NumericMechanism):
     def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
         size = self.kernel.output_size
         if self.dim is None:
-            return parse_scalar_ints(payloads, 0, size, "output")
+            return parse_int_payloads(payloads, size, "output")
         coordinates, outputs, errors = parse_coordinate_pairs(
             payloads, self.sampled_coordinates, self.dim, size
         )

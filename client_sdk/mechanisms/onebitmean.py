@@ -54,13 +54,17 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.mechanisms._wire import (
+    parse_int_payloads,
+)
 from client_sdk.mechanisms.base import FloatArray, Reports, WireFormatError
 from client_sdk.mechanisms.duchi import DuchiKernel
 from client_sdk.mechanisms.numeric import (
     NumericMechanism,
+)
+from client_sdk.mechanisms.numeric_checks import (
     check_bounds,
     check_scalar_values,
-    parse_scalar_ints,
 )
 from client_sdk.randomness import (
     WORD_SPAN,
@@ -286,7 +290,7 @@ class OneBitMean(NumericMechanism):
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]
 
     def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
-        return parse_scalar_ints(payloads, 0, 2, "bit")
+        return parse_int_payloads(payloads, 2, "bit")
 
     # ---- server side ---------------------------------------------------------------------------
 

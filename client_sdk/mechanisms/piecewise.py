@@ -42,17 +42,21 @@ import numpy as np
 from client_sdk.mechanisms._validation import check_epsilon
 from client_sdk.mechanisms.base import FloatArray
 from client_sdk.mechanisms.duchi import DuchiKernel
-from client_sdk.mechanisms.numeric import (
+from client_sdk.mechanisms.grid import (
     DEFAULT_GRID_BITS,
-    BoundedMechanism,
-    IntArray,
-    UnitKernel,
-    check_positive,
     exp_below,
     grid_steps,
     randomized_round,
     rounding_probability,
     rounding_split,
+)
+from client_sdk.mechanisms.numeric import (
+    BoundedMechanism,
+    IntArray,
+    UnitKernel,
+)
+from client_sdk.mechanisms.numeric_checks import (
+    check_positive,
 )
 from client_sdk.randomness import (
     WORD_SPAN,
@@ -261,7 +265,7 @@ class _GridBounded(BoundedMechanism):
 
     @cached_property
     def grid_steps(self) -> int:
-        """N: grid steps over [lower, upper] (2**20 by default; see ``numeric.grid_steps``)."""
+        """N: grid steps over [lower, upper] (2**20 by default; see ``grid.grid_steps``)."""
         return grid_steps(self.upper - self.lower, self.granularity, 1 << DEFAULT_GRID_BITS)
 
 

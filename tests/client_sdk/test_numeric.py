@@ -23,8 +23,9 @@ from client_sdk.mechanisms.base import WireFormatError
 from client_sdk.mechanisms.duchi import Duchi, DuchiKernel
 from client_sdk.mechanisms.gaussian import Gaussian
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
+from client_sdk.mechanisms.grid import exp_below
 from client_sdk.mechanisms.laplace import Laplace
-from client_sdk.mechanisms.numeric import BoundedMechanism, NumericMechanism, exp_below
+from client_sdk.mechanisms.numeric import BoundedMechanism, NumericMechanism
 from client_sdk.mechanisms.piecewise import (
     EPSILON_STAR,
     Hybrid,
