@@ -2,8 +2,9 @@
 
 Only what may leave the device is ever written here: the campaign name, the ``config_id`` the
 report was made under, its random report id and its randomized wire payload. Never the raw
-value. WAL with ``synchronous=FULL``: a report that ``record`` returned from is on disk and
-survives a crash or power cut; a report is deleted only once the collector acknowledged it.
+value. WAL with ``synchronous=FULL`` (``client_sdk.sqlite``): a report that ``record`` returned
+from is on disk and survives a crash or power cut; a report is deleted only once the collector
+acknowledged it.
 
 Thread-safe: one connection, every operation under one lock (the outbox is small and local;
 serializing its short transactions is simpler than a connection per thread and as fast).
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
+
+from client_sdk.sqlite import connect, immediate
 
 OUTBOX_FILE = "outbox.sqlite3"
 
@@ -55,16 +57,10 @@ class Outbox:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self.path = os.path.join(directory, OUTBOX_FILE)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-        )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+        self._conn = connect(self.path, timeout=30.0, synchronous="FULL")
+        with self._lock, immediate(self._conn):
             for statement in _SCHEMA:
                 self._conn.execute(statement)
-            self._conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -74,18 +70,11 @@ class Outbox:
 
     def append(self, campaign: str, config_id: str, rows: Sequence[tuple[str, str]]) -> None:
         """Queue ``(report_id, payload_json)`` rows in one durable transaction."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.executemany(
-                    "INSERT INTO outbox (campaign, config_id, report_id, payload) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(campaign, config_id, report_id, payload) for report_id, payload in rows],
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, immediate(self._conn):
+            self._conn.executemany(
+                "INSERT INTO outbox (campaign, config_id, report_id, payload) VALUES (?, ?, ?, ?)",
+                [(campaign, config_id, report_id, payload) for report_id, payload in rows],
+            )
 
     def batch(self, campaign: str, limit: int) -> list[QueuedReport]:
         """The oldest ``limit`` queued reports of a campaign."""
@@ -99,14 +88,8 @@ class Outbox:
 
     def remove(self, seqs: Sequence[int]) -> None:
         """Delete reports (acknowledged, or rejected for good) in one transaction."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in seqs])
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, immediate(self._conn):
+            self._conn.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in seqs])
 
     def drop_other_configs(self, campaign: str, config_id: str) -> int:
         """Delete the campaign's reports made under another config; return how many."""
