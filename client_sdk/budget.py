@@ -1,10 +1,11 @@
 """The on-device privacy budget: a ledger per campaign, checked before anything is sent.
 
 The server cannot enforce a device's privacy budget (it only sees what the device chose to send),
-so the device does, with a small SQLite ledger in its ``state_dir`` (WAL, ``synchronous=FULL``).
+so the device does, with a small SQLite ledger in its ``state_dir`` (WAL, ``synchronous=FULL``:
+``client_sdk.sqlite``).
 
-Policy. A campaign carries its budget policy, a JSON object (the collector stores it as an opaque
-dict next to the mechanism config)::
+Policy. A campaign carries its budget policy, a JSON object (its shape, :class:`BudgetPolicy`, is
+part of the campaign protocol: ``client_sdk.campaign``, which the collector validates with)::
 
     {"epsilon_per_report": 1.0, "reports_per_period": 4, "period_seconds": 86400}
 
@@ -15,7 +16,8 @@ and at most ``epsilon_per_report * reports_per_period`` epsilon in total. A char
 * for an ordinary report, its epsilon, which must itself be at most ``epsilon_per_report``;
 * for a memoized mechanism (``memo_key`` given), epsilon_inf for the first report of each
   distinct memoized value, and nothing for any later report of it, in any period: unlimited
-  reports of one value reveal at most epsilon_inf (Erlingsson et al., CCS 2014; REFERENCE.md 4.1).
+  reports of one value reveal at most epsilon_inf (Erlingsson et al., CCS 2014;
+  docs/math/memoization.md).
   epsilon_inf may exceed ``epsilon_per_report`` (it covers every future report of the value) but
   not the period's total.
 
@@ -42,12 +44,15 @@ import datetime
 import json
 import math
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from client_sdk.campaign import BudgetPolicy
+from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.sqlite import connect, immediate
 
 __all__ = [
     "LEDGER_FILE",
@@ -122,56 +127,6 @@ class BudgetExceededError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class BudgetPolicy:
-    """A campaign's budget policy (module docstring); build it with :meth:`from_dict`."""
-
-    epsilon_per_report: float
-    reports_per_period: int
-    period_seconds: int
-
-    @property
-    def epsilon_per_period(self) -> float:
-        return self.epsilon_per_report * self.reports_per_period
-
-    @classmethod
-    def from_dict(cls, policy: Mapping[str, Any] | BudgetPolicy) -> BudgetPolicy:
-        """Validate a policy dict; ``ValueError`` naming the field and the value."""
-        if isinstance(policy, BudgetPolicy):
-            return policy
-        if not isinstance(policy, Mapping):
-            raise ValueError(f"policy must be a JSON object; got {type(policy).__name__}")
-        fields = {"epsilon_per_report", "reports_per_period", "period_seconds"}
-        missing = sorted(fields - set(policy))
-        if missing:
-            raise ValueError(f"policy is missing {', '.join(missing)}")
-        unknown = sorted(set(map(str, policy)) - fields)
-        if unknown:
-            raise ValueError(f"policy has unknown field(s) {', '.join(unknown)}")
-        epsilon = policy["epsilon_per_report"]
-        if (
-            isinstance(epsilon, bool)
-            or not isinstance(epsilon, (int, float))
-            or not math.isfinite(epsilon)
-            or epsilon <= 0
-        ):
-            raise ValueError(
-                f"policy.epsilon_per_report must be a positive number; got {epsilon!r}"
-            )
-        reports = _positive_int(policy["reports_per_period"], "policy.reports_per_period")
-        period = _positive_int(policy["period_seconds"], "policy.period_seconds")
-        return cls(float(epsilon), reports, period)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def _positive_int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{field} must be an integer >= 1; got {value!r}")
-    return value
-
-
-@dataclasses.dataclass(frozen=True)
 class Charge:
     """One report to authorize: its epsilon (epsilon_inf when memoized), the memo key of a
     memoized value (an HMAC, never the value), and the randomized payload for the log."""
@@ -241,13 +196,8 @@ class BudgetLedger:
         self.path = directory / LEDGER_FILE
         self._clock = clock
         self._lock = threading.Lock()
-        self._connection = sqlite3.connect(
-            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-        )
-        self._connection.execute("PRAGMA journal_mode=WAL")
-        self._connection.execute("PRAGMA synchronous=FULL")
-        self._connection.execute("PRAGMA foreign_keys=ON")
-        with self._lock, self._transaction():
+        self._connection = connect(self.path, timeout=30.0, synchronous="FULL", foreign_keys=True)
+        with self._lock, immediate(self._connection):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     self._connection.execute(statement)
@@ -307,14 +257,14 @@ class BudgetLedger:
         rules = BudgetPolicy.from_dict(policy)
         checked = [
             (
-                _check_epsilon(charge.epsilon),
+                check_epsilon(charge.epsilon),
                 _check_memo_key(charge.memo_key),
                 None if charge.report is None else _json(charge.report),
             )
             for charge in charges
         ]
         receipts: list[Receipt] = []
-        with self._lock, self._transaction():
+        with self._lock, immediate(self._connection):
             now = self._now()
             period_start, renews_at = _period(now, rules)
             spent, count = self._period_totals(name, period_start)
@@ -440,7 +390,7 @@ class BudgetLedger:
         query += " ORDER BY id DESC"
         if limit is not None:
             query += " LIMIT ?"
-            parameters.append(_positive_int(limit, "limit"))
+            parameters.append(check_int(limit, "limit", minimum=1))
         with self._lock:
             rows = self._connection.execute(query, parameters).fetchall()
         return [
@@ -456,9 +406,6 @@ class BudgetLedger:
         ]
 
     # ---- internals -----------------------------------------------------------------------------
-
-    def _transaction(self) -> _Immediate:
-        return _Immediate(self._connection)
 
     def _now(self) -> float:
         """The clock, never before the latest time stored (time only moves forward here)."""
@@ -489,19 +436,6 @@ class BudgetLedger:
         return row is not None
 
 
-class _Immediate:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception)."""
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self._connection = connection
-
-    def __enter__(self) -> None:
-        self._connection.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self._connection.execute("ROLLBACK" if exc_type is not None else "COMMIT")
-
-
 def _period(now: float, rules: BudgetPolicy) -> tuple[float, float]:
     start = math.floor(now / rules.period_seconds) * rules.period_seconds
     return float(start), float(start + rules.period_seconds)
@@ -511,17 +445,6 @@ def _check_campaign(campaign: Any) -> str:
     if not isinstance(campaign, str) or not campaign:
         raise ValueError(f"campaign must be a non-empty string; got {campaign!r}")
     return campaign
-
-
-def _check_epsilon(epsilon: Any) -> float:
-    if (
-        isinstance(epsilon, bool)
-        or not isinstance(epsilon, (int, float))
-        or not math.isfinite(epsilon)
-        or epsilon <= 0
-    ):
-        raise ValueError(f"epsilon must be a positive finite number; got {epsilon!r}")
-    return float(epsilon)
 
 
 def _check_memo_key(memo_key: Any) -> str | None:

@@ -49,10 +49,10 @@ import numpy as np
 import numpy.typing as npt
 import requests
 
-from client_sdk.budget import BudgetLedger, BudgetPolicy, BudgetStatus, Charge, LogEntry
-from client_sdk.mechanisms import FrequencyOracle, Mechanism, mechanism_from_config
+from client_sdk.budget import BudgetLedger, BudgetStatus, Charge, LogEntry
+from client_sdk.campaign import BudgetPolicy, parse_campaign
+from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms.longitudinal import is_memoized
-from client_sdk.mechanisms.numeric import NumericMechanism
 from client_sdk.mechanisms.rappor import RAPPOR
 from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.protocol import campaign_config_id, problem_type
@@ -107,21 +107,19 @@ class Campaign:
     @classmethod
     def from_document(cls, document: Any, *, name: str) -> Campaign:
         """Verify a campaign document: its ``config_id`` must be the hash of its content, its
-        mechanism config canonical for this SDK, its domain consistent with the mechanism."""
+        content a valid campaign (``client_sdk.campaign``, the collector's own check), its
+        mechanism config canonical for this SDK."""
         if not isinstance(document, dict):
             raise CampaignVerificationError(f"campaign {name!r}: the document is not an object")
         try:
             mechanism_config = document["mechanism"]
-            domain = document.get("domain")
-            policy = document.get("policy")
-            min_batch_size = document["min_batch_size"]
             expected = campaign_config_id(
                 mechanism=mechanism_config,
-                domain=domain,
-                policy=policy,
-                min_batch_size=min_batch_size,
+                domain=document.get("domain"),
+                policy=document.get("policy"),
+                min_batch_size=document["min_batch_size"],
             )
-            mechanism = mechanism_from_config(mechanism_config)
+            spec = parse_campaign(document, strict=False)
         except (KeyError, TypeError, ValueError) as error:
             raise CampaignVerificationError(
                 f"campaign {name!r}: the document is not a valid campaign: {error}"
@@ -135,33 +133,20 @@ class Campaign:
                 f"campaign {name!r}: config_id {document.get('config_id')!r} does not match its "
                 f"content (expected {expected})"
             )
-        if mechanism.to_config() != mechanism_config:
+        if spec.config != mechanism_config:
             raise CampaignVerificationError(
                 f"campaign {name!r}: this SDK reads the mechanism config differently "
-                f"({mechanism.to_config()} != {mechanism_config}); update the SDK"
+                f"({spec.config} != {mechanism_config}); update the SDK"
             )
-        if isinstance(mechanism, FrequencyOracle):
-            if (
-                not isinstance(domain, list)
-                or len(domain) != mechanism.k
-                or not all(isinstance(label, str) for label in domain)
-                or len(set(domain)) != len(domain)
-            ):
-                raise CampaignVerificationError(
-                    f"campaign {name!r}: the domain must be {mechanism.k} unique string labels"
-                )
-        elif domain is not None and not isinstance(mechanism, RAPPOR):
-            raise CampaignVerificationError(f"campaign {name!r}: a numeric campaign has no domain")
-        labels = None if domain is None else tuple(domain)
         return cls(
             name=name,
-            mechanism=mechanism,
+            mechanism=spec.mechanism,
             config_id=expected,
-            domain=labels,
-            policy=policy,
-            min_batch_size=int(min_batch_size),
+            domain=spec.domain,
+            policy=None if spec.policy is None else spec.policy.to_dict(),
+            min_batch_size=spec.min_batch_size,
             document=document,
-            _index={label: i for i, label in enumerate(labels or ())},
+            _index={label: i for i, label in enumerate(spec.domain or ())},
         )
 
     def encode(self, values: Sequence[Any]) -> npt.NDArray[Any]:
@@ -169,11 +154,13 @@ class Campaign:
 
         Raises ``ValueError`` naming the first bad value and its position; nothing is queued.
         """
-        if isinstance(self.mechanism, RAPPOR):
-            # RAPPOR encodes the strings themselves (its domain, if any, is only the candidate
-            # list the analysis decodes against); its perturb validates them.
+        kind = self.mechanism.value_kind
+        if kind == "string":
+            # The strings themselves (a domain, if any, is only the candidate list the analysis
+            # estimates against); the mechanism's perturb validates them.
             return np.asarray(values, dtype=object)
-        if self.domain is not None:
+        if kind == "category":
+            assert self.domain is not None  # checked by parse_campaign
             index = self._index
             out = np.empty(len(values), dtype=np.int64)
             for position, label in enumerate(values):
@@ -188,9 +175,6 @@ class Campaign:
                     )
                 out[position] = code
             return out
-        if not isinstance(self.mechanism, NumericMechanism):
-            # Neither categorical nor numeric (e.g. string RAPPOR): its perturb validates.
-            return np.asarray(values, dtype=object)
         for position, value in enumerate(values):
             if value is None or isinstance(value, (bool, np.bool_, str, bytes)):
                 raise ValueError(

@@ -1,13 +1,14 @@
 """Durable storage of campaigns and randomized reports in SQLite, through sqlite-utils.
 
-Never imports Flask (DESIGN.md principle 7): the web layer parses and validates, then calls this
-module; the analysis package reads stored reports through it too.
+Never imports Flask: the web layer parses and validates, then calls this module; the analysis
+package reads stored reports through it too (docs/architecture.md).
 
 What is stored, and what is not:
 
 * ``campaigns``: name, the canonical mechanism config, domain labels, policy,
-  ``min_batch_size``, ``config_id`` (``client_sdk.protocol.campaign_config_id`` of that content)
-  and the creation time. A campaign is immutable once created.
+  ``min_batch_size`` (validated by ``client_sdk.campaign``, as the client verifies them),
+  ``config_id`` (``client_sdk.protocol.campaign_config_id`` of that content) and the creation
+  time. A campaign is immutable once created.
 * ``reports``: the campaign, the client's random 128-bit report id (32 lowercase hex, unique per
   campaign: the first copy wins, later copies are counted as duplicates), the compact JSON
   payload, and the UTC *day* it arrived. No IP address, no user agent, no precise time.
@@ -15,14 +16,13 @@ What is stored, and what is not:
   in the same transaction as the reports they count, so every worker process sees the same
   exact totals (this is what ``/metrics`` serves).
 
-Durability and concurrency: WAL journal, ``synchronous=FULL`` by default (a committed upload
-survives a power cut, not only a process crash), a busy timeout, and one ``BEGIN IMMEDIATE``
-transaction per upload (the write lock is taken up front, so two gunicorn workers never deadlock
-upgrading a read lock). A database still locked after the timeout raises :class:`StorageBusy`,
-which the web layer turns into ``503`` with ``Retry-After``.
+Durability and concurrency (``client_sdk.sqlite``): WAL journal, ``synchronous=FULL`` by
+default (a committed upload survives a power cut, not only a process crash), a busy timeout, and
+one ``BEGIN IMMEDIATE`` transaction per upload (the write lock is taken up front, so two gunicorn
+workers never deadlock upgrading a read lock). A database still locked after the timeout raises
+:class:`StorageBusy`, which the web layer turns into ``503`` with ``Retry-After``.
 
-Schema changes are versioned migrations recorded in ``schema_migrations``; they run inside one
-``BEGIN IMMEDIATE`` transaction, so workers starting together apply each exactly once.
+Schema changes are versioned migrations (``collector.migrations``).
 """
 
 from __future__ import annotations
@@ -34,18 +34,18 @@ import functools
 import json
 import math
 import os
-import re
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlite_utils
 
-from client_sdk.budget import BudgetPolicy
+from client_sdk.campaign import CAMPAIGN_NAME_PATTERN, normalize_campaign
 from client_sdk.config import canonical_json
-from client_sdk.mechanisms import FrequencyOracle, Mechanism, Reports, mechanism_from_config
-from client_sdk.mechanisms.rappor import RAPPOR
-from client_sdk.protocol import DEFAULT_MIN_BATCH_SIZE, campaign_config_id, is_report_id
+from client_sdk.mechanisms import Mechanism, Reports, mechanism_from_config
+from client_sdk.protocol import campaign_config_id, is_report_id
+from client_sdk.sqlite import connect, immediate
+from collector.migrations import SCHEMA_VERSION, SchemaError, check_schema, migrate, schema_version
 
 __all__ = [
     "CAMPAIGN_NAME_PATTERN",
@@ -54,24 +54,17 @@ __all__ = [
     "CampaignNotFound",
     "ExportPage",
     "InsertResult",
+    "SchemaError",
     "Storage",
     "StorageBusy",
     "StoredCampaign",
     "normalize_campaign",
 ]
 
-CAMPAIGN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-"""Campaign names are URL path segments: letters, digits, ``.``, ``_``, ``-`` (1-128 chars)."""
-
 CACHE_KIB = 64 * 1024
 """SQLite page cache per connection, in KiB."""
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 """Checkpoint the WAL into the database every this many pages (about 40 MB)."""
-
-_CAMPAIGN_FIELDS = {"name", "mechanism", "domain", "policy", "min_batch_size"}
-MAX_RAPPOR_CANDIDATES = 10_000
-_MAX_SAFE_INT = (1 << 53) - 1
-_SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
 class CampaignNotFound(LookupError):
@@ -88,10 +81,6 @@ class CampaignConflict(ValueError):
 
 class StorageBusy(RuntimeError):
     """The database stayed locked beyond the busy timeout; retry later."""
-
-
-class SchemaError(RuntimeError):
-    """The database's schema is older or newer than this code."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,165 +132,10 @@ class ExportPage:
     has_more: bool
 
 
-# ---- validation of a campaign document ---------------------------------------------------------
-
-
-def normalize_campaign(document: Any) -> dict[str, Any]:
-    """Validate a campaign document and return its canonical form.
-
-    The document is ``{"name", "mechanism": {config}, "domain": [labels], "policy": {...},
-    "min_batch_size": int}`` (the last two optional). The mechanism config is normalised through
-    ``mechanism_from_config(...).to_config()``. Categorical mechanisms (``FrequencyOracle``)
-    need ``len(domain) == k`` unique string labels; other mechanisms take no domain. Raises
-    ``ValueError`` naming the field and the value.
-    """
-    if not isinstance(document, Mapping):
-        raise ValueError(f"a campaign must be a JSON object; got {type(document).__name__}")
-    unknown = sorted(str(key) for key in set(document) - _CAMPAIGN_FIELDS)
-    if unknown:
-        raise ValueError(f"campaign has unknown field(s): {', '.join(unknown)}")
-    for field in ("name", "mechanism"):
-        if field not in document:
-            raise ValueError(f"campaign is missing the field {field!r}")
-
-    name = document["name"]
-    if not isinstance(name, str) or CAMPAIGN_NAME_PATTERN.fullmatch(name) is None:
-        raise ValueError(
-            "name must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
-            f"digit; got {_describe(name)}"
-        )
-
-    try:
-        mechanism = mechanism_from_config(document["mechanism"])
-    except (TypeError, ValueError, OverflowError, KeyError, RecursionError) as error:
-        message = str(error)
-        message = message if len(message) <= 300 else message[:297] + "..."
-        raise ValueError(f"mechanism: {message}") from error
-    config = mechanism.to_config()
-
-    domain = document.get("domain")
-    # RAPPOR reports strings; its optional domain is the candidate list that decoding tests.
-    candidate_list = isinstance(mechanism, RAPPOR) and domain is not None
-    if isinstance(mechanism, FrequencyOracle) or candidate_list:
-        if not isinstance(domain, list):
-            raise ValueError(
-                f"domain must be a list of {getattr(mechanism, 'k', '')} labels for mechanism "
-                f"{mechanism.name!r}; got {_describe(domain)}"
-            )
-        if isinstance(mechanism, FrequencyOracle) and len(domain) != mechanism.k:
-            raise ValueError(f"domain must have k={mechanism.k} labels; got {len(domain)} labels")
-        if candidate_list and not 1 <= len(domain) <= MAX_RAPPOR_CANDIDATES:
-            raise ValueError(
-                f"domain (the RAPPOR candidate list) must have 1 to {MAX_RAPPOR_CANDIDATES} "
-                f"strings; got {len(domain)}"
-            )
-        for index, label in enumerate(domain):
-            if not isinstance(label, str):
-                raise ValueError(f"domain[{index}] must be a string; got {_describe(label)}")
-        seen: set[str] = set()
-        for label in domain:
-            if label in seen:
-                raise ValueError(f"domain labels must be unique; {_describe(label)} appears twice")
-            seen.add(label)
-    elif domain is not None:
-        raise ValueError(
-            f"domain must be absent for the numeric mechanism {mechanism.name!r}; "
-            f"got {_describe(domain)}"
-        )
-
-    policy = document.get("policy")
-    if policy is not None and not isinstance(policy, Mapping):
-        raise ValueError(f"policy must be a JSON object or null; got {_describe(policy)}")
-    if policy is not None:
-        # The device ledger enforces it (client_sdk.budget); refuse a policy it cannot read.
-        policy = BudgetPolicy.from_dict(policy).to_dict()
-
-    min_batch_size = document.get("min_batch_size", DEFAULT_MIN_BATCH_SIZE)
-    if (
-        isinstance(min_batch_size, bool)
-        or not isinstance(min_batch_size, int)
-        or not 1 <= min_batch_size <= _MAX_SAFE_INT
-    ):
-        raise ValueError(f"min_batch_size must be an integer >= 1; got {_describe(min_batch_size)}")
-
-    normalized = {
-        "name": name,
-        "mechanism": config,
-        "domain": domain,
-        "policy": None if policy is None else dict(policy),
-        "min_batch_size": int(min_batch_size),
-    }
-    try:
-        canonical_json(normalized)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"campaign is not JSON-safe: {error}") from error
-    return normalized
-
-
-def _describe(value: Any) -> str:
-    """A bounded description of an untrusted value (never a deep or huge repr)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        text = repr(value)
-        return text if len(text) <= 80 else text[:77] + "..."
-    return f"a {type(value).__name__}"
-
-
 @functools.lru_cache(maxsize=256)
 def _mechanism_for(config_json: str) -> Mechanism:
     """Mechanisms are immutable and configs canonical, so one object per config is shared."""
     return mechanism_from_config(json.loads(config_json))
-
-
-# ---- schema ------------------------------------------------------------------------------------
-
-
-def _migration_1_initial(db: sqlite_utils.Database) -> None:
-    db.execute(
-        """
-        CREATE TABLE campaigns (
-            id INTEGER PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            config_id TEXT NOT NULL,
-            mechanism TEXT NOT NULL,  -- canonical JSON of the mechanism config
-            domain TEXT,              -- JSON list of labels; NULL for numeric campaigns
-            policy TEXT,              -- JSON object or NULL
-            min_batch_size INTEGER NOT NULL,
-            created TEXT NOT NULL
-        )
-        """
-    )
-    # seq is the insertion order (the export cursor). Deliberately no arrival time, IP address
-    # or user agent: only the coarse UTC day.
-    db.execute(
-        """
-        CREATE TABLE reports (
-            seq INTEGER PRIMARY KEY,
-            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
-            report_id TEXT NOT NULL CHECK (length(report_id) = 32),
-            payload TEXT NOT NULL,
-            day TEXT NOT NULL,
-            UNIQUE (campaign_id, report_id)
-        )
-        """
-    )
-    db.execute("CREATE INDEX reports_by_campaign ON reports (campaign_id)")
-    db.execute(
-        """
-        CREATE TABLE counters (
-            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
-            name TEXT NOT NULL,
-            label TEXT NOT NULL DEFAULT '',
-            value INTEGER NOT NULL,
-            PRIMARY KEY (campaign_id, name, label)
-        ) WITHOUT ROWID
-        """
-    )
-
-
-MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
-    (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
-)
-SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
 # ---- the storage object ------------------------------------------------------------------------
@@ -331,36 +165,34 @@ class Storage:
         check_same_thread: bool = True,
     ) -> None:
         self.path = os.fspath(path)
-        if synchronous.upper() not in _SYNCHRONOUS_MODES:
-            raise ValueError(
-                f"synchronous must be one of {', '.join(_SYNCHRONOUS_MODES)}; got {synchronous!r}"
-            )
         if not create and not os.path.exists(self.path):
             raise FileNotFoundError(f"no collector database at {self.path}")
-        # isolation_level=None: no implicit transactions; every write below opens its own.
         # check_same_thread=False only for connections that one thread uses and another may
         # close (the web layer's per-thread connections, closed when the app goes away).
-        conn = sqlite3.connect(
+        # The journal switches to WAL in migrate(): a read-only user never writes the header.
+        conn = connect(
             self.path,
             timeout=busy_timeout,
-            isolation_level=None,
+            synchronous=synchronous,
+            wal=False,
+            foreign_keys=True,
             check_same_thread=check_same_thread,
-        )
-        try:
-            conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            conn.execute("PRAGMA foreign_keys=ON")
             # Report ids are random, so every upload dirties index pages all over the B-tree.
             # A larger cache keeps them in memory, and checkpointing every ~40 MB of WAL instead
             # of ~4 MB writes each re-dirtied page back once per checkpoint, not once per few
             # uploads: about twice the insert rate (scripts/bench_collector.py).
-            conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
-            conn.execute(f"PRAGMA journal_size_limit={64 * 1024 * 1024}")
+            pragmas=(
+                f"cache_size=-{CACHE_KIB}",
+                f"wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}",
+                f"journal_size_limit={64 * 1024 * 1024}",
+            ),
+        )
+        try:
             self.db = sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
-            if create and self._schema_version() != SCHEMA_VERSION:
+            if create and schema_version(self.db) != SCHEMA_VERSION:
                 self.migrate()
             else:
-                self._check_schema()
+                check_schema(self.db, path=self.path)
         except BaseException:
             conn.close()
             raise
@@ -379,67 +211,13 @@ class Storage:
 
     # -- transactions
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction; rolled back on any error."""
-        conn = self.db.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as error:
-            raise _translate(error) from error
-        try:
-            yield conn
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError as error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise _translate(error) from error
+        return immediate(self.db.conn, translate=_translate)
 
     def migrate(self) -> int:
         """Apply pending migrations (race-safe across processes); return the schema version."""
-        conn = self.db.conn
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.OperationalError as error:
-            raise _translate(error) from error
-        with self._write():
-            self.db.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)"
-            )
-            current = self._schema_version()
-            if current > SCHEMA_VERSION:
-                raise SchemaError(
-                    f"database {self.path} has schema version {current}, newer than this "
-                    f"collector's {SCHEMA_VERSION}"
-                )
-            for version, name, migration in MIGRATIONS:
-                if version > current:
-                    migration(self.db)
-                    self.db.execute(
-                        "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
-                        [version, name, _now()],
-                    )
-        return SCHEMA_VERSION
-
-    def _schema_version(self) -> int:
-        if not self.db["schema_migrations"].exists():
-            return 0
-        row = self.db.execute("SELECT max(version) FROM schema_migrations").fetchone()
-        return int(row[0] or 0)
-
-    def _check_schema(self) -> None:
-        version = self._schema_version()
-        if version != SCHEMA_VERSION:
-            raise SchemaError(
-                f"database {self.path} has schema version {version}; this code needs "
-                f"{SCHEMA_VERSION} (run `ldp-collector init-db --db {self.path}`)"
-            )
+        return migrate(self.db, path=self.path, translate=_translate)
 
     def check_writable(self) -> None:
         """Take and release the write lock (``/readyz``); raises if the database is not writable."""

@@ -1,8 +1,14 @@
-"""Validation shared by every mechanism: errors name the field and the value."""
+"""Argument checks shared by the mechanisms, the device's ledger and the analysis.
+
+One definition of each check: errors are ``ValueError`` naming the field and the value. Epsilon
+is strictly positive and finite wherever a mechanism is built; the accounting, which also reads
+curves at epsilon = 0 and holds infinite budgets, says so explicitly (:func:`check_epsilon`).
+"""
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,29 +16,66 @@ import numpy as np
 import numpy.typing as npt
 
 
-def check_epsilon(value: Any, field: str = "epsilon") -> float:
-    """A finite, strictly positive float (bools are refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{field} must be a positive finite number; got {value!r}")
+def _real(value: Any, field: str, expected: str) -> float:
+    """A real number that is not NaN (bools, strings and complex numbers are refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{field} must be {expected}; got {value!r}")
     number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{field} must be a positive finite number; got {value!r}")
+    if math.isnan(number):
+        raise ValueError(f"{field} must be {expected}; got {value!r}")
     return number
+
+
+def check_finite(value: Any, field: str) -> float:
+    """A finite real number (not a bool)."""
+    number = _real(value, field, "a finite number")
+    if not math.isfinite(number):
+        raise ValueError(f"{field} must be a finite number; got {value!r}")
+    return number
+
+
+def check_positive(
+    value: Any, field: str, *, allow_zero: bool = False, allow_inf: bool = False
+) -> float:
+    """A strictly positive finite number; ``allow_zero`` admits 0, ``allow_inf`` admits +inf."""
+    if allow_zero:
+        bound = "a number >= 0" if allow_inf else "a finite number >= 0"
+    else:
+        bound = "a positive number" if allow_inf else "a positive finite number"
+    number = _real(value, field, bound)
+    if (number < 0 if allow_zero else number <= 0) or (math.isinf(number) and not allow_inf):
+        raise ValueError(f"{field} must be {bound}; got {value!r}")
+    return number
+
+
+def check_epsilon(
+    value: Any, field: str = "epsilon", *, allow_zero: bool = False, allow_inf: bool = False
+) -> float:
+    """An epsilon: strictly positive and finite, as every mechanism needs.
+
+    The options are for the accounting's arguments only, and are spelled out where used: an
+    epsilon at which a curve is read may be 0 (``allow_zero``), a budget or claim may be
+    infinite (``allow_inf``).
+    """
+    return check_positive(value, field, allow_zero=allow_zero, allow_inf=allow_inf)
 
 
 def check_probability(
     value: Any, field: str, *, open_low: bool = True, open_high: bool = True
 ) -> float:
     """A float in (0, 1) (or with closed ends when asked)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{field} must be a number in (0, 1); got {value!r}")
-    number = float(value)
+    interval = ("(" if open_low else "[") + "0, 1" + (")" if open_high else "]")
+    number = _real(value, field, f"a number in {interval}")
     low_ok = number > 0 if open_low else number >= 0
     high_ok = number < 1 if open_high else number <= 1
-    if not (math.isfinite(number) and low_ok and high_ok):
-        interval = ("(" if open_low else "[") + "0, 1" + (")" if open_high else "]")
+    if not (low_ok and high_ok):
         raise ValueError(f"{field} must be in {interval}; got {value!r}")
     return number
+
+
+def check_delta(value: Any, field: str = "delta", *, allow_zero: bool = True) -> float:
+    """A delta in [0, 1) (in (0, 1) without ``allow_zero``)."""
+    return check_probability(value, field, open_low=not allow_zero, open_high=True)
 
 
 def check_int(value: Any, field: str, *, minimum: int, maximum: int | None = None) -> int:

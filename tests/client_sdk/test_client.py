@@ -169,7 +169,7 @@ def test_campaign_documents_that_do_not_match_their_config_id_are_refused(
                     mechanism=document["mechanism"], domain=short, policy=None, min_batch_size=100
                 ),
             ),
-            "6 unique string labels",
+            "domain must have k=6 labels",
         )
     )
     for bad, message in cases:

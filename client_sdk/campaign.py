@@ -1,0 +1,256 @@
+"""What a campaign is, checked once: the collector stores and the client verifies the same shape.
+
+A campaign document is::
+
+    {"name": "app-theme",
+     "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
+     "domain": ["light", "dark", "system"],
+     "policy": {"epsilon_per_report": 1.0, "reports_per_period": 4, "period_seconds": 86400},
+     "min_batch_size": 100}
+
+(``policy`` and ``min_batch_size`` optional). :func:`parse_campaign` validates it and returns a
+:class:`CampaignSpec`; ``collector.storage`` stores what :func:`normalize_campaign` returns and
+``client_sdk.client`` verifies a fetched campaign with the same function, so both sides refuse
+the same documents with the same messages (a ``ValueError`` naming the field and the value).
+
+The domain depends on what a device records (``Mechanism.value_kind``): a ``"category"``
+mechanism needs the ``k`` distinct labels its indices stand for; a ``"string"`` mechanism may
+carry a bounded candidate list the analysis estimates against (devices may report any string);
+a ``"number"`` mechanism has none.
+
+The budget policy is the one the device's ledger enforces (``client_sdk.budget``): a campaign
+may spend at most ``reports_per_period`` charges and ``epsilon_per_report *
+reports_per_period`` epsilon per period of ``period_seconds`` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from client_sdk.config import canonical_json
+from client_sdk.mechanisms import Mechanism, mechanism_from_config
+from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.protocol import DEFAULT_MIN_BATCH_SIZE, campaign_config_id
+
+__all__ = [
+    "CAMPAIGN_FIELDS",
+    "CAMPAIGN_NAME_PATTERN",
+    "MAX_CANDIDATES",
+    "BudgetPolicy",
+    "CampaignSpec",
+    "check_domain",
+    "normalize_campaign",
+    "parse_campaign",
+]
+
+CAMPAIGN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""Campaign names are URL path segments: letters, digits, ``.``, ``_``, ``-`` (1-128 chars)."""
+
+CAMPAIGN_FIELDS = frozenset({"name", "mechanism", "domain", "policy", "min_batch_size"})
+"""The fields of a campaign's content (a served campaign adds ``config_id`` and ``created``)."""
+
+MAX_CANDIDATES = 10_000
+"""The longest candidate list a ``"string"`` campaign may carry."""
+
+MAX_SAFE_INT = (1 << 53) - 1
+"""The largest integer every JSON reader holds exactly."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetPolicy:
+    """A campaign's budget policy (module docstring); build it with :meth:`from_dict`."""
+
+    epsilon_per_report: float
+    reports_per_period: int
+    period_seconds: int
+
+    @property
+    def epsilon_per_period(self) -> float:
+        return self.epsilon_per_report * self.reports_per_period
+
+    @classmethod
+    def from_dict(cls, policy: Mapping[str, Any] | BudgetPolicy) -> BudgetPolicy:
+        """Validate a policy dict; ``ValueError`` naming the field and the value."""
+        if isinstance(policy, BudgetPolicy):
+            return policy
+        if not isinstance(policy, Mapping):
+            raise ValueError(f"policy must be a JSON object; got {type(policy).__name__}")
+        fields = {"epsilon_per_report", "reports_per_period", "period_seconds"}
+        missing = sorted(fields - set(policy))
+        if missing:
+            raise ValueError(f"policy is missing {', '.join(missing)}")
+        unknown = sorted(set(map(str, policy)) - fields)
+        if unknown:
+            raise ValueError(f"policy has unknown field(s) {', '.join(unknown)}")
+        return cls(
+            check_epsilon(policy["epsilon_per_report"], "policy.epsilon_per_report"),
+            _plain_int(policy["reports_per_period"], "policy.reports_per_period"),
+            _plain_int(policy["period_seconds"], "policy.period_seconds"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _plain_int(value: Any, field: str) -> int:
+    """A JSON integer >= 1 (a Python ``int``: the policy is stored and hashed as JSON)."""
+    if not isinstance(value, int):
+        raise ValueError(f"{field} must be an integer >= 1; got {describe(value)}")
+    return check_int(value, field, minimum=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CampaignSpec:
+    """A validated campaign: its mechanism, canonical config, domain, policy and minimum."""
+
+    name: str
+    mechanism: Mechanism
+    config: dict[str, Any]
+    domain: tuple[str, ...] | None
+    policy: BudgetPolicy | None
+    min_batch_size: int
+
+    def content(self) -> dict[str, Any]:
+        """The canonical document (what the collector stores; JSON-safe)."""
+        return {
+            "name": self.name,
+            "mechanism": dict(self.config),
+            "domain": None if self.domain is None else list(self.domain),
+            "policy": None if self.policy is None else self.policy.to_dict(),
+            "min_batch_size": self.min_batch_size,
+        }
+
+    @property
+    def config_id(self) -> str:
+        """``client_sdk.protocol.campaign_config_id`` of this content."""
+        return campaign_config_id(
+            mechanism=self.config,
+            domain=self.domain,
+            policy=None if self.policy is None else self.policy.to_dict(),
+            min_batch_size=self.min_batch_size,
+        )
+
+
+def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
+    """Validate a campaign document (module docstring); ``ValueError`` naming the field.
+
+    The mechanism config is normalised through ``mechanism_from_config(...).to_config()``.
+    ``strict`` refuses fields other than :data:`CAMPAIGN_FIELDS` (what the collector accepts);
+    ``strict=False`` ignores them (what a client reads: a served campaign adds its
+    ``config_id``, its creation time, and perhaps fields of a newer collector).
+    """
+    if not isinstance(document, Mapping):
+        raise ValueError(f"a campaign must be a JSON object; got {type(document).__name__}")
+    if strict:
+        unknown = sorted(str(key) for key in set(document) - CAMPAIGN_FIELDS)
+        if unknown:
+            raise ValueError(f"campaign has unknown field(s): {', '.join(unknown)}")
+    for field in ("name", "mechanism"):
+        if field not in document:
+            raise ValueError(f"campaign is missing the field {field!r}")
+
+    name = document["name"]
+    if not isinstance(name, str) or CAMPAIGN_NAME_PATTERN.fullmatch(name) is None:
+        raise ValueError(
+            "name must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
+            f"digit; got {describe(name)}"
+        )
+
+    try:
+        mechanism = mechanism_from_config(document["mechanism"])
+    except (TypeError, ValueError, OverflowError, KeyError, RecursionError) as error:
+        message = str(error)
+        message = message if len(message) <= 300 else message[:297] + "..."
+        raise ValueError(f"mechanism: {message}") from error
+
+    domain = check_domain(mechanism, document.get("domain"))
+
+    policy = document.get("policy")
+    if policy is not None and not isinstance(policy, Mapping):
+        raise ValueError(f"policy must be a JSON object or null; got {describe(policy)}")
+    # The device ledger enforces it (client_sdk.budget); refuse a policy it cannot read.
+    budget = None if policy is None else BudgetPolicy.from_dict(policy)
+
+    min_batch_size = document.get("min_batch_size", DEFAULT_MIN_BATCH_SIZE)
+    if (
+        isinstance(min_batch_size, bool)
+        or not isinstance(min_batch_size, int)
+        or not 1 <= min_batch_size <= MAX_SAFE_INT
+    ):
+        raise ValueError(f"min_batch_size must be an integer >= 1; got {describe(min_batch_size)}")
+
+    spec = CampaignSpec(
+        name=name,
+        mechanism=mechanism,
+        config=mechanism.to_config(),
+        domain=domain,
+        policy=budget,
+        min_batch_size=int(min_batch_size),
+    )
+    try:
+        canonical_json(spec.content())
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"campaign is not JSON-safe: {error}") from error
+    return spec
+
+
+def normalize_campaign(document: Any) -> dict[str, Any]:
+    """The canonical form of a campaign document (``parse_campaign(document).content()``)."""
+    return parse_campaign(document).content()
+
+
+def check_domain(mechanism: Mechanism, domain: Any) -> tuple[str, ...] | None:
+    """The campaign's domain as ``mechanism.value_kind`` wants it (module docstring)."""
+    kind = mechanism.value_kind
+    if kind == "number":
+        if domain is not None:
+            raise ValueError(
+                f"domain must be absent for the numeric mechanism {mechanism.name!r}; "
+                f"got {describe(domain)}"
+            )
+        return None
+    if kind == "string":
+        if domain is None:
+            return None
+        if not isinstance(domain, list) or not 1 <= len(domain) <= MAX_CANDIDATES:
+            raise ValueError(
+                f"domain (the candidate list of the string mechanism {mechanism.name!r}) must "
+                f"be absent or 1 to {MAX_CANDIDATES} strings; got "
+                + (f"{len(domain)}" if isinstance(domain, list) else describe(domain))
+            )
+        return _labels(domain)
+    if kind == "category":
+        k: int = getattr(mechanism, "k")  # noqa: B009 -- every category mechanism has k
+        if not isinstance(domain, list):
+            raise ValueError(
+                f"domain must be a list of {k} labels for mechanism {mechanism.name!r}; "
+                f"got {describe(domain)}"
+            )
+        if len(domain) != k:
+            raise ValueError(f"domain must have k={k} labels; got {len(domain)} labels")
+        return _labels(domain)
+    raise ValueError(f"mechanism {mechanism.name!r} records values of unknown kind {kind!r}")
+
+
+def _labels(domain: Sequence[Any]) -> tuple[str, ...]:
+    """Distinct string labels, in order."""
+    for index, label in enumerate(domain):
+        if not isinstance(label, str):
+            raise ValueError(f"domain[{index}] must be a string; got {describe(label)}")
+    seen: set[str] = set()
+    for label in domain:
+        if label in seen:
+            raise ValueError(f"domain labels must be unique; {describe(label)} appears twice")
+        seen.add(label)
+    return tuple(domain)
+
+
+def describe(value: Any) -> str:
+    """A bounded description of an untrusted value (never a deep or huge repr)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return f"a {type(value).__name__}"

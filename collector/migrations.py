@@ -1,0 +1,142 @@
+"""The collector database's schema, as versioned migrations recorded in ``schema_migrations``.
+
+:func:`migrate` applies the pending ones inside one ``BEGIN IMMEDIATE`` transaction, so
+gunicorn workers starting together apply each exactly once. A schema change is a new function
+appended to :data:`MIGRATIONS`; a migration never changes once released.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+from collections.abc import Callable
+
+import sqlite_utils
+
+from client_sdk.sqlite import immediate
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SchemaError",
+    "check_schema",
+    "migrate",
+    "schema_version",
+]
+
+
+class SchemaError(RuntimeError):
+    """The database's schema is older or newer than this code."""
+
+
+def _migration_1_initial(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE campaigns (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            config_id TEXT NOT NULL,
+            mechanism TEXT NOT NULL,  -- canonical JSON of the mechanism config
+            domain TEXT,              -- JSON list of labels; NULL for numeric campaigns
+            policy TEXT,              -- JSON object or NULL
+            min_batch_size INTEGER NOT NULL,
+            created TEXT NOT NULL
+        )
+        """
+    )
+    # seq is the insertion order (the export cursor). Deliberately no arrival time, IP address
+    # or user agent: only the coarse UTC day.
+    db.execute(
+        """
+        CREATE TABLE reports (
+            seq INTEGER PRIMARY KEY,
+            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+            report_id TEXT NOT NULL CHECK (length(report_id) = 32),
+            payload TEXT NOT NULL,
+            day TEXT NOT NULL,
+            UNIQUE (campaign_id, report_id)
+        )
+        """
+    )
+    db.execute("CREATE INDEX reports_by_campaign ON reports (campaign_id)")
+    db.execute(
+        """
+        CREATE TABLE counters (
+            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+            name TEXT NOT NULL,
+            label TEXT NOT NULL DEFAULT '',
+            value INTEGER NOT NULL,
+            PRIMARY KEY (campaign_id, name, label)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
+    (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
+)
+"""``(version, description, migration)`` in version order."""
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+"""The schema version this code reads and writes."""
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    """The newest applied migration (0 for a database without any)."""
+    if not db["schema_migrations"].exists():
+        return 0
+    row = db.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(
+    db: sqlite_utils.Database,
+    *,
+    path: str,
+    translate: Callable[[sqlite3.OperationalError], Exception] | None = None,
+) -> int:
+    """Switch to WAL and apply pending migrations (race-safe across processes).
+
+    Returns :data:`SCHEMA_VERSION`; raises :class:`SchemaError` for a database newer than this
+    code. ``translate`` maps the errors of taking the write lock (see ``client_sdk.sqlite``).
+    """
+    conn = db.conn
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.OperationalError as error:
+        if translate is None:
+            raise
+        raise translate(error) from error
+    with immediate(conn, translate=translate):
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)"
+        )
+        current = schema_version(db)
+        if current > SCHEMA_VERSION:
+            raise SchemaError(
+                f"database {path} has schema version {current}, newer than this "
+                f"collector's {SCHEMA_VERSION}"
+            )
+        for version, name, migration in MIGRATIONS:
+            if version > current:
+                migration(db)
+                db.execute(
+                    "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
+                    [version, name, _now()],
+                )
+    return SCHEMA_VERSION
+
+
+def check_schema(db: sqlite_utils.Database, *, path: str) -> None:
+    """Raise :class:`SchemaError` unless the database is at :data:`SCHEMA_VERSION`."""
+    version = schema_version(db)
+    if version != SCHEMA_VERSION:
+        raise SchemaError(
+            f"database {path} has schema version {version}; this code needs "
+            f"{SCHEMA_VERSION} (run `ldp-collector init-db --db {path}`)"
+        )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
