@@ -1,4 +1,4 @@
-"""Privacy accounting for a device across reports and campaigns (REFERENCE.md section 8).
+"""Privacy accounting for a device across reports and campaigns (docs/math/accounting.md).
 
 A mechanism's privacy is a :class:`PrivacyAccount`; ``step * 1000`` and ``a + b`` compose, and
 every account answers ``epsilon_at(delta)``, ``delta_at(epsilon)``, ``advantage()`` and
@@ -8,18 +8,7 @@ gives JSON-safe figures. :func:`calibrate` solves for a parameter that meets a b
 classical bounds (basic, advanced, KOV, RDP) live in :mod:`analysis.accounting.bounds`.
 """
 
-from analysis.accounting.account import (
-    PrivacyAccount,
-    Step,
-    approximate_dp,
-    from_distributions,
-    gaussian,
-    gaussian_dp,
-    pure_dp,
-    randomized_response,
-    randomized_response_from,
-    unary_encoding_from,
-)
+from analysis.accounting.account import PrivacyAccount, Step
 from analysis.accounting.bounds import (
     advanced_composition_epsilon,
     basic_composition,
@@ -33,6 +22,16 @@ from analysis.accounting.device import (
     device_privacy,
     from_channel,
     mechanism_privacy,
+)
+from analysis.accounting.steps import (
+    approximate_dp,
+    from_distributions,
+    gaussian,
+    gaussian_dp,
+    pure_dp,
+    randomized_response,
+    randomized_response_from,
+    unary_encoding_from,
 )
 
 __all__ = [

@@ -3,7 +3,7 @@
 A Gaussian mechanism with sensitivity Delta and noise sigma has the privacy loss
 L ~ N(mu^2/2, mu^2) under P, and is (eps, delta)-DP iff (Balle & Wang, ICML 2018, Thm 8)
 
-    delta >= Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)            (REFERENCE.md section 5)
+    delta >= Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)  (docs/math/numeric.md)
 
 T Gaussian mechanisms with ratios mu_i compose exactly to one with mu = sqrt(sum mu_i^2)
 (Dong, Roth, Su, JRSS-B 2022, Cor. 3.3), whose trade-off function is Phi(Phi^-1(1-alpha) - mu).

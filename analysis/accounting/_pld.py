@@ -2,7 +2,7 @@
 
 For a pair of output distributions (P, Q) the privacy loss of an output o is L(o) = ln P(o)/Q(o),
 and the hockey-stick curve is delta(eps) = E_{o~P}[(1 - e^{eps - L})_+] + P[L = +inf]
-(REFERENCE.md section 8; Meiser & Mohammadi, CCS 2018; Sommer, Meiser, Mohammadi, PoPETs 2019).
+(docs/math/accounting.md; Meiser & Mohammadi, CCS 2018; Sommer, Meiser, Mohammadi, PoPETs 2019).
 A :class:`DiscretePLD` stores the distribution of L under P as finitely many atoms (loss, mass)
 plus the mass at +inf; the Q-side is implied (Q-mass e^{-l} w at each atom, the rest of Q at
 L = -inf). Composing two independent mechanisms convolves their PLDs.

@@ -1,5 +1,6 @@
 """Composable privacy accounts: a mechanism's privacy is an object; ``*`` and ``+`` compose.
 
+>>> from analysis.accounting import gaussian, randomized_response
 >>> step = gaussian(sigma=5.0)                 # one Gaussian report, sensitivity 1
 >>> round((step * 1000).epsilon_at(1e-6), 3)    # exact: Gaussian-DP with mu = sqrt(1000)/5
 49.319
@@ -12,7 +13,8 @@ distinguishing attacker's true-positive minus false-positive rate, = delta at ep
 total variation of the worst pair) and ``beta_at(alpha)`` (that attacker's least type II error at
 type I error alpha: the trade-off function of f-DP, Dong, Roth, Su, JRSS-B 2022).
 
-How it is computed (REFERENCE.md section 8):
+How it is computed (docs/math/accounting.md; the step constructors are in
+:mod:`analysis.accounting.steps`, the envelope of several PLDs in :mod:`analysis.accounting.hull`):
 
 - An account is a multiset of *steps* (one report of one mechanism) with counts. Evaluation is
   lazy and cached; the composition is reduced to one Gaussian part and one discrete part.
@@ -60,7 +62,6 @@ from analysis.accounting._validation import (
     check_count,
     check_delta,
     check_epsilon,
-    check_positive,
     check_rate,
 )
 
@@ -93,8 +94,8 @@ class _Evaluated:
 class PrivacyAccount:
     """An immutable multiset of steps with counts; ``a + b`` and ``a * n`` compose.
 
-    Build one with the constructors of this module (``gaussian``, ``randomized_response``,
-    ``pure_dp``, ``from_distributions``...) or from a mechanism with
+    Build one with the constructors of :mod:`analysis.accounting.steps` (``gaussian``,
+    ``randomized_response``, ``pure_dp``, ``from_distributions``...) or from a mechanism with
     :func:`analysis.accounting.mechanism_privacy` / :func:`analysis.accounting.device_privacy`.
     """
 
@@ -199,7 +200,7 @@ class PrivacyAccount:
 
     def delta_at(self, epsilon: float) -> float:
         """The smallest delta such that the composition is (epsilon, delta)-DP."""
-        eps = check_epsilon(epsilon, allow_inf=True)
+        eps = check_epsilon(epsilon, allow_zero=True, allow_inf=True)
         ev = self._evaluated
         if math.isinf(eps):
             return 0.0 if ev.mu > 0 else max(p.inf_mass for p in self._directions())
@@ -376,7 +377,7 @@ class PrivacyAccount:
         Gaboardi 2018; exact PLD pair of Zhu, Dong, Wang 2022). For a single (eps, delta) step it
         gives (ln(1 + q(e^eps - 1)), q delta). Compose per report: ``step.subsample(q) * T``.
 
-        LDP caveat (REFERENCE.md section 8): this amplifies only against an observer who does not
+        LDP caveat (docs/math/accounting.md): this amplifies only against an observer who does not
         learn who was sampled. A collector that sees which device sent a report gets no
         amplification for those who reported; use it for downstream releases or behind an
         anonymising shuffler. A Gaussian part is first discretised pessimistically.
@@ -431,193 +432,3 @@ def _tradeoff_from_curve(eps: FloatArray, deltas: FloatArray, alphas: FloatArray
         second = np.exp(-e) * (1 - d - a)
     best = np.maximum(first.max(axis=0), second.max(axis=0))
     return np.clip(best, 0.0, 1.0 - alphas)
-
-
-# ---- constructors ---------------------------------------------------------------------------
-
-
-def gaussian_dp(mu: float, *, label: str | None = None) -> PrivacyAccount:
-    """One Gaussian report with mu = sensitivity / sigma (mu-GDP, Dong, Roth, Su 2022)."""
-    mu = check_positive(mu, "mu")
-    return PrivacyAccount([(Step(label or f"gaussian(mu={mu:.6g})", mu=mu), 1)])
-
-
-def gaussian(
-    *, sigma: float, sensitivity: float = 1.0, claim: tuple[float, float] | None = None
-) -> PrivacyAccount:
-    """One Gaussian report N(x, sigma^2) of a value with L2 sensitivity ``sensitivity``.
-
-    In local DP the sensitivity is the diameter of the input set (REFERENCE.md section 5).
-    """
-    sigma = check_positive(sigma, "sigma")
-    sensitivity = check_positive(sensitivity, "sensitivity")
-    mu = sensitivity / sigma
-    label = f"gaussian(sigma={sigma:.6g}, sensitivity={sensitivity:.6g})"
-    return PrivacyAccount([(Step(label, mu=mu, claim=claim), 1)])
-
-
-def pure_dp(epsilon: float) -> PrivacyAccount:
-    """The worst case of any epsilon-DP report: binary randomized response.
-
-    Its losses are +-eps with P-masses e^eps/(1+e^eps) and 1/(1+e^eps); every epsilon-DP
-    mechanism is a post-processing of it (Kairouz, Oh, Viswanath 2015), so this is a sound and,
-    for randomized response, tight account.
-    """
-    return approximate_dp(epsilon, 0.0)
-
-
-def approximate_dp(epsilon: float, delta: float) -> PrivacyAccount:
-    """The worst case of any (epsilon, delta)-DP report (Kairouz, Oh, Viswanath 2015, Thm 2.4).
-
-    P-masses: delta at +inf, (1-delta) e^eps/(1+e^eps) at +eps, (1-delta)/(1+e^eps) at -eps.
-    Its T-fold composition is exactly KOV's optimal composition.
-    """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    if epsilon == 0:
-        pld = DiscretePLD.from_atoms([0.0], [1 - delta], delta)
-    else:
-        keep = 1 - delta
-        high = keep / (1 + math.exp(-epsilon))
-        low = keep / (1 + math.exp(epsilon))
-        pld = DiscretePLD.from_atoms([-epsilon, epsilon], [low, high], delta)
-    label = f"dp(eps={epsilon:.6g})" if delta == 0 else f"dp(eps={epsilon:.6g}, delta={delta:.3g})"
-    return PrivacyAccount([(Step(label, 0.0, pld, None, (epsilon, delta)), 1)])
-
-
-def from_distributions(
-    p: npt.ArrayLike, q: npt.ArrayLike, *, label: str = "pair"
-) -> PrivacyAccount:
-    """One report whose neighbouring inputs give the output distributions ``p`` and ``q``.
-
-    Symmetrised: the step covers both orderings (p, q) and (q, p), as a local-DP neighbouring
-    relation requires.
-    """
-    p_arr = _probability_vector(p, "p")
-    q_arr = _probability_vector(q, "q")
-    if p_arr.shape != q_arr.shape:
-        raise ValueError(f"p and q must have the same length; got {p_arr.size} and {q_arr.size}")
-    plds = [
-        DiscretePLD.from_distributions(p_arr, q_arr),
-        DiscretePLD.from_distributions(q_arr, p_arr),
-    ]
-    return _symmetric_step(envelope(plds), label)
-
-
-def randomized_response(epsilon: float, k: int = 2) -> PrivacyAccount:
-    """One k-ary randomized response report (GRR), from the SDK's implemented probabilities.
-
-    Between inputs x and x' the loss is +ln(p/q) (mass p), 0 (mass (k-2)q) or -ln(p/q) (mass q).
-    """
-    from client_sdk.mechanisms.grr import GRR  # the one definition of p and q
-
-    mechanism = GRR(epsilon=epsilon, k=k)
-    return randomized_response_from(mechanism.p_star, mechanism.q_star, mechanism.k)
-
-
-def randomized_response_from(p: float, q: float, k: int) -> PrivacyAccount:
-    """GRR over ``k`` values keeping the input with probability ``p``, any other with ``q``."""
-    p = check_positive(p, "p")
-    q = check_positive(q, "q")
-    k = check_count(k, "k")
-    if k < 2 or abs(p + (k - 1) * q - 1) > 1e-9:
-        raise ValueError(f"p + (k-1) q must be 1 with k >= 2; got p={p!r}, q={q!r}, k={k!r}")
-    loss = math.log(p) - math.log(q)
-    pld = DiscretePLD.from_atoms([-loss, 0.0, loss], [q, (k - 2) * q, p])
-    label = f"grr(eps={loss:.6g}, k={k})"
-    return PrivacyAccount([(Step(label, 0.0, pld, None, (abs(loss), 0.0)), 1)])
-
-
-def unary_encoding_from(p: float, q: float) -> PrivacyAccount:
-    """One unary-encoding report (SUE / OUE, Wang et al. 2017) with bit probabilities p and q.
-
-    Bit v is 1 with probability p when the input is v, q otherwise; the bits are independent.
-    Inputs x and x' differ on exactly two bits, so the worst (and every) pair's PLD is that of
-    Bern(p) against Bern(q) composed with Bern(q) against Bern(p); it is symmetric.
-    """
-    p = check_positive(p, "p")
-    q = check_positive(q, "q")
-    if not q < p < 1:
-        raise ValueError(f"unary encoding needs 0 < q < p < 1; got p={p!r}, q={q!r}")
-    own = DiscretePLD.from_distributions([1 - p, p], [1 - q, q])
-    other = DiscretePLD.from_distributions([1 - q, q], [1 - p, p])
-    pld = own.compose(other)
-    label = f"ue(p={p:.6g}, q={q:.6g})"
-    return PrivacyAccount([(Step(label, 0.0, pld, None, (pld.max_loss, 0.0)), 1)])
-
-
-def _probability_vector(value: npt.ArrayLike, field: str) -> FloatArray:
-    arr = np.asarray(value, dtype=np.float64).ravel()
-    if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{field} must be non-negative finite probabilities; got {value!r}")
-    total = float(arr.sum())
-    if abs(total - 1) > 1e-9:
-        raise ValueError(f"{field} must sum to 1; got a sum of {total!r}")
-    return arr
-
-
-def _symmetric_step(pld: DiscretePLD, label: str) -> PrivacyAccount:
-    claim = (pld.max_loss, 0.0) if pld.inf_mass == 0 else None
-    return PrivacyAccount([(Step(label, 0.0, pld, None, claim), 1)])
-
-
-def envelope(plds: Sequence[DiscretePLD]) -> DiscretePLD:
-    """A PLD dominating every one of ``plds`` (their delta curves' maximum, at every eps).
-
-    If one of them dominates all the others (the usual case: symmetric channels) it is returned
-    unchanged. Otherwise the upper concave hull of their ROC points (Q(S), P(S)) is built; its
-    hockey-stick curve is the pointwise maximum of theirs (Legendre duality), and a pair with
-    that curve dominates each of them in the sense of Zhu, Dong, Wang (AISTATS 2022), so
-    compositions of it are sound. When ``plds`` is closed under swapping P and Q, the result
-    is symmetric.
-    """
-    unique: dict[tuple[bytes, bytes, float], DiscretePLD] = {}
-    for pld in plds:
-        unique.setdefault((pld.losses.tobytes(), pld.masses.tobytes(), pld.inf_mass), pld)
-    items = list(unique.values())
-    if len(items) == 1:
-        return items[0]
-    items.sort(key=lambda p: float(p.delta(0.0)), reverse=True)
-    for candidate in items:
-        if all(_dominates(candidate, other) for other in items if other is not candidate):
-            return candidate
-    return _hull(items)
-
-
-def _dominates(a: DiscretePLD, b: DiscretePLD) -> bool:
-    if a.inf_mass < b.inf_mass - 1e-15:
-        return False
-    points = np.concatenate([a.losses, b.losses])
-    return bool(np.all(a.delta(points) >= b.delta(points) - 1e-13))
-
-
-def _hull(plds: Sequence[DiscretePLD]) -> DiscretePLD:
-    xs = [np.array([0.0, 1.0])]
-    ys = [np.array([0.0, 1.0])]
-    for pld in plds:
-        order = np.argsort(-pld.losses)
-        w = pld.masses[order]
-        qm = np.exp(np.log(w) - pld.losses[order])
-        xs.append(np.concatenate([[0.0], np.cumsum(qm)]))
-        ys.append(pld.inf_mass + np.concatenate([[0.0], np.cumsum(w)]))
-    x = np.concatenate(xs)
-    y = np.concatenate(ys)
-    order = np.lexsort((-y, x))
-    hull: list[tuple[float, float]] = []
-    for xi, yi in zip(x[order], y[order], strict=True):
-        if hull and xi == hull[-1][0]:
-            continue  # same x: the first (largest y) is kept
-        while len(hull) >= 2:
-            (x1, y1), (x2, y2) = hull[-2], hull[-1]
-            if (x2 - x1) * (yi - y1) - (y2 - y1) * (xi - x1) >= 0:
-                hull.pop()
-            else:
-                break
-        hull.append((float(xi), float(yi)))
-    hx = np.array([h[0] for h in hull])
-    hy = np.array([h[1] for h in hull])
-    dx, dy = np.diff(hx), np.diff(hy)
-    inf_mass = float(hy[0])
-    finite = (dx > 0) & (dy > 0)
-    losses = np.log(dy[finite]) - np.log(dx[finite])
-    return DiscretePLD.from_atoms(losses, dy[finite], inf_mass)

@@ -2,7 +2,7 @@
 
 All are upper bounds on the true epsilon at a given delta; the exact privacy-loss computation of
 :class:`~analysis.accounting.PrivacyAccount` is never larger (the tests check
-exact <= KOV <= advanced / basic where they apply). REFERENCE.md section 8.
+exact <= KOV <= advanced / basic where they apply); see docs/math/accounting.md.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _check_claims(claims: Sequence[Claim]) -> list[Claim]:
     for i, (eps, delta, count) in enumerate(claims):
         out.append(
             (
-                check_epsilon(eps, f"claims[{i}].epsilon"),
+                check_epsilon(eps, f"claims[{i}].epsilon", allow_zero=True),
                 check_delta(delta, f"claims[{i}].delta"),
                 check_count(count, f"claims[{i}].count"),
             )
@@ -102,10 +102,10 @@ def kov_delta(epsilon0: float, delta0: float, count: int, epsilon: float) -> flo
     points this returns the delta of the nearest point at or below it (1.0 if there is none).
     For delta_0 = 0 the points are exactly the binary randomized response's hockey-stick curve.
     """
-    epsilon0 = check_epsilon(epsilon0, "epsilon0")
+    epsilon0 = check_epsilon(epsilon0, "epsilon0", allow_zero=True)
     delta0 = check_delta(delta0, "delta0")
     count = check_count(count)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon(epsilon, allow_zero=True)
     if epsilon0 == 0:
         return -math.expm1(count * math.log1p(-delta0))
     i = max(0, math.ceil((count - epsilon / epsilon0) / 2 - 1e-12))
@@ -116,7 +116,7 @@ def kov_delta(epsilon0: float, delta0: float, count: int, epsilon: float) -> flo
 
 def kov_epsilon(epsilon0: float, delta0: float, count: int, delta: float) -> float:
     """The smallest (k-2i) eps_0 whose KOV delta is at most ``delta`` (+inf if none)."""
-    epsilon0 = check_epsilon(epsilon0, "epsilon0")
+    epsilon0 = check_epsilon(epsilon0, "epsilon0", allow_zero=True)
     delta0 = check_delta(delta0, "delta0")
     count = check_count(count)
     delta = check_delta(delta)

@@ -32,11 +32,10 @@ import numpy as np
 
 from analysis.accounting._pld import DiscretePLD
 from analysis.accounting._validation import check_count
-from analysis.accounting.account import (
-    PrivacyAccount,
-    Step,
+from analysis.accounting.account import PrivacyAccount, Step
+from analysis.accounting.hull import envelope
+from analysis.accounting.steps import (
     approximate_dp,
-    envelope,
     gaussian,
     randomized_response_from,
     unary_encoding_from,
@@ -186,7 +185,7 @@ def device_account(history: Iterable[tuple[MechanismLike, int]]) -> PrivacyAccou
 
 
 def _l2_sensitivity(mechanism: Any) -> float:
-    """The L2 diameter of the Gaussian mechanism's input set (REFERENCE.md section 5)."""
+    """The L2 diameter of the Gaussian mechanism's input set (docs/math/numeric.md)."""
     if hasattr(mechanism, "sensitivity"):
         return float(mechanism.sensitivity)
     clip_norm = getattr(mechanism, "clip_norm", None)

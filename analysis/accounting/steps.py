@@ -1,0 +1,155 @@
+"""Step constructors: the account of one report of a known mechanism.
+
+>>> round((gaussian(sigma=5.0) * 1000).epsilon_at(1e-6), 3)   # mu = sqrt(1000)/5, exact
+49.319
+>>> round(randomized_response(1.0, k=2).epsilon_at(0.0), 6)
+1.0
+
+Each constructor returns a :class:`~analysis.accounting.account.PrivacyAccount` of one step;
+``*`` and ``+`` compose them. Steps are symmetric (the worst case over ordered pairs of inputs),
+as the local-DP neighbouring relation "the device's value changes" requires.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from analysis.accounting._pld import DiscretePLD
+from analysis.accounting._validation import (
+    check_count,
+    check_delta,
+    check_epsilon,
+    check_positive,
+)
+from analysis.accounting.account import PrivacyAccount, Step
+from analysis.accounting.hull import envelope
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def gaussian_dp(mu: float, *, label: str | None = None) -> PrivacyAccount:
+    """One Gaussian report with mu = sensitivity / sigma (mu-GDP, Dong, Roth, Su 2022)."""
+    mu = check_positive(mu, "mu")
+    return PrivacyAccount([(Step(label or f"gaussian(mu={mu:.6g})", mu=mu), 1)])
+
+
+def gaussian(
+    *, sigma: float, sensitivity: float = 1.0, claim: tuple[float, float] | None = None
+) -> PrivacyAccount:
+    """One Gaussian report N(x, sigma^2) of a value with L2 sensitivity ``sensitivity``.
+
+    In local DP the sensitivity is the diameter of the input set (docs/math/numeric.md).
+    """
+    sigma = check_positive(sigma, "sigma")
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    mu = sensitivity / sigma
+    label = f"gaussian(sigma={sigma:.6g}, sensitivity={sensitivity:.6g})"
+    return PrivacyAccount([(Step(label, mu=mu, claim=claim), 1)])
+
+
+def pure_dp(epsilon: float) -> PrivacyAccount:
+    """The worst case of any epsilon-DP report: binary randomized response.
+
+    Its losses are +-eps with P-masses e^eps/(1+e^eps) and 1/(1+e^eps); every epsilon-DP
+    mechanism is a post-processing of it (Kairouz, Oh, Viswanath 2015), so this is a sound and,
+    for randomized response, tight account.
+    """
+    return approximate_dp(epsilon, 0.0)
+
+
+def approximate_dp(epsilon: float, delta: float) -> PrivacyAccount:
+    """The worst case of any (epsilon, delta)-DP report (Kairouz, Oh, Viswanath 2015, Thm 2.4).
+
+    P-masses: delta at +inf, (1-delta) e^eps/(1+e^eps) at +eps, (1-delta)/(1+e^eps) at -eps.
+    Its T-fold composition is exactly KOV's optimal composition.
+    """
+    epsilon = check_epsilon(epsilon, allow_zero=True)
+    delta = check_delta(delta)
+    if epsilon == 0:
+        pld = DiscretePLD.from_atoms([0.0], [1 - delta], delta)
+    else:
+        keep = 1 - delta
+        high = keep / (1 + math.exp(-epsilon))
+        low = keep / (1 + math.exp(epsilon))
+        pld = DiscretePLD.from_atoms([-epsilon, epsilon], [low, high], delta)
+    label = f"dp(eps={epsilon:.6g})" if delta == 0 else f"dp(eps={epsilon:.6g}, delta={delta:.3g})"
+    return PrivacyAccount([(Step(label, 0.0, pld, None, (epsilon, delta)), 1)])
+
+
+def from_distributions(
+    p: npt.ArrayLike, q: npt.ArrayLike, *, label: str = "pair"
+) -> PrivacyAccount:
+    """One report whose neighbouring inputs give the output distributions ``p`` and ``q``.
+
+    Symmetrised: the step covers both orderings (p, q) and (q, p), as a local-DP neighbouring
+    relation requires.
+    """
+    p_arr = _probability_vector(p, "p")
+    q_arr = _probability_vector(q, "q")
+    if p_arr.shape != q_arr.shape:
+        raise ValueError(f"p and q must have the same length; got {p_arr.size} and {q_arr.size}")
+    plds = [
+        DiscretePLD.from_distributions(p_arr, q_arr),
+        DiscretePLD.from_distributions(q_arr, p_arr),
+    ]
+    return _symmetric_step(envelope(plds), label)
+
+
+def randomized_response(epsilon: float, k: int = 2) -> PrivacyAccount:
+    """One k-ary randomized response report (GRR), from the SDK's implemented probabilities.
+
+    Between inputs x and x' the loss is +ln(p/q) (mass p), 0 (mass (k-2)q) or -ln(p/q) (mass q).
+    """
+    from client_sdk.mechanisms.grr import GRR  # the one definition of p and q
+
+    mechanism = GRR(epsilon=epsilon, k=k)
+    return randomized_response_from(mechanism.p_star, mechanism.q_star, mechanism.k)
+
+
+def randomized_response_from(p: float, q: float, k: int) -> PrivacyAccount:
+    """GRR over ``k`` values keeping the input with probability ``p``, any other with ``q``."""
+    p = check_positive(p, "p")
+    q = check_positive(q, "q")
+    k = check_count(k, "k")
+    if k < 2 or abs(p + (k - 1) * q - 1) > 1e-9:
+        raise ValueError(f"p + (k-1) q must be 1 with k >= 2; got p={p!r}, q={q!r}, k={k!r}")
+    loss = math.log(p) - math.log(q)
+    pld = DiscretePLD.from_atoms([-loss, 0.0, loss], [q, (k - 2) * q, p])
+    label = f"grr(eps={loss:.6g}, k={k})"
+    return PrivacyAccount([(Step(label, 0.0, pld, None, (abs(loss), 0.0)), 1)])
+
+
+def unary_encoding_from(p: float, q: float) -> PrivacyAccount:
+    """One unary-encoding report (SUE / OUE, Wang et al. 2017) with bit probabilities p and q.
+
+    Bit v is 1 with probability p when the input is v, q otherwise; the bits are independent.
+    Inputs x and x' differ on exactly two bits, so the worst (and every) pair's PLD is that of
+    Bern(p) against Bern(q) composed with Bern(q) against Bern(p); it is symmetric.
+    """
+    p = check_positive(p, "p")
+    q = check_positive(q, "q")
+    if not q < p < 1:
+        raise ValueError(f"unary encoding needs 0 < q < p < 1; got p={p!r}, q={q!r}")
+    own = DiscretePLD.from_distributions([1 - p, p], [1 - q, q])
+    other = DiscretePLD.from_distributions([1 - q, q], [1 - p, p])
+    pld = own.compose(other)
+    label = f"ue(p={p:.6g}, q={q:.6g})"
+    return PrivacyAccount([(Step(label, 0.0, pld, None, (pld.max_loss, 0.0)), 1)])
+
+
+def _probability_vector(value: npt.ArrayLike, field: str) -> FloatArray:
+    arr = np.asarray(value, dtype=np.float64).ravel()
+    if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{field} must be non-negative finite probabilities; got {value!r}")
+    total = float(arr.sum())
+    if abs(total - 1) > 1e-9:
+        raise ValueError(f"{field} must sum to 1; got a sum of {total!r}")
+    return arr
+
+
+def _symmetric_step(pld: DiscretePLD, label: str) -> PrivacyAccount:
+    claim = (pld.max_loss, 0.0) if pld.inf_mass == 0 else None
+    return PrivacyAccount([(Step(label, 0.0, pld, None, claim), 1)])
