@@ -26,7 +26,7 @@ class Budget:
     delta: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, allow_zero=True))
         object.__setattr__(self, "delta", check_delta(self.delta))
 
     def met_by(self, account: PrivacyAccount) -> bool:
