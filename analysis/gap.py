@@ -1,9 +1,10 @@
 """The utility gap: what the local model costs against a trusted central curator.
 
-REFERENCE.md section 6. One histogram over k items, n users, one item each, the same epsilon:
+docs/math/central-and-shuffle.md. One histogram over k items, n users, one item each, the same
+epsilon:
 
 - **LDP**: the per-item variance of the frequency estimate, its f-independent term
-  ``mechanism.variance_per_user() / n`` (Var*/n; the mechanism's own number, section 0).
+  ``mechanism.variance_per_user() / n`` (Var*/n; the mechanism's own number).
 - **Central Laplace** on the true histogram, n public: noise Lap(Delta_1/epsilon) per count, so
   Var[f_v] = 2 Delta_1^2 / (n^2 epsilon^2). Neighbouring datasets differ by one user changing
   value (``replace``, Delta_1 = 2: one count -1, another +1), giving 8/(n^2 eps^2); ``add-remove``
@@ -37,6 +38,7 @@ import numpy.typing as npt
 
 from analysis.estimation import FrequencyEstimate
 from analysis.shuffle import ShuffleBound, shuffle_bound
+from client_sdk.mechanisms._validation import check_epsilon
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
 from client_sdk.mechanisms.registry import mechanism_from_config
@@ -80,14 +82,6 @@ def _check_n(n: Any) -> int:
     return int(n)
 
 
-def _check_epsilon(epsilon: Any) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)):
-        raise ValueError(f"epsilon must be a positive finite number; got {epsilon!r}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a positive finite number; got {epsilon!r}")
-    return float(epsilon)
-
-
 def _frequency_oracle(mechanism: Mechanism) -> FrequencyOracle:
     if not isinstance(mechanism, FrequencyOracle):
         raise ValueError(
@@ -114,14 +108,14 @@ def ldp_variance(mechanism: Mechanism, n: int) -> float:
 
 def central_laplace_variance(epsilon: float, n: int, neighbouring: str = "replace") -> float:
     """Var[f_v] of the central Laplace histogram: 2 (Delta_1/epsilon)^2 / n^2."""
-    scale = laplace_sensitivity(neighbouring) / _check_epsilon(epsilon)
+    scale = laplace_sensitivity(neighbouring) / check_epsilon(epsilon)
     return 2.0 * scale * scale / _check_n(n) ** 2
 
 
 def central_gaussian_sigma(epsilon: float, delta: float, neighbouring: str = "replace") -> float:
     """The analytic Gaussian mechanism's sigma on the counts (Balle & Wang 2018)."""
     return analytic_gaussian_sigma(
-        _check_epsilon(epsilon), delta, gaussian_sensitivity(neighbouring)
+        check_epsilon(epsilon), delta, gaussian_sensitivity(neighbouring)
     )
 
 
@@ -144,7 +138,7 @@ def users_needed(
 
     n_L = Var*/alpha^2 (LDP), n_C = sqrt(2) Delta_1/(epsilon alpha) (central Laplace: the
     standard deviation sqrt(2) Delta_1/(epsilon n) of the count over n) and sigma/alpha (central
-    Gaussian). REFERENCE.md section 6: epsilon = 1, alpha = 1e-3 give n_L = 3.68e6 (OUE) against
+    Gaussian). At epsilon = 1, alpha = 1e-3 these give n_L = 3.68e6 (OUE) against
     n_C = 1.4e3 (add-remove).
     """
     oracle = _frequency_oracle(mechanism)
@@ -290,9 +284,7 @@ def run_central_laplace(
 ) -> FloatArray:
     """The central Laplace mechanism on a true histogram: frequencies (n public)."""
     c = _true_counts(counts)
-    noisy = c + rng.laplace(
-        0.0, laplace_sensitivity(neighbouring) / _check_epsilon(epsilon), c.size
-    )
+    noisy = c + rng.laplace(0.0, laplace_sensitivity(neighbouring) / check_epsilon(epsilon), c.size)
     return np.asarray(noisy / c.sum(), dtype=np.float64)
 
 
@@ -323,7 +315,7 @@ class EmpiricalGap:
 
     ``*_mse`` are observed (the LDP one from the estimate given, the central ones averaged over
     ``repetitions`` runs of the central mechanism); ``*_expected`` are the exact expectations
-    (for LDP the fixed-population variance averaged over items, section 0).
+    (for LDP the fixed-population variance averaged over items).
     """
 
     n: int

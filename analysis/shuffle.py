@@ -2,8 +2,8 @@
 
 n users each send one report from an epsilon0-LDP randomizer; a shuffler strips who sent what.
 Feldman, McMillan, Talwar, "Hiding among the clones: a simple and nearly optimal analysis of
-privacy amplification by shuffling", FOCS 2021 (REFERENCE.md section 8), bound the central
-(epsilon, delta) of the shuffled reports against datasets that differ in one user's data:
+privacy amplification by shuffling", FOCS 2021 (docs/math/central-and-shuffle.md), bound the
+central (epsilon, delta) of the shuffled reports against datasets that differ in one user's data:
 
 - **Closed form** (their Theorem 3.1): if epsilon0 <= ln(n / (16 ln(2/delta))), then
 
@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from client_sdk.mechanisms._validation import check_delta, check_epsilon
+
 __all__ = [
     "ShuffleBound",
     "clone_delta",
@@ -41,15 +43,10 @@ __all__ = [
 
 
 def _check(epsilon0: float, n: int, delta: float) -> tuple[float, int, float]:
-    if isinstance(epsilon0, bool) or not (isinstance(epsilon0, (int, float)) and epsilon0 > 0):
-        raise ValueError(f"epsilon0 must be a positive number; got {epsilon0!r}")
-    if not math.isfinite(epsilon0):
-        raise ValueError(f"epsilon0 must be finite; got {epsilon0!r}")
+    epsilon0 = check_epsilon(epsilon0, "epsilon0")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer; got {n!r}")
-    if isinstance(delta, bool) or not (isinstance(delta, (int, float)) and 0 < delta < 1):
-        raise ValueError(f"delta must be in (0, 1); got {delta!r}")
-    return float(epsilon0), int(n), float(delta)
+    return epsilon0, int(n), check_delta(delta, allow_zero=False)
 
 
 def closed_form_condition(n: int, delta: float) -> float:

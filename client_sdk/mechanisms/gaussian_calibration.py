@@ -1,7 +1,7 @@
 """Calibrating the Gaussian mechanism: the analytic calibration and the textbook one.
 
 Balle & Wang, "Improving the Gaussian mechanism for differential privacy: analytical calibration
-and optimal denoising", ICML 2018 (REFERENCE.md section 5): adding N(0, sigma^2) to a function of
+and optimal denoising", ICML 2018 (docs/math/numeric.md): adding N(0, sigma^2) to a function of
 L2 sensitivity D is (epsilon, delta)-DP **if and only if**
 
     Phi(D/(2 sigma) - epsilon sigma/D) - e^epsilon Phi(-D/(2 sigma) - epsilon sigma/D) <= delta.
@@ -20,8 +20,9 @@ relative precision down to delta around 1e-300.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
+
+from client_sdk.mechanisms._validation import check_delta, check_epsilon, check_positive
 
 __all__ = [
     "analytic_gaussian_delta",
@@ -70,33 +71,13 @@ def log_normal_cdf(x: float) -> float:
     return -0.5 * x * x - math.log(-x) - _LOG_SQRT_2PI + math.log(series)
 
 
-def _check_positive(value: Any, field: str, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{field} must be a positive finite number; got {value!r}")
-    number = float(value)
-    ok = number >= 0 if allow_zero else number > 0
-    if not (math.isfinite(number) and ok):
-        bound = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{field} must be a {bound} finite number; got {value!r}")
-    return number
-
-
-def _check_delta(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"delta must be a number in (0, 1); got {value!r}")
-    number = float(value)
-    if not (math.isfinite(number) and 0 < number < 1):
-        raise ValueError(f"delta must be in (0, 1); got {value!r}")
-    return number
-
-
 def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
     """The smallest delta for which N(0, sigma^2) noise on sensitivity ``sensitivity`` is
     (epsilon, delta)-DP: Phi(D/(2s) - e s/D) - e^e Phi(-D/(2s) - e s/D) (Balle & Wang 2018,
     Theorem 8). ``epsilon`` may be 0."""
-    s = _check_positive(sigma, "sigma")
-    eps = _check_positive(epsilon, "epsilon", allow_zero=True)
-    d = _check_positive(sensitivity, "sensitivity")
+    s = check_positive(sigma, "sigma")
+    eps = check_epsilon(epsilon, allow_zero=True)
+    d = check_positive(sensitivity, "sensitivity")
     a = d / (2.0 * s) - eps * s / d
     b = -d / (2.0 * s) - eps * s / d
     log_a = log_normal_cdf(a)
@@ -129,9 +110,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     the condition true at the upper end, which is returned, so the condition holds exactly (as
     evaluated) at the result.
     """
-    eps = _check_positive(epsilon, "epsilon")
-    target = _check_delta(delta)
-    d = _check_positive(sensitivity, "sensitivity")
+    eps = check_epsilon(epsilon)
+    target = check_delta(delta, allow_zero=False)
+    d = check_positive(sensitivity, "sensitivity")
 
     def holds(s: float) -> bool:
         return analytic_gaussian_delta(s, eps, d) <= target
@@ -154,9 +135,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
     """The smallest epsilon (to a relative 1e-12, rounded up) that N(0, sigma^2) noise on
     sensitivity ``sensitivity`` gives at ``delta`` (0 when delta is already met at epsilon 0)."""
-    s = _check_positive(sigma, "sigma")
-    target = _check_delta(delta)
-    d = _check_positive(sensitivity, "sensitivity")
+    s = check_positive(sigma, "sigma")
+    target = check_delta(delta, allow_zero=False)
+    d = check_positive(sensitivity, "sensitivity")
 
     def holds(eps: float) -> bool:
         return analytic_gaussian_delta(s, eps, d) <= target
@@ -179,9 +160,9 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) ->
 def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """The textbook sigma = Delta sqrt(2 ln(1.25/delta)) / epsilon (Dwork & Roth 2014,
     Theorem A.1), valid only for epsilon < 1; kept for comparison with the analytic one."""
-    eps = _check_positive(epsilon, "epsilon")
-    target = _check_delta(delta)
-    d = _check_positive(sensitivity, "sensitivity")
+    eps = check_epsilon(epsilon)
+    target = check_delta(delta, allow_zero=False)
+    d = check_positive(sensitivity, "sensitivity")
     if eps >= 1.0:
         raise ValueError(
             "the classic Gaussian calibration is valid only for epsilon < 1 (Dwork & Roth 2014, "

@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
+from client_sdk.mechanisms._validation import check_finite as check_finite
+from client_sdk.mechanisms._validation import check_positive as check_positive
 from client_sdk.mechanisms.base import FloatArray
 
 MAX_DIM = 1 << 16
 """The largest vector dimension a numeric mechanism accepts."""
-
-
-def check_finite(value: Any, field: str) -> float:
-    """A finite real number (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{field} must be a finite number; got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{field} must be a finite number; got {value!r}")
-    return number
-
-
-def check_positive(value: Any, field: str) -> float:
-    """A finite, strictly positive real number."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{field} must be a positive finite number; got {value!r}")
-    number = float(value)
-    if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{field} must be a positive finite number; got {value!r}")
-    return number
 
 
 def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
