@@ -15,13 +15,16 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_config_keys
+from client_sdk.mechanisms.memoization import Chain, MixtureChain, generic_column_profile
+from client_sdk.mechanisms.simplex import project_simplex
 from client_sdk.randomness import RandomSource
 
 Reports = npt.NDArray[Any]
@@ -73,6 +76,57 @@ class AggregateStatistic:
     __hash__ = None  # type: ignore[assignment]
 
 
+ChannelMap = Callable[[FloatArray], FloatArray]
+"""A linear map applied on the last axis of an array (rows are independent)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EMChannel:
+    """How the EM of ``analysis.postprocess`` sees a frequency oracle (docs/math/postprocessing.md).
+
+    ``observe`` maps a statistic to the output distribution EM fits; ``forward`` maps input
+    distributions over the k items to output distributions (theta A) and ``backward`` maps a
+    function of the outputs back to the inputs (A r). ``kind`` is ``"exact"`` when these are the
+    mechanism's true channel and its statistic is the output histogram (the multinomial bootstrap
+    then draws from ``forward``), and ``"support-count approximation"`` otherwise. ``diagonal``
+    is (p, q) when the channel is p I + q (J - I): its MLE then has a closed form.
+    """
+
+    kind: Literal["exact", "support-count approximation"]
+    k: int
+    forward: ChannelMap
+    backward: ChannelMap
+    observe: Callable[[AggregateStatistic], FloatArray]
+    diagonal: tuple[float, float] | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.kind == "exact"
+
+    @classmethod
+    def diagonal_form(
+        cls,
+        kind: Literal["exact", "support-count approximation"],
+        k: int,
+        p: float,
+        q: float,
+        observe: Callable[[AggregateStatistic], FloatArray],
+    ) -> EMChannel:
+        """The k x k channel p I + q (J - I), applied in O(k) per row without building it."""
+
+        def apply(x: FloatArray) -> FloatArray:
+            return q * x.sum(axis=-1, keepdims=True) + (p - q) * x
+
+        return cls(kind, k, apply, apply, observe, (p, q))  # symmetric: forward = backward
+
+
+def histogram_observation(statistic: AggregateStatistic) -> FloatArray:
+    """The output distribution of a statistic that is an output histogram (counts / n)."""
+    if statistic.n <= 0:
+        raise ValueError("cannot fit EM to zero reports")
+    return np.asarray(statistic.counts, dtype=np.float64).ravel() / statistic.n
+
+
 class Mechanism(abc.ABC):
     """What every mechanism offers, categorical or numeric.
 
@@ -88,6 +142,10 @@ class Mechanism(abc.ABC):
     index), a number or vector (``"number"``), or any string (``"string"``, estimated against
     candidates). Campaign validation, the client and the estimators dispatch on it, never on a
     mechanism's name."""
+
+    memoizes_itself: ClassVar[bool] = False
+    """True for a mechanism with its own memoization (RAPPOR, dBitFlip, 1BitMean): it cannot
+    also take the ``"longitudinal"`` wrapper."""
 
     # ---- configuration -------------------------------------------------------------------
 
@@ -213,9 +271,32 @@ class FrequencyOracle(Mechanism, Provenance):
 
     value_kind: ClassVar[Literal["category", "number", "string"]] = "category"
 
+    resolved_shape: ClassVar[str | None] = None
+    """The shape parameter this oracle resolves from its epsilon when the config omits it (OLH's
+    ``g``, SS's ``d``, HR's ``blocks``); the longitudinal factory resolves it for the composed
+    chain instead when that is better."""
+
     @property
     def privacy_epsilon(self) -> float:
         return self.epsilon
+
+    # ---- memoization (docs/math/memoization.md) -----------------------------------------------
+
+    def memoization_chain(self, target: Fraction) -> Chain:
+        """The instantaneous step that memoizes this oracle, at one-report ratio ``target``.
+
+        By default the mixture chain, which fits every oracle; oracles with a tighter chain
+        (randomized response, local hashing, unary encoding) override this.
+        """
+        return MixtureChain(self, target)
+
+    def mixture_column_profile(self) -> tuple[Fraction, Fraction, bool]:
+        """(R, M, exact) of the worst output column for the mixture chain: R = hi/lo, M = mean/lo.
+
+        By default the bound that holds for every epsilon-LDP channel (``exact`` False);
+        oracles that know their columns (subset selection, Hadamard response) override it.
+        """
+        return generic_column_profile(self)
 
     # ---- the pure-protocol parameters (implemented values, not the intended ones) ----------
 
@@ -267,6 +348,41 @@ class FrequencyOracle(Mechanism, Provenance):
         """
         f = np.asarray(frequencies, dtype=np.float64)
         return (self.variance_per_user() + f * self.frequency_coefficient()) / n
+
+    def standard_errors(self, statistic: AggregateStatistic) -> FloatArray:
+        """Standard errors of ``estimate_frequencies(statistic)``: sqrt(variance(n, f~)).
+
+        The plug-in f~ for the unknown true frequencies is the Euclidean projection of the raw
+        estimate onto the probability simplex (``project_simplex``; docs/math/postprocessing.md).
+        It is a distribution, so every sum of frequencies the variance uses (HR's block masses,
+        the total of 1 behind the f-coefficient) stays consistent with the data. The raw
+        estimate clipped to [0, 1] is not: at large k the noise of the many small items adds up
+        (about 7 instead of 1 over HR's single block at k = 1024, eps = 1), which doubled HR's
+        standard errors and inflated GRR's by 9%. The collector and ``analysis`` both use this.
+        """
+        frequencies = self.estimate_frequencies(statistic)
+        plug_in = project_simplex(frequencies)[0]
+        variance = self.variance(statistic.n, plug_in)
+        return np.asarray(np.sqrt(np.maximum(variance, 0.0)), dtype=np.float64)
+
+    def em_channel(self) -> EMChannel:
+        """The channel EM fits: by default the support-count approximation.
+
+        The approximation of multi-freq-ldpy (Arcolezi et al.) treats the normalised support
+        counts as the output of the channel p* I + q* (J - I). Mechanisms whose exact channel has
+        a compact form override this (GRR, Hadamard response).
+        """
+
+        def observe_support(statistic: AggregateStatistic) -> FloatArray:
+            support = np.asarray(self.support_from_statistic(statistic), dtype=np.float64)
+            total = support.sum()
+            if total <= 0:
+                raise ValueError("no report supports any item: nothing for EM to fit")
+            return support / total
+
+        return EMChannel.diagonal_form(
+            "support-count approximation", self.k, self.p_star, self.q_star, observe_support
+        )
 
     def total_variance(self, n: int = 1) -> float:
         """E||f - f_true||^2 at the uniform distribution: [k Var* + coefficient] / n.

@@ -19,7 +19,14 @@ import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
 from client_sdk.mechanisms._wire import parse_int_payloads
-from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
+from client_sdk.mechanisms.base import (
+    EMChannel,
+    FloatArray,
+    FrequencyOracle,
+    Reports,
+    WireFormatError,
+    histogram_observation,
+)
 from client_sdk.randomness import (
     RandomSource,
     bernoulli,
@@ -78,6 +85,12 @@ class GRR(FrequencyOracle):
 
     def support_counts(self, reports: Reports) -> npt.NDArray[np.int64]:
         return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.k).astype(np.int64)
+
+    def em_channel(self) -> EMChannel:
+        """Exact: the statistic is the output histogram and the channel is p* I + q* (J - I)."""
+        return EMChannel.diagonal_form(
+            "exact", self.k, self.p_star, self.q_star, histogram_observation
+        )
 
     def channel_matrices(self) -> Iterator[FloatArray]:
         if self.k > MAX_ENUMERATED_K:

@@ -55,6 +55,7 @@ against row r) moves it into the wanted half, a bijection, so it stays uniform t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
@@ -68,10 +69,12 @@ from client_sdk.mechanisms._validation import check_epsilon, check_int, check_va
 from client_sdk.mechanisms._wire import parse_int_payloads
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
+    EMChannel,
     FloatArray,
     FrequencyOracle,
     Reports,
     WireFormatError,
+    histogram_observation,
 )
 from client_sdk.randomness import (
     RandomSource,
@@ -90,22 +93,38 @@ MAX_ENUMERATED_K = 4096
 MAX_ENUMERATED_OUTPUTS = 1 << 16
 
 
+MATRIX_FWHT_MAX = 1 << 14
+"""Float transforms up to this length are two small matrix products (see :func:`fwht`)."""
+
+
 def fwht(values: npt.ArrayLike) -> npt.NDArray[Any]:
     """Fast Walsh-Hadamard transform along the last axis (Sylvester order, unnormalized).
 
     ``out[..., r] = sum_o (-1)^popcount(r & o) * values[..., o]``; the last axis must have a
-    power-of-two length. O(K log K) per row with log2 K vectorized butterfly passes. Integer
-    inputs are transformed exactly in int64, others in float64.
+    power-of-two length. Integer inputs are transformed exactly in int64 with log2 K vectorized
+    butterfly passes, O(K log K) per row. Float inputs (float64) of length K <= 2^14 use
+    H_K = H_L (x) H_R (Kronecker, Sylvester order, L R = K): with the last axis reshaped to
+    (L, R) the transform is H_L X H_R, two small BLAS products, several times faster than the
+    butterflies when EM transforms a few rows thousands of times; longer ones use butterflies.
+
+    >>> fwht([1, 0, 0, 0]).tolist(), fwht([0.0, 1.0]).tolist()
+    ([1, 1, 1, 1], [1.0, -1.0])
     """
     array = np.asarray(values)
     exact = array.dtype == np.bool_ or np.issubdtype(array.dtype, np.integer)
-    out: npt.NDArray[Any] = np.array(array, dtype=np.int64 if exact else np.float64, copy=True)
-    if out.ndim == 0:
+    if array.ndim == 0:
         raise ValueError("fwht needs at least one axis")
-    size = out.shape[-1]
+    size = array.shape[-1]
     if size < 1 or size & (size - 1):
         raise ValueError(f"the last axis must have a power-of-two length; got {size}")
-    lead = out.shape[:-1]
+    lead = array.shape[:-1]
+    if not exact and size <= MATRIX_FWHT_MAX:
+        bits = size.bit_length() - 1
+        left, right = 1 << (bits // 2), 1 << (bits - bits // 2)
+        square = np.asarray(array, dtype=np.float64).reshape(*lead, left, right)
+        product = _sylvester(left) @ square @ _sylvester(right)
+        return np.asarray(product, dtype=np.float64).reshape(*lead, size)
+    out: npt.NDArray[Any] = np.array(array, dtype=np.int64 if exact else np.float64, copy=True)
     half = 1
     while half < size:
         view = out.reshape(*lead, size // (2 * half), 2, half)
@@ -115,6 +134,15 @@ def fwht(values: npt.ArrayLike) -> npt.NDArray[Any]:
         np.subtract(top, bottom, out=bottom)
         half *= 2
     return out
+
+
+@functools.lru_cache(maxsize=32)
+def _sylvester(size: int) -> FloatArray:
+    """The Sylvester Hadamard matrix H_size, H[r, o] = (-1)^popcount(r & o), read-only."""
+    index = np.arange(size, dtype=np.int64)
+    matrix = np.where(_parity(index[:, None] & index[None, :]), -1.0, 1.0)
+    matrix.flags.writeable = False
+    return matrix
 
 
 def _parity(values: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
@@ -151,6 +179,7 @@ class HR(FrequencyOracle):
     """
 
     name: ClassVar[str] = "hr"
+    resolved_shape: ClassVar[str | None] = "blocks"
     epsilon: float
     k: int
     blocks: int | None = None
@@ -207,6 +236,33 @@ class HR(FrequencyOracle):
     @cached_property
     def _item_row(self) -> npt.NDArray[np.int64]:
         return np.arange(self.k, dtype=np.int64) % (self.block_size - 1) + 1
+
+    def fewest_holders(self) -> int:
+        """The least c in [1, k-1] such that some output lies in exactly c symbols' half-sets.
+
+        A block holding m symbols gives them rows 1..m of H_b (``_item_row``); output offset o
+        lies in the half-set of row r iff H_b[r, o] = +1, so the count at o is
+        (m + sum_{r <= m} H_b[r, o]) / 2: one FWHT of the rows' indicator per block size.
+        """
+        k, b = self.k, self.block_size
+        fewest = k
+        for rows in set(np.bincount(self._item_block).tolist()):
+            indicator = np.zeros(b, dtype=np.int64)
+            indicator[1 : rows + 1] = 1
+            counts = (rows + fwht(indicator)) // 2
+            useful = counts[(counts >= 1) & (counts <= k - 1)]
+            if useful.size:
+                fewest = min(fewest, int(useful.min()))
+        if fewest >= k:
+            raise ValueError("no output of the Hadamard response separates two inputs")
+        return fewest
+
+    def mixture_column_profile(self) -> tuple[Fraction, Fraction, bool]:
+        """Exact: R = alpha/beta, and M = (c R + k - c)/k for c = ``fewest_holders``."""
+        alpha, beta = self._levels
+        high = Fraction(alpha) / Fraction(beta)
+        fewest = self.fewest_holders()
+        return high, (fewest * high + self.k - fewest) / self.k, True
 
     # ---- implemented probabilities ---------------------------------------------------------
 
@@ -337,6 +393,45 @@ class HR(FrequencyOracle):
         part of n Var[f_v] averaged at the uniform distribution (block masses included; for the
         basic form it is the textbook (e^eps+1)^2/(e^eps-1)^2)."""
         return (self.total_variance(1) - self.frequency_coefficient()) / self.k
+
+    def em_channel(self) -> EMChannel:
+        """The exact channel on the output histogram, applied with fast Walsh-Hadamard transforms.
+
+        With the layout above (symbol x owns row r_x of H_b in block j_x; P(y|x) = alpha on its
+        half-set, beta elsewhere), [y = (c, o) in C_x] = [c = j_x] (1 + H_b[r_x, o]) / 2, so
+
+            (theta A)(c, o) = beta sum(theta) + (alpha - beta)/2 (F_c + FWHT(theta~_c)[o])
+            (A r)_x         = beta sum(r) + (alpha - beta)/2 (R_{j_x} + FWHT(r_{j_x})[r_x])
+
+        where theta~_c places block c's frequencies at their rows and F_c, R_c are block sums:
+        about O(K log K) per row instead of the dense O(k K). The tests check both maps against
+        ``channel_matrices()``.
+        """
+        alpha, beta = (float(level) for level in self._levels)
+        b, blocks = self.block_size, self.num_blocks
+        block_of, row_of = self._item_block, self._item_row
+        half = (alpha - beta) / 2.0
+
+        def forward(theta: FloatArray) -> FloatArray:
+            lead = theta.shape[:-1]
+            placed = np.zeros((*lead, blocks, b))
+            placed[..., block_of, row_of] = theta
+            spectrum = fwht(placed)
+            spectrum += placed.sum(axis=-1, keepdims=True)
+            out = beta * theta.sum(axis=-1)[..., None, None] + half * spectrum
+            return np.asarray(out.reshape(*lead, blocks * b), dtype=np.float64)
+
+        def backward(ratio: FloatArray) -> FloatArray:
+            lead = ratio.shape[:-1]
+            blocked = ratio.reshape(*lead, blocks, b)
+            spectrum = fwht(blocked)
+            totals = blocked.sum(axis=-1)
+            picked = spectrum[..., block_of, row_of] + totals[..., block_of]
+            return np.asarray(
+                beta * ratio.sum(axis=-1, keepdims=True) + half * picked, dtype=np.float64
+            )
+
+        return EMChannel("exact", self.k, forward, backward, histogram_observation)
 
     # ---- exact privacy ---------------------------------------------------------------------
 
