@@ -62,6 +62,7 @@ class CollectorProcess:
         token: str | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         extra_args: Sequence[str] = (),
+        create: bool = True,
     ) -> None:
         self.db = os.fspath(db)
         self.workers = workers
@@ -69,6 +70,7 @@ class CollectorProcess:
         self.token = token or secrets.token_urlsafe(32)
         self.log_dir = Path(log_dir) if log_dir is not None else Path(self.db).parent
         self.extra_args = list(extra_args)
+        self.create = create  # pass --create (serve refuses to create a database otherwise)
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
         self._starts = 0
@@ -98,6 +100,7 @@ class CollectorProcess:
             "--workers",
             str(self.workers),
             "--no-access-log",
+            *(["--create"] if self.create else []),
             *self.extra_args,
         ]
         env = {**os.environ, "LDP_ADMIN_TOKEN": self.token}

@@ -49,6 +49,7 @@ PROBLEM_TYPES: dict[str, str] = {
         "unprocessable",  # 422: e.g. no estimator for this mechanism, batch below minimum
         "rate-limited",  # 429 (with Retry-After): uploads above LDP_RATE_LIMIT
         "overloaded",  # 503 (with Retry-After): the database is busy beyond its timeout
+        "database-unavailable",  # 503 (with Retry-After): deleted, replaced or read-only database
         "internal-error",  # 500: a bug; no known bad input reaches it
     )
 }

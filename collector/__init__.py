@@ -13,7 +13,8 @@ from typing import Any
 from flask import Flask
 
 from client_sdk._version import __version__
-from collector.ratelimit import TokenBucket
+from collector.dbguard import file_identity
+from collector.ratelimit import UploadLimiter
 from collector.settings import load_settings
 from collector.storage import Storage
 
@@ -40,9 +41,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         synchronous=app.config["SYNCHRONOUS"],
     ):
         pass  # creates the file and applies pending migrations
+    app.extensions["ldp_db_identity"] = file_identity(app.config["DB"])
     if app.config["RATE_LIMIT"] > 0:
-        app.extensions["ldp_rate_limit"] = TokenBucket(
-            app.config["RATE_LIMIT"], app.config["RATE_BURST"] or app.config["MAX_BATCH"]
+        app.extensions["ldp_rate_limit"] = UploadLimiter(
+            app.config["RATE_LIMIT"],
+            app.config["RATE_BURST"] or app.config["MAX_BATCH"],
+            per_bucket=app.config["RATE_PER_BUCKET"],
         )
     web.init_app(app)
     problems.register_error_handlers(app)

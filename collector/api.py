@@ -3,23 +3,51 @@ export. Views parse and validate, then call ``collector.storage``."""
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request, url_for
 
+from client_sdk.protocol import problem_type
+from collector.dbguard import DatabaseReplaced
 from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_campaign, summarize
 from collector.ingest import validate_batch
 from collector.problems import Problem
-from collector.storage import CampaignConflict
-from collector.web import get_storage, query_int, read_json, require_admin, storage_opener
+from collector.ratelimit import RATE_BUCKET_HEADER
+from collector.storage import CampaignConflict, StorageBusy
+from collector.web import (
+    ensure_same_database,
+    get_storage,
+    query_int,
+    read_json,
+    require_admin,
+    storage_opener,
+)
 
 bp = Blueprint("api", __name__, url_prefix="/v1")
+logger = logging.getLogger(__name__)
 
 NDJSON_MEDIA_TYPE = "application/x-ndjson"
 NEXT_CURSOR_HEADER = "Ldp-Next-Cursor"
 _UPLOAD_FIELDS = {"config_id", "reports"}
+
+
+def export_error_line(error: Exception) -> str:
+    """The last line of an export that failed mid-way: ``{"error": <problem document>}``."""
+    busy = isinstance(error, (StorageBusy, sqlite3.OperationalError, DatabaseReplaced))
+    status, slug = (503, "database-unavailable") if busy else (500, "internal-error")
+    problem = {
+        "type": problem_type(slug),
+        "title": "Export interrupted",
+        "status": status,
+        "detail": "the export failed before its last row; fetch this page again "
+        "(rows already received are valid)",
+    }
+    return json.dumps({"error": problem}, separators=(",", ":")) + "\n"
 
 
 @bp.get("/campaigns")
@@ -74,15 +102,6 @@ def upload_reports(name: str) -> dict[str, Any]:
             f"a batch holds at most {cap} reports (LDP_MAX_BATCH); got {len(reports)}",
             max_batch=cap,
         )
-    limiter = current_app.extensions.get("ldp_rate_limit")
-    wait = limiter.take(len(reports)) if limiter is not None and reports else 0.0
-    if limiter is not None and wait > 0:
-        raise Problem(
-            429,
-            "rate-limited",
-            f"the collector admits {limiter.rate:g} reports per second; retry later",
-            headers={"Retry-After": str(max(1, math.ceil(wait)))},
-        )
     storage = get_storage()
     campaign = storage.get_campaign(name)
     if config_id != campaign.config_id:
@@ -94,10 +113,23 @@ def upload_reports(name: str) -> dict[str, Any]:
             config_id=campaign.config_id,
         )
     batch = validate_batch(campaign.mechanism, reports)
+    # Charged after validation: junk, unknown campaigns and stale configs cost no tokens, so a
+    # flood of them cannot starve honest uploads (collector.ratelimit).
+    limiter = current_app.extensions.get("ldp_rate_limit")
+    if limiter is not None and batch.rows:
+        wait = limiter.take(len(batch.rows), request.headers.get(RATE_BUCKET_HEADER))
+        if wait > 0:
+            raise Problem(
+                429,
+                "rate-limited",
+                f"the collector admits {limiter.rate:g} reports per second; retry later",
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},
+            )
     accepted = duplicate = 0
     if batch.rows or batch.rejections:
         result = storage.insert_reports(name, batch.rows, rejected=batch.rejected_by_code())
         accepted, duplicate = result.accepted, result.duplicate
+        ensure_same_database()  # committed to a file that is gone is not acknowledged: 503
     return {
         "accepted": accepted,
         "duplicate": duplicate,
@@ -143,13 +175,21 @@ def export_reports(name: str) -> Response:
     opener = storage_opener()
 
     def lines() -> Iterator[str]:
-        # Its own connection: the stream outlives the request's storage handle.
-        with opener() as storage:
-            for chunk in storage.export_rows(page):
-                # Payloads are stored as compact JSON text already: no re-encoding.
-                yield "".join(
-                    f'{{"id":"{report_id}","payload":{payload}}}\n' for report_id, payload in chunk
-                )
+        # Its own connection: the stream outlives the request's storage handle. The status
+        # line is sent before the first row is read, so a failure mid-way cannot change it:
+        # the stream then ends with one {"error": <problem>} line instead of just stopping,
+        # and a reader can tell a cut export from a complete one.
+        try:
+            with opener() as storage:
+                for chunk in storage.export_rows(page):
+                    # Payloads are stored as compact JSON text already: no re-encoding.
+                    yield "".join(
+                        f'{{"id":"{report_id}","payload":{payload}}}\n'
+                        for report_id, payload in chunk
+                    )
+        except Exception as error:
+            logger.exception("export of campaign %r failed mid-stream", name)
+            yield export_error_line(error)
 
     response = Response(lines(), mimetype=NDJSON_MEDIA_TYPE)
     response.headers[NEXT_CURSOR_HEADER] = str(page.cursor)

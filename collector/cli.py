@@ -1,13 +1,15 @@
 """``ldp-collector``: serve the collector under gunicorn, initialise a database, create campaigns.
 
-    ldp-collector serve --db collector.db --host 127.0.0.1 --port 8000 --workers 2
     ldp-collector init-db --db collector.db
+    ldp-collector serve --db collector.db --host 127.0.0.1 --port 8000 --workers 2
     ldp-collector campaign create --file campaign.json --db collector.db
 
-``serve`` needs the admin token in the environment variable ``LDP_ADMIN_TOKEN`` and refuses to
-start without one. It prints ``ldp-collector: serving http://HOST:PORT ...`` on stdout once the
-socket listens (``--port 0`` picks a free port). The access log carries no client address, user
-agent or timestamp: only the request line, status, size and duration.
+``serve`` opens a database that ``init-db`` made (or creates one with ``--create``) and serves
+it with gthread workers (``collector.server``). It needs the admin token in the environment
+variable ``LDP_ADMIN_TOKEN`` and refuses to start without one. It prints ``ldp-collector:
+serving http://HOST:PORT ...`` on stdout once the socket listens (``--port 0`` picks a free
+port). The access log carries no client address, user agent or timestamp: only the request
+line, status, size and duration; the error log carries no address either.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from collector.server import LOGGER_CLASS, WORKER_CLASS
 from collector.settings import ENV_PREFIX
 from collector.storage import CampaignConflict, Storage
 
@@ -29,6 +32,7 @@ ACCESS_LOG_FORMAT = '"%(r)s" %(s)s %(b)s %(M)sms'
 ``%(a)s`` (user agent), ``%(t)s`` (time) or forwarded-for headers."""
 
 MIN_ADMIN_TOKEN_LENGTH = 16
+DEFAULT_THREADS = 4
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,12 +42,22 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="serve the HTTP API under gunicorn")
-    serve.add_argument("--db", required=True, help="SQLite database (created if missing)")
+    serve.add_argument(
+        "--db", required=True, help="SQLite database (made by init-db, or by --create)"
+    )
+    serve.add_argument(
+        "--create",
+        action="store_true",
+        help="create the database if it does not exist (default: refuse; run init-db first)",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (0: a free one; default 8000)")
     serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     serve.add_argument(
-        "--threads", type=int, default=1, help="threads per worker (>1 uses gthread workers)"
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"threads per gthread worker (default {DEFAULT_THREADS})",
     )
     serve.add_argument("--timeout", type=int, default=30, help="worker timeout in seconds")
     serve.add_argument(
@@ -121,6 +135,13 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in [0, 65535]; got {args.port}")
 
+    if not args.create and _is_new_database(args.db):
+        raise ValueError(
+            f"no collector database at {args.db}: create it with `ldp-collector init-db --db "
+            f"{args.db}` (or pass --create); serve never creates one silently, so a lost "
+            "database is noticed instead of replaced by an empty one"
+        )
+
     from collector import create_app
 
     app = create_app({"DB": args.db, "ADMIN_TOKEN": token})  # migrates once, in the master
@@ -129,7 +150,8 @@ def _serve(args: argparse.Namespace) -> int:
         "bind": f"{host}:{args.port}",
         "workers": args.workers,
         "threads": args.threads,
-        "worker_class": "gthread" if args.threads > 1 else "sync",
+        "worker_class": WORKER_CLASS,  # gthread: slow clients cannot stall it
+        "logger_class": LOGGER_CLASS,  # no client address in any log line
         "timeout": args.timeout,
         "preload_app": True,
         "accesslog": None if args.no_access_log else "-",
@@ -141,6 +163,14 @@ def _serve(args: argparse.Namespace) -> int:
     }
     _GunicornApp(app, options).run()
     return 0
+
+
+def _is_new_database(path: str) -> bool:
+    """No file, or an empty one (what ``sqlite3.connect`` leaves behind)."""
+    try:
+        return os.path.getsize(path) == 0
+    except FileNotFoundError:
+        return True
 
 
 def _announce(args: argparse.Namespace) -> Any:

@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app
 
+from collector.dbguard import write_probe
 from collector.problems import Problem
 from collector.web import get_storage
 
@@ -29,16 +30,29 @@ def healthz() -> dict[str, Any]:
 
 @bp.get("/readyz")
 def readyz() -> dict[str, Any]:
-    """Readiness: the database opens with the current schema and its write lock can be taken."""
+    """Readiness: the database is the file the app opened, has the current schema, and takes a
+    real committed write (``collector.dbguard.write_probe``), not only its write lock."""
+    storage = get_storage()  # 503 database-unavailable if the file was deleted or replaced
+    retry_after = {"Retry-After": str(current_app.config["RETRY_AFTER"])}
     try:
-        get_storage().check_writable()
-    except (sqlite3.Error, OSError, RuntimeError) as error:
-        retry_after = str(current_app.config["RETRY_AFTER"])
+        write_probe(storage.db.conn)
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error).lower() or "busy" in str(error).lower():
+            raise Problem(
+                503, "overloaded", f"the database is busy: {error}", headers=retry_after
+            ) from None
         raise Problem(
             503,
-            "overloaded",
+            "database-unavailable",
             f"the database is not writable: {error}",
-            headers={"Retry-After": retry_after},
+            headers=retry_after,
+        ) from None
+    except (sqlite3.Error, OSError) as error:
+        raise Problem(
+            503,
+            "database-unavailable",
+            f"the database is not writable: {error}",
+            headers=retry_after,
         ) from None
     return {"status": "ready"}
 

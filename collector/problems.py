@@ -14,6 +14,7 @@ from flask import Flask, Response, json
 from werkzeug.exceptions import HTTPException
 
 from client_sdk.protocol import problem_type
+from collector.dbguard import DatabaseReplaced
 from collector.storage import CampaignNotFound, StorageBusy
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ _TITLES = {
     "unsupported-media-type": "Unsupported media type",
     "unprocessable": "Unprocessable request",
     "overloaded": "Service overloaded",
+    "database-unavailable": "Database unavailable",
     "rate-limited": "Too many reports",
     "internal-error": "Internal server error",
 }
@@ -111,6 +113,17 @@ def register_error_handlers(app: Flask) -> None:
             "overloaded",
             f"the database is busy; retry after {retry_after} s",
             headers={"Retry-After": retry_after},
+        )
+
+    @app.errorhandler(DatabaseReplaced)
+    def _replaced(error: DatabaseReplaced) -> Response:
+        logger.error("refusing requests: %s; restart the collector on the right file", error)
+        return problem_response(
+            503,
+            "database-unavailable",
+            "the collector's database file was deleted or replaced; nothing is acknowledged "
+            "until an operator restarts it",
+            headers={"Retry-After": str(app.config["RETRY_AFTER"])},
         )
 
     @app.errorhandler(HTTPException)

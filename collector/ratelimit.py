@@ -1,4 +1,4 @@
-"""Overload protection for uploads: a token bucket of reports per second, per worker process.
+"""Overload protection for uploads: token buckets of reports per second, per worker process.
 
 ``LDP_RATE_LIMIT`` (reports per second, 0 = off, the default) refills the bucket; it holds at
 most ``LDP_RATE_BURST`` reports (default: one full batch, ``LDP_MAX_BATCH``). An upload that
@@ -6,14 +6,32 @@ would take more reports than the bucket holds is answered ``429`` with ``Retry-A
 seconds until enough have refilled) and stores nothing; the SDK's retry policy honours it.
 Under gunicorn every worker has its own bucket, so the collector admits about ``workers`` times
 the rate: set the per-worker rate accordingly.
+
+Only well-formed reports of an upload to an existing campaign with its current ``config_id``
+are charged (after validation): junk, unknown campaigns and stale configs cost nothing, so an
+unauthenticated flood of them cannot make honest uploads wait.
+
+``LDP_RATE_PER_BUCKET`` (0 = off) adds one bucket per client-chosen key, sent in the
+``Ldp-Rate-Bucket`` header (for example a random key per app install, or per tenant): one
+chatty client then waits alone, without the collector ever seeing or keeping an address. The
+key is only held in memory as a keyed hash (a per-process random key), at most
+``MAX_TRACKED_BUCKETS`` of them, least recently used first out. A client that rotates keys is
+still held by the global bucket; the per-bucket one is fairness, not a defence.
 """
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import math
+import secrets
 import threading
 import time
 from collections.abc import Callable
+
+RATE_BUCKET_HEADER = "Ldp-Rate-Bucket"
+MAX_TRACKED_BUCKETS = 10_000
+MAX_BUCKET_KEY_LENGTH = 128
 
 
 class TokenBucket:
@@ -48,3 +66,48 @@ class TokenBucket:
                 self._tokens -= needed
                 return 0.0
             return (needed - self._tokens) / self.rate
+
+
+class UploadLimiter:
+    """The global bucket plus, optionally, one bucket per client key (``Ldp-Rate-Bucket``)."""
+
+    def __init__(
+        self,
+        rate: float,
+        burst: float,
+        *,
+        per_bucket: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = float(rate)
+        self.burst = float(burst)
+        self.per_bucket = float(per_bucket)
+        self._clock = clock
+        self._global = TokenBucket(rate, burst, clock=clock)
+        self._buckets: collections.OrderedDict[bytes, TokenBucket] = collections.OrderedDict()
+        self._key = secrets.token_bytes(32)
+        self._lock = threading.Lock()
+
+    def take(self, amount: int, key: str | None = None) -> float:
+        """Charge ``amount`` reports to the client's bucket (if keyed), then to the global one;
+        0 when admitted, else the seconds to wait (nothing is taken from the global bucket)."""
+        if self.per_bucket > 0 and key:
+            wait = self._bucket(key).take(amount)
+            if wait > 0:
+                return wait
+        return self._global.take(amount)
+
+    def _bucket(self, key: str) -> TokenBucket:
+        digest = hashlib.blake2b(
+            key[:MAX_BUCKET_KEY_LENGTH].encode("utf-8", "replace"), key=self._key, digest_size=16
+        ).digest()
+        with self._lock:
+            bucket = self._buckets.get(digest)
+            if bucket is None:
+                bucket = TokenBucket(self.per_bucket, self.burst, clock=self._clock)
+                self._buckets[digest] = bucket
+                if len(self._buckets) > MAX_TRACKED_BUCKETS:
+                    self._buckets.popitem(last=False)
+            else:
+                self._buckets.move_to_end(digest)
+            return bucket

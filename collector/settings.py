@@ -19,6 +19,8 @@ variable                      meaning                                           
 ``LDP_MAX_EXPORT_LIMIT``      largest ``limit`` of one export page              100000
 ``LDP_RATE_LIMIT``            reports per second per worker (more: 429), 0=off  0
 ``LDP_RATE_BURST``            most reports admitted at once by the rate limit   LDP_MAX_BATCH
+``LDP_RATE_PER_BUCKET``       reports per second per ``Ldp-Rate-Bucket`` key    0
+                              (needs LDP_RATE_LIMIT), 0=off
 ============================  ================================================  ==============
 """
 
@@ -95,6 +97,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "MAX_EXPORT_LIMIT": (100_000, _positive_int),
     "RATE_LIMIT": (0.0, _non_negative_float),
     "RATE_BURST": (None, _optional_positive_int),
+    "RATE_PER_BUCKET": (0.0, _non_negative_float),
 }
 """Setting name -> (default, validator)."""
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 
 from flask import Flask, current_app, g, request
 
+from collector.dbguard import check_identity
 from collector.problems import Problem
 from collector.storage import Storage
 
@@ -37,8 +38,15 @@ def storage_opener() -> Callable[[], Storage]:
     )
 
 
+def ensure_same_database() -> None:
+    """Raise ``DatabaseReplaced`` (answered 503) if the database file was deleted or replaced
+    since the app opened it (``collector.dbguard``)."""
+    check_identity(current_app.config["DB"], current_app.extensions["ldp_db_identity"])
+
+
 def get_storage() -> Storage:
-    """This request's storage, on ``flask.g``.
+    """This request's storage, on ``flask.g``, after checking that the database file is still
+    the one the app opened (a deleted or replaced file answers 503, never an acknowledgment).
 
     The connection behind it is kept open per worker thread and reused across requests:
     closing the last connection to a WAL database checkpoints and deletes the WAL (an fsync
@@ -46,6 +54,7 @@ def get_storage() -> Storage:
     gunicorn worker never inherits its master's connection.
     """
     if "storage" not in g:
+        ensure_same_database()
         local = current_app.extensions["ldp_storage"]
         storage = getattr(local, "storage", None)
         if storage is None or local.pid != os.getpid():
@@ -157,7 +166,7 @@ def read_json() -> Any:
     charset = request.mimetype_params.get("charset", "utf-8").lower()
     if charset not in ("utf-8", "utf8"):
         raise Problem(415, "unsupported-media-type", f"charset must be utf-8; got {charset!r}")
-    raw = request.get_data(cache=False)
+    raw = _read_body()
     try:
         return json.loads(
             raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
@@ -168,6 +177,35 @@ def read_json() -> Any:
         raise Problem(400, "malformed-request", "the body is nested too deeply") from None
     except ValueError as error:  # JSONDecodeError, huge integers, NaN/Infinity
         raise Problem(400, "malformed-request", f"the body is not valid JSON: {error}") from None
+
+
+def _read_body() -> bytes:
+    """The raw body, refused with 413 above ``MAX_CONTENT_LENGTH`` whatever its framing.
+
+    With a ``Content-Length``, werkzeug refuses an oversized body before reading it. A chunked
+    body has no length, and werkzeug then silently cuts it at the limit (a valid prefix would be
+    accepted): read one byte past the limit from the raw stream instead, and refuse if it came.
+    """
+    if request.content_length is not None:
+        return request.get_data(cache=False)
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    stream = request.environ["wsgi.input"]
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(1 << 16, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise Problem(
+            413,
+            "payload-too-large",
+            f"request body larger than {limit} bytes (MAX_CONTENT_LENGTH)",
+            max_content_length=limit,
+        )
+    return b"".join(chunks)
 
 
 def query_int(name: str, default: int, *, minimum: int, maximum: int) -> int:

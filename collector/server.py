@@ -1,0 +1,145 @@
+"""How ``ldp-collector serve`` runs gunicorn: the worker class, its error pages and its logs.
+
+* **Workers survive slow clients.** gunicorn's ``sync`` worker reads one connection at a time,
+  so two idle sockets held open by a client stall every other request (health probes included)
+  until the timeout. :class:`ProblemWorker` is gunicorn's threaded worker (``gthread``): idle
+  and keep-alive connections wait in a selector without holding a thread, and ``--threads``
+  requests are served at once per process. In production, put a buffering reverse proxy in
+  front as well (docs/collector.md, "Operations").
+* **Errors stay problem+json.** Requests that gunicorn itself refuses before the app sees them
+  (a bad request line, method or header name, a too-long line or header, a bad chunk) were
+  answered with gunicorn's HTML page; :meth:`ProblemWorker.handle_error` answers the same
+  status as an RFC 9457 problem document instead.
+* **No client address in any log.** gunicorn logs ``Invalid request from ip=...`` at warning
+  level; the override logs the error without it, and :class:`PrivateLogger` removes anything
+  that looks like an IP address from every error and access log line as a second guard.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+from typing import Any
+
+from gunicorn.glogging import Logger
+from gunicorn.http import errors
+from gunicorn.workers.gthread import ThreadWorker
+
+from client_sdk.protocol import problem_type
+
+__all__ = ["LOGGER_CLASS", "WORKER_CLASS", "PrivateLogger", "ProblemWorker", "redact_addresses"]
+
+WORKER_CLASS = "collector.server.ProblemWorker"
+LOGGER_CLASS = "collector.server.PrivateLogger"
+
+# gunicorn's parser errors -> (status, reason phrase); anything else is the app's fault (500).
+_ErrorKinds = type[BaseException] | tuple[type[BaseException], ...]
+_CLIENT_ERRORS: tuple[tuple[_ErrorKinds, int, str], ...] = (
+    (errors.LimitRequestLine, 414, "URI Too Long"),
+    (errors.LimitRequestHeaders, 431, "Request Header Fields Too Large"),
+    (errors.ExpectationFailed, 417, "Expectation Failed"),
+    (errors.UnsupportedTransferCoding, 501, "Not Implemented"),
+    (errors.ForbiddenProxyRequest, 403, "Forbidden"),
+    (errors.ConfigurationProblem, 500, "Internal Server Error"),
+    (
+        (
+            errors.InvalidRequestLine,
+            errors.InvalidRequestMethod,
+            errors.InvalidHTTPVersion,
+            errors.InvalidHeader,
+            errors.InvalidHeaderName,
+            errors.InvalidProxyLine,
+            errors.InvalidSchemeHeaders,
+            errors.ObsoleteFolding,
+            errors.InvalidChunkSize,
+            errors.ChunkMissingTerminator,
+            errors.InvalidChunkExtension,
+            errors.InvalidH2CPreface,
+        ),
+        400,
+        "Bad Request",
+    ),
+)
+_SLUGS = {400: "malformed-request", 414: "malformed-request", 431: "malformed-request"}
+
+
+def classify(error: BaseException) -> tuple[int, str]:
+    """The status and reason phrase gunicorn's own handler would answer for ``error``."""
+    for kinds, status, reason in _CLIENT_ERRORS:
+        if isinstance(error, kinds):
+            return status, reason
+    return 500, "Internal Server Error"
+
+
+def problem_bytes(status: int, reason: str, detail: str) -> bytes:
+    """A complete ``Connection: close`` HTTP/1.1 response carrying a problem document."""
+    slug = _SLUGS.get(status) or ("internal-error" if status == 500 else None)
+    body = json.dumps(
+        {
+            "type": problem_type(slug) if slug else "about:blank",
+            "title": reason,
+            "status": status,
+            "detail": detail,
+        }
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/problem+json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+def _detail(error: BaseException, status: int) -> str:
+    if status == 500:
+        return "an internal error occurred"
+    # The parser's message names the offending part; bound it and keep it printable.
+    text = str(error).encode("ascii", "backslashreplace").decode("ascii")
+    text = text if len(text) <= 200 else text[:197] + "..."
+    return f"gunicorn refused the request: {text}"
+
+
+class ProblemWorker(ThreadWorker):  # type: ignore[misc]
+    """gunicorn's ``gthread`` worker whose own error responses are problem+json, logged
+    without the client's address."""
+
+    def handle_error(self, req: Any, client: socket.socket, addr: Any, exc: BaseException) -> None:
+        status, reason = classify(exc)
+        if status == 500:
+            self.log.exception("error handling a request")
+        else:
+            self.log.info("refused a request with %s: %s", status, type(exc).__name__)
+        try:
+            client.sendall(problem_bytes(status, reason, _detail(exc, status)))
+        except OSError:
+            self.log.debug("failed to send an error response")
+
+
+_IPV4 = r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])"
+_IPV6 = r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"
+_ADDRESS = re.compile(f"{_IPV4}|{_IPV6}")
+
+
+def redact_addresses(text: str) -> str:
+    """``text`` with every IPv4 or IPv6 address replaced by ``<address>``."""
+    return _ADDRESS.sub("<address>", text)
+
+
+class _RedactAddresses(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_addresses(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+class PrivateLogger(Logger):  # type: ignore[misc]
+    """gunicorn's logger with IP addresses removed from every error and access log line."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            if not any(isinstance(f, _RedactAddresses) for f in log.filters):
+                log.addFilter(_RedactAddresses())
