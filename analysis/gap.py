@@ -38,10 +38,10 @@ import numpy.typing as npt
 
 from analysis.estimation import FrequencyEstimate
 from analysis.shuffle import ShuffleBound, shuffle_bound
+from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms._validation import check_epsilon
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
-from client_sdk.mechanisms.registry import mechanism_from_config
 
 __all__ = [
     "DEFAULT_DELTA",

@@ -8,9 +8,10 @@ the mechanism's mergeable statistic, with a progress bar on stderr when it is a 
 the campaign is large. A campaign with fewer reports than its ``min_batch_size`` is refused
 (exit status 2, one line naming the campaign, n and the minimum). Categorical campaigns print
 ``{"campaign", "n", "mechanism", "items": [{"value", "frequency", "std_error", "ci_low",
-"ci_high"}], "postprocessing", ...}`` (DESIGN.md); numeric campaigns print the mean with its
-standard error. ``--top N`` lists the N most frequent items with their Bonferroni significance
-(``analysis.heavy_hitters``).
+"ci_high"}], "postprocessing", ...}`` (docs/architecture.md); numeric campaigns print the mean
+with its standard error. ``--top N`` lists the N most frequent items with their Bonferroni
+significance (``analysis.heavy_hitters``). The options are spelled once in
+``analysis.commands._arguments``.
 """
 
 from __future__ import annotations
@@ -27,10 +28,17 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from analysis.commands._arguments import (
+    add_alpha_argument,
+    add_format_argument,
+    add_postprocess_arguments,
+    add_source_arguments,
+    positive_int,
+)
 from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, load_campaign
 from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate, json_safe
 from analysis.heavy_hitters import bonferroni_z, require_min_batch, top_k
-from analysis.postprocess import ALIASES, DEFAULT_REPLICATES, METHODS, postprocess
+from analysis.postprocess import postprocess
 from analysis.rappor import RapporEstimate
 from analysis.rappor import decode as decode_rappor
 from analysis.rappor import format_table as format_rappor_table
@@ -54,68 +62,20 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_source_arguments(parser)
-    parser.add_argument("--format", choices=FORMATS, default="json")
+    add_format_argument(parser, FORMATS)
     add_postprocess_arguments(parser)
     parser.add_argument(
         "--top",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="only the N most frequent items, each tested against zero (Bonferroni over all)",
     )
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=0.05,
+    add_alpha_argument(
+        parser,
         help="family-wise false-positive rate of the --top significance tests (default 0.05)",
     )
     parser.set_defaults(handler=run)
-
-
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """--db, --campaign, --confidence, --chunk-size (shared with ``report``)."""
-    parser.add_argument("--db", required=True, help="the collector's SQLite database")
-    parser.add_argument("--campaign", required=True, help="the campaign's name")
-    parser.add_argument(
-        "--confidence", type=float, default=0.95, help="confidence of the intervals (0.95)"
-    )
-    parser.add_argument(
-        "--chunk-size",
-        type=_positive_int,
-        default=50_000,
-        help="reports read from the database at a time (default 50000)",
-    )
-
-
-def add_postprocess_arguments(parser: argparse.ArgumentParser) -> None:
-    """--postprocess, --replicates, --seed (shared with ``report``)."""
-    parser.add_argument(
-        "--postprocess",
-        choices=[*METHODS, *ALIASES],
-        default="base",
-        help="consistency post-processing (default base: the raw unbiased estimate)",
-    )
-    parser.add_argument(
-        "--replicates",
-        type=_non_negative_int,
-        default=DEFAULT_REPLICATES,
-        help="bootstrap replicates for post-processed intervals (default 200; 0: none)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {text!r}")
-    return value
 
 
 # ---- loading --------------------------------------------------------------------------------

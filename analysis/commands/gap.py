@@ -20,10 +20,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from analysis.commands._arguments import (
+    add_central_arguments,
+    add_database_arguments,
+    add_format_argument,
+)
 from analysis.commands.estimate import json_safe
 from analysis.dataset import count_reports, load_campaign
-from analysis.gap import DEFAULT_DELTA, NEIGHBOURING, users_needed, utility_gap
-from client_sdk.mechanisms.registry import mechanism_from_config
+from analysis.gap import DEFAULT_DELTA, users_needed, utility_gap
+from client_sdk.mechanisms import mechanism_from_config
 
 
 def register(subparsers: Any) -> None:
@@ -38,19 +43,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--mechanism", help="a mechanism config as JSON")
     parser.add_argument("--n", type=int, help="number of users (reports)")
-    parser.add_argument("--db", help="the collector's SQLite database (with --campaign)")
-    parser.add_argument("--campaign", help="take the mechanism and n from this campaign")
-    parser.add_argument(
-        "--delta",
-        type=float,
-        default=DEFAULT_DELTA,
-        help=f"delta of the Gaussian baseline and the shuffle bound (default {DEFAULT_DELTA:g})",
-    )
-    parser.add_argument(
-        "--neighbouring",
-        choices=NEIGHBOURING,
-        default="replace",
-        help="central neighbouring relation: one user changes value (default) or is added/removed",
+    add_database_arguments(parser, required=False)
+    add_central_arguments(
+        parser,
+        delta_help=f"delta of the Gaussian baseline and the shuffle bound (default "
+        f"{DEFAULT_DELTA:g})",
     )
     parser.add_argument(
         "--target-std",
@@ -58,7 +55,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="also give the users each model needs for this standard deviation on a frequency",
     )
-    parser.add_argument("--format", choices=("json", "table"), default="json")
+    add_format_argument(parser, ("json", "table"))
     parser.set_defaults(handler=run)
 
 

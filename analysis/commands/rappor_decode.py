@@ -16,6 +16,11 @@ import json
 import sys
 from typing import Any
 
+from analysis.commands._arguments import (
+    add_alpha_argument,
+    add_confidence_argument,
+    add_format_argument,
+)
 from analysis.rappor import decode_files, format_table
 
 
@@ -35,16 +40,11 @@ def register(subparsers: Any) -> None:
     source.add_argument("--reports", help="CSV client,cohort,rappor (bit k-1 first)")
     source.add_argument("--counts", help="per-cohort counts CSV (sum_bits.py output)")
     parser.add_argument("--candidates", required=True, help="candidate strings, one per line")
-    parser.add_argument("--format", choices=("json", "table"), default="json")
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=0.05,
-        help="family-wise false-positive rate of the Bonferroni tests (default 0.05)",
+    add_format_argument(parser, ("json", "table"))
+    add_alpha_argument(
+        parser, help="family-wise false-positive rate of the Bonferroni tests (default 0.05)"
     )
-    parser.add_argument(
-        "--confidence", type=float, default=0.95, help="confidence of the intervals (0.95)"
-    )
+    add_confidence_argument(parser)
     parser.set_defaults(handler=run)
 
 

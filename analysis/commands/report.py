@@ -14,8 +14,14 @@ import os
 import sys
 from typing import Any
 
-from analysis.commands.estimate import add_postprocess_arguments, add_source_arguments
-from analysis.gap import DEFAULT_DELTA, NEIGHBOURING
+from analysis.commands._arguments import (
+    add_alpha_argument,
+    add_central_arguments,
+    add_format_argument,
+    add_postprocess_arguments,
+    add_source_arguments,
+)
+from analysis.gap import DEFAULT_DELTA
 
 
 def register(subparsers: Any) -> None:
@@ -29,22 +35,18 @@ def register(subparsers: Any) -> None:
     )
     add_source_arguments(parser)
     parser.add_argument("--out", required=True, help="the HTML file to write")
-    add_postprocess_arguments(parser)
-    parser.set_defaults(postprocess="norm-sub")
+    add_postprocess_arguments(parser, default="norm-sub")
     parser.add_argument("--top", type=int, default=20, help="items shown (default 20)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
-    parser.add_argument(
-        "--delta",
-        type=float,
-        default=DEFAULT_DELTA,
-        help=f"delta of the Gaussian baseline, shuffle bound and accounting ({DEFAULT_DELTA:g})",
+    add_alpha_argument(parser, help="significance level (0.05)")
+    add_central_arguments(
+        parser,
+        delta_help=f"delta of the Gaussian baseline, shuffle bound and accounting "
+        f"({DEFAULT_DELTA:g})",
     )
-    parser.add_argument("--neighbouring", choices=NEIGHBOURING, default="replace")
     parser.add_argument("--json", dest="json_path", help="also write the numbers as JSON here")
-    parser.add_argument(
-        "--format",
-        choices=("text", "json"),
-        default="text",
+    add_format_argument(
+        parser,
+        ("text", "json"),
         help="what to print on stdout: a one-line summary (text) or the numbers (json)",
     )
     parser.set_defaults(handler=run)

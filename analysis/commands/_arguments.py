@@ -1,0 +1,115 @@
+"""Argument definitions shared by the ``ldp-analyze`` commands: one spelling of each option.
+
+Each ``add_*`` function adds one option (or one group of options that always go together) with
+its type, default and help; a command module calls the ones it takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from analysis.gap import DEFAULT_DELTA, NEIGHBOURING
+from analysis.postprocess import ALIASES, DEFAULT_REPLICATES, METHODS
+
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_ALPHA = 0.05
+DEFAULT_CHUNK_SIZE = 50_000
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {text!r}")
+    return value
+
+
+def add_database_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """--db and --campaign: a campaign stored in a collector database."""
+    parser.add_argument(
+        "--db",
+        required=required,
+        help="the collector's SQLite database" + ("" if required else " (with --campaign)"),
+    )
+    parser.add_argument(
+        "--campaign",
+        required=required,
+        help="the campaign's name" if required else "take the mechanism and n from this campaign",
+    )
+
+
+def add_confidence_argument(parser: argparse.ArgumentParser) -> None:
+    """--confidence of the intervals."""
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=DEFAULT_CONFIDENCE,
+        help=f"confidence of the intervals ({DEFAULT_CONFIDENCE:g})",
+    )
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """--db, --campaign, --confidence, --chunk-size: a stored campaign, read in chunks."""
+    add_database_arguments(parser)
+    add_confidence_argument(parser)
+    parser.add_argument(
+        "--chunk-size",
+        type=positive_int,
+        default=DEFAULT_CHUNK_SIZE,
+        help=f"reports read from the database at a time (default {DEFAULT_CHUNK_SIZE})",
+    )
+
+
+def add_postprocess_arguments(parser: argparse.ArgumentParser, *, default: str = "base") -> None:
+    """--postprocess, --replicates, --seed: consistency post-processing and its bootstrap."""
+    parser.add_argument(
+        "--postprocess",
+        choices=[*METHODS, *ALIASES],
+        default=default,
+        help=f"consistency post-processing (default {default}; base: the raw unbiased estimate)",
+    )
+    parser.add_argument(
+        "--replicates",
+        type=non_negative_int,
+        default=DEFAULT_REPLICATES,
+        help=f"bootstrap replicates for post-processed intervals (default {DEFAULT_REPLICATES}; "
+        "0: none)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+
+
+def add_format_argument(
+    parser: argparse.ArgumentParser, choices: Sequence[str], *, help: str | None = None
+) -> None:
+    """--format, one of ``choices`` (the first is the default)."""
+    parser.add_argument(
+        "--format",
+        choices=list(choices),
+        default=choices[0],
+        help=help or f"output format (default {choices[0]})",
+    )
+
+
+def add_alpha_argument(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """--alpha: the family-wise false-positive rate of significance tests."""
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=help)
+
+
+def add_central_arguments(parser: argparse.ArgumentParser, *, delta_help: str) -> None:
+    """--delta and --neighbouring: how the central baselines are taken."""
+    parser.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=delta_help)
+    parser.add_argument(
+        "--neighbouring",
+        choices=NEIGHBOURING,
+        default="replace",
+        help="central neighbouring relation: one user changes value (default) or is added/removed",
+    )
