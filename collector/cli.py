@@ -3,6 +3,7 @@
     ldp-collector init-db --db collector.db
     ldp-collector serve --db collector.db --host 127.0.0.1 --port 8000 --workers 2
     ldp-collector campaign create --file campaign.json --db collector.db
+    ldp-collector export --db collector.db --campaign NAME --out DIR [--since DAY] [--until DAY]
 
 ``serve`` opens a database that ``init-db`` made (or creates one with ``--create``) and serves
 it with gthread workers (``collector.server``). It needs the admin token in the environment
@@ -76,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--file", required=True, help="campaign JSON document ('-': stdin)")
     create.add_argument("--db", required=True)
     create.set_defaults(handler=_campaign_create)
+
+    export = commands.add_parser(
+        "export", help="export a campaign's reports to Parquet, partitioned by day"
+    )
+    export.add_argument("--db", required=True, help="the collector's SQLite database")
+    export.add_argument("--campaign", required=True, help="the campaign's name")
+    export.add_argument("--out", required=True, help="export directory (one per campaign and db)")
+    export.add_argument("--since", default=None, metavar="DAY", help="first day (YYYY-MM-DD)")
+    export.add_argument("--until", default=None, metavar="DAY", help="last day (YYYY-MM-DD)")
+    export.set_defaults(handler=_export)
     return parser
 
 
@@ -115,6 +126,19 @@ def _campaign_create(args: argparse.Namespace) -> int:
     print(
         f"campaign {campaign.name!r} {'created' if created else 'already exists (same content)'}",
         file=sys.stderr,
+    )
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from collector.export import export_campaign  # pyarrow: the optional scale extra
+
+    result = export_campaign(args.db, args.campaign, args.out, since=args.since, until=args.until)
+    rate = result.exported / result.seconds if result.seconds > 0 else 0.0
+    print(
+        f"exported {result.exported} reports into {result.files} files "
+        f"({result.skipped} already exported skipped; {result.total_rows} in {result.directory}; "
+        f"{rate:,.0f} reports/s)"
     )
     return 0
 

@@ -5,7 +5,7 @@
 
 Layout of an export directory (one campaign per directory)::
 
-    DIR/campaign.json                    the campaign document (config_id included)
+    DIR/_campaign.json                   the campaign document (config_id included)
     DIR/_manifest.json                   schema version, source, scan cursors, committed files
     DIR/day=YYYY-MM-DD/part-<first seq>-<last seq>.parquet
 
@@ -59,7 +59,8 @@ SCHEMA_VERSION = 1
 """Version of the Parquet schema and of the manifest; readers accept this and older ones."""
 
 MANIFEST = "_manifest.json"
-CAMPAIGN_DOCUMENT = "campaign.json"
+CAMPAIGN_DOCUMENT = "_campaign.json"
+"""Beside the data; a leading ``_`` (like ``_manifest.json``) hides both from Parquet readers."""
 ROW_GROUP_SIZE = 16_384
 """Rows per Parquet row group: small enough that an id-range reader skips most of a file."""
 DEFAULT_CHUNK_SIZE = 200_000
@@ -476,10 +477,10 @@ def _open_manifest(directory: Path, stored: StoredCampaign, source: str) -> Mani
 def _remove_uncommitted(directory: Path, manifest: Manifest) -> None:
     """Delete files an interrupted export left behind (renamed, but not in the manifest)."""
     committed = {f["path"] for f in manifest.files}
-    for path in directory.glob("day=*/*"):
+    for path in [p for day in directory.glob("day=*") for p in day.iterdir()]:
         relative = path.relative_to(directory).as_posix()
         if relative not in committed and (
-            path.name.endswith(".tmp") or _FILE_NAME.fullmatch(path.name)
+            path.name.endswith(".tmp") or _FILE_NAME.fullmatch(path.name) is not None
         ):
             path.unlink()
 
@@ -499,7 +500,7 @@ def _write_file(
     relative = f"day={day}/part-{first_seq:016d}-{last_seq:016d}.parquet"
     path = directory / relative
     path.parent.mkdir(exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
+    temporary = path.with_name("." + path.name + ".tmp")  # hidden from readers until renamed
     pq.write_table(
         table,
         temporary,

@@ -1,0 +1,94 @@
+"""Shards for the scale-out tests: real collector databases filled with randomized reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from client_sdk.mechanisms import Mechanism, mechanism_from_config
+from client_sdk.mechanisms.base import FrequencyOracle
+from client_sdk.mechanisms.rappor import RAPPOR
+from collector.storage import Storage
+
+# One campaign config per registered mechanism name (test_every_registered_mechanism_has_a_config
+# fails when a mechanism is registered without one here), plus memoization around an oracle.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "grr": {"mechanism": "grr", "epsilon": 1.0, "k": 5},
+    "sue": {"mechanism": "sue", "epsilon": 1.0, "k": 6},
+    "oue": {"mechanism": "oue", "epsilon": 1.0, "k": 9},
+    "ss": {"mechanism": "ss", "epsilon": 1.0, "k": 7},
+    "auto": {"mechanism": "auto", "epsilon": 1.0, "k": 16},
+    "blh": {"mechanism": "blh", "epsilon": 1.0, "k": 6},
+    "olh": {"mechanism": "olh", "epsilon": 1.0, "k": 32},
+    "hr": {"mechanism": "hr", "epsilon": 2.0, "k": 12},
+    "rappor": {"mechanism": "rappor", "k": 32, "h": 2, "m": 8, "f": 0.5, "p": 0.25, "q": 0.75},
+    "laplace": {"mechanism": "laplace", "epsilon": 1.0, "lower": 0, "upper": 10},
+    "gaussian": {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-6, "lower": 0, "upper": 10},
+    "duchi": {"mechanism": "duchi", "epsilon": 1.0, "lower": 0, "upper": 10},
+    "piecewise": {"mechanism": "piecewise", "epsilon": 1.0, "lower": 0, "upper": 10},
+    "hybrid": {"mechanism": "hybrid", "epsilon": 1.0, "lower": 0, "upper": 10},
+    "dbitflip": {"mechanism": "dbitflip", "epsilon": 1.0, "k": 5, "d": 2, "memoize": False},
+    "onebitmean": {"mechanism": "onebitmean", "epsilon": 1.0, "lower": 0, "upper": 10},
+    "longitudinal-olh": {
+        "mechanism": "olh",
+        "epsilon": 1.0,
+        "k": 8,
+        "longitudinal": {"epsilon_permanent": 2.0},
+    },
+}
+
+RAPPOR_CANDIDATES = [f"site-{i}" for i in range(6)]
+
+
+def campaign_document(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    mechanism = mechanism_from_config(config)
+    document: dict[str, Any] = {"name": name, "mechanism": config, "min_batch_size": 1}
+    if isinstance(mechanism, FrequencyOracle):
+        document["domain"] = [f"v{i}" for i in range(mechanism.k)]
+    elif isinstance(mechanism, RAPPOR):
+        document["domain"] = RAPPOR_CANDIDATES
+    return document
+
+
+def random_reports(mechanism: Mechanism, n: int, rng: np.random.Generator) -> list[Any]:
+    """Wire payloads of ``n`` randomized reports (fresh devices for memoizing mechanisms)."""
+    if mechanism.value_kind == "category":
+        values: Any = rng.integers(0, getattr(mechanism, "k", 2), n)
+    elif mechanism.value_kind == "number":
+        values = rng.uniform(0.0, 10.0, n)
+    else:
+        values = [RAPPOR_CANDIDATES[i] for i in rng.integers(0, len(RAPPOR_CANDIDATES), n)]
+    independent = getattr(mechanism, "perturb_independent_devices", None) or getattr(
+        mechanism, "simulate_clients", None
+    )
+    if independent is not None:
+        reports = independent(values, rng=rng)
+    else:
+        reports = mechanism.perturb(values, rng=rng)
+    return list(mechanism.to_wire(reports))
+
+
+def report_ids(n: int, rng: np.random.Generator) -> list[str]:
+    return [bytes(row).hex() for row in rng.integers(0, 256, (n, 16), dtype=np.uint8)]
+
+
+def fill(
+    path: Path,
+    document: dict[str, Any],
+    rows: list[tuple[str, Any]],
+    *,
+    days: list[str] | None = None,
+) -> None:
+    """A collector database holding the campaign and these (id, payload) rows, by day."""
+    with Storage(path) as storage:
+        storage.create_campaign(document)
+        encoded = [(i, json.dumps(p, separators=(",", ":"))) for i, p in rows]
+        days = days or ["2026-01-01"]
+        per_day = -(-len(encoded) // len(days))
+        for d, day in enumerate(days):
+            part = encoded[d * per_day : (d + 1) * per_day]
+            if part:
+                storage.insert_reports(document["name"], part, day=day)
