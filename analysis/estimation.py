@@ -1,10 +1,11 @@
 """Streaming estimation with error bars.
 
 Reports are reduced chunk by chunk to the mechanism's mergeable sufficient statistic
-(``Mechanism.aggregate``; DESIGN.md principle 5), so memory stays O(k + chunk) however many reports
+(``Mechanism.aggregate``; docs/architecture.md), so memory stays O(k + chunk) however many reports
 there are. The estimate and its standard errors come from that statistic alone, through the
-mechanism's own debiasing and exact variance (principle 1), so the collector's admin estimate and
-this one can never disagree.
+mechanism's own debiasing and standard errors (``estimate_frequencies`` and ``standard_errors``,
+``mean`` and ``standard_errors``), so the collector's admin estimate and this one can never
+disagree.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ def z_value(confidence: float) -> float:
 class FrequencyEstimate:
     """Estimated frequencies of a categorical campaign, with their error.
 
-    ``std_errors`` come from the mechanism's exact fixed-population variance with the estimate
-    (clipped to [0, 1]) plugged in for the true frequencies; the intervals are normal intervals
-    at ``confidence``. ``postprocessing`` says what was done to the raw unbiased estimate
-    (``"base"``: nothing).
+    ``std_errors`` are the mechanism's ``standard_errors``: its exact fixed-population variance
+    with the estimate projected onto the probability simplex plugged in for the true
+    frequencies; the intervals are normal intervals at ``confidence``. ``postprocessing`` says
+    what was done to the raw unbiased estimate (``"base"``: nothing).
     """
 
     frequencies: FloatArray
@@ -88,9 +89,7 @@ def estimate_frequencies(
     if statistic.n <= 0:
         raise ValueError("cannot estimate from zero reports")
     frequencies = mechanism.estimate_frequencies(statistic)
-    plug_in = np.clip(frequencies, 0.0, 1.0)
-    variance = np.maximum(mechanism.variance(statistic.n, plug_in), 0.0)
-    std_errors = np.sqrt(variance)
+    std_errors = mechanism.standard_errors(statistic)
     z = z_value(confidence)
     return FrequencyEstimate(
         frequencies=frequencies,

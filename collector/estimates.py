@@ -1,6 +1,6 @@
 """The admin estimate: a campaign's stored reports summarised with its mechanism's own debiasing
-and exact variance (``client_sdk``), never with ``analysis`` (DESIGN.md: imports flow device ->
-collector -> analysis).
+and standard errors (``client_sdk``), never with ``analysis`` (docs/architecture.md: imports
+flow device -> collector -> analysis).
 
 :func:`summarize` is the one place that knows how to summarise a mechanism; numeric mechanisms
 are added here as they land. A mechanism it cannot summarise raises :class:`UnsupportedEstimate`
@@ -42,8 +42,8 @@ def summarize(
     """JSON summary of a campaign's statistic, shaped like ``ldp-analyze estimate --format json``.
 
     Frequency oracles: f_v from ``estimate_frequencies`` (Wang et al. 2017, the pure-protocol
-    estimator), standard errors from the exact ``variance(n, f)`` with the estimate clipped to
-    [0, 1] plugged in, and normal intervals at ``confidence``.
+    estimator), the mechanism's ``standard_errors`` (the exact ``variance(n, f)`` with the
+    estimate projected onto the simplex plugged in), and normal intervals at ``confidence``.
 
     Numeric mechanisms: the unbiased ``mean`` of the statistic (sums of per-report unbiased
     estimates), the mechanism's own ``standard_errors`` (s/sqrt(n) from the sample variance,
@@ -60,8 +60,7 @@ def summarize(
     mechanism = campaign.mechanism
     if isinstance(mechanism, FrequencyOracle):
         frequencies = mechanism.estimate_frequencies(statistic)
-        variance = mechanism.variance(statistic.n, np.clip(frequencies, 0.0, 1.0))
-        std_errors = np.sqrt(np.maximum(variance, 0.0))
+        std_errors = mechanism.standard_errors(statistic)
         z = NormalDist().inv_cdf(0.5 + confidence / 2)
         labels = campaign.domain or [str(v) for v in range(mechanism.k)]
         items = [

@@ -30,7 +30,6 @@ from analysis import estimate
 from analysis.gap import utility_gap
 from analysis.postprocess import (
     METHODS,
-    channel_for,
     integer_counts,
     iterative_bayesian_update,
     postprocess,
@@ -99,7 +98,7 @@ def _em_timing(quick: bool) -> None:
         for epsilon in epsilons:
             mechanism = _oracle({"mechanism": name, "epsilon": epsilon, "k": k})
             raw = estimate(mechanism, mechanism.perturb(values, rng=np.random.default_rng(3)))
-            channel = channel_for(mechanism, raw.statistic)
+            channel = mechanism.em_channel()
             observed = channel.observe(raw.statistic)
             timings = []
             for accelerate in (True, False):

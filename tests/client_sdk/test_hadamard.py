@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from client_sdk import mechanism_from_config
-from client_sdk.mechanisms.hadamard import HR, fwht, valid_block_counts
+from client_sdk.mechanisms.hadamard import HR, MATRIX_FWHT_MAX, fwht, valid_block_counts
 from tests import stats
 
 
@@ -35,6 +35,16 @@ def test_fwht_is_the_sylvester_hadamard_product(size: int) -> None:
     np.testing.assert_array_equal(fwht(fwht(values)), size * values)  # H H = K I
     floats = rng.normal(size=size)
     np.testing.assert_allclose(fwht(floats), sylvester(size) @ floats, atol=1e-9)
+
+
+@pytest.mark.parametrize("size", [2048, MATRIX_FWHT_MAX * 2])
+def test_fwht_float_paths_equal_the_exact_integer_transform(size: int) -> None:
+    """Float rows use matrix products up to MATRIX_FWHT_MAX and butterflies beyond it."""
+    values = np.random.default_rng(size).integers(-1000, 1000, (2, 3, size))
+    exact = fwht(values)
+    floats = fwht(values.astype(np.float64))
+    assert floats.dtype == np.float64 and floats.shape == values.shape
+    np.testing.assert_allclose(floats, exact, atol=1e-6)
 
 
 def test_fwht_leaves_its_input_alone_and_refuses_bad_lengths() -> None:
