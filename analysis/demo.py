@@ -10,22 +10,18 @@
 4. Estimates read back from the database (``analysis.dataset`` + ``analysis.estimate``), with
    95% intervals beside the truth, the intervals' coverage and the run time.
 
-``CollectorProcess`` (a collector subprocess you can start, kill and restart) is reused by the
-end-to-end tests and the benchmark.
+The collector runs as ``collector.process.CollectorProcess`` (a collector subprocess you can
+start, kill and restart), which the end-to-end tests and the benchmark use too.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import dataclasses
 import multiprocessing
 import os
-import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,143 +31,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import requests
 
 from client_sdk import TelemetryClient
 from client_sdk.mechanisms import MECHANISMS
+from collector.process import CollectorProcess
 
 CAMPAIGN_NAME = "demo-labels"
 DEFAULT_LABELS = 100
 ZIPF_EXPONENT = 1.1
-
-
-class CollectorProcess:
-    """A real ``ldp-collector serve`` subprocess (gunicorn) on 127.0.0.1.
-
-    ``port=0`` picks a free port; :meth:`restart` reuses the port it got, so clients keep their
-    URL. The process runs in its own session, so :meth:`kill` (SIGKILL) takes the gunicorn
-    master and its workers down together, as a crash of the machine would.
-    """
-
-    def __init__(
-        self,
-        db: str | os.PathLike[str],
-        *,
-        workers: int = 2,
-        port: int = 0,
-        token: str | None = None,
-        log_dir: str | os.PathLike[str] | None = None,
-        extra_args: Sequence[str] = (),
-        create: bool = True,
-    ) -> None:
-        self.db = os.fspath(db)
-        self.workers = workers
-        self.port = port
-        self.token = token or secrets.token_urlsafe(32)
-        self.log_dir = Path(log_dir) if log_dir is not None else Path(self.db).parent
-        self.extra_args = list(extra_args)
-        self.create = create  # pass --create (serve refuses to create a database otherwise)
-        self.process: subprocess.Popen[bytes] | None = None
-        self.url = ""
-        self._starts = 0
-
-    @staticmethod
-    def command() -> list[str]:
-        """The installed ``ldp-collector`` entry point (or the module, if not on disk)."""
-        script = Path(sys.executable).with_name("ldp-collector")
-        if script.exists():
-            return [str(script)]
-        found = shutil.which("ldp-collector")
-        return [found] if found else [sys.executable, "-m", "collector.cli"]
-
-    def start(self, timeout: float = 30.0) -> CollectorProcess:
-        self._starts += 1
-        out = self.log_dir / f"collector-{self._starts}.out"
-        err = self.log_dir / f"collector-{self._starts}.err"
-        args = [
-            *self.command(),
-            "serve",
-            "--db",
-            self.db,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--workers",
-            str(self.workers),
-            "--no-access-log",
-            *(["--create"] if self.create else []),
-            *self.extra_args,
-        ]
-        env = {**os.environ, "LDP_ADMIN_TOKEN": self.token}
-        with open(out, "wb") as stdout, open(err, "wb") as stderr:
-            self.process = subprocess.Popen(
-                args, stdout=stdout, stderr=stderr, env=env, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"the collector exited with {self.process.returncode}: "
-                    f"{err.read_text()[-2000:]}"
-                )
-            for line in out.read_text().splitlines():
-                if line.startswith("ldp-collector: serving http://"):
-                    self.url = line.split()[2]
-                    self.port = int(self.url.rsplit(":", 1)[1])
-            if self.url and self._healthy():
-                return self
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"the collector did not start within {timeout} s: {err.read_text()}")
-
-    def _healthy(self) -> bool:
-        try:
-            return requests.get(f"{self.url}/healthz", timeout=1).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group (master and workers): a crash, no clean-up."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM (gunicorn's graceful shutdown), then SIGKILL if it lingers."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        else:
-            # Workers may outlive a master that is already gone; never leave them behind.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-
-    def restart(self, timeout: float = 30.0) -> CollectorProcess:
-        self.stop()
-        self.url = ""
-        return self.start(timeout)
-
-    def admin(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
-
-    def create_campaign(self, document: dict[str, Any]) -> dict[str, Any]:
-        response = requests.post(
-            f"{self.url}/v1/campaigns", json=document, headers=self.admin(), timeout=30
-        )
-        if response.status_code not in (200, 201):
-            raise RuntimeError(f"campaign creation failed: {response.status_code} {response.text}")
-        return dict(response.json())
-
-    def __enter__(self) -> CollectorProcess:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def zipf_population(
@@ -317,58 +184,48 @@ def run_demo(
 
 
 def print_summary(result: DemoResult, *, top: int = 15, file: Any = None) -> None:
-    """The demo's final summary: the top items beside the truth, coverage, run time.
+    """The demo's final summary: the top items beside the truth, coverage, the gap to the central
+    model, run time (the one place it is printed)."""
+    print("\n".join(summary_lines(result, top=top)), file=file or sys.stdout)
 
-    (The one place the summary is printed: the gap to the central model and the HTML report
-    are added here.)
-    """
-    out = file or sys.stdout
+
+def summary_lines(result: DemoResult, *, top: int = 15) -> list[str]:
+    """The lines of :func:`print_summary`."""
     est = result.estimate
-    print(
+    lines = [
         f"\nmechanism {result.mechanism}  devices {result.devices:,}  stored {result.stored:,}  "
         f"acknowledged {result.acknowledged:,}  ({result.clients} client processes over HTTP)",
-        file=out,
-    )
-    print(f"\n{'item':<10} {'true':>8} {'estimate':>9} {'95% interval':>22}  in", file=out)
-    order = np.argsort(-result.truth)[:top]
-    for index in order:
+        f"\n{'item':<10} {'true':>8} {'estimate':>9} {'95% interval':>22}  in",
+    ]
+    for index in np.argsort(-result.truth)[:top]:
         inside = est.ci_low[index] <= result.truth[index] <= est.ci_high[index]
-        print(
+        lines.append(
             f"{result.labels[index]:<10} {result.truth[index]:>8.4f} {est.frequencies[index]:>9.4f}"
             f"   [{est.ci_low[index]:>8.4f}, {est.ci_high[index]:>8.4f}]  "
-            f"{'yes' if inside else 'NO'}",
-            file=out,
+            f"{'yes' if inside else 'NO'}"
         )
-    print(
+    lines.append(
         f"\ncoverage of the 95% intervals over all {len(result.labels)} items: "
-        f"{result.coverage:.0%}   (median std error {np.median(est.std_errors):.4f})",
-        file=out,
+        f"{result.coverage:.0%}   (median std error {np.median(est.std_errors):.4f})"
     )
     if result.gap is not None:
-        print_gap(result, file=out)
+        lines += gap_lines(result)
     rate = result.stored / result.upload_seconds if result.upload_seconds > 0 else float("nan")
-    print(
+    lines.append(
         f"record + upload {result.upload_seconds:.1f} s ({rate:,.0f} reports/s), "
-        f"total {result.total_seconds:.1f} s",
-        file=out,
+        f"total {result.total_seconds:.1f} s"
     )
     if result.report_path:
-        print(f"report written to {result.report_path}", file=out)
+        lines.append(f"report written to {result.report_path}")
     if result.db_path:
-        print(f"database kept at {result.db_path}", file=out)
+        lines.append(f"database kept at {result.db_path}")
+    return lines
 
 
-def print_gap(result: DemoResult, *, file: Any = None) -> None:
+def gap_lines(result: DemoResult) -> list[str]:
     """The price of locality at this campaign's epsilon and n (analysis.gap)."""
-    out = file or sys.stdout
     gap = result.gap.to_dict()
     seen = result.empirical_gap
-    print(
-        f"\nthe gap to a trusted central curator at the same epsilon ({gap['epsilon']:g}, "
-        f"n = {gap['n']:,}; replacement neighbours; Gaussian at delta {gap['delta']:g}):",
-        file=out,
-    )
-    print(f"{'model':<34} {'std error (exact)':>18} {'RMSE observed':>14}", file=out)
     rows = [
         ("local (this mechanism)", gap["ldp_std_error"], seen.ldp_mse),
         (
@@ -378,25 +235,27 @@ def print_gap(result: DemoResult, *, file: Any = None) -> None:
         ),
         ("central analytic Gaussian", gap["central_gaussian_std_error"], seen.central_gaussian_mse),
     ]
-    for label, exact, mse in rows:
-        print(f"{label:<34} {exact:>18.2e} {mse**0.5:>14.2e}", file=out)
-    print(
+    if gap.get("shuffle_epsilon") is not None:
+        shuffle = (
+            f"shuffled, the same reports are ({gap['shuffle_epsilon']:.3g}, {gap['delta']:g})-DP "
+            "centrally (Feldman, McMillan, Talwar 2021, Thm 3.1)"
+        )
+    else:
+        shuffle = f"shuffle model: {gap.get('shuffle_epsilon_reason', 'no bound')}"
+    return [
+        f"\nthe gap to a trusted central curator at the same epsilon ({gap['epsilon']:g}, "
+        f"n = {gap['n']:,}; replacement neighbours; Gaussian at delta {gap['delta']:g}):",
+        f"{'model':<34} {'std error (exact)':>18} {'RMSE observed':>14}",
+        *(f"{label:<34} {exact:>18.2e} {mse**0.5:>14.2e}" for label, exact, mse in rows),
         f"price of locality: {gap['variance_ratio']:,.0f}x the central Laplace variance; the "
         f"local model needs {gap['ldp_users_for_central_laplace_error']:,.0f} users to match "
         f"the curator's error at n = {gap['n']:,}",
-        file=out,
-    )
-    if gap.get("shuffle_epsilon") is not None:
-        print(
-            f"shuffled, the same reports are ({gap['shuffle_epsilon']:.3g}, {gap['delta']:g})-DP "
-            "centrally (Feldman, McMillan, Talwar 2021, Thm 3.1)",
-            file=out,
-        )
-    else:
-        print(f"shuffle model: {gap.get('shuffle_epsilon_reason', 'no bound')}", file=out)
+        shuffle,
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ldp-demo`` options; their destinations are :func:`run_demo`'s parameters."""
     parser = argparse.ArgumentParser(
         prog="ldp-demo",
         description="End-to-end demo: collector, simulated fleet over HTTP, estimates.",
@@ -413,24 +272,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
     parser.add_argument(
         "--report",
+        dest="report_path",
+        type=_optional_path,
         default="ldp-demo-report.html",
         help="where to write the HTML report (ldp-demo-report.html; '' for none)",
     )
     return parser
 
 
+def _optional_path(text: str) -> str | None:
+    return text or None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        result = run_demo(
-            devices=args.devices,
-            mechanism=args.mechanism,
-            epsilon=args.epsilon,
-            seed=args.seed,
-            clients=args.clients,
-            keep=args.keep,
-            report_path=args.report or None,
-        )
+        result = run_demo(**vars(args))
     except (ValueError, RuntimeError, OSError) as error:
         print(f"ldp-demo: error: {error}", file=sys.stderr)
         return 2

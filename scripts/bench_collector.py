@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import requests
 
-from analysis.demo import CollectorProcess
 from client_sdk.mechanisms import MECHANISMS, mechanism_from_config
+from collector.process import CollectorProcess
 from collector.storage import Storage
 
 BATCH = 500

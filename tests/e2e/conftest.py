@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.demo import CollectorProcess
+from collector.process import CollectorProcess
 
 
 @pytest.fixture(scope="module")

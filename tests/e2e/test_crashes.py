@@ -12,7 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from analysis.demo import CollectorProcess
+from collector.process import CollectorProcess
 from tests.e2e.conftest import stored_ids
 from tests.e2e.workers import read_ids, recording_client, resuming_client, uploading_client
 

@@ -14,8 +14,9 @@ import requests
 
 from analysis import estimate
 from analysis.dataset import count_reports, iter_report_chunks, load_campaign
-from analysis.demo import CollectorProcess, default_mechanism, zipf_population
+from analysis.demo import default_mechanism, zipf_population
 from client_sdk import TelemetryClient
+from collector.process import CollectorProcess
 from tests.e2e.conftest import stored_ids
 from tests.stats import assert_within_z
 
