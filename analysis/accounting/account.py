@@ -23,8 +23,9 @@ How it is computed (docs/math/accounting.md; the step constructors are in
   oracle with an enumerable channel; pure and approximate DP worst cases) carry their exact
   discrete privacy loss distribution (PLD); counts self-compose it by repeated squaring on its
   lattice, and different steps convolve on a common lattice (exact) or, when their losses share
-  none and the support would explode, on a common grid with pessimistic rounding (the loss
-  overestimate is reported as ``loss_rounding``). See ``_pld.py`` for costs.
+  none and the support would explode, on a common grid by a pessimistic "connect the dots"
+  discretisation (its loss overestimate is bounded by ``loss_rounding``; an FFT convolution's
+  round-off allowance is reported as ``delta_slack``). See ``_pld.py`` for costs.
 - A Gaussian part and a discrete part compose *exactly* too: the composed curve is
   delta(eps) = P[L=inf] + sum_j w_j delta_G(eps - l_j), the Gaussian hockey-stick curve
   evaluated at every discrete loss l_j (a finite sum; no discretisation of the Gaussian).
