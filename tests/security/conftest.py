@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from analysis.demo import CollectorProcess
+from collector.process import CollectorProcess
 
 StartCollector = Callable[..., CollectorProcess]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from analysis.demo import CollectorProcess
+from collector.process import CollectorProcess
 from tests.security.conftest import StartCollector, upload
 
 CAMPAIGN = {
