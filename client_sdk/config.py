@@ -2,7 +2,7 @@
 
 A campaign's id is the SHA-256 of its canonical JSON (sorted keys, no whitespace, UTF-8,
 finite numbers only), so a client and the server compute the same id from the same content and
-can never silently disagree on parameters (DESIGN.md principle 2).
+can never silently disagree on parameters (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The upload protocol shared by the SDK and the collector (DESIGN.md, "Collector").
+"""The upload protocol shared by the SDK and the collector (docs/architecture.md).
 
 One definition of what both sides must agree on: the format of a report id, the canonical
 content of a campaign and its ``config_id``, and the RFC 9457 problem ``type`` URIs the SDK
