@@ -28,11 +28,14 @@ and the percentile interval with a one-sided bias correction for ``norm-sub`` an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from analysis.estimation import FrequencyEstimate
 from analysis.postprocess.bootstrap import (
     DEFAULT_REPLICATES,
     SAMPLERS,
     SIMULATION_BUDGET,
+    BootstrapOptions,
     BootstrapResult,
     BootstrapSettings,
     bootstrap_interval,
@@ -54,6 +57,9 @@ from analysis.postprocess.result import PostProcessedEstimate
 from analysis.postprocess.transforms import base, base_pos, norm, norm_sub, project_simplex
 from client_sdk.mechanisms.base import Mechanism
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "ALIASES",
     "BOOTSTRAP_MAX_ITERATIONS",
@@ -65,6 +71,7 @@ __all__ = [
     "METHODS",
     "SAMPLERS",
     "SIMULATION_BUDGET",
+    "BootstrapOptions",
     "BootstrapResult",
     "BootstrapSettings",
     "EMResult",
@@ -94,16 +101,15 @@ def postprocess(
     method: str,
     mechanism: Mechanism | None = None,
     *,
-    replicates: int = DEFAULT_REPLICATES,
-    seed: int = 0,
-    sampler: str = "auto",
     tol: float = DEFAULT_TOLERANCE,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    **options: Unpack[BootstrapOptions],
 ) -> PostProcessedEstimate:
     """Apply one post-processing ``method`` (one of :data:`METHODS`, or ``em``/``ibu``).
 
-    ``mechanism`` defaults to the one the estimate's config describes. ``replicates`` is the
-    number of bootstrap replicates for the intervals (0: no intervals, reported as NaN).
+    ``mechanism`` defaults to the one the estimate's config describes. ``tol`` and
+    ``max_iterations`` are the MLE's; ``options`` the bootstrap's (:class:`BootstrapOptions`:
+    ``replicates``, 0 for no intervals, reported as NaN; ``seed``; ``sampler``).
     """
     name = ALIASES.get(method, method)
     if name == "base":
@@ -111,18 +117,10 @@ def postprocess(
     if name == "base-pos":
         return base_pos(estimate)
     if name == "norm":
-        return norm(estimate, mechanism, replicates=replicates, seed=seed, sampler=sampler)
+        return norm(estimate, mechanism, **options)
     if name == "norm-sub":
-        return norm_sub(estimate, mechanism, replicates=replicates, seed=seed, sampler=sampler)
+        return norm_sub(estimate, mechanism, **options)
     if name == "mle":
-        return mle(
-            estimate,
-            mechanism,
-            tol=tol,
-            max_iterations=max_iterations,
-            replicates=replicates,
-            seed=seed,
-            sampler=sampler,
-        )
+        return mle(estimate, mechanism, tol=tol, max_iterations=max_iterations, **options)
     known = ", ".join([*METHODS, *ALIASES])
     raise ValueError(f"postprocessing method must be one of {known}; got {method!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,17 @@ SIMULATION_BUDGET = 20_000_000
 
 Refit = Callable[[FloatArray, Sequence[AggregateStatistic]], FloatArray]
 """Re-runs a post-processing on bootstrap draws: (raw estimate rows, their statistics) -> rows."""
+
+
+class BootstrapOptions(TypedDict, total=False):
+    """The bootstrap's keyword options, as the post-processing functions take them."""
+
+    replicates: int
+    """How many replicates (default :data:`DEFAULT_REPLICATES`; 0: no intervals, NaN)."""
+    seed: int
+    """The seed of ``numpy.random.default_rng`` (default 0)."""
+    sampler: str
+    """One of :data:`SAMPLERS` (default ``"auto"``; see :func:`parametric_bootstrap`)."""
 
 
 @dataclasses.dataclass(frozen=True)

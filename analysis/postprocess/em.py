@@ -13,19 +13,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from analysis.estimation import FloatArray, FrequencyEstimate
-from analysis.postprocess.bootstrap import (
-    DEFAULT_REPLICATES,
-    BootstrapSettings,
-    with_bootstrap,
-)
+from analysis.postprocess.bootstrap import BootstrapOptions, BootstrapSettings, with_bootstrap
 from analysis.postprocess.result import PostProcessedEstimate, oracle_of, raw_of
 from client_sdk.mechanisms.base import AggregateStatistic, ChannelMap, Mechanism
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_TOLERANCE = 0.01
 """EM stops once the log-likelihood of all reports is certified within this of its maximum."""
@@ -227,9 +226,7 @@ def mle(
     *,
     tol: float = DEFAULT_TOLERANCE,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
-    replicates: int = DEFAULT_REPLICATES,
-    seed: int = 0,
-    sampler: str = "auto",
+    **options: Unpack[BootstrapOptions],
 ) -> PostProcessedEstimate:
     """The maximum-likelihood estimate by iterative Bayesian update (EM); bootstrap intervals.
 
@@ -244,6 +241,7 @@ def mle(
     they run EM warm-started near the estimate, to the looser :data:`BOOTSTRAP_TOLERANCE` and at
     most :data:`BOOTSTRAP_MAX_ITERATIONS` iterations, and ``details["bootstrap_refits"]`` says
     how many met it: at small epsilon EM needs thousands of iterations per replicate otherwise.
+    ``options`` are the bootstrap's (:class:`~analysis.postprocess.bootstrap.BootstrapOptions`).
     """
     raw = raw_of(estimate)
     oracle = oracle_of(raw, mechanism)
@@ -291,7 +289,7 @@ def mle(
         )
         return refits.theta
 
-    settings = BootstrapSettings(replicates, seed, sampler)
+    settings = BootstrapSettings(**options)
     return with_bootstrap(
         raw,
         "mle",

@@ -12,15 +12,23 @@ bootstrap (``analysis.postprocess.bootstrap``; docs/math/postprocessing.md).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from analysis.estimation import FloatArray, FrequencyEstimate
-from analysis.postprocess.bootstrap import DEFAULT_REPLICATES, BootstrapSettings, with_bootstrap
+from analysis.postprocess.bootstrap import (
+    BootstrapOptions,
+    BootstrapSettings,
+    with_bootstrap,
+)
 from analysis.postprocess.result import PostProcessedEstimate, processed, raw_of
-from client_sdk.mechanisms.base import Mechanism
+from client_sdk.mechanisms.base import AggregateStatistic, Mechanism
 from client_sdk.mechanisms.simplex import project_simplex
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["base", "base_pos", "norm", "norm_sub", "project_simplex"]
 
@@ -74,58 +82,60 @@ def base_pos(estimate: FrequencyEstimate) -> PostProcessedEstimate:
 def norm(
     estimate: FrequencyEstimate,
     mechanism: Mechanism | None = None,
-    *,
-    replicates: int = DEFAULT_REPLICATES,
-    seed: int = 0,
-    sampler: str = "auto",
+    **options: Unpack[BootstrapOptions],
 ) -> PostProcessedEstimate:
     """Add the same shift (1 - sum f)/k to every item (NDSS 2020 Norm); bootstrap intervals.
 
-    The intervals are normal around the estimate: Norm is a linear, unbiased map of the raw one.
+    ``details["shift"]`` is the shift. The intervals are normal around the estimate: Norm is a
+    linear, unbiased map of the raw one. ``options`` are the bootstrap's
+    (:class:`~analysis.postprocess.bootstrap.BootstrapOptions`).
     """
-    raw = raw_of(estimate)
-    frequencies, shift = _norm(raw.frequencies)
-    details: dict[str, Any] = {"shift": float(shift)}
-    return with_bootstrap(
-        raw,
-        "norm",
-        frequencies,
-        details,
-        mechanism,
-        lambda rows, _statistics: _norm(rows)[0],
-        BootstrapSettings(replicates, seed, sampler),
-        fitted=None,
-        interval="normal",
-    )
+    return _shifted(estimate, "norm", mechanism, BootstrapSettings(**options))
 
 
 def norm_sub(
     estimate: FrequencyEstimate,
     mechanism: Mechanism | None = None,
-    *,
-    replicates: int = DEFAULT_REPLICATES,
-    seed: int = 0,
-    sampler: str = "auto",
+    **options: Unpack[BootstrapOptions],
 ) -> PostProcessedEstimate:
     """The Euclidean projection onto the simplex (NDSS 2020 Norm-Sub); bootstrap intervals.
 
     ``details["theta"]`` is the shift subtracted from every kept item. The intervals are
-    bias-corrected percentile intervals (``bootstrap_interval``).
+    bias-corrected percentile intervals (``bootstrap_interval``), the replicates drawn from the
+    projected estimate itself. ``options`` are the bootstrap's.
     """
+    return _shifted(estimate, "norm-sub", mechanism, BootstrapSettings(**options))
+
+
+def _shifted(
+    estimate: FrequencyEstimate,
+    method: str,
+    mechanism: Mechanism | None,
+    settings: BootstrapSettings,
+) -> PostProcessedEstimate:
+    """Norm (one shift added to every item) or Norm-Sub (one shift subtracted, then clipped)."""
     raw = raw_of(estimate)
-    frequencies, theta = project_simplex(raw.frequencies)
-    details: dict[str, Any] = {
-        "theta": float(theta),
-        "zeroed_items": int(np.sum(frequencies == 0)),
-    }
+    transform = _norm if method == "norm" else project_simplex
+    frequencies, shift = transform(raw.frequencies)
+    details: dict[str, Any]
+    if method == "norm":
+        details = {"shift": float(shift)}
+        fitted, interval = None, "normal"
+    else:
+        details = {"theta": float(shift), "zeroed_items": int(np.sum(frequencies == 0))}
+        fitted, interval = frequencies, "bias-corrected percentile"
+
+    def refit(rows: FloatArray, _statistics: Sequence[AggregateStatistic]) -> FloatArray:
+        return transform(rows)[0]
+
     return with_bootstrap(
         raw,
-        "norm-sub",
+        method,
         frequencies,
         details,
         mechanism,
-        lambda rows, _statistics: project_simplex(rows)[0],
-        BootstrapSettings(replicates, seed, sampler),
-        fitted=frequencies,
-        interval="bias-corrected percentile",
+        refit,
+        settings,
+        fitted=fitted,
+        interval=interval,
     )
