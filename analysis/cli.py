@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "analysis.commands.dashboard",
     "analysis.commands.estimate",
     "analysis.commands.gap",
     "analysis.commands.rappor_decode",

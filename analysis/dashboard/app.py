@@ -1,0 +1,319 @@
+"""The dashboard's pages and JSON endpoints (a Flask blueprint; :func:`create_app` builds it).
+
+Pages: ``/login`` (form), ``/logout`` (POST), ``/`` (campaign list), ``/campaigns/<name>``.
+Every page is a server-rendered shell; ``static/dashboard.js`` fills it from
+``/api/campaigns`` and ``/api/campaigns/<name>`` and polls them every ``POLL_SECONDS``.
+Everything but ``/login``, ``/healthz`` and ``/static`` needs a signed-in session
+(:mod:`analysis.dashboard.auth`). Responses are ``no-store`` and carry a strict
+Content-Security-Policy: scripts and styles only from this origin, no inline script.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    abort,
+    current_app,
+    g,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as BaseResponse
+
+from analysis.dashboard import auth
+from analysis.dashboard.data import CampaignCache, CampaignState, open_read_only
+from analysis.dashboard.views import render
+from analysis.estimation import json_safe
+from analysis.gap import utility_gap
+from client_sdk.mechanisms.base import FrequencyOracle
+from client_sdk.mechanisms.memoization import is_memoized
+from collector.storage import CampaignNotFound, Storage
+
+__all__ = ["create_app"]
+
+POLL_SECONDS = 2.0
+PUBLIC_ENDPOINTS = {"dashboard.login", "dashboard.healthz", "static"}
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+bp = Blueprint("dashboard", __name__)
+
+
+def create_app(
+    db: str | os.PathLike[str],
+    admin_token: str,
+    *,
+    confidence: float = 0.95,
+    poll_seconds: float = POLL_SECONDS,
+) -> Flask:
+    """The dashboard app over the collector database ``db`` (opened read-only, per request).
+
+    ``admin_token`` is what signs an admin in. Raises ``FileNotFoundError`` when ``db`` does
+    not exist and ``ValueError`` for an empty token or a confidence outside (0, 1).
+    """
+    if not admin_token:
+        raise ValueError("the admin token must not be empty")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    open_read_only(db).close()  # fail now, not at the first request, on a bad database
+    app = Flask(__name__)
+    app.config.update(
+        DB=os.fspath(db),
+        POLL_SECONDS=poll_seconds,
+        MAX_CONTENT_LENGTH=16 * 1024,
+        # Flask's own session is unused (sessions are server-side); a random key per process.
+        SECRET_KEY=secrets.token_bytes(32),
+    )
+    app.extensions["ldp_dashboard"] = {
+        "token": admin_token,
+        "sessions": auth.SessionStore(),
+        "throttle": auth.LoginThrottle(),
+        "cache": CampaignCache(db, confidence=confidence),
+    }
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.register_blueprint(bp)
+    app.after_request(_headers)
+    app.teardown_appcontext(_close_storage)
+    app.register_error_handler(HTTPException, _http_error)
+    return app
+
+
+def _ext() -> dict[str, Any]:
+    return current_app.extensions["ldp_dashboard"]  # type: ignore[no-any-return]
+
+
+def _storage() -> Storage:
+    if "ldp_storage" not in g:
+        g.ldp_storage = open_read_only(current_app.config["DB"])
+    return g.ldp_storage  # type: ignore[no-any-return]
+
+
+def _close_storage(_error: BaseException | None) -> None:
+    storage = g.pop("ldp_storage", None)
+    if storage is not None:
+        storage.close()
+
+
+def _headers(response: Response) -> Response:
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["X-Frame-Options"] = "DENY"
+    return response
+
+
+def _problem(status: int, kind: str, detail: str) -> Response:
+    response = jsonify(
+        {"type": f"about:blank#{kind}", "title": kind, "status": status, "detail": detail}
+    )
+    response.status_code = status
+    response.mimetype = "application/problem+json"
+    return response
+
+
+def _http_error(error: HTTPException) -> Response | tuple[str, int]:
+    status = error.code or 500
+    if request.path.startswith("/api/"):
+        return _problem(
+            status, (error.name or "error").lower().replace(" ", "-"), str(error.description)
+        )
+    return render_template("error.html", status=status, message=error.description), status
+
+
+@bp.before_app_request
+def _require_session() -> BaseResponse | None:
+    session = _ext()["sessions"].get(request.cookies.get(auth.SESSION_COOKIE))
+    g.session = session
+    if session is not None or request.endpoint in PUBLIC_ENDPOINTS:
+        return None
+    if request.path.startswith("/api/"):
+        return _problem(401, "unauthorized", "sign in first")
+    return redirect(url_for("dashboard.login"), code=303)
+
+
+# ---- sign-in ------------------------------------------------------------------------------------
+
+
+@bp.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> BaseResponse:
+    if request.method == "GET" and g.session is not None:
+        return redirect(url_for("dashboard.campaigns"), code=303)
+    error = None
+    status = 200
+    if request.method == "POST":
+        expected_csrf = request.cookies.get(auth.LOGIN_CSRF_COOKIE, "")
+        given_csrf = request.form.get("csrf", "")
+        if _ext()["throttle"].blocked():
+            error, status = "Too many failed sign-ins; wait a minute.", 429
+        elif not expected_csrf or not auth.tokens_equal(given_csrf, expected_csrf):
+            error, status = "The form expired; sign in again.", 400
+        elif auth.tokens_equal(request.form.get("token", ""), _ext()["token"]):
+            session_id, _ = _ext()["sessions"].create()
+            response = redirect(url_for("dashboard.campaigns"), code=303)
+            auth.set_cookie(
+                response, request, auth.SESSION_COOKIE, session_id, auth.SESSION_MAX_SECONDS
+            )
+            response.delete_cookie(auth.LOGIN_CSRF_COOKIE, path="/")
+            return response
+        else:
+            _ext()["throttle"].failed()
+            error, status = "Wrong admin token.", 401
+    csrf = secrets.token_urlsafe(32)
+    response = Response(render_template("login.html", login_csrf=csrf, error=error), status=status)
+    auth.set_cookie(response, request, auth.LOGIN_CSRF_COOKIE, csrf, auth.LOGIN_FORM_SECONDS)
+    return response
+
+
+@bp.post("/logout")
+def logout() -> BaseResponse:
+    if not auth.tokens_equal(request.form.get("csrf", ""), g.session.csrf):
+        return _problem(400, "bad-csrf-token", "the sign-out form's CSRF token does not match")
+    _ext()["sessions"].delete(request.cookies.get(auth.SESSION_COOKIE))
+    response = redirect(url_for("dashboard.login"), code=303)
+    response.delete_cookie(auth.SESSION_COOKIE, path="/", httponly=True, samesite="Strict")
+    return response
+
+
+# ---- pages --------------------------------------------------------------------------------------
+
+
+@bp.get("/")
+def campaigns() -> str:
+    return render_template(
+        "campaigns.html",
+        csrf=g.session.csrf,
+        api=url_for("dashboard.api_campaigns"),
+        poll_ms=int(1000 * current_app.config["POLL_SECONDS"]),
+    )
+
+
+@bp.get("/campaigns/<name>")
+def campaign(name: str) -> str:
+    try:
+        _storage().get_campaign(name)
+    except CampaignNotFound:
+        abort(404, description=f"No campaign named {name!r}.")
+    return render_template(
+        "campaign.html",
+        csrf=g.session.csrf,
+        name=name,
+        api=url_for("dashboard.api_campaign", name=name),
+        poll_ms=int(1000 * current_app.config["POLL_SECONDS"]),
+    )
+
+
+# ---- JSON ---------------------------------------------------------------------------------------
+
+
+@bp.get("/api/campaigns")
+def api_campaigns() -> dict[str, Any]:
+    states = _ext()["cache"].campaigns(_storage())
+    return {"campaigns": [_summary(state) for state in states]}
+
+
+@bp.get("/api/campaigns/<name>")
+def api_campaign(name: str) -> Response | dict[str, Any]:
+    try:
+        state = _ext()["cache"].campaign(_storage(), name)
+    except CampaignNotFound as error:
+        return _problem(404, "campaign-not-found", str(error))
+    except ValueError as error:
+        return _problem(422, "no-estimate", str(error))
+    document = _summary(state)
+    document["privacy"] = privacy_account(state)
+    if not state.released:
+        return document
+    assert state.document is not None
+    document["estimate"] = state.document
+    document["display"] = render(state.document)
+    document["series"] = {
+        "days": sorted(state.days),
+        "reports": [state.days[d] for d in sorted(state.days)],
+    }
+    document["gap"] = central_gap(state)
+    return document
+
+
+def _summary(state: CampaignState) -> dict[str, Any]:
+    """What the campaign list shows; below ``min_batch_size`` only n, no per-day counts."""
+    campaign = state.campaign
+    config = campaign.config
+    days = sorted(state.days)
+    summary: dict[str, Any] = {
+        "name": campaign.name,
+        "url": url_for("dashboard.campaign", name=campaign.name),
+        "mechanism": config.get("mechanism"),
+        "epsilon": campaign.mechanism.privacy_epsilon,
+        "config": config,
+        "n": state.n,
+        "min_batch_size": campaign.min_batch_size,
+        "status": "released" if state.released else "collecting",
+        "created": campaign.created,
+    }
+    if state.released and days:
+        summary["latest_day"] = days[-1]
+        summary["reports_latest_day"] = state.days[days[-1]]
+        summary["reports_per_day"] = state.n / len(days)
+    return summary
+
+
+def privacy_account(state: CampaignState) -> dict[str, Any]:
+    """A campaign's privacy parameters: per report, and for memoized mechanisms epsilon_inf.
+
+    These come from the configuration alone (not from the reports), so they are shown at any n.
+    """
+    mechanism = state.campaign.mechanism
+    account: dict[str, Any] = {
+        "epsilon_per_report": mechanism.privacy_epsilon,
+        "delta_per_report": mechanism.privacy_delta,
+        "memoized": is_memoized(mechanism),
+        "policy": state.campaign.policy,
+    }
+    if account["memoized"]:
+        account["epsilon_inf"] = float(mechanism.epsilon_inf)  # type: ignore[attr-defined]
+    return _finite(account)
+
+
+def central_gap(state: CampaignState) -> dict[str, Any]:
+    """The utility gap to a central curator at this n (``analysis.gap``; frequency oracles)."""
+    mechanism = state.campaign.mechanism
+    if not isinstance(mechanism, FrequencyOracle):
+        return {
+            "available": False,
+            "reason": f"the gap compares histograms; {mechanism.name} is not a frequency oracle",
+        }
+    # shuffle=False: the shuffle bound takes seconds at n = 10^6, too slow for a live view.
+    figures = utility_gap(mechanism, state.n, shuffle=False).to_dict()
+    keys = (
+        "neighbouring",
+        "delta",
+        "ldp_std_error",
+        "central_laplace_std_error",
+        "central_gaussian_std_error",
+        "variance_ratio",
+        "ldp_users_for_central_laplace_error",
+        "central_laplace_users_for_ldp_error",
+    )
+    return _finite({"available": True, **{key: figures[key] for key in keys}})
+
+
+def _finite(document: dict[str, Any]) -> dict[str, Any]:
+    return json_safe(document)  # type: ignore[no-any-return]

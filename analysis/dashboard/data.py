@@ -1,0 +1,203 @@
+"""What the dashboard reads: the collector's database, read-only, summarised incrementally.
+
+The database is opened through ``collector.storage`` (``create=False``: a missing file or an
+out-of-date schema is an error) with SQLite's ``query_only`` pragma on, so no statement of this
+process can write to it while the collector runs beside it.
+
+Each campaign's mergeable statistic (``Mechanism.aggregate``; ``+`` merges) is cached together
+with the last report ``seq`` it has seen, and each refresh adds only the reports stored since
+(:class:`CampaignCache`). Estimating from the statistic is O(k), so an update costs the new
+reports, not the campaign's history. The estimate documents come from ``ldp-analyze estimate``'s
+own functions (:func:`estimate_document`), so the page and the command print the same numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from analysis.commands.estimate import frequency_document, mean_document
+from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate, json_safe
+from analysis.rappor import decode as decode_rappor
+from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle
+from client_sdk.mechanisms.numeric import NumericMechanism
+from client_sdk.mechanisms.rappor import RAPPOR
+from collector.storage import Storage, StoredCampaign
+
+__all__ = [
+    "CampaignCache",
+    "CampaignState",
+    "estimate_document",
+    "open_read_only",
+]
+
+CHUNK_SIZE = 50_000
+
+
+def open_read_only(db: str | os.PathLike[str]) -> Storage:
+    """The collector's database through ``collector.storage``, refusing every write."""
+    storage = Storage(db, create=False)
+    storage.conn.execute("PRAGMA query_only=ON")
+    return storage
+
+
+def estimate_document(
+    campaign: StoredCampaign, statistic: AggregateStatistic, *, confidence: float
+) -> dict[str, Any]:
+    """The ``ldp-analyze estimate --format json`` document of a campaign's statistic.
+
+    Raises ``ValueError`` for a mechanism that has no estimator here (a RAPPOR campaign without
+    a candidate list, or a mechanism the estimate command cannot estimate either).
+    """
+    mechanism = campaign.mechanism
+    if isinstance(mechanism, RAPPOR):
+        if not campaign.domain:
+            raise ValueError(
+                f"campaign {campaign.name!r} uses RAPPOR without a candidate list: decode its "
+                "exported reports with `ldp-analyze rappor-decode --candidates FILE`"
+            )
+        decoded = decode_rappor(mechanism, statistic, list(campaign.domain), confidence=confidence)
+        return json_safe({"campaign": campaign.name, **decoded.to_dict()})  # type: ignore[no-any-return]
+    if not isinstance(mechanism, (FrequencyOracle, NumericMechanism)):
+        raise ValueError(
+            f"campaign {campaign.name!r} uses mechanism {mechanism.name!r}, which has no estimator"
+        )
+    result = estimate(mechanism, statistic, confidence=confidence)
+    if isinstance(result, MeanEstimate):
+        return mean_document(campaign, result)
+    assert isinstance(result, FrequencyEstimate)
+    return frequency_document(campaign, result)
+
+
+@dataclasses.dataclass
+class CampaignState:
+    """One campaign's cached summary: reports per day and the statistic up to ``seq``."""
+
+    campaign: StoredCampaign
+    seq: int = 0
+    days: dict[str, int] = dataclasses.field(default_factory=dict)
+    statistic_seq: int = 0
+    statistic: AggregateStatistic | None = None
+    document: dict[str, Any] | None = None
+    document_seq: int = -1
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def n(self) -> int:
+        return sum(self.days.values())
+
+    @property
+    def released(self) -> bool:
+        """Whether the campaign has reached its ``min_batch_size`` (below it only n is shown)."""
+        return self.n >= self.campaign.min_batch_size
+
+
+class CampaignCache:
+    """Per-campaign summaries of one database, updated from the last report seen.
+
+    Thread-safe: one lock per campaign, so a slow first aggregation of one campaign does not
+    hold up another.
+    """
+
+    def __init__(self, db: str | os.PathLike[str], *, confidence: float = 0.95) -> None:
+        self.db = os.fspath(db)
+        self.confidence = confidence
+        self._states: dict[str, CampaignState] = {}
+        self._lock = threading.Lock()
+
+    def _state(self, campaign: StoredCampaign) -> CampaignState:
+        with self._lock:
+            state = self._states.get(campaign.name)
+            if state is None or state.campaign.config_id != campaign.config_id:
+                state = CampaignState(campaign)
+                self._states[campaign.name] = state
+            return state
+
+    def campaigns(self, storage: Storage) -> list[CampaignState]:
+        """Every campaign with its per-day counts brought up to date (not its statistic)."""
+        states = []
+        for campaign in storage.list_campaigns():
+            state = self._state(campaign)
+            with state.lock:
+                self._update_days(storage, state, _last_seq(storage, campaign.name))
+            states.append(state)
+        return states
+
+    def campaign(self, storage: Storage, name: str) -> CampaignState:
+        """One campaign with its counts, statistic and estimate document up to date.
+
+        ``LookupError`` (``CampaignNotFound``) for an unknown name. Below ``min_batch_size``
+        the statistic is kept up to date but no document is made.
+        """
+        state = self._state(storage.get_campaign(name))
+        with state.lock:
+            upto = _last_seq(storage, name)
+            self._update_days(storage, state, upto)
+            self._update_statistic(storage, state, upto)
+            if state.released and state.document_seq != state.statistic_seq:
+                assert state.statistic is not None
+                state.document = estimate_document(
+                    state.campaign, state.statistic, confidence=self.confidence
+                )
+                state.document_seq = state.statistic_seq
+        return state
+
+    def _update_days(self, storage: Storage, state: CampaignState, upto: int) -> None:
+        if upto < state.seq:  # the database was replaced under us: start again
+            state.seq, state.days, state.statistic_seq, state.statistic = 0, {}, 0, None
+            state.document, state.document_seq = None, -1
+        if upto == state.seq:
+            return
+        for day, count in _day_counts(storage, state.campaign.name, state.seq, upto):
+            state.days[day] = state.days.get(day, 0) + count
+        state.seq = upto
+
+    def _update_statistic(self, storage: Storage, state: CampaignState, upto: int) -> None:
+        mechanism = state.campaign.mechanism
+        if state.statistic is None:
+            state.statistic, state.statistic_seq = mechanism.empty_statistic(), 0
+        if upto == state.statistic_seq:
+            return
+        statistic = state.statistic
+        for chunk in _report_chunks(storage, state.campaign, state.statistic_seq, upto):
+            statistic = statistic + mechanism.aggregate(chunk)
+        state.statistic, state.statistic_seq = statistic, upto
+
+
+# ---- queries ------------------------------------------------------------------------------------
+
+
+def _last_seq(storage: Storage, name: str) -> int:
+    row = storage.conn.execute(
+        "SELECT coalesce(max(seq), 0) FROM reports "
+        "WHERE campaign_id = (SELECT id FROM campaigns WHERE name = ?)",
+        [name],
+    ).fetchone()
+    return int(row[0])
+
+
+def _day_counts(storage: Storage, name: str, after: int, upto: int) -> list[tuple[str, int]]:
+    """Stored reports per UTC day among those with ``after < seq <= upto``."""
+    rows = storage.conn.execute(
+        "SELECT day, count(*) FROM reports "
+        "WHERE campaign_id = (SELECT id FROM campaigns WHERE name = ?) AND seq > ? AND seq <= ? "
+        "GROUP BY day",
+        [name, after, upto],
+    ).fetchall()
+    return [(str(day), int(count)) for day, count in rows]
+
+
+def _report_chunks(
+    storage: Storage, campaign: StoredCampaign, after: int, upto: int
+) -> Iterator[Any]:
+    """The decoded reports with ``after < seq <= upto``, chunk by chunk."""
+    mechanism = campaign.mechanism
+    for rows in storage.iter_payload_chunks(
+        campaign.name, chunk_size=CHUNK_SIZE, after=after, upto=upto
+    ):
+        payloads = json.loads("[" + ",".join(row[2] for row in rows) + "]")
+        yield mechanism.from_wire(payloads)

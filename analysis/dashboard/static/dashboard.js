@@ -1,0 +1,296 @@
+// The dashboard's pages, filled from their JSON endpoint and polled every data-poll-ms.
+// No inline script anywhere (the Content-Security-Policy forbids it): the page says what it is
+// through data- attributes on <main id="page">. Chart renderers are chosen by the chart spec's
+// "type" (analysis/dashboard/views.py makes the specs); a new kind of chart is one more entry
+// in CHARTS.
+"use strict";
+
+(function () {
+  const page = document.getElementById("page");
+  if (!page) return;
+  const api = page.dataset.api;
+  const pollMs = Number(page.dataset.pollMs) || 2000;
+
+  const LABELS = {
+    epsilon_per_report: "epsilon per report",
+    delta_per_report: "delta per report",
+    memoized: "memoized (permanent responses)",
+    epsilon_inf: "epsilon_inf (unlimited reports of one value)",
+    policy: "device policy",
+    neighbouring: "neighbouring datasets",
+    delta: "delta of the Gaussian baseline",
+    ldp_std_error: "LDP standard error (per item)",
+    central_laplace_std_error: "central Laplace standard error",
+    central_gaussian_std_error: "central Gaussian standard error",
+    variance_ratio: "variance ratio LDP / central Laplace",
+    ldp_users_for_central_laplace_error: "users LDP needs for the central error at this n",
+    central_laplace_users_for_ldp_error: "users the central model needs for this error",
+    reason: "not available",
+  };
+
+  function format(value) {
+    if (value === null || value === undefined) return "–";
+    if (typeof value === "boolean") return value ? "yes" : "no";
+    if (typeof value === "number") {
+      if (Number.isInteger(value)) return value.toLocaleString("en");
+      const size = Math.abs(value);
+      if (size !== 0 && (size < 1e-3 || size >= 1e6)) return value.toExponential(3);
+      return value.toFixed(size >= 100 ? 1 : 4);
+    }
+    if (typeof value === "object") return JSON.stringify(value);
+    return String(value);
+  }
+
+  function cell(tag, value, numeric) {
+    const element = document.createElement(tag);
+    element.textContent = format(value);
+    if (numeric) element.className = "num";
+    if (typeof value === "number") element.dataset.value = String(value);
+    return element;
+  }
+
+  function setText(id, value) {
+    const element = document.getElementById(id);
+    if (element) element.textContent = format(value);
+  }
+
+  function fillTable(table, columns, rows) {
+    const head = table.tHead;
+    const body = table.tBodies[0];
+    if (head) {
+      const row = document.createElement("tr");
+      columns.forEach((column, i) => {
+        const th = document.createElement("th");
+        th.textContent = column;
+        if (i > 0) th.className = "num";
+        row.appendChild(th);
+      });
+      head.replaceChildren(row);
+    }
+    body.replaceChildren(
+      ...rows.map((values) => {
+        const tr = document.createElement("tr");
+        values.forEach((value, i) => tr.appendChild(cell("td", value, i > 0)));
+        return tr;
+      }),
+    );
+  }
+
+  function fillFacts(table, facts) {
+    const rows = Object.entries(facts).filter(([key]) => key !== "available");
+    table.tBodies[0].replaceChildren(
+      ...rows.map(([key, value]) => {
+        const tr = document.createElement("tr");
+        tr.dataset.key = key;
+        const th = document.createElement("th");
+        th.textContent = LABELS[key] || key;
+        tr.appendChild(th);
+        tr.appendChild(cell("td", value, false));
+        return tr;
+      }),
+    );
+  }
+
+  // Whiskers for interval charts: dataset option `intervals: {low: [...], high: [...]}`.
+  const whiskers = {
+    id: "ldpWhiskers",
+    afterDatasetsDraw(chart) {
+      const { ctx, scales } = chart;
+      chart.data.datasets.forEach((dataset, index) => {
+        const intervals = dataset.intervals;
+        if (!intervals) return;
+        const meta = chart.getDatasetMeta(index);
+        ctx.save();
+        ctx.strokeStyle = "#1f2937";
+        ctx.lineWidth = 1.5;
+        meta.data.forEach((element, i) => {
+          const low = intervals.low[i];
+          const high = intervals.high[i];
+          if (low === null || high === null) return;
+          const x = element.x;
+          const top = scales.y.getPixelForValue(high);
+          const bottom = scales.y.getPixelForValue(low);
+          const cap = Math.max(3, Math.min(8, (element.width || 12) / 4));
+          ctx.beginPath();
+          ctx.moveTo(x, top);
+          ctx.lineTo(x, bottom);
+          ctx.moveTo(x - cap, top);
+          ctx.lineTo(x + cap, top);
+          ctx.moveTo(x - cap, bottom);
+          ctx.lineTo(x + cap, bottom);
+          ctx.stroke();
+        });
+        ctx.restore();
+      });
+    },
+  };
+
+  function extent(spec) {
+    const values = [...spec.low, ...spec.high, ...spec.values, 0].filter((v) => v !== null);
+    return { min: Math.min(...values), max: Math.max(...values) };
+  }
+
+  const CHARTS = {
+    "interval-bars": (spec) => ({
+      type: "bar",
+      data: {
+        labels: spec.labels,
+        datasets: [
+          {
+            label: spec.label,
+            data: spec.values,
+            backgroundColor: "rgba(37, 99, 235, 0.55)",
+            borderColor: "rgb(37, 99, 235)",
+            borderWidth: 1,
+            intervals: { low: spec.low, high: spec.high },
+          },
+        ],
+      },
+      options: { scales: { y: { suggestedMin: extent(spec).min, suggestedMax: extent(spec).max } } },
+    }),
+    "interval-points": (spec) => ({
+      type: "line",
+      data: {
+        labels: spec.labels,
+        datasets: [
+          {
+            label: spec.label,
+            data: spec.values,
+            showLine: false,
+            pointRadius: 6,
+            pointBackgroundColor: "rgb(37, 99, 235)",
+            intervals: { low: spec.low, high: spec.high },
+          },
+        ],
+      },
+      options: {
+        scales: {
+          x: { offset: true },
+          y: {
+            suggestedMin: spec.range && spec.range[0] !== null ? spec.range[0] : extent(spec).min,
+            suggestedMax: spec.range && spec.range[1] !== null ? spec.range[1] : extent(spec).max,
+          },
+        },
+      },
+    }),
+    "day-bars": (spec) => ({
+      type: "bar",
+      data: {
+        labels: spec.labels,
+        datasets: [
+          { label: spec.label, data: spec.values, maxBarThickness: 48, backgroundColor: "rgba(100, 116, 139, 0.7)" },
+        ],
+      },
+      options: { scales: { y: { beginAtZero: true } } },
+    }),
+  };
+
+  const HINTS = {
+    "interval-bars":
+      "Bars: estimated frequencies; whiskers: confidence intervals. Unbiased estimates may fall below 0.",
+    "interval-points": "Points: estimates; whiskers: confidence intervals; the axis spans the mechanism's range.",
+  };
+
+  const charts = {};
+
+  function drawChart(id, spec) {
+    const canvas = document.getElementById(id);
+    const build = CHARTS[spec.type];
+    if (!canvas || !build || typeof Chart === "undefined") return;
+    const config = build(spec);
+    config.options = Object.assign(
+      { animation: false, responsive: true, maintainAspectRatio: false, plugins: { legend: { display: true } } },
+      config.options,
+    );
+    config.plugins = [whiskers];
+    const existing = charts[id];
+    if (existing && existing.config.type === config.type) {
+      existing.data.labels = config.data.labels;
+      config.data.datasets.forEach((dataset, i) => Object.assign(existing.data.datasets[i], dataset));
+      existing.options.scales = config.options.scales;
+      existing.update("none");
+      return;
+    }
+    if (existing) existing.destroy();
+    charts[id] = new Chart(canvas, config);
+  }
+
+  function showCampaigns(document_) {
+    const table = document.getElementById("campaigns");
+    table.tBodies[0].replaceChildren(
+      ...document_.campaigns.map((c) => {
+        const tr = document.createElement("tr");
+        tr.dataset.campaign = c.name;
+        const name = document.createElement("td");
+        const link = document.createElement("a");
+        link.href = c.url;
+        link.textContent = c.name;
+        name.appendChild(link);
+        tr.appendChild(name);
+        tr.appendChild(cell("td", c.mechanism, false));
+        tr.appendChild(cell("td", c.epsilon, true));
+        tr.appendChild(cell("td", c.n, true));
+        tr.appendChild(cell("td", c.reports_per_day, true));
+        const latest = cell("td", c.reports_latest_day, true);
+        if (c.latest_day) latest.textContent = `${format(c.reports_latest_day)} on ${c.latest_day}`;
+        tr.appendChild(latest);
+        const status = cell("td", c.status === "released" ? "released" : `collecting (${format(c.n)} of ${format(c.min_batch_size)})`, false);
+        status.className = `state ${c.status}`;
+        tr.appendChild(status);
+        return tr;
+      }),
+    );
+  }
+
+  function showCampaign(d) {
+    setText("n", d.n);
+    setText("mechanism", `${d.mechanism} (epsilon ${format(d.epsilon)})`);
+    setText("min-batch", d.min_batch_size);
+    setText("campaign-status", d.status);
+    fillFacts(document.getElementById("privacy-table"), d.privacy);
+    const released = d.status === "released" && d.display;
+    document.getElementById("withheld").hidden = Boolean(released);
+    document.getElementById("released").hidden = !released;
+    if (!released) return;
+    const view = d.display;
+    page.dataset.view = view.view;
+    setText("estimate-title", `${view.title} (${Math.round(100 * d.estimate.confidence)}% intervals)`);
+    document.getElementById("estimate-hint").textContent = HINTS[view.chart.type] || "";
+    drawChart("estimate-chart", view.chart);
+    fillTable(document.getElementById("estimate-table"), view.table.columns, view.table.rows);
+    document.getElementById("estimate-notes").replaceChildren(
+      ...view.notes.map((note) => {
+        const li = document.createElement("li");
+        li.textContent = note;
+        return li;
+      }),
+    );
+    drawChart("series-chart", { type: "day-bars", label: "reports", labels: d.series.days, values: d.series.reports });
+    fillFacts(document.getElementById("gap-table"), d.gap);
+  }
+
+  async function poll() {
+    try {
+      const response = await fetch(api, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (response.status === 401) {
+        window.location.assign("/login");
+        return;
+      }
+      const body = await response.json();
+      if (!response.ok) {
+        setText("updated", `Not available: ${body.detail || response.status}`);
+      } else {
+        if (page.dataset.page === "campaigns") showCampaigns(body);
+        else showCampaign(body);
+        setText("updated", `Updated ${new Date().toLocaleTimeString("en-GB")} · every ${pollMs / 1000} s`);
+        page.dataset.n = String(body.n === undefined ? "" : body.n);
+        page.dataset.updates = String(Number(page.dataset.updates || 0) + 1);
+      }
+    } catch (error) {
+      setText("updated", `Update failed (${error.message}); retrying`);
+    }
+    window.setTimeout(poll, pollMs);
+  }
+
+  poll();
+})();
