@@ -1,0 +1,205 @@
+"""Fixtures: a seeded collector database, the dashboard app on it, and real processes.
+
+``seeded_db`` writes campaigns and perturbed reports straight through ``collector.storage``
+(fast, for unit tests). ``servers`` starts a real collector (``ldp-collector serve``) and a real
+dashboard (``ldp-analyze dashboard``, gunicorn) on free loopback ports, for the browser tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+from flask import Flask
+from flask.testing import FlaskClient
+
+from analysis.dashboard import create_app
+from analysis.demo import CollectorProcess
+from client_sdk.mechanisms import mechanism_from_config
+from collector.storage import Storage
+
+TOKEN = "dashboard-test-token-" + "y" * 16
+LABELS = ["red", "green", "blue", "cyan", "magenta"]
+WEIGHTS = np.array([0.4, 0.25, 0.15, 0.12, 0.08])
+
+COLORS: dict[str, Any] = {
+    "name": "colors",
+    "mechanism": {"mechanism": "grr", "epsilon": 2.0, "k": 5},
+    "domain": LABELS,
+    "min_batch_size": 100,
+}
+LATENCY: dict[str, Any] = {
+    "name": "latency",
+    "mechanism": {"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 10.0},
+    "min_batch_size": 100,
+}
+SMALL: dict[str, Any] = {
+    "name": "small",
+    "mechanism": {"mechanism": "oue", "epsilon": 1.0, "k": 4},
+    "domain": ["a", "b", "c", "d"],
+    "min_batch_size": 1000,
+}
+
+
+def wire_reports(config: dict[str, Any], n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` perturbed reports ``{"id", "payload"}`` of a skewed population (seeded)."""
+    mechanism = mechanism_from_config(config)
+    rng = np.random.default_rng(seed)
+    if "k" in config:
+        k = int(config["k"])
+        weights = WEIGHTS[:k] / WEIGHTS[:k].sum()
+        values: Any = rng.choice(k, size=n, p=weights)
+    else:
+        values = rng.uniform(2.0, 6.0, size=n)
+    payloads = mechanism.to_wire(mechanism.perturb(values, rng=rng))
+    return [{"id": secrets.token_hex(16), "payload": p} for p in payloads]
+
+
+def store(db: Path, campaign: dict[str, Any], n: int, *, seed: int, day: str | None = None) -> None:
+    with Storage(db) as storage:
+        storage.create_campaign(campaign)
+        rows = [
+            (r["id"], json.dumps(r["payload"]))
+            for r in wire_reports(campaign["mechanism"], n, seed)
+        ]
+        storage.insert_reports(campaign["name"], rows, day=day)
+
+
+@pytest.fixture
+def seeded_db(tmp_path: Path) -> Path:
+    db = tmp_path / "collector.db"
+    store(db, COLORS, 1500, seed=1, day="2026-11-30")
+    store(db, COLORS, 1000, seed=2, day="2026-12-01")
+    store(db, LATENCY, 800, seed=3)
+    store(db, SMALL, 40, seed=4)
+    return db
+
+
+@pytest.fixture
+def app(seeded_db: Path) -> Flask:
+    application = create_app(seeded_db, TOKEN)
+    application.testing = True
+    return application
+
+
+@pytest.fixture
+def client(app: Flask) -> Iterator[FlaskClient]:
+    with app.test_client() as test_client:
+        yield test_client
+
+
+def login_csrf(client: FlaskClient, base_url: str = "http://localhost") -> str:
+    page = client.get("/login", base_url=base_url).get_data(as_text=True)
+    marker = 'name="csrf" value="'
+    start = page.index(marker) + len(marker)
+    return page[start : page.index('"', start)]
+
+
+def sign_in(client: FlaskClient, token: str = TOKEN, base_url: str = "http://localhost") -> Any:
+    csrf = login_csrf(client, base_url)
+    return client.post(
+        "/login", data={"csrf": csrf, "token": token}, base_url=base_url, follow_redirects=False
+    )
+
+
+# ---- real processes ------------------------------------------------------------------------------
+
+
+class DashboardProcess:
+    """A real ``ldp-analyze dashboard`` process (gunicorn) on a free loopback port."""
+
+    def __init__(self, db: str | os.PathLike[str], token: str, log_dir: Path) -> None:
+        self.db = os.fspath(db)
+        self.token = token
+        self.log_dir = log_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 60.0) -> DashboardProcess:
+        script = Path(sys.executable).with_name("ldp-analyze")
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "analysis.cli"]
+        out, err = self.log_dir / "dashboard.out", self.log_dir / "dashboard.err"
+        args = [*command, "dashboard", "--db", self.db, "--port", "0", "--poll-seconds", "1"]
+        env = {**os.environ, "LDP_ADMIN_TOKEN": self.token}
+        with open(out, "wb") as stdout, open(err, "wb") as stderr:
+            self.process = subprocess.Popen(
+                args, stdout=stdout, stderr=stderr, env=env, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the dashboard exited: {err.read_text()[-2000:]}")
+            for line in out.read_text().splitlines():
+                if line.startswith("ldp-analyze dashboard: serving http://"):
+                    self.url = line.split()[3]
+            if self.url and self._healthy():
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"the dashboard did not start within {timeout} s: {err.read_text()}")
+
+    def _healthy(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def upload(collector: CollectorProcess, campaign: str, reports: list[dict[str, Any]]) -> None:
+    """Upload reports to the collector over HTTP, as devices do."""
+    config_id = requests.get(f"{collector.url}/v1/campaigns/{campaign}", timeout=30).json()[
+        "config_id"
+    ]
+    for start in range(0, len(reports), 1000):
+        response = requests.post(
+            f"{collector.url}/v1/campaigns/{campaign}/reports",
+            json={"config_id": config_id, "reports": reports[start : start + 1000]},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["accepted"] == len(reports[start : start + 1000])
+
+
+@pytest.fixture(scope="module")
+def servers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[CollectorProcess, DashboardProcess]]:
+    root = tmp_path_factory.mktemp("dashboard")
+    collector = CollectorProcess(root / "collector.db", workers=2, log_dir=root, token=TOKEN)
+    collector.start()
+    dashboard = DashboardProcess(collector.db, TOKEN, root)
+    try:
+        for campaign in (COLORS, LATENCY, SMALL):
+            collector.create_campaign(campaign)
+        upload(collector, "colors", wire_reports(COLORS["mechanism"], 3000, seed=10))
+        upload(collector, "latency", wire_reports(LATENCY["mechanism"], 600, seed=11))
+        upload(collector, "small", wire_reports(SMALL["mechanism"], 30, seed=12))
+        dashboard.start()
+        yield collector, dashboard
+    finally:
+        dashboard.stop()
+        collector.stop()

@@ -1,0 +1,215 @@
+"""The dashboard in a real browser: headless Chromium (the system's) driven by Playwright, against
+a real collector process and a real dashboard process (both gunicorn) on loopback ports.
+
+The screenshot of the campaign page is saved under ``reports/dashboard/`` (gitignored) as a test
+artifact, or under ``LDP_TEST_ARTIFACTS`` when set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.demo import CollectorProcess
+from tests.analysis.dashboard.conftest import COLORS, TOKEN, DashboardProcess, upload, wire_reports
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(
+    os.environ.get("LDP_TEST_ARTIFACTS", Path(__file__).resolve().parents[3] / "reports")
+)
+
+pytestmark = pytest.mark.slow
+
+if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
+    pytest.skip(
+        f"no system Chromium at {CHROMIUM} (`apt-get install chromium`)", allow_module_level=True
+    )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class Page:
+    """A fresh browser context and page that records console errors and page errors."""
+
+    def __init__(self, browser: Any, base_url: str) -> None:
+        self.context = browser.new_context(
+            base_url=base_url, viewport={"width": 1200, "height": 900}
+        )
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.set_default_timeout(20_000)
+
+    def sign_in(self, token: str) -> None:
+        self.page.goto("/login")
+        self.page.fill("#token", token)
+        self.page.click("button[type=submit]")
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def page(browser: Any, servers: tuple[CollectorProcess, DashboardProcess]) -> Iterator[Page]:
+    opened = Page(browser, servers[1].url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def table_values(page: Any, selector: str) -> list[list[str]]:
+    """Each row's cells: the exact number (data-value) where there is one, else the text."""
+    return page.eval_on_selector_all(
+        f"{selector} tbody tr",
+        "rows => rows.map(r => [...r.cells].map(c => c.dataset.value ?? c.textContent))",
+    )
+
+
+def test_sign_in_is_refused_with_a_wrong_token(page: Page) -> None:
+    page.sign_in(TOKEN + "-wrong")
+    assert page.page.locator("#login-error").inner_text() == "Wrong admin token."
+    assert page.page.url.endswith("/login")
+    assert not [c for c in page.context.cookies() if c["name"] == "ldp_dashboard_session"]
+    page.page.goto("/")
+    assert page.page.url.endswith("/login")  # still signed out
+    assert TOKEN not in page.page.content()
+
+
+def test_campaign_list(page: Page) -> None:
+    page.sign_in(TOKEN)
+    page.page.wait_for_selector("#campaigns tbody tr[data-campaign='small']")
+    rows = {row[0]: row for row in table_values(page.page, "#campaigns")}
+    assert set(rows) == {"colors", "latency", "small"}
+    assert rows["colors"][1:4] == ["grr", "2", "3000"]
+    assert rows["latency"][1:4] == ["duchi", "1", "600"]
+    assert rows["small"][3] == "30"
+    assert rows["small"][4] == "–"  # below min_batch_size: nothing but n
+    assert rows["small"][6].startswith("collecting")
+    assert rows["colors"][6] == "released"
+    cookie = next(c for c in page.context.cookies() if c["name"] == "ldp_dashboard_session")
+    assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+    assert TOKEN not in page.page.content()
+    page.page.click("text=Sign out")
+    page.page.wait_for_url("**/login")
+    page.page.goto("/")
+    assert page.page.url.endswith("/login")
+    assert page.errors == []
+
+
+def _estimate_json(db: str, campaign: str) -> dict[str, Any]:
+    script = Path(sys.executable).with_name("ldp-analyze")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "analysis.cli"]
+    result = subprocess.run(
+        [*command, "estimate", "--db", db, "--campaign", campaign, "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_campaign_page_matches_the_estimate_command(
+    page: Page, servers: tuple[CollectorProcess, DashboardProcess]
+) -> None:
+    collector, _ = servers
+    page.sign_in(TOKEN)
+    page.page.goto("/campaigns/colors")
+    page.page.wait_for_selector("#estimate-table tbody tr")
+    expected = _estimate_json(collector.db, "colors")
+    assert page.page.locator("#n").inner_text() == f"{expected['n']:,}"
+    rows = table_values(page.page, "#estimate-table")
+    assert [r[0] for r in rows] == COLORS["domain"]
+    for row, item in zip(rows, expected["items"], strict=True):
+        shown = [float(v) for v in row[1:]]
+        wanted = [item[k] for k in ("frequency", "std_error", "ci_low", "ci_high")]
+        assert shown == pytest.approx(wanted, rel=1e-12, abs=1e-15)
+    # The printed figures are the same numbers, rounded to 4 decimals.
+    texts = page.page.eval_on_selector_all(
+        "#estimate-table tbody tr td:nth-child(2)", "cells => cells.map(c => c.textContent)"
+    )
+    assert texts == [f"{item['frequency']:.4f}" for item in expected["items"]]
+    assert page.page.locator("#estimate-chart").is_visible()
+    assert page.page.locator("#series-chart").is_visible()
+    assert page.page.locator("#gap-table tr[data-key='variance_ratio']").count() == 1
+    assert (
+        page.page.locator("#privacy-table tr[data-key='epsilon_per_report'] td").inner_text() == "2"
+    )
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "dashboard" / "campaign-colors.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    assert page.errors == []
+
+
+def test_numeric_and_withheld_pages(page: Page) -> None:
+    page.sign_in(TOKEN)
+    page.page.goto("/campaigns/latency")
+    page.page.wait_for_selector("#estimate-table tbody tr")
+    assert page.page.locator("#page").get_attribute("data-view") == "mean"
+    page.page.goto("/campaigns/small")
+    page.page.wait_for_selector("#withheld:not([hidden])")
+    assert page.page.locator("#released").is_hidden()
+    assert page.page.locator("#n").inner_text() == "30"
+    assert page.page.locator("#estimate-table tbody tr").count() == 0
+    assert page.errors == []
+
+
+def test_reports_posted_during_the_test_appear_within_seconds(
+    page: Page, servers: tuple[CollectorProcess, DashboardProcess]
+) -> None:
+    collector, _ = servers
+    page.sign_in(TOKEN)
+    page.page.goto("/campaigns/colors")
+    page.page.wait_for_selector("#estimate-table tbody tr")
+    before = int(page.page.locator("#page").get_attribute("data-n") or 0)
+    added = wire_reports(COLORS["mechanism"], 500, seed=99)
+    upload(collector, "colors", added)
+    posted = time.monotonic()
+    # A selector wait: the page's CSP forbids the eval that wait_for_function needs.
+    page.page.wait_for_selector(f"#page[data-n='{before + 500}']", timeout=10_000)
+    latency = time.monotonic() - posted
+    assert page.page.locator("#n").inner_text() == f"{before + 500:,}"
+    expected = _estimate_json(collector.db, "colors")
+    rows = table_values(page.page, "#estimate-table")
+    assert [float(r[1]) for r in rows] == pytest.approx(
+        [item["frequency"] for item in expected["items"]], rel=1e-12
+    )
+    assert latency < 10  # the poll runs every second here; generous for a loaded machine
+    assert page.errors == []
+
+
+def test_chromium_is_the_system_browser() -> None:
+    assert shutil.which("chromium") or os.path.exists(CHROMIUM)
