@@ -39,7 +39,7 @@ import numpy.typing as npt
 from analysis.estimation import FrequencyEstimate
 from analysis.shuffle import ShuffleBound, shuffle_bound
 from client_sdk.mechanisms import mechanism_from_config
-from client_sdk.mechanisms._validation import check_epsilon
+from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
 
@@ -76,12 +76,6 @@ def _check_neighbouring(neighbouring: str) -> str:
     return neighbouring
 
 
-def _check_n(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer; got {n!r}")
-    return int(n)
-
-
 def _frequency_oracle(mechanism: Mechanism) -> FrequencyOracle:
     if not isinstance(mechanism, FrequencyOracle):
         raise ValueError(
@@ -103,13 +97,13 @@ def gaussian_sensitivity(neighbouring: str = "replace") -> float:
 
 def ldp_variance(mechanism: Mechanism, n: int) -> float:
     """The f-independent per-item variance of the LDP frequency estimate: Var*/n."""
-    return _frequency_oracle(mechanism).variance_per_user() / _check_n(n)
+    return _frequency_oracle(mechanism).variance_per_user() / check_int(n, "n", minimum=1)
 
 
 def central_laplace_variance(epsilon: float, n: int, neighbouring: str = "replace") -> float:
     """Var[f_v] of the central Laplace histogram: 2 (Delta_1/epsilon)^2 / n^2."""
     scale = laplace_sensitivity(neighbouring) / check_epsilon(epsilon)
-    return 2.0 * scale * scale / _check_n(n) ** 2
+    return 2.0 * scale * scale / check_int(n, "n", minimum=1) ** 2
 
 
 def central_gaussian_sigma(epsilon: float, delta: float, neighbouring: str = "replace") -> float:
@@ -124,7 +118,7 @@ def central_gaussian_variance(
 ) -> float:
     """Var[f_v] of the central analytic Gaussian histogram: sigma^2 / n^2."""
     sigma = central_gaussian_sigma(epsilon, delta, neighbouring)
-    return sigma * sigma / _check_n(n) ** 2
+    return sigma * sigma / check_int(n, "n", minimum=1) ** 2
 
 
 def users_needed(
@@ -231,7 +225,7 @@ def utility_gap(
     to pure epsilon0-LDP reports; a mechanism with a delta of its own gets none (``None``).
     """
     oracle = _frequency_oracle(mechanism)
-    n = _check_n(n)
+    n = check_int(n, "n", minimum=1)
     epsilon = oracle.privacy_epsilon
     sigma = central_gaussian_sigma(epsilon, delta, neighbouring)
     bound = shuffle_bound(epsilon, n, delta) if shuffle and oracle.privacy_delta == 0 else None
@@ -364,8 +358,7 @@ def empirical_gap(
         )
     if not math.isclose(counts.sum(), estimate.n):
         raise ValueError(f"true_counts sum to {counts.sum():g}; the estimate has n={estimate.n}")
-    if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
-        raise ValueError(f"repetitions must be a positive integer; got {repetitions!r}")
+    check_int(repetitions, "repetitions", minimum=1)
     oracle = _frequency_oracle(
         mechanism if mechanism is not None else mechanism_from_config(estimate.mechanism)
     )

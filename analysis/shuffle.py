@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from client_sdk.mechanisms._validation import check_delta, check_epsilon
+from client_sdk.mechanisms._validation import check_delta, check_epsilon, check_int
 
 __all__ = [
     "ShuffleBound",
@@ -44,9 +44,7 @@ __all__ = [
 
 def _check(epsilon0: float, n: int, delta: float) -> tuple[float, int, float]:
     epsilon0 = check_epsilon(epsilon0, "epsilon0")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer; got {n!r}")
-    return epsilon0, int(n), check_delta(delta, allow_zero=False)
+    return epsilon0, check_int(n, "n", minimum=1), check_delta(delta, allow_zero=False)
 
 
 def closed_form_condition(n: int, delta: float) -> float:

@@ -32,7 +32,7 @@ from typing import Any
 
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import Mechanism, mechanism_from_config
-from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.mechanisms._validation import check_epsilon, check_int, describe
 from client_sdk.protocol import DEFAULT_MIN_BATCH_SIZE, campaign_config_id
 
 __all__ = [
@@ -87,19 +87,12 @@ class BudgetPolicy:
             raise ValueError(f"policy has unknown field(s) {', '.join(unknown)}")
         return cls(
             check_epsilon(policy["epsilon_per_report"], "policy.epsilon_per_report"),
-            _plain_int(policy["reports_per_period"], "policy.reports_per_period"),
-            _plain_int(policy["period_seconds"], "policy.period_seconds"),
+            check_int(policy["reports_per_period"], "policy.reports_per_period", minimum=1),
+            check_int(policy["period_seconds"], "policy.period_seconds", minimum=1),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _plain_int(value: Any, field: str) -> int:
-    """A JSON integer >= 1 (a Python ``int``: the policy is stored and hashed as JSON)."""
-    if not isinstance(value, int):
-        raise ValueError(f"{field} must be an integer >= 1; got {describe(value)}")
-    return check_int(value, field, minimum=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,13 +167,12 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
     # The device ledger enforces it (client_sdk.budget); refuse a policy it cannot read.
     budget = None if policy is None else BudgetPolicy.from_dict(policy)
 
-    min_batch_size = document.get("min_batch_size", DEFAULT_MIN_BATCH_SIZE)
-    if (
-        isinstance(min_batch_size, bool)
-        or not isinstance(min_batch_size, int)
-        or not 1 <= min_batch_size <= MAX_SAFE_INT
-    ):
-        raise ValueError(f"min_batch_size must be an integer >= 1; got {describe(min_batch_size)}")
+    min_batch_size = check_int(
+        document.get("min_batch_size", DEFAULT_MIN_BATCH_SIZE),
+        "min_batch_size",
+        minimum=1,
+        maximum=MAX_SAFE_INT,
+    )
 
     spec = CampaignSpec(
         name=name,
@@ -188,7 +180,7 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
         config=mechanism.to_config(),
         domain=domain,
         policy=budget,
-        min_batch_size=int(min_batch_size),
+        min_batch_size=min_batch_size,
     )
     try:
         canonical_json(spec.content())
@@ -246,11 +238,3 @@ def _labels(domain: Sequence[Any]) -> tuple[str, ...]:
             raise ValueError(f"domain labels must be unique; {describe(label)} appears twice")
         seen.add(label)
     return tuple(domain)
-
-
-def describe(value: Any) -> str:
-    """A bounded description of an untrusted value (never a deep or huge repr)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        text = repr(value)
-        return text if len(text) <= 80 else text[:77] + "..."
-    return f"a {type(value).__name__}"

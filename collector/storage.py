@@ -43,6 +43,7 @@ import sqlite_utils
 from client_sdk.campaign import CAMPAIGN_NAME_PATTERN, normalize_campaign
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import Mechanism, Reports, mechanism_from_config
+from client_sdk.mechanisms._validation import check_int
 from client_sdk.protocol import campaign_config_id, is_report_id
 from client_sdk.sqlite import connect, immediate
 from collector.migrations import SCHEMA_VERSION, SchemaError, check_schema, migrate, schema_version
@@ -346,8 +347,7 @@ class Storage:
         Each chunk is its own short query (keyset pagination on ``seq``), so no read transaction
         is held open between chunks and memory stays O(chunk).
         """
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+        check_int(chunk_size, "chunk_size", minimum=1)
         campaign_id = self._campaign_id(campaign)
         last = after
         limit = math.inf if upto is None else upto
@@ -381,8 +381,7 @@ class Storage:
 
         The page's extent is fixed here, so its cursor is known before its rows stream.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer; got {limit!r}")
+        check_int(limit, "limit", minimum=1)
         campaign_id = self._campaign_id(campaign)
         conn = self.db.conn
         row = conn.execute(

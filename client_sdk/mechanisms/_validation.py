@@ -16,13 +16,21 @@ import numpy as np
 import numpy.typing as npt
 
 
+def describe(value: Any) -> str:
+    """A bounded description of an untrusted value for an error message (never a huge repr)."""
+    if value is None or isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return f"a {type(value).__name__}"
+
+
 def _real(value: Any, field: str, expected: str) -> float:
     """A real number that is not NaN (bools, strings and complex numbers are refused)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{field} must be {expected}; got {value!r}")
+        raise ValueError(f"{field} must be {expected}; got {describe(value)}")
     number = float(value)
     if math.isnan(number):
-        raise ValueError(f"{field} must be {expected}; got {value!r}")
+        raise ValueError(f"{field} must be {expected}; got {describe(value)}")
     return number
 
 
@@ -30,7 +38,7 @@ def check_finite(value: Any, field: str) -> float:
     """A finite real number (not a bool)."""
     number = _real(value, field, "a finite number")
     if not math.isfinite(number):
-        raise ValueError(f"{field} must be a finite number; got {value!r}")
+        raise ValueError(f"{field} must be a finite number; got {describe(value)}")
     return number
 
 
@@ -44,7 +52,7 @@ def check_positive(
         bound = "a positive number" if allow_inf else "a positive finite number"
     number = _real(value, field, bound)
     if (number < 0 if allow_zero else number <= 0) or (math.isinf(number) and not allow_inf):
-        raise ValueError(f"{field} must be {bound}; got {value!r}")
+        raise ValueError(f"{field} must be {bound}; got {describe(value)}")
     return number
 
 
@@ -69,7 +77,7 @@ def check_probability(
     low_ok = number > 0 if open_low else number >= 0
     high_ok = number < 1 if open_high else number <= 1
     if not (low_ok and high_ok):
-        raise ValueError(f"{field} must be in {interval}; got {value!r}")
+        raise ValueError(f"{field} must be in {interval}; got {describe(value)}")
     return number
 
 
@@ -80,12 +88,15 @@ def check_delta(value: Any, field: str = "delta", *, allow_zero: bool = True) ->
 
 def check_int(value: Any, field: str, *, minimum: int, maximum: int | None = None) -> int:
     """An integer (not a bool, not a float) in ``[minimum, maximum]``."""
+    if maximum is not None:
+        expected = f"an integer in [{minimum}, {maximum}]"
+    else:
+        expected = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{field} must be an integer >= {minimum}; got {value!r}")
+        raise ValueError(f"{field} must be {expected}; got {describe(value)}")
     number = int(value)
     if number < minimum or (maximum is not None and number > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{field} must be an integer {bound}; got {value!r}")
+        raise ValueError(f"{field} must be {expected}; got {describe(value)}")
     return number
 
 
