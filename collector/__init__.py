@@ -30,7 +30,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """
     from collector import api, ops, problems, web
 
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # an ingest server: no static files
     app.config.update(load_settings(config))
     app.json.sort_keys = False  # type: ignore[attr-defined]
     if not app.config["ADMIN_TOKEN"]:

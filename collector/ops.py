@@ -1,8 +1,10 @@
-"""Operational routes: liveness, readiness and Prometheus metrics."""
+"""Operational routes: liveness, readiness, Prometheus metrics and the API description."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, current_app
@@ -55,6 +57,18 @@ def readyz() -> dict[str, Any]:
             headers=retry_after,
         ) from None
     return {"status": "ready"}
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    """The OpenAPI 3.1 description of every route, body and problem type
+    (``collector/openapi.json``; tests/collector/test_openapi.py keeps it and the app in step)."""
+    return Response(_openapi_text(), content_type="application/json")
+
+
+@functools.cache
+def _openapi_text() -> bytes:
+    return (Path(__file__).parent / "openapi.json").read_bytes()
 
 
 @bp.get("/metrics")

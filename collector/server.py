@@ -2,10 +2,11 @@
 
 * **Workers survive slow clients.** gunicorn's ``sync`` worker reads one connection at a time,
   so two idle sockets held open by a client stall every other request (health probes included)
-  until the timeout. :class:`ProblemWorker` is gunicorn's threaded worker (``gthread``): idle
-  and keep-alive connections wait in a selector without holding a thread, and ``--threads``
-  requests are served at once per process. In production, put a buffering reverse proxy in
-  front as well (docs/collector.md, "Operations").
+  until the timeout. :class:`ProblemWorker` is gunicorn's threaded worker (``gthread``): new,
+  idle and keep-alive connections wait in a selector without holding a thread (closed after
+  ``keepalive`` seconds of silence), and ``--threads`` requests are served at once per process.
+  A client that sends half a request does hold a thread until it finishes or times out: in
+  production, put a buffering reverse proxy in front (docs/collector.md, "Operations").
 * **Errors stay problem+json.** Requests that gunicorn itself refuses before the app sees them
   (a bad request line, method or header name, a too-long line or header, a bad chunk) were
   answered with gunicorn's HTML page; :meth:`ProblemWorker.handle_error` answers the same
@@ -17,15 +18,19 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import logging
 import re
+import selectors
 import socket
+import time
 from typing import Any
 
 from gunicorn.glogging import Logger
 from gunicorn.http import errors
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from client_sdk.protocol import problem_type
 
@@ -103,6 +108,34 @@ def _detail(error: BaseException, status: int) -> str:
 class ProblemWorker(ThreadWorker):  # type: ignore[misc]
     """gunicorn's ``gthread`` worker whose own error responses are problem+json, logged
     without the client's address."""
+
+    def accept(self, listener: socket.socket) -> None:
+        """Accept a connection and park it in the poller until its first bytes arrive.
+
+        gunicorn's ``gthread`` hands a new connection to a thread at once, and the thread
+        waits up to 5 s for data: a few idle sockets then hold every thread of a worker. Here
+        a new connection waits as a deferred one does (gunicorn's own pending path, closed
+        after ``keepalive`` seconds of silence) and takes a thread only once readable.
+        """
+        if not hasattr(self, "pending_conns"):  # another gunicorn: its own behaviour
+            super().accept(listener)
+            return
+        try:
+            client_sock, client_addr = listener.accept()
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        client_sock.setblocking(False)
+        conn = TConn(self.cfg, client_sock, client_addr, listener.getsockname())
+        conn.timeout = time.monotonic() + self.cfg.keepalive
+        self.pending_conns.append(conn)
+        self.poller.register(
+            client_sock,
+            selectors.EVENT_READ,
+            functools.partial(self.on_pending_socket_readable, conn),
+        )
 
     def handle_error(self, req: Any, client: socket.socket, addr: Any, exc: BaseException) -> None:
         status, reason = classify(exc)

@@ -1,0 +1,62 @@
+"""Slow clients cannot stall the collector: idle sockets held open leave health probes and
+uploads answered (gunicorn's sync workers answered none for ~30 s with two such sockets)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+
+import requests
+
+from tests.security.conftest import StartCollector
+
+PROBES = 20
+
+
+def probe_successes(url: str) -> int:
+    """How many of ``PROBES`` health probes are answered within a second each."""
+    answered = 0
+    for _ in range(PROBES):
+        with contextlib.suppress(requests.RequestException):
+            answered += requests.get(f"{url}/healthz", timeout=1).status_code == 200
+    return answered
+
+
+def open_sockets(url: str, count: int, prefix: bytes) -> list[socket.socket]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection((host, int(port)))
+        if prefix:
+            sock.sendall(prefix)
+        sockets.append(sock)
+    time.sleep(0.5)  # let the workers accept them
+    return sockets
+
+
+def test_idle_sockets_do_not_stop_health_probes(start_collector: StartCollector) -> None:
+    collector = start_collector(workers=2)
+    idle = open_sockets(collector.url, 4, b"")  # connected, never send a byte
+    try:
+        assert probe_successes(collector.url) == PROBES
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_slow_request_senders_below_the_thread_count_do_not_stop_probes(
+    start_collector: StartCollector,
+) -> None:
+    collector = start_collector(workers=2)
+    # Half a request each, then silence: each holds one thread (4 per worker), so 3 cannot
+    # take all of a worker's, wherever they land. More than the threads is a job for the
+    # buffering proxy in front (docs/collector.md, "Operations").
+    slow = open_sockets(
+        collector.url, 3, b"POST /v1/campaigns/x/reports HTTP/1.1\r\nContent-Length: 99\r\n\r\n{"
+    )
+    try:
+        assert probe_successes(collector.url) == PROBES
+    finally:
+        for sock in slow:
+            sock.close()
