@@ -82,8 +82,10 @@ def aggregate_distributed(
     """Run the plan's partition tasks on the client's workers and merge them in a tree."""
     import dask
 
-    partition = dask.delayed(aggregate_partition, pure=True)
-    combine = dask.delayed(merge_results, pure=True)
+    # pure=False: a fragment names an id range, not its content, which may have grown since an
+    # earlier job on a long-lived cluster; fresh keys never reuse a stale result.
+    partition = dask.delayed(aggregate_partition, pure=False)
+    combine = dask.delayed(merge_results, pure=False)
     config_json = work.config_json
     nodes = [partition(config_json, fragments) for fragments in work.tasks]
     root = tree_reduce(nodes, split_every, combine)

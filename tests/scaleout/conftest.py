@@ -1,4 +1,4 @@
-"""One LocalCluster (2 worker processes, one thread each) shared by the scale-out tests."""
+"""One LocalCluster (2 worker processes, two threads each) shared by the scale-out tests."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def dask_client() -> Iterator[Any]:
 
     with (
         LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
         ) as cluster,
         Client(cluster) as client,
     ):

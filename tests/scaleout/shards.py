@@ -11,6 +11,7 @@ import numpy as np
 from client_sdk.mechanisms import Mechanism, mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle
 from client_sdk.mechanisms.rappor import RAPPOR
+from collector import export
 from collector.storage import Storage
 
 # One campaign config per registered mechanism name (test_every_registered_mechanism_has_a_config
@@ -92,3 +93,30 @@ def fill(
             part = encoded[d * per_day : (d + 1) * per_day]
             if part:
                 storage.insert_reports(document["name"], part, day=day)
+
+
+N = 600
+DUPLICATES = 130
+"""Copies beyond the first in :func:`build_shards` at n = 600: 730 stored, 600 distinct (a and b
+share 100 ids, b and c share 30, 5 of which are in a too)."""
+
+
+def build_shards(
+    directory: Path, name: str, *, n: int = N, seed: int = 0
+) -> tuple[list[str], list[str], Path]:
+    """Two databases and a Parquet export of a third, overlapping like retries landing on other
+    collectors, and one database holding each report once (the reference)."""
+    config = CONFIGS[name]
+    mechanism = mechanism_from_config(config)
+    rng = np.random.default_rng(seed)
+    rows = list(zip(report_ids(n, rng), random_reports(mechanism, n, rng), strict=True))
+    document = campaign_document("c", config)
+    a, b, c = (directory / f"{name}-{s}.db" for s in "abc")
+    t, e = n // 24, n // 120  # 25 and 5 at n = 600
+    fill(a, document, rows[: 10 * t], days=["2026-02-01", "2026-02-02"])
+    fill(b, document, rows[8 * t : 18 * t] + rows[: 2 * t])
+    fill(c, document, rows[17 * t :] + rows[9 * t : 9 * t + e], days=["2026-02-03"])
+    export.export_campaign(c, "c", directory / f"{name}-lake", chunk_size=n // 4)
+    whole = directory / f"{name}-whole.db"
+    fill(whole, document, rows)
+    return [str(a), str(b)], [str(directory / f"{name}-lake")], whole
