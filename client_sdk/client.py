@@ -14,8 +14,8 @@ What happens to a value:
 3. :meth:`TelemetryClient._produce_reports` randomizes with the OS CSPRNG (``rng=None``) and
    encodes to the wire: the only place a report is produced. Mechanisms with memoized
    (permanent) responses -- ``"longitudinal"`` configs, ``dbitflip``, ``onebitmean``,
-   ``rappor`` -- derive them from a device secret kept in ``state_dir`` (never sent), scoped by
-   the campaign's ``config_id``.
+   ``rappor`` -- derive them from the keyed source ``secrets_store.DeviceKeys``: a device secret
+   kept in ``state_dir`` (never sent), scoped by the campaign's ``config_id``.
    The on-device privacy ledger (``client_sdk.budget``) then authorizes the spend under the
    campaign's ``policy``: over budget, ``BudgetExceededError`` is raised and nothing is queued.
    Memoized values are charged their epsilon_inf once per distinct value.
@@ -52,12 +52,11 @@ import requests
 from client_sdk.budget import BudgetLedger, BudgetStatus, Charge, LogEntry
 from client_sdk.campaign import BudgetPolicy, parse_campaign
 from client_sdk.mechanisms import Mechanism
-from client_sdk.mechanisms.longitudinal import is_memoized
-from client_sdk.mechanisms.rappor import RAPPOR
+from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.protocol import campaign_config_id, problem_type
 from client_sdk.randomness import RandomSource
-from client_sdk.secrets_store import load_or_create_device_secret, memo_key
+from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 from client_sdk.transport import make_session
 
 logger = logging.getLogger(__name__)
@@ -332,17 +331,11 @@ class TelemetryClient:
         memo_keys: list[str | None]
         lock = self._rng_lock if self._rng is not None else contextlib.nullcontext()
         with lock:
-            if isinstance(mechanism, RAPPOR):
-                secret = self._device_secret()
-                reports = mechanism.perturb(encoded, rng=self._rng, secret=secret, encoder_id=scope)
-                # One permanent response per distinct string: the ledger's key is an HMAC of it.
-                memo_keys = [memo_key(secret, scope, f"rappor:{value}", 0) for value in encoded]
-                cost = mechanism.epsilon_inf
-            elif is_memoized(mechanism):
-                secret = self._device_secret()
+            if is_memoized(mechanism):
+                keys = DeviceKeys(self._device_secret(), scope)
                 memoizing: Any = mechanism
-                memo_keys = list(memoizing.memo_keys(encoded, secret=secret, scope=scope))
-                reports = memoizing.perturb(encoded, rng=self._rng, secret=secret, scope=scope)
+                memo_keys = list(memoizing.memo_keys(encoded, permanent=keys))
+                reports = memoizing.perturb(encoded, permanent=keys, rng=self._rng)
                 cost = float(memoizing.epsilon_inf)
             else:
                 memo_keys = [None] * len(encoded)

@@ -4,9 +4,10 @@ Memoization (RAPPOR's permanent randomized response, Erlingsson, Pihur, Korolova
 Microsoft's memoized dBitFlip and 1BitMean, Ding, Kulkarni, Yekhanin, NeurIPS 2017) needs the
 device to give the *same* permanent response every time it reports the same value. Storing those
 responses would write a function of the raw value to disk; instead they are recomputed from
-HMAC-SHA256 under a device-local secret, as Chrome did (REFERENCE.md 4.1 and 7.3). Only the
+HMAC-SHA256 under a device-local secret, as Chrome did (docs/math/memoization.md). Only the
 secret is stored: 32 bytes from the OS CSPRNG, in a file of mode 0600 under the client's
-``state_dir``, created once and atomically, never sent anywhere.
+``state_dir``, created once and atomically, never sent anywhere. Mechanisms receive the
+derivations as a keyed source (:class:`DeviceKeys`) and never import this module.
 
 Derivations are domain-separated and versioned. Every memoized stream is keyed by
 HMAC-SHA256(secret, message) with
@@ -27,6 +28,7 @@ ledger charges the new responses again instead of treating them as already paid 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import os
@@ -40,6 +42,7 @@ __all__ = [
     "DEVICE_SECRET_BYTES",
     "DEVICE_SECRET_FILE",
     "MEMO_VERSION",
+    "DeviceKeys",
     "check_scope",
     "check_secret",
     "load_or_create_device_secret",
@@ -171,3 +174,35 @@ def memo_key(secret: bytes, scope: str, label: str, index: int) -> str:
         _message(_LEDGER_TAG, check_scope(scope), label, index),
         hashlib.sha256,
     ).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class DeviceKeys:
+    """The keyed source of one device and one campaign configuration (``scope``).
+
+    What memoized mechanisms are handed (``client_sdk.mechanisms.memoization.KeyedSource``):
+    ``source(label, index)`` is :func:`memo_source` and ``key(label, index)`` is :func:`memo_key`
+    under this secret and scope, so the mechanisms never import this module. The repr shows the
+    scope only, never the secret.
+    """
+
+    secret: bytes
+    scope: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "secret", check_secret(self.secret))
+        object.__setattr__(self, "scope", check_scope(self.scope))
+
+    def __repr__(self) -> str:
+        return f"DeviceKeys(scope={self.scope!r})"
+
+    @property
+    def reference_secret(self) -> bytes:
+        """The device secret itself, for RAPPOR's reference-compatible derivation."""
+        return self.secret
+
+    def source(self, label: str, index: int) -> HmacWordSource:
+        return memo_source(self.secret, self.scope, label, index)
+
+    def key(self, label: str, index: int) -> str:
+        return memo_key(self.secret, self.scope, label, index)

@@ -18,6 +18,7 @@ import numpy as np
 from client_sdk import mechanism_from_config
 from client_sdk.budget import BudgetLedger
 from client_sdk.mechanisms.longitudinal import Memoized
+from client_sdk.secrets_store import DeviceKeys
 
 SECRET = bytes(range(32))
 SCOPE = "bench-config"
@@ -48,9 +49,13 @@ def run(args: argparse.Namespace) -> None:
         assert isinstance(m, Memoized)
         plain = mechanism_from_config({"mechanism": name, "epsilon": 1.0, "k": k})
         value = [k // 2]
-        memo = per_call(lambda m=m, v=value: m.perturb(v, secret=SECRET, scope=SCOPE), calls)
+        memo = per_call(
+            lambda m=m, v=value: m.perturb(v, permanent=DeviceKeys(SECRET, SCOPE)), calls
+        )
         base = per_call(lambda p=plain, v=value: p.perturb(v), calls)
-        keys = per_call(lambda m=m, v=value: m.memo_keys(v, secret=SECRET, scope=SCOPE), calls)
+        keys = per_call(
+            lambda m=m, v=value: m.memo_keys(v, permanent=DeviceKeys(SECRET, SCOPE)), calls
+        )
         values = rng.integers(0, k, fleet)
         started = time.perf_counter()
         reports = m.perturb_independent_devices(values, rng=rng)
@@ -72,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
         sample = 5.0 if config["mechanism"] == "dbitflip" else 3600.0
         value = int(sample) if config["mechanism"] == "dbitflip" else sample
         record = per_call(
-            lambda m=m, v=value: m.perturb([v], secret=SECRET, scope=SCOPE),  # type: ignore[attr-defined]
+            lambda m=m, v=value: m.perturb([v], permanent=DeviceKeys(SECRET, SCOPE)),  # type: ignore[attr-defined]
             calls,
         )
         values = (

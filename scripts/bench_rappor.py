@@ -68,11 +68,13 @@ def encoding(quick: bool) -> None:
         mech = RAPPOR(k=k, h=2, m=64, **NORMAL_NOISE)
         for label, rng_factory in (("CSPRNG", lambda: None), ("seeded", _seeded)):
             rng = rng_factory()
-            seconds, _ = timed(lambda m=mech, r=rng: m.perturb(values, secret=secret, rng=r))
+            seconds, _ = timed(
+                lambda m=mech, r=rng: m.perturb_with_secret(values, secret=secret, rng=r)
+            )
             rate = batch / seconds
             single_seconds, _ = timed(
                 lambda m=mech, r=rng: [
-                    m.perturb([values[i]], secret=secret, encoder_id="metric", rng=r)
+                    m.perturb_with_secret([values[i]], secret=secret, encoder_id="metric", rng=r)
                     for i in range(singles)
                 ]
             )

@@ -40,10 +40,10 @@ from analysis.accounting.steps import (
     randomized_response_from,
     unary_encoding_from,
 )
+from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
-from client_sdk.mechanisms.longitudinal import is_memoized
+from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.mechanisms.rappor import RAPPOR
-from client_sdk.mechanisms.registry import mechanism_from_config
 
 MechanismLike = Mechanism | Mapping[str, Any] | PrivacyAccount
 

@@ -1,4 +1,5 @@
-"""Every mechanism, defined once (DESIGN.md principle 1)."""
+"""Every mechanism, defined once (docs/architecture.md): the registry names them, the factory
+builds them from configs."""
 
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
@@ -7,7 +8,8 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
-from client_sdk.mechanisms.registry import MECHANISMS, mechanism_class, mechanism_from_config
+from client_sdk.mechanisms.factory import mechanism_from_config
+from client_sdk.mechanisms.registry import MECHANISMS, mechanism_class
 
 __all__ = [
     "MECHANISMS",

@@ -1,7 +1,7 @@
 """Local hashing: binary (BLH) and optimized (OLH) local hashing.
 
 Bassily & Smith, STOC 2015 (the one-bit hashing idea); Wang, Blocki, Li, Jha, USENIX Security 2017
-(the names and the optimal g); REFERENCE.md section 1.5. Each report draws a **fresh** hash
+(the names and the optimal g); docs/math/local-hashing.md. Each report draws a **fresh** hash
 function h from a universal family mapping the domain [k] to [g], hashes its value and applies
 randomized response over [g]: it keeps h(x) with probability p = e^eps/(e^eps + g - 1), otherwise
 it reports one of the other g - 1 buckets uniformly. It sends (seed, y); the report supports every
@@ -36,13 +36,13 @@ where the m_j are floor(P/g) or ceil(P/g). c <= 1/g (so the family is universal)
 1/g - c = O(1/P) (for g = 2, c = 1/2 - 1/(2P)). The support probability of a non-holder is then
 exactly q* = p c + (1 - p)(1 - c)/(g - 1) (y is uniform over the g - 1 buckets other than h(x)),
 which is 1/g only when c = 1/g; this module uses the exact value, so the estimator is exactly
-unbiased and the textbook variance (REFERENCE.md section 0) is exact, with p the implemented
+unbiased and the textbook variance (docs/math/local-hashing.md) is exact, with p the implemented
 keep probability.
 
 Privacy. The seed is public and independent of the value, so the check conditions on it: given
 the seed, the channel is randomized response over [g] applied to h_s(x), whose worst ratio is
 p (g - 1)/(1 - p) <= e^eps (p is rounded down to the sampler's grid), whether or not inputs
-collide (REFERENCE.md section 9).
+collide (docs/math/local-hashing.md).
 """
 
 from __future__ import annotations
@@ -62,9 +62,10 @@ import numpy.typing as npt
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
 from client_sdk.mechanisms._wire import is_plain_int
 from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
+from client_sdk.mechanisms.grr import RandomizedResponseChain, keep_or_other, other_probability
+from client_sdk.mechanisms.memoization import Chain
 from client_sdk.randomness import (
     RandomSource,
-    bernoulli,
     probability_threshold,
     threshold_probability,
     uniform_below,
@@ -178,8 +179,20 @@ class _LocalHashing(FrequencyOracle):
 
     @cached_property
     def _q_star(self) -> Fraction:
-        p, c = self._keep_probability, self.collision_probability
-        return p * c + (1 - p) * (1 - c) / (self.buckets - 1)
+        return self.support_probability(self._keep_probability)
+
+    def support_probability(self, keep: Fraction) -> Fraction:
+        """q* = p c + (1 - p)(1 - c)/(g - 1) when the bucket is kept with probability p: the
+        probability that a report supports an item other than the user's (module docstring).
+
+        Used with p = the keep probability here, and with the composed keep probability of the
+        longitudinal chain (``client_sdk.mechanisms.longitudinal``)."""
+        c = self.collision_probability
+        return keep * c + (1 - keep) * (1 - c) / (self.buckets - 1)
+
+    def memoization_chain(self, target: Fraction) -> Chain:
+        """L-LH: the report (seed, y) memoized whole, then randomized response over [g] on y."""
+        return HashedChain(self, target)
 
     @property
     def q_star(self) -> float:
@@ -195,16 +208,9 @@ class _LocalHashing(FrequencyOracle):
         g = self.buckets
         seeds = uniform_below(rng, SEED_SPACE, n).astype(np.uint64)
         hashed = local_hash(seeds, x, g)
-        keep = bernoulli(rng, self._keep_threshold, n)
-        if g == 2:
-            other = 1 - hashed
-        else:
-            # A uniform draw from the g-1 other buckets: draw from [0, g-1), skip over h(x).
-            other = uniform_below(rng, g - 1, n)
-            other += other >= hashed
         reports = np.empty(n, dtype=REPORT_DTYPE)
         reports["seed"] = seeds
-        reports["y"] = np.where(keep, hashed, other)
+        reports["y"] = keep_or_other(rng, hashed, self._keep_threshold, g)
         return reports
 
     # ---- wire ----------------------------------------------------------------------------
@@ -314,7 +320,7 @@ class _LocalHashing(FrequencyOracle):
             raise ValueError(f"k={self.k} is too large to enumerate (limit {MAX_ENUMERATED_K})")
         g = self.buckets
         p = self._keep_probability
-        other = float((1 - p) / (g - 1))
+        other = float(other_probability(p, g))
         items = np.arange(self.k)
         for seed in self.check_seeds():
             hashed = local_hash(np.uint64(seed), items, g)
@@ -365,9 +371,34 @@ def _payload_error(payload: Any, g: int) -> str | None:
     return None
 
 
+class HashedChain(RandomizedResponseChain):
+    """L-LH: the permanent report (seed, y) memoized whole; the instantaneous step is randomized
+    response over the g buckets applied to y, the seed kept.
+
+    Given the public seed this is L-GRR over [g] (``RandomizedResponseChain``), and a report
+    supports a non-holder with ``support_probability`` of the composed keep probability.
+    """
+
+    kind = "l-lh"
+
+    def __init__(self, inner: _LocalHashing, target: Fraction) -> None:
+        self.hashing = inner
+        super().__init__(inner, target, permanent_keep=inner._keep_probability, size=inner.buckets)
+
+    def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
+        out = np.array(permanent, copy=True)
+        y = np.asarray(out["y"], dtype=np.int64)
+        out["y"] = keep_or_other(rng, y, self.threshold, self.size)
+        return out
+
+    def support(self) -> tuple[Fraction, Fraction]:
+        keep, _ = super().support()
+        return keep, self.hashing.support_probability(keep)
+
+
 @dataclasses.dataclass(frozen=True)
 class BLH(_LocalHashing):
-    """Binary local hashing: g = 2 (Bassily & Smith, STOC 2015; REFERENCE.md 1.5)."""
+    """Binary local hashing: g = 2 (Bassily & Smith, STOC 2015; docs/math/local-hashing.md)."""
 
     name: ClassVar[str] = "blh"
     epsilon: float
@@ -383,7 +414,7 @@ class BLH(_LocalHashing):
 
 @dataclasses.dataclass(frozen=True)
 class OLH(_LocalHashing):
-    """Optimized local hashing (Wang et al., USENIX Security 2017; REFERENCE.md 1.5).
+    """Optimized local hashing (Wang et al., USENIX Security 2017; docs/math/local-hashing.md).
 
     ``g`` defaults to round(e^eps + 1) (at least 2) and is recorded in the config once resolved,
     so stored reports are decoded with the g they were made with on every platform. An explicit
@@ -391,6 +422,7 @@ class OLH(_LocalHashing):
     """
 
     name: ClassVar[str] = "olh"
+    resolved_shape: ClassVar[str | None] = "g"
     epsilon: float
     k: int
     g: int | None = None

@@ -93,6 +93,7 @@ class SS(FrequencyOracle):
     """
 
     name: ClassVar[str] = "ss"
+    resolved_shape: ClassVar[str | None] = "d"
     epsilon: float
     k: int
     d: int | None = None
@@ -142,6 +143,13 @@ class SS(FrequencyOracle):
         p = self._include_probability
         k, d = self.k, self.size
         return p / math.comb(k - 1, d - 1), (1 - p) / math.comb(k - 1, d)
+
+    def mixture_column_profile(self) -> tuple[Fraction, Fraction, bool]:
+        """Exact: R = P[Y | x in Y] / P[Y | x not in Y], and M = (d R + k - d)/k (d members)."""
+        inside, outside = self.subset_probabilities()
+        high = inside / outside
+        d = self.size
+        return high, (d * high + self.k - d) / self.k, True
 
     # ---- device side -------------------------------------------------------------------------
 

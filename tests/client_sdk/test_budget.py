@@ -283,7 +283,7 @@ def test_history_shows_reports_and_costs_but_no_value_or_key(tmp_path: Path, clo
 
     from client_sdk import mechanism_from_config
     from client_sdk.mechanisms.longitudinal import Memoized
-    from client_sdk.secrets_store import load_or_create_device_secret
+    from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 
     secret = load_or_create_device_secret(tmp_path)
     m = mechanism_from_config(
@@ -294,10 +294,10 @@ def test_history_shows_reports_and_costs_but_no_value_or_key(tmp_path: Path, clo
     policy = {"epsilon_per_report": 1.0, "reports_per_period": 2, "period_seconds": DAY}
     sent = []
     with BudgetLedger(tmp_path, clock=clock) as ledger:
-        (key,) = m.memo_keys([value], secret=secret, scope="cfg")
+        (key,) = m.memo_keys([value], permanent=DeviceKeys(secret, "cfg"))
         rng = np.random.default_rng(1)
         for _ in range(3):
-            payload = m.to_wire(m.perturb([value], rng=rng, secret=secret, scope="cfg"))[0]
+            payload = m.to_wire(m.perturb([value], rng=rng, permanent=DeviceKeys(secret, "cfg")))[0]
             ledger.authorize("cats", policy, epsilon=m.epsilon_inf, memo_key=key, report=payload)
             sent.append(payload)
         entries = ledger.history()

@@ -17,7 +17,7 @@ import pytest
 from client_sdk import TelemetryClient, mechanism_from_config
 from client_sdk.budget import BudgetExceededError
 from client_sdk.mechanisms.longitudinal import Memoized
-from client_sdk.secrets_store import load_or_create_device_secret
+from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 from tests.client_sdk.test_client import LABELS, TOKEN, Collector
 
 POLICY = {"epsilon_per_report": 1.5, "reports_per_period": 3, "period_seconds": 86400}
@@ -123,7 +123,9 @@ def test_memoized_reports_follow_one_permanent_response(
         again.record_many("memoized-free", [LABELS[2]] * 3000)  # after a restart
         payloads += [json.loads(p) for p in _outbox_payloads(again, "memoized-free")[3000:]]
     secret = load_or_create_device_secret(state)
-    permanent = int(mechanism.permanent_responses(np.array([2]), secret=secret, scope=scope)[0])
+    permanent = int(
+        mechanism.permanent_responses(np.array([2]), permanent=DeviceKeys(secret, scope))[0]
+    )
     for half in (payloads[:3000], payloads[3000:]):
         counts = np.bincount(np.asarray(half), minlength=6)
         # The most frequent report is the permanent response, before and after the restart.

@@ -15,8 +15,9 @@ from analysis import estimate
 from client_sdk import mechanism_from_config
 from client_sdk.mechanisms.base import WireFormatError
 from client_sdk.mechanisms.dbitflip import DBitFlip
-from client_sdk.mechanisms.longitudinal import is_memoized
+from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.mechanisms.unary import SUE
+from client_sdk.secrets_store import DeviceKeys
 from tests import stats
 
 SECRET = bytes(range(32, 64))
@@ -175,32 +176,32 @@ def test_wire_round_trip_and_malformed_payloads() -> None:
 
 def test_memoized_reports_are_permanent_per_pattern() -> None:
     m = DBitFlip(1.0, 12, 3)
-    buckets = m.device_buckets(secret=SECRET, scope=SCOPE)
+    buckets = m.device_buckets(permanent=DeviceKeys(SECRET, SCOPE))
     assert buckets.tolist() == sorted(set(buckets.tolist())) and len(buckets) == 3
     outside = [v for v in range(12) if v not in buckets.tolist()]
     rng = np.random.default_rng(7)
     values = np.array([*outside, *buckets.tolist(), *buckets.tolist()])
-    reports = m.perturb(values, rng=rng, secret=SECRET, scope=SCOPE)
-    again = m.perturb(values, rng=rng, secret=SECRET, scope=SCOPE)
+    reports = m.perturb(values, rng=rng, permanent=DeviceKeys(SECRET, SCOPE))
+    again = m.perturb(values, rng=rng, permanent=DeviceKeys(SECRET, SCOPE))
     np.testing.assert_array_equal(reports, again)  # same value, same report, forever
     assert np.all(reports["buckets"] == buckets)
     first_outside = reports["bits"][0]
     assert all(np.array_equal(row, first_outside) for row in reports["bits"][: len(outside)])
-    keys = m.memo_keys(values, secret=SECRET, scope=SCOPE)
+    keys = m.memo_keys(values, permanent=DeviceKeys(SECRET, SCOPE))
     assert len(set(keys)) == 4 == min(m.d + 1, m.k)  # "none" plus one per sampled bucket
     assert m.lifetime_epsilon == pytest.approx(4 * m.privacy_epsilon)
-    assert m.memo_keys([0], secret=SECRET, scope="other") != m.memo_keys(
-        [0], secret=SECRET, scope=SCOPE
+    assert m.memo_keys([0], permanent=DeviceKeys(SECRET, "other")) != m.memo_keys(
+        [0], permanent=DeviceKeys(SECRET, SCOPE)
     )
 
 
-def test_memoization_needs_the_secret() -> None:
-    with pytest.raises(ValueError, match="secret is required"):
+def test_memoization_needs_the_keyed_source() -> None:
+    with pytest.raises(ValueError, match="needs permanent=<keyed source>"):
         DBitFlip(1.0, 8, 2).perturb([1], rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="scope is required"):
-        DBitFlip(1.0, 8, 2).perturb([1], secret=SECRET)
-    with pytest.raises(ValueError, match="takes no secret"):
-        plain(1.0, 8, 2).perturb([1], secret=SECRET, scope=SCOPE)
+    with pytest.raises(ValueError, match="permanent must be a keyed source"):
+        DBitFlip(1.0, 8, 2).perturb([1], permanent=SECRET)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="takes no keyed source"):
+        plain(1.0, 8, 2).perturb([1], permanent=DeviceKeys(SECRET, SCOPE))
 
 
 def test_memoized_device_reports_follow_the_channel() -> None:
@@ -212,7 +213,7 @@ def test_memoized_device_reports_follow_the_channel() -> None:
     rng = np.random.default_rng(9)
     x = 2
     reports = np.concatenate(
-        [m.perturb([x], secret=rng.bytes(32), scope=SCOPE) for _ in range(6000)]
+        [m.perturb([x], permanent=DeviceKeys(rng.bytes(32), SCOPE)) for _ in range(6000)]
     )
     condition = np.array([sets.index(tuple(b)) for b in reports["buckets"].tolist()])
     observed = np.bincount(condition * 4 + m.bits_index(reports), minlength=len(sets) * 4)
@@ -229,7 +230,9 @@ def test_averaging_attack_learns_nothing_beyond_one_report() -> None:
     hits = 0
     devices = 300
     for _ in range(devices):
-        reports = m.perturb(np.full(1000, value), rng=rng, secret=rng.bytes(32), scope=SCOPE)
+        reports = m.perturb(
+            np.full(1000, value), rng=rng, permanent=DeviceKeys(rng.bytes(32), SCOPE)
+        )
         assert np.all(reports["bits"] == reports["bits"][0])
         ones = np.flatnonzero(reports["bits"][0])
         guess = int(rng.choice(ones)) if ones.size else int(rng.integers(8))

@@ -1,4 +1,5 @@
-"""Memoization around every frequency oracle (client_sdk/mechanisms/longitudinal.py).
+"""Memoization around every frequency oracle (client_sdk/mechanisms/longitudinal.py and the
+chains each oracle builds, client_sdk/mechanisms/memoization.py).
 
 What is checked, and how it can fail:
 - configs round-trip and bad ones are refused naming the field;
@@ -15,9 +16,11 @@ What is checked, and how it can fail:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,8 +30,14 @@ from analysis import estimate
 from client_sdk import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle
 from client_sdk.mechanisms.grr import GRR
-from client_sdk.mechanisms.longitudinal import Memoized, is_memoized
-from client_sdk.secrets_store import load_or_create_device_secret
+from client_sdk.mechanisms.longitudinal import Memoized
+from client_sdk.mechanisms.memoization import (
+    Chain,
+    MixtureChain,
+    generic_column_profile,
+    is_memoized,
+)
+from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 from tests import stats
 
 SECRET = bytes(range(32))
@@ -174,14 +183,18 @@ def test_two_stage_chain_is_exactly_private(memoized: Memoized) -> None:
         np.testing.assert_allclose(matrix.sum(axis=1), 1.0, rtol=1e-12)
 
 
-class _Renamed(GRR):
-    """GRR under another name: longitudinal falls back to the mixture chain and its bound."""
+@dataclasses.dataclass(frozen=True)
+class _Unknown(GRR):
+    """GRR that does not say what it is: the mixture chain and the generic column profile."""
 
-    name: ClassVar[str] = "renamed-grr"
+    name: ClassVar[str] = "unknown-grr"
+
+    def memoization_chain(self, target: Fraction) -> Chain:
+        return MixtureChain(self, target)
 
 
 def test_generic_bound_is_valid_and_tight_for_single_high_columns() -> None:
-    m = Memoized(inner=_Renamed(3.0, 5), epsilon=1.0)
+    m = Memoized(inner=_Unknown(3.0, 5), epsilon=1.0)
     assert m.chain == "mixture" and not m.claim_is_tight
     # GRR has output columns with a single high entry, so the generic bound is attained.
     stats.assert_exact_privacy(m)
@@ -190,17 +203,15 @@ def test_generic_bound_is_valid_and_tight_for_single_high_columns() -> None:
 def test_generic_bound_is_valid_for_any_channel() -> None:
     ss = build({"mechanism": "ss", "epsilon": 0.5, "k": 8, "permanent": 1.0}).inner
     # Force the generic profile on an SS channel (columns with d > 1 high entries): still valid.
-    from client_sdk.mechanisms import longitudinal
-
-    high, mean, exact = longitudinal._column_profile(_Renamed(ss.epsilon, 8))
+    high, mean, exact = generic_column_profile(_Unknown(ss.epsilon, 8))
     assert not exact
 
-    class Generic(longitudinal._MixtureChain):
+    class Generic(MixtureChain):
         def __init__(self, inner: FrequencyOracle, target: Any) -> None:
             self.high_ratio, self.mean_ratio, self.tight = high, mean, False
-            longitudinal._Chain.__init__(self, inner, target)
+            Chain.__init__(self, inner, target)
 
-    chain = Generic(ss, longitudinal.Fraction(math.exp(0.5)))
+    chain = Generic(ss, Fraction(math.exp(0.5)))
     worst = max(
         float(np.max(np.log(c.max(axis=0) / c.min(axis=0))))
         for c in (chain.compose(matrix) for matrix in ss.channel_matrices())
@@ -233,8 +244,12 @@ def test_device_path_follows_the_composed_channel(name: str) -> None:
     devices = 4000
     secrets = [rng.bytes(32) for _ in range(devices)]
     x = 1
-    reports = np.concatenate([m.perturb([x], rng=rng, secret=s, scope=SCOPE) for s in secrets])
-    prrs = np.concatenate([m.permanent_responses([x], secret=s, scope=SCOPE) for s in secrets])
+    reports = np.concatenate(
+        [m.perturb([x], rng=rng, permanent=DeviceKeys(s, SCOPE)) for s in secrets]
+    )
+    prrs = np.concatenate(
+        [m.permanent_responses([x], permanent=DeviceKeys(s, SCOPE)) for s in secrets]
+    )
     observed = np.bincount(m.output_index(reports), minlength=matrix.shape[1])
     stats.assert_chi_square(observed, matrix[x], what=f"{name} device reports")
     observed_prr = np.bincount(m.output_index(prrs), minlength=matrix.shape[1])
@@ -246,18 +261,18 @@ def test_permanent_response_is_deterministic_and_independent() -> None:
     again = mechanism_from_config(m.to_config())
     assert isinstance(again, Memoized)
     values = np.array([3, 7, 3, 0, 15, 7])
-    first = m.permanent_responses(values, secret=SECRET, scope=SCOPE)
+    first = m.permanent_responses(values, permanent=DeviceKeys(SECRET, SCOPE))
     np.testing.assert_array_equal(
-        first, again.permanent_responses(values, secret=SECRET, scope=SCOPE)
+        first, again.permanent_responses(values, permanent=DeviceKeys(SECRET, SCOPE))
     )
     np.testing.assert_array_equal(first[[0, 1]], first[[2, 5]])  # same value, same PRR
     # Across secrets, the PRRs of two values (and of one value in two scopes) agree only at the
     # rate two independent draws do: sum_y P[y|3] P[y|7] = 2 p q + (k-2) q^2.
     rng = np.random.default_rng(3)
     secrets = [rng.bytes(32) for _ in range(3000)]
-    a = np.array([m.permanent_responses([3], secret=s, scope=SCOPE)[0] for s in secrets])
-    b = np.array([m.permanent_responses([7], secret=s, scope=SCOPE)[0] for s in secrets])
-    c = np.array([m.permanent_responses([3], secret=s, scope="other")[0] for s in secrets])
+    a = np.array([m.permanent_responses([3], permanent=DeviceKeys(s, SCOPE))[0] for s in secrets])
+    b = np.array([m.permanent_responses([7], permanent=DeviceKeys(s, SCOPE))[0] for s in secrets])
+    c = np.array([m.permanent_responses([3], permanent=DeviceKeys(s, "other"))[0] for s in secrets])
     p, q = m.inner.p_star, m.inner.q_star
     for observed, expected in (
         (np.mean(a == b), 2 * p * q + 14 * q * q),
@@ -266,27 +281,29 @@ def test_permanent_response_is_deterministic_and_independent() -> None:
         stats.assert_within_z(observed, expected, math.sqrt(expected * (1 - expected) / 3000))
 
 
-def test_reports_need_the_secret_and_scope() -> None:
+def test_reports_need_the_keyed_source() -> None:
     m = build({"mechanism": "oue", "epsilon": 1.0, "k": 8, "permanent": 2.0})
-    with pytest.raises(ValueError, match="secret is required"):
+    with pytest.raises(ValueError, match="needs permanent=<keyed source>"):
         m.perturb([1, 2], rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="scope is required"):
-        m.perturb([1, 2], secret=SECRET)
+    with pytest.raises(ValueError, match="permanent must be a keyed source"):
+        m.perturb([1, 2], permanent=SECRET)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="secret must be bytes"):
-        m.perturb([1], secret=b"short", scope=SCOPE)
+        DeviceKeys(b"short", SCOPE)
+    with pytest.raises(ValueError, match="scope is required"):
+        DeviceKeys(SECRET, None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"values\[0\]"):
-        m.perturb([8], secret=SECRET, scope=SCOPE)
-    reports = m.perturb([1, 2], secret=SECRET, scope=SCOPE)
+        m.perturb([8], permanent=DeviceKeys(SECRET, SCOPE))
+    reports = m.perturb([1, 2], permanent=DeviceKeys(SECRET, SCOPE))
     assert m.from_wire(m.to_wire(reports)).shape == reports.shape
 
 
 def test_memo_keys_name_values_without_revealing_them() -> None:
     m = build({"mechanism": "grr", "epsilon": 1.0, "k": 16, "permanent": 2.0})
-    keys = m.memo_keys([3, 3, 4], secret=SECRET, scope=SCOPE)
+    keys = m.memo_keys([3, 3, 4], permanent=DeviceKeys(SECRET, SCOPE))
     assert keys[0] == keys[1] != keys[2]
     assert all(len(key) == 64 and int(key, 16) >= 0 for key in keys)
-    assert m.memo_keys([3], secret=SECRET, scope="other") != keys[:1]
-    assert m.memo_keys([3], secret=bytes(32), scope=SCOPE) != keys[:1]
+    assert m.memo_keys([3], permanent=DeviceKeys(SECRET, "other")) != keys[:1]
+    assert m.memo_keys([3], permanent=DeviceKeys(bytes(32), SCOPE)) != keys[:1]
 
 
 # ---- estimation --------------------------------------------------------------------------------
@@ -316,7 +333,10 @@ def test_device_fleet_estimate_through_analysis() -> None:
     rng = np.random.default_rng(5)
     values = stats.skewed_population(8, 3000)
     reports = np.concatenate(
-        [m.perturb([v], rng=rng, secret=rng.bytes(32), scope=SCOPE) for v in values.tolist()]
+        [
+            m.perturb([v], rng=rng, permanent=DeviceKeys(rng.bytes(32), SCOPE))
+            for v in values.tolist()
+        ]
     )
     result = estimate(m, reports)
     truth = np.bincount(values, minlength=8) / len(values)
@@ -351,9 +371,13 @@ def test_averaging_attack_without_and_with_memoization() -> None:
     prr_hits = 0
     for _ in range(devices):
         secret = rng.bytes(32)
-        reports = m.perturb(np.full(reports_per_device, value), rng=rng, secret=secret, scope=SCOPE)
+        reports = m.perturb(
+            np.full(reports_per_device, value), rng=rng, permanent=DeviceKeys(secret, SCOPE)
+        )
         memo_hits += mode_attack(reports, k) == value
-        prr_hits += int(m.permanent_responses([value], secret=secret, scope=SCOPE)[0]) == value
+        prr_hits += (
+            int(m.permanent_responses([value], permanent=DeviceKeys(secret, SCOPE))[0]) == value
+        )
     assert plain_hits >= devices - 1
     p1 = m.inner.p_star  # e^2/(e^2+15) = 0.33
     stats.assert_within_z(memo_hits / devices, p1, math.sqrt(p1 * (1 - p1) / devices))
@@ -372,7 +396,9 @@ def test_unary_attack_does_no_better_than_one_permanent_response() -> None:
     hits = 0
     for _ in range(devices):
         value = int(rng.integers(k))
-        reports = m.perturb(np.full(1000, value), rng=rng, secret=rng.bytes(32), scope=SCOPE)
+        reports = m.perturb(
+            np.full(1000, value), rng=rng, permanent=DeviceKeys(rng.bytes(32), SCOPE)
+        )
         bits = np.unpackbits(reports, axis=1, count=k).mean(axis=0)
         hits += int(np.argmax(bits)) == value
     se = math.sqrt(bayes * (1 - bayes) / devices)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from client_sdk import mechanism_from_config
-from client_sdk.mechanisms.longitudinal import is_memoized
+from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.mechanisms.onebitmean import OneBitMean
+from client_sdk.secrets_store import DeviceKeys
 from tests import stats
 
 SECRET = bytes(range(64, 96))
@@ -178,7 +179,10 @@ def test_alpha_point_rounding_is_unbiased_across_devices() -> None:
     rng = np.random.default_rng(71)
     x, devices = 3.3, 4000
     points = np.array(
-        [m.rounded_points([x], secret=rng.bytes(32), scope=SCOPE)[0] for _ in range(devices)]
+        [
+            m.rounded_points([x], permanent=DeviceKeys(rng.bytes(32), SCOPE))[0]
+            for _ in range(devices)
+        ]
     )
     assert set(points.tolist()) == {1, 2}
     up = 0.8 / 2.5  # fractional position of 3.3 in [2.5, 5]
@@ -188,19 +192,21 @@ def test_alpha_point_rounding_is_unbiased_across_devices() -> None:
 def test_memoized_reports_are_permanent() -> None:
     m = make(buckets=4)
     rng = np.random.default_rng(72)
-    first = m.perturb([3.3] * 50, rng=rng, secret=SECRET, scope=SCOPE)
+    first = m.perturb([3.3] * 50, rng=rng, permanent=DeviceKeys(SECRET, SCOPE))
     assert np.all(first == first[0])
-    assert np.array_equal(m.perturb([3.3] * 5, rng=rng, secret=SECRET, scope=SCOPE), first[:5])
+    assert np.array_equal(
+        m.perturb([3.3] * 5, rng=rng, permanent=DeviceKeys(SECRET, SCOPE)), first[:5]
+    )
     sweep = np.linspace(LOWER, UPPER, 1001)
-    keys = m.memo_keys(sweep, secret=SECRET, scope=SCOPE)
-    points = m.rounded_points(sweep, secret=SECRET, scope=SCOPE)
+    keys = m.memo_keys(sweep, permanent=DeviceKeys(SECRET, SCOPE))
+    points = m.rounded_points(sweep, permanent=DeviceKeys(SECRET, SCOPE))
     assert len(set(keys)) == len(set(points.tolist())) <= m.buckets + 1
     assert np.all(np.diff(points) >= 0)  # one alpha per device: rounding is monotone
     assert m.lifetime_epsilon == 5.0
-    with pytest.raises(ValueError, match="secret is required"):
+    with pytest.raises(ValueError, match="needs permanent=<keyed source>"):
         m.perturb([1.0], rng=rng)
-    with pytest.raises(ValueError, match="takes no secret"):
-        make(memoize=False).perturb([1.0], secret=SECRET, scope=SCOPE)
+    with pytest.raises(ValueError, match="takes no keyed source"):
+        make(memoize=False).perturb([1.0], permanent=DeviceKeys(SECRET, SCOPE))
 
 
 def test_averaging_attack_without_and_with_memoization() -> None:
@@ -215,7 +221,7 @@ def test_averaging_attack_without_and_with_memoization() -> None:
     m = make(buckets=2)
     ones = 0
     for _ in range(devices):
-        bits = m.perturb(np.full(reports, x), rng=rng, secret=rng.bytes(32), scope=SCOPE)
+        bits = m.perturb(np.full(reports, x), rng=rng, permanent=DeviceKeys(rng.bytes(32), SCOPE))
         assert np.all(bits == bits[0])
         ones += int(bits[0])
     p_one = m.output_distribution(x)[1]

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from client_sdk import mechanism_from_config
 from client_sdk.mechanisms.base import WireFormatError
+from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.mechanisms.rappor import (
     RAPPOR,
     assign_cohort,
@@ -29,6 +30,7 @@ from client_sdk.mechanisms.rappor import (
     hmac_drbg,
     prr_from_stream,
 )
+from client_sdk.secrets_store import DeviceKeys, memo_key
 from tests import stats
 
 PAPER = {"k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.5, "q": 0.75}
@@ -325,23 +327,39 @@ def test_perturb_requires_a_real_secret() -> None:
     with pytest.raises(ValueError, match="secret"):
         mech.perturb(["x"])
     with pytest.raises(ValueError, match="at least 16 bytes"):
-        mech.perturb(["x"], secret=b"short")
+        mech.perturb_with_secret(["x"], secret=b"short")
     with pytest.raises(ValueError, match="secret must be bytes"):
-        mech.perturb(["x"], secret="a string secret!!")  # type: ignore[arg-type]
+        mech.perturb_with_secret(["x"], secret="a string secret!!")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"values\[1\]"):
-        mech.perturb(["x", 3], secret=SECRET)
+        mech.perturb_with_secret(["x", 3], secret=SECRET)
     with pytest.raises(ValueError, match="cohort"):
-        mech.perturb(["x"], secret=SECRET, cohort=16)
+        mech.perturb_with_secret(["x"], secret=SECRET, cohort=16)
+
+
+def test_device_keys_are_the_reference_secret_and_encoder_id() -> None:
+    """Through the memoizing protocol: ``perturb(permanent=DeviceKeys(secret, scope))`` is the
+    reference encoder with that secret and encoder id ``scope``, and each distinct string has
+    one memo key, ``memo_key(secret, scope, "rappor:<value>", 0)``."""
+    mech = RAPPOR(**PAPER)
+    keys = DeviceKeys(SECRET, "config-id")
+    assert is_memoized(mech) and mech.memoizes_itself
+    via_keys = mech.perturb(["a", "b"], permanent=keys, rng=np.random.default_rng(4))
+    via_secret = mech.perturb_with_secret(
+        ["a", "b"], secret=SECRET, encoder_id="config-id", rng=np.random.default_rng(4)
+    )
+    np.testing.assert_array_equal(via_keys, via_secret)
+    memo = mech.memo_keys(["a", "b", "a"], permanent=keys)
+    assert memo == [memo_key(SECRET, "config-id", f"rappor:{v}", 0) for v in ("a", "b", "a")]
 
 
 def test_reports_carry_the_secrets_cohort() -> None:
     mech = RAPPOR(**PAPER)
-    reports = mech.perturb(["a", "b", "a"], secret=SECRET, rng=np.random.default_rng(0))
+    reports = mech.perturb_with_secret(["a", "b", "a"], secret=SECRET, rng=np.random.default_rng(0))
     assert reports.dtype == mech.report_dtype
     assert set(reports["cohort"].tolist()) == {ref_cohort(SECRET, 16, 32)}
-    forced = mech.perturb(["a"], secret=SECRET, cohort=5, rng=np.random.default_rng(0))
+    forced = mech.perturb_with_secret(["a"], secret=SECRET, cohort=5, rng=np.random.default_rng(0))
     assert forced["cohort"].tolist() == [5]
-    default = mech.perturb(["a"], secret=SECRET)  # the OS CSPRNG
+    default = mech.perturb_with_secret(["a"], secret=SECRET)  # the OS CSPRNG
     assert default.shape == (1,)
 
 
@@ -355,10 +373,16 @@ def test_prr_is_memoized_by_the_secret() -> None:
     np.testing.assert_array_equal(first[0], again[1])
     np.testing.assert_array_equal(first[1], again[0])
     exact = RAPPOR(**{**PAPER, "p": 0.0, "q": 1.0})
-    a = exact.perturb(["x"] * 3, secret=SECRET, encoder_id="c", rng=np.random.default_rng(1))
-    b = exact.perturb(["x"], secret=SECRET, encoder_id="c", rng=np.random.default_rng(2))
+    a = exact.perturb_with_secret(
+        ["x"] * 3, secret=SECRET, encoder_id="c", rng=np.random.default_rng(1)
+    )
+    b = exact.perturb_with_secret(
+        ["x"], secret=SECRET, encoder_id="c", rng=np.random.default_rng(2)
+    )
     assert len({row.tobytes() for row in np.concatenate([a, b])["bits"]}) == 1
-    noisy = mech.perturb(["x"] * 50, secret=SECRET, encoder_id="c", rng=np.random.default_rng(3))
+    noisy = mech.perturb_with_secret(
+        ["x"] * 50, secret=SECRET, encoder_id="c", rng=np.random.default_rng(3)
+    )
     assert len({row.tobytes() for row in noisy["bits"]}) > 1
 
 
@@ -366,7 +390,7 @@ def test_wire_bits_are_googles_string_order() -> None:
     """p = 0, q = 1 sends the PRR: the wire string is the reference's bit_string of it."""
     for k in (12, 32, 64):
         mech = RAPPOR(k=k, h=2, m=8, f=0.5, p=0.0, q=1.0)
-        reports = mech.perturb(["hello"], secret=SECRET, encoder_id=b"id")
+        reports = mech.perturb_with_secret(["hello"], secret=SECRET, encoder_id=b"id")
         cohort = ref_cohort(SECRET, 8, k)
         prr = ref_prr(SECRET, b"id", ref_bloom(b"hello", cohort, 2, k), 0.5, k)
         assert mech.to_wire(reports) == [{"cohort": cohort, "bits": format(prr, f"0{k}b")}]
@@ -438,7 +462,7 @@ def test_irr_sends_prr_bits_with_p_and_q() -> None:
     """Fixed PRR, 20,000 reports: P[1 | PRR 1] = q, P[1 | PRR 0] = p (chi-square)."""
     mech = RAPPOR(k=64, h=2, m=4, f=0.5, p=0.25, q=0.75)
     _, _, prr = mech.permanent_response(["z"], secret=SECRET)
-    reports = mech.perturb(["z"] * 20_000, secret=SECRET, rng=np.random.default_rng(11))
+    reports = mech.perturb_with_secret(["z"] * 20_000, secret=SECRET, rng=np.random.default_rng(11))
     sent = np.unpackbits(reports["bits"], axis=1, count=64)[:, ::-1].astype(bool)
     from_zero, from_one = transitions(np.broadcast_to(prr[0], sent.shape), sent)
     stats.assert_chi_square(from_zero, [0.75, 0.25], what="IRR given PRR bit 0")
@@ -455,7 +479,7 @@ def test_reported_bits_follow_p_and_q_star_star(path: str) -> None:
     if path == "device":
         reports = np.concatenate(
             [
-                mech.perturb([v], secret=b"client-secret-%06d" % i, rng=rng)
+                mech.perturb_with_secret([v], secret=b"client-secret-%06d" % i, rng=rng)
                 for i, v in enumerate(values)
             ]
         )
