@@ -61,9 +61,9 @@ SCHEMA_VERSION = 1
 MANIFEST = "_manifest.json"
 CAMPAIGN_DOCUMENT = "_campaign.json"
 """Beside the data; a leading ``_`` (like ``_manifest.json``) hides both from Parquet readers."""
-ROW_GROUP_SIZE = 16_384
+ROW_GROUP_SIZE = 8_192
 """Rows per Parquet row group: small enough that an id-range reader skips most of a file."""
-DEFAULT_CHUNK_SIZE = 200_000
+DEFAULT_CHUNK_SIZE = 500_000
 """Reports read from SQLite (and written per file and day) at a time."""
 
 ID_BYTES = 16
@@ -186,11 +186,11 @@ def check_schema_version(metadata: Mapping[bytes, bytes] | None, *, where: str) 
 
 
 def build_table(
-    campaign: StoredCampaign, report_ids: Sequence[str], reports: Reports
+    campaign: StoredCampaign, ids: npt.NDArray[np.void], reports: Reports
 ) -> tuple[Any, npt.NDArray[np.intp]]:
-    """The Arrow table of these reports, rows sorted by id; also the sorting permutation."""
+    """The Arrow table of reports with 16-byte ids (``V16``, :func:`ids_to_bytes`), rows sorted
+    by id; also the sorting permutation."""
     pa = _pa()
-    ids = ids_to_bytes(report_ids)
     order = np.argsort(ids.view(f"S{ID_BYTES}"), kind="stable")
     sorted_reports = np.asarray(reports)[order]
     id_column = pa.FixedSizeBinaryArray.from_buffers(
@@ -202,6 +202,19 @@ def build_table(
         metadata=schema_metadata(campaign, sorted_reports),
     )
     return pa.Table.from_arrays(list(columns.values()), schema=schema), order
+
+
+def write_table(pq: Any, table: Any, path: Path, *, compression: str = "zstd") -> None:
+    """Write a table of the schema atomically (a hidden temporary file, then a rename)."""
+    temporary = path.with_name("." + path.name + ".tmp")
+    pq.write_table(
+        table,
+        temporary,
+        row_group_size=ROW_GROUP_SIZE,
+        compression=compression,
+        write_statistics=["report_id"],
+    )
+    os.replace(temporary, path)
 
 
 # ---- the manifest -------------------------------------------------------------------------------
@@ -496,17 +509,9 @@ def _write_file(
     last_seq: int,
     compression: str,
 ) -> dict[str, Any]:
-    table, _ = build_table(stored, report_ids, reports)
+    table, _ = build_table(stored, ids_to_bytes(report_ids), reports)
     relative = f"day={day}/part-{first_seq:016d}-{last_seq:016d}.parquet"
     path = directory / relative
     path.parent.mkdir(exist_ok=True)
-    temporary = path.with_name("." + path.name + ".tmp")  # hidden from readers until renamed
-    pq.write_table(
-        table,
-        temporary,
-        row_group_size=ROW_GROUP_SIZE,
-        compression=compression,
-        write_statistics=["report_id"],
-    )
-    os.replace(temporary, path)
+    write_table(pq, table, path, compression=compression)
     return {"path": relative, "day": day, "rows": table.num_rows}

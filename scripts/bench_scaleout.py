@@ -1,0 +1,164 @@
+"""Scale-out figures: OLH (k = 1024) reports in Parquet, aggregated in one process and on Dask.
+
+    .venv/bin/python scripts/bench_scaleout.py [--reports 100000000] [--sqlite-reports 1000000]
+
+In a temporary directory (deleted afterwards unless ``--keep DIR``):
+
+1. ``--sqlite-reports`` OLH reports uploaded into a collector database (``Storage``), exported
+   with ``ldp-collector export``'s function: the export rate (reports/s) and the bytes per report
+   in SQLite and in the exported Parquet.
+2. ``--reports`` OLH reports generated straight into an export directory (files of
+   ``--file-rows`` reports, one day each, sorted by id, in the export's schema).
+3. Their aggregation (``analysis.sources``: id-range partitions, de-duplication, tree merge) in
+   one process, then on a LocalCluster of 1 and of 2 worker processes (one thread each): the
+   wall times, the scaling efficiency T1 / (2 T2) and the peak resident memory of each worker.
+   All three statistics are checked to be identical.
+
+Figures depend on the machine; the README and docs/scale-out.md quote a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from analysis import distributed, sources
+from client_sdk.mechanisms import mechanism_from_config
+from collector import export
+from collector.storage import Storage, StoredCampaign
+
+CONFIG = {"mechanism": "olh", "epsilon": 1.0, "k": 1024}
+NAME = "bench-olh"
+
+
+def campaign_document() -> dict[str, Any]:
+    return {
+        "name": NAME,
+        "mechanism": CONFIG,
+        "domain": [f"item-{i}" for i in range(CONFIG["k"])],
+        "min_batch_size": 1,
+    }
+
+
+def sqlite_figures(directory: Path, n: int, rng: np.random.Generator) -> dict[str, float]:
+    """Upload n reports into SQLite, export them; bytes per report and the export rate."""
+    db = directory / "collector.db"
+    with Storage(db, synchronous="NORMAL") as storage:
+        storage.create_campaign(campaign_document())
+        mechanism = storage.get_campaign(NAME).mechanism
+        for start in range(0, n, 100_000):
+            size = min(100_000, n - start)
+            reports = mechanism.perturb(rng.integers(0, CONFIG["k"], size), rng=rng)
+            payloads = [json.dumps(p, separators=(",", ":")) for p in mechanism.to_wire(reports)]
+            ids = [secrets.token_hex(16) for _ in range(size)]
+            storage.insert_reports(NAME, list(zip(ids, payloads, strict=True)), day="2026-05-01")
+        storage.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    sqlite_bytes = db.stat().st_size
+    out = directory / "exported"
+    result = export.export_campaign(db, NAME, out)
+    parquet_bytes = sum(p.stat().st_size for p in out.rglob("*.parquet"))
+    return {
+        "sqlite_reports": n,
+        "sqlite_bytes_per_report": sqlite_bytes / n,
+        "export_reports_per_s": result.exported / result.seconds,
+        "export_seconds": result.seconds,
+        "exported_parquet_bytes_per_report": parquet_bytes / n,
+    }
+
+
+def generate_lake(
+    directory: Path, stored: StoredCampaign, n: int, file_rows: int, rng: np.random.Generator
+) -> tuple[Path, float]:
+    """n OLH reports straight into an export directory; returns it and its seconds."""
+    started = time.perf_counter()
+    lake = directory / "lake"
+    lake.mkdir()
+    (lake / export.CAMPAIGN_DOCUMENT).write_text(json.dumps(stored.document()))
+    mechanism = stored.mechanism
+    files = []
+    for index, start in enumerate(range(0, n, file_rows)):
+        size = min(file_rows, n - start)
+        reports = mechanism.perturb(rng.integers(0, CONFIG["k"], size), rng=rng)
+        ids = rng.integers(0, 256, (size, export.ID_BYTES), dtype=np.uint8).view("V16")[:, 0]
+        table, _ = export.build_table(stored, ids, reports)
+        day = f"2026-05-{1 + index % 28:02d}"
+        relative = f"day={day}/part-{start + 1:016d}-{start + size:016d}.parquet"
+        (lake / relative).parent.mkdir(exist_ok=True)
+        export.write_table(pq, table, lake / relative)
+        files.append({"path": relative, "day": day, "rows": size})
+    export.Manifest(
+        campaign=stored.name, config_id=stored.config_id, source="generated", scans=[], files=files
+    ).save(lake)
+    return lake, time.perf_counter() - started
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def on_cluster(work: sources.Plan, workers: int) -> tuple[Any, float, list[float]]:
+    with distributed.connect(f"local:{workers}") as client:
+        client.wait_for_workers(workers)
+        client.run(lambda: mechanism_from_config(CONFIG))  # imports and warm-up, not timed
+        started = time.perf_counter()
+        merged = distributed.aggregate_distributed(client, work)
+        seconds = time.perf_counter() - started
+        peaks = sorted(client.run(_peak_rss_mib).values())
+    return merged, seconds, peaks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reports", type=int, default=100_000_000)
+    parser.add_argument("--sqlite-reports", type=int, default=1_000_000)
+    parser.add_argument("--file-rows", type=int, default=1_000_000)
+    parser.add_argument("--keep", default=None, help="keep the data in this directory")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    directory = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-scaleout-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Any] = {"reports": args.reports, "k": CONFIG["k"], "cpus": os.cpu_count()}
+    try:
+        figures.update(sqlite_figures(directory, args.sqlite_reports, rng))
+        print(json.dumps(figures, indent=1), flush=True)
+        stored = sources.SqliteSource(str(directory / "collector.db")).campaign(NAME)
+        lake, seconds = generate_lake(directory, stored, args.reports, args.file_rows, rng)
+        lake_bytes = sum(p.stat().st_size for p in lake.rglob("*.parquet"))
+        figures["generate_seconds"] = seconds
+        figures["parquet_bytes_per_report"] = lake_bytes / args.reports
+        work = sources.plan(NAME, parquets=[str(lake)])
+        figures["partitions"] = 1 << work.bits
+        started = time.perf_counter()
+        local = sources.aggregate_local(work)
+        figures["one_process_seconds"] = time.perf_counter() - started
+        figures["one_process_peak_rss_mib"] = _peak_rss_mib()
+        print(json.dumps(figures, indent=1), flush=True)
+        for workers in (1, 2):
+            merged, seconds, peaks = on_cluster(work, workers)
+            assert merged.statistic == local.statistic, "Dask differs from one process"
+            figures[f"dask_{workers}_seconds"] = seconds
+            figures[f"dask_{workers}_worker_peak_rss_mib"] = peaks
+        figures["scaling_efficiency_1_to_2"] = figures["dask_1_seconds"] / (
+            2 * figures["dask_2_seconds"]
+        )
+        figures["reports_per_s_one_process"] = args.reports / figures["one_process_seconds"]
+        print(json.dumps(figures, indent=1))
+    finally:
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
