@@ -38,8 +38,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from client_sdk.budget import BudgetPolicy
+from client_sdk.campaign import BudgetPolicy
 from client_sdk.mechanisms import Mechanism
+from client_sdk.mechanisms._validation import check_delta, check_epsilon
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -96,19 +97,8 @@ class PrivacyPolicy:
 
     def __post_init__(self) -> None:
         for field in ("max_epsilon", "max_epsilon_inf"):
-            value = getattr(self, field)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(f"{field} must be a positive finite number; got {value!r}")
-            object.__setattr__(self, field, float(value))
-        delta = self.max_delta
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
-            raise ValueError(f"max_delta must be a number in [0, 1); got {delta!r}")
-        object.__setattr__(self, "max_delta", float(delta))
+            object.__setattr__(self, field, check_epsilon(getattr(self, field), field))
+        object.__setattr__(self, "max_delta", check_delta(self.max_delta, "max_delta"))
         if self.budget is not None:
             object.__setattr__(self, "budget", BudgetPolicy.from_dict(self.budget))
         if self.allowed_mechanisms is not None:
