@@ -6,25 +6,27 @@
 >>> round(account.epsilon_at(1e-6), 3) <= 100 * 1.0
 True
 
-Each mechanism becomes one step, as exactly as its form allows:
+Each mechanism describes one report by its privacy event (``mechanism.privacy_event()``,
+:mod:`client_sdk.mechanisms.privacy`), and :func:`event_privacy` turns the event into one step,
+as exactly as its form allows; nothing here looks at a mechanism's name or class:
 
-- a frequency oracle through its exact channel (``channel_matrices()``, the implemented
-  probabilities): the PLD of the worst pair of rows, or of their envelope when no single pair
-  dominates; GRR and unary encoding (SUE, OUE) directly from their implemented p* and q* at
-  any k (the tests check these against the enumerated channel);
-- ``gaussian`` (``.sigma`` and its L2 sensitivity) through Gaussian DP, mu = sensitivity/sigma.
-  The SDK's grid-sampled noise is a post-processing of a continuous Gaussian at least that wide
-  (see ``client_sdk.mechanisms.gaussian``), so this is its claim and an upper bound;
-- a memoized mechanism (RAPPOR, ``epsilon_inf``) through its *permanent* randomized response,
-  once per distinct value (see :func:`device_privacy`);
-- anything else through its claim (``privacy_epsilon``, ``privacy_delta``) and the worst case of
-  an (epsilon, delta)-DP report, which is exact for randomized response and an upper bound
-  otherwise.
+- randomized response and unary encoding from their implemented probabilities at any k (the
+  tests check these against the enumerated channel);
+- a Gaussian event through Gaussian DP, mu = 1 / noise_multiplier. The SDK's grid-sampled noise
+  is a post-processing of a continuous Gaussian at least that wide (see
+  ``client_sdk.mechanisms.gaussian``), so this is its claim and an upper bound;
+- a channel event through its exact channel (``channel_matrices()``): the PLD of the worst pair
+  of rows, or of their envelope when no single pair dominates; its fallback claim where the
+  channel is too large to enumerate;
+- a permanent response (RAPPOR, ``longitudinal`` configs, memoized dBitFlip and 1BitMean) through
+  its inner event, the permanent response itself, once per distinct value (see
+  :func:`device_privacy`);
+- a pure or approximate claim through the worst case of an (epsilon, delta)-DP report, which is
+  exact for randomized response and an upper bound otherwise.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -41,11 +43,20 @@ from analysis.accounting.steps import (
     unary_encoding_from,
 )
 from client_sdk.mechanisms import mechanism_from_config
-from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
-from client_sdk.mechanisms.memoization import is_memoized
-from client_sdk.mechanisms.rappor import RAPPOR
+from client_sdk.mechanisms.base import Mechanism
+from client_sdk.mechanisms.privacy import (
+    ApproximateEvent,
+    ChannelEvent,
+    ChannelSource,
+    GaussianEvent,
+    PermanentResponseEvent,
+    PrivacyEvent,
+    PureEvent,
+    RandomizedResponseEvent,
+    UnaryEncodingEvent,
+)
 
-MechanismLike = Mechanism | Mapping[str, Any] | PrivacyAccount
+MechanismLike = Mechanism | Mapping[str, Any] | PrivacyEvent | PrivacyAccount
 
 MAX_CHANNEL_PAIRS = 5000
 """Most ordered pairs of distinct channel rows enumerated for one mechanism."""
@@ -53,7 +64,7 @@ MAX_CHANNEL_WORK = 20_000_000
 """Most (pair, output) cells enumerated for one mechanism; beyond, the claim is used."""
 
 
-def from_channel(mechanism: Mechanism, *, stage: str | None = None) -> PrivacyAccount:
+def from_channel(mechanism: ChannelSource, *, stage: str | None = None) -> PrivacyAccount:
     """One report of a mechanism that enumerates its exact implemented channel.
 
     Every ordered pair of distinct rows of every ``channel_matrices()`` matrix gives a PLD; the
@@ -65,7 +76,7 @@ def from_channel(mechanism: Mechanism, *, stage: str | None = None) -> PrivacyAc
     ``MAX_CHANNEL_WORK`` cells) or the mechanism has no channel.
     """
     channel = getattr(mechanism, "channel_matrices", None)
-    if not isinstance(mechanism, Mechanism) or channel is None:
+    if not isinstance(mechanism, ChannelSource) or channel is None:
         raise ValueError(f"mechanism must enumerate its channel; got {type(mechanism).__name__}")
     plds: dict[tuple[bytes, bytes, float], DiscretePLD] = {}
     pairs = work = 0
@@ -106,41 +117,59 @@ def from_channel(mechanism: Mechanism, *, stage: str | None = None) -> PrivacyAc
     return PrivacyAccount([(Step(label, 0.0, pld, None, claim), 1)])
 
 
-def mechanism_privacy(mechanism: MechanismLike) -> PrivacyAccount:
-    """The account of one report of ``mechanism`` (a Mechanism, a config dict, or an account)."""
+def event_privacy(event: PrivacyEvent) -> PrivacyAccount:
+    """The account of one report described by ``event``.
+
+    A permanent response is accounted by its inner event: every report of one value is a
+    post-processing of it and they share it, so per-report channels must NOT be composed
+    (correlated reports can leak more than the composition of their marginals). Raises
+    ValueError for an event this accounting does not know (it never guesses).
+    """
+    if isinstance(event, PermanentResponseEvent):
+        return event_privacy(event.inner)
+    if isinstance(event, RandomizedResponseEvent):
+        return randomized_response_from(event.p, event.q, event.k)
+    if isinstance(event, UnaryEncodingEvent):
+        return unary_encoding_from(event.p, event.q)
+    if isinstance(event, GaussianEvent):
+        claim = None if event.claim is None else (event.claim.epsilon, event.claim.delta)
+        return gaussian(event.noise_multiplier, claim=claim)
+    if isinstance(event, ChannelEvent):
+        try:
+            return from_channel(event.source, stage=event.stage)
+        except ValueError:
+            return event_privacy(event.fallback)
+    if isinstance(event, PureEvent):
+        return approximate_dp(event.epsilon, 0.0)
+    if isinstance(event, ApproximateEvent):
+        return approximate_dp(event.epsilon, event.delta)
+    raise ValueError(f"unsupported privacy event: {event!r}")
+
+
+def mechanism_event(mechanism: MechanismLike) -> PrivacyEvent | None:
+    """The privacy event of a mechanism, config dict or event (None for an account)."""
     if isinstance(mechanism, PrivacyAccount):
+        return None
+    if isinstance(mechanism, PrivacyEvent):
         return mechanism
     if isinstance(mechanism, Mapping):
         mechanism = mechanism_from_config(mechanism)
     if not isinstance(mechanism, Mechanism):
         raise ValueError(
-            f"mechanism must be a Mechanism, a config dict or a PrivacyAccount; "
+            f"mechanism must be a Mechanism, a config dict, a PrivacyEvent or a PrivacyAccount; "
             f"got {type(mechanism).__name__}"
         )
-    claim = (float(mechanism.privacy_epsilon), float(mechanism.privacy_delta))
-    if _is_memoized(mechanism):
-        # Memoized (RAPPOR, "longitudinal" configs, dBitFlip, 1BitMean): all reports of one value
-        # are a post-processing of its permanent randomized response, and they share it, so
-        # per-report channels must NOT be composed (correlated reports can leak more than the
-        # composition of their marginals). The step is the permanent response itself.
-        permanent = _permanent_stage(mechanism)
-        if permanent is not None:
-            return permanent
-        return approximate_dp(float(getattr(mechanism, "epsilon_inf")), 0.0)  # noqa: B009
-    if mechanism.name == "gaussian" and hasattr(mechanism, "sigma"):
-        return gaussian(
-            sigma=float(mechanism.sigma), sensitivity=_l2_sensitivity(mechanism), claim=claim
-        )
-    if isinstance(mechanism, FrequencyOracle):
-        if mechanism.name == "grr":
-            return randomized_response_from(mechanism.p_star, mechanism.q_star, mechanism.k)
-        if mechanism.name in ("sue", "oue"):
-            return unary_encoding_from(mechanism.p_star, mechanism.q_star)
-        try:
-            return from_channel(mechanism)
-        except ValueError:
-            pass
-    return approximate_dp(*claim)
+    return mechanism.privacy_event()
+
+
+def mechanism_privacy(mechanism: MechanismLike) -> PrivacyAccount:
+    """The account of one report of ``mechanism`` (a Mechanism, a config dict, a privacy event
+    or an account)."""
+    if isinstance(mechanism, PrivacyAccount):
+        return mechanism
+    event = mechanism_event(mechanism)
+    assert event is not None
+    return event_privacy(event)
 
 
 def device_privacy(
@@ -157,15 +186,14 @@ def device_privacy(
     Other mechanisms draw fresh randomness per report and ignore ``distinct_values``.
     """
     reports = check_count(reports, "reports")
-    step = mechanism_privacy(mechanism)
+    event = mechanism_event(mechanism)
+    step = mechanism_privacy(mechanism) if event is None else event_privacy(event)
     if distinct_values is None:
         return step * reports
     distinct = check_count(distinct_values, "distinct_values")
     if distinct > reports:
         raise ValueError(f"distinct_values must be at most reports={reports}; got {distinct}")
-    memoized = not isinstance(mechanism, PrivacyAccount) and _is_memoized(
-        mechanism_from_config(mechanism) if isinstance(mechanism, Mapping) else mechanism
-    )
+    memoized = isinstance(event, PermanentResponseEvent)
     return step * (distinct if memoized else reports)
 
 
@@ -182,33 +210,3 @@ def device_account(history: Iterable[tuple[MechanismLike, int]]) -> PrivacyAccou
     if not parts:
         raise ValueError("history must list at least one (mechanism, reports) pair")
     return sum(parts[1:], parts[0])
-
-
-def _l2_sensitivity(mechanism: Any) -> float:
-    """The L2 diameter of the Gaussian mechanism's input set (docs/math/numeric.md)."""
-    if hasattr(mechanism, "sensitivity"):
-        return float(mechanism.sensitivity)
-    clip_norm = getattr(mechanism, "clip_norm", None)
-    if clip_norm is not None:
-        return 2.0 * float(clip_norm)
-    lower, upper = float(mechanism.lower), float(mechanism.upper)
-    dim = getattr(mechanism, "dim", None) or 1
-    return (upper - lower) * math.sqrt(dim)
-
-
-def _is_memoized(mechanism: Mechanism) -> bool:
-    """Reports of one value share a permanent response (RAPPOR, or ``is_memoized``)."""
-    return isinstance(mechanism, RAPPOR) or is_memoized(mechanism)
-
-
-def _permanent_stage(mechanism: Mechanism) -> PrivacyAccount | None:
-    """The exact account of the permanent response, where its channel is small enough."""
-    try:
-        if isinstance(mechanism, RAPPOR):
-            return from_channel(mechanism, stage="permanent")
-        inner = getattr(mechanism, "inner", None)  # longitudinal: the oracle at epsilon_permanent
-        if isinstance(inner, FrequencyOracle):
-            return mechanism_privacy(inner)
-    except ValueError:
-        pass
-    return None

@@ -37,14 +37,36 @@ def gaussian_dp(mu: float, *, label: str | None = None) -> PrivacyAccount:
 
 
 def gaussian(
-    *, sigma: float, sensitivity: float = 1.0, claim: tuple[float, float] | None = None
+    noise_multiplier: float | None = None,
+    *,
+    sigma: float | None = None,
+    sensitivity: float | None = None,
+    claim: tuple[float, float] | None = None,
 ) -> PrivacyAccount:
-    """One Gaussian report N(x, sigma^2) of a value with L2 sensitivity ``sensitivity``.
+    """One Gaussian report: mu-GDP with mu = 1 / noise_multiplier = sensitivity / sigma.
 
-    In local DP the sensitivity is the diameter of the input set (docs/math/numeric.md).
+    ``gaussian(1.1)`` is dp_accounting's ``GaussianDpEvent(1.1)``: noise of standard deviation
+    1.1 times the L2 sensitivity. ``gaussian(sigma=s, sensitivity=d)`` gives the noise N(x, s^2)
+    in the value's units and the sensitivity (default 1); in local DP the sensitivity is the
+    diameter of the input set (docs/math/numeric.md). ``claim`` is the (epsilon, delta) the
+    mechanism states, for the classical bounds.
     """
+    if (noise_multiplier is None) == (sigma is None):
+        raise ValueError(
+            "gaussian takes noise_multiplier or sigma (with sensitivity), exactly one; "
+            f"got noise_multiplier={noise_multiplier!r}, sigma={sigma!r}"
+        )
+    if noise_multiplier is not None:
+        if sensitivity is not None:
+            raise ValueError(
+                "sensitivity goes with sigma; noise_multiplier is already relative to it; "
+                f"got sensitivity={sensitivity!r}"
+            )
+        multiplier = check_positive(noise_multiplier, "noise_multiplier")
+        label = f"gaussian(noise_multiplier={multiplier:.6g})"
+        return PrivacyAccount([(Step(label, mu=1.0 / multiplier, claim=claim), 1)])
     sigma = check_positive(sigma, "sigma")
-    sensitivity = check_positive(sensitivity, "sensitivity")
+    sensitivity = check_positive(1.0 if sensitivity is None else sensitivity, "sensitivity")
     mu = sensitivity / sigma
     label = f"gaussian(sigma={sigma:.6g}, sensitivity={sensitivity:.6g})"
     return PrivacyAccount([(Step(label, mu=mu, claim=claim), 1)])

@@ -16,14 +16,18 @@ import abc
 import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from fractions import Fraction
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_config_keys
-from client_sdk.mechanisms.memoization import Chain, MixtureChain, generic_column_profile
+from client_sdk.mechanisms.privacy import (
+    ApproximateEvent,
+    ChannelEvent,
+    PrivacyEvent,
+    PureEvent,
+)
 from client_sdk.mechanisms.simplex import project_simplex
 from client_sdk.randomness import RandomSource
 
@@ -143,10 +147,6 @@ class Mechanism(abc.ABC):
     candidates). Campaign validation, the client and the estimators dispatch on it, never on a
     mechanism's name."""
 
-    memoizes_itself: ClassVar[bool] = False
-    """True for a mechanism with its own memoization (RAPPOR, dBitFlip, 1BitMean): it cannot
-    also take the ``"longitudinal"`` wrapper."""
-
     # ---- configuration -------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
@@ -230,6 +230,19 @@ class Mechanism(abc.ABC):
         """The delta this mechanism claims for one report (0 for pure epsilon-LDP)."""
         return 0.0
 
+    def privacy_event(self) -> PrivacyEvent:
+        """What one report reveals, for the accounting (:mod:`client_sdk.mechanisms.privacy`).
+
+        By default the claim; mechanisms with an exactly known form override it.
+        """
+        return claim_event(self)
+
+
+def claim_event(mechanism: Mechanism) -> PrivacyEvent:
+    """The event of a mechanism's claim: pure, or approximate when it states a delta."""
+    epsilon, delta = float(mechanism.privacy_epsilon), float(mechanism.privacy_delta)
+    return PureEvent(epsilon) if delta == 0 else ApproximateEvent(epsilon, delta)
+
 
 SELECTED_BY = ("auto",)
 """The values ``selected_by`` may take in a config."""
@@ -271,32 +284,13 @@ class FrequencyOracle(Mechanism, Provenance):
 
     value_kind: ClassVar[Literal["category", "number", "string"]] = "category"
 
-    resolved_shape: ClassVar[str | None] = None
-    """The shape parameter this oracle resolves from its epsilon when the config omits it (OLH's
-    ``g``, SS's ``d``, HR's ``blocks``); the longitudinal factory resolves it for the composed
-    chain instead when that is better."""
-
     @property
     def privacy_epsilon(self) -> float:
         return self.epsilon
 
-    # ---- memoization (docs/math/memoization.md) -----------------------------------------------
-
-    def memoization_chain(self, target: Fraction) -> Chain:
-        """The instantaneous step that memoizes this oracle, at one-report ratio ``target``.
-
-        By default the mixture chain, which fits every oracle; oracles with a tighter chain
-        (randomized response, local hashing, unary encoding) override this.
-        """
-        return MixtureChain(self, target)
-
-    def mixture_column_profile(self) -> tuple[Fraction, Fraction, bool]:
-        """(R, M, exact) of the worst output column for the mixture chain: R = hi/lo, M = mean/lo.
-
-        By default the bound that holds for every epsilon-LDP channel (``exact`` False);
-        oracles that know their columns (subset selection, Hadamard response) override it.
-        """
-        return generic_column_profile(self)
+    def privacy_event(self) -> PrivacyEvent:
+        """The exact channel (``channel_matrices``), or the claim where it is too large."""
+        return ChannelEvent(self, fallback=claim_event(self))
 
     # ---- the pure-protocol parameters (implemented values, not the intended ones) ----------
 

@@ -1,10 +1,10 @@
 """dBitFlip: Microsoft's memoized histogram mechanism (Ding, Kulkarni, Yekhanin, NeurIPS 2017).
 
-docs/math/memoization.md. Each device samples d of the k buckets uniformly without replacement,
-once, and reports one bit per sampled bucket j: 1 with probability p = e^(eps/2)/(e^(eps/2)+1)
-if its value is j, with probability q = 1 - p otherwise. Two values change at most two of the
-bits, so a report is eps-LDP (with d = 1 a report carries a single bit and the guarantee is
-eps/2, which ``privacy_epsilon`` states: the claim is always the exact, tight one).
+REFERENCE.md 4.2. Each device samples d of the k buckets uniformly without replacement, once, and
+reports one bit per sampled bucket j: 1 with probability p = e^(eps/2)/(e^(eps/2)+1) if its value
+is j, with probability q = 1 - p otherwise. Two values change at most two of the bits, so a report
+is eps-LDP (with d = 1 a report carries a single bit and the guarantee is eps/2, which
+``privacy_epsilon`` states: the claim is always the exact, tight one).
 
 Estimator (Horvitz-Thompson over the devices that sampled v, as in the paper). With N_v the
 number of reports that sampled v and S_v those of them whose bit for v is 1,
@@ -21,7 +21,7 @@ which for the symmetric p = 1 - q is k e^(eps/2)/(d (e^(eps/2)-1)^2) + f_v (k/d 
 bucket is sampled and this is exactly SUE. The statistic is (N_v, S_v) per bucket: shape (2, k).
 
 Memoization (``memoize``, the default; the paper's point). The bucket set is drawn once per
-device and campaign (from the injected keyed source: HMAC-SHA256 under the device secret), and the
+device and campaign (HMAC-SHA256 under the device secret, ``client_sdk.secrets_store``), and the
 bits are memoized per *pattern*: what the report depends on is only phi(v) = v if v is a sampled
 bucket and "none" otherwise, so the device draws one permanent bit vector per phi, at most
 min(d + 1, k) of them in its lifetime (the accounting of multi-freq-ldpy's dBitFlipPM; the paper
@@ -53,7 +53,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent, PureEvent
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
@@ -62,6 +62,7 @@ from client_sdk.randomness import (
     sample_subsets,
     threshold_probability,
 )
+from client_sdk.secrets_store import check_scope, check_secret, memo_key, memo_source
 
 __all__ = ["DBitFlip"]
 
@@ -77,13 +78,12 @@ class DBitFlip(FrequencyOracle):
     """dBitFlip over k buckets, d bits per report (module docstring).
 
     Config: ``{"mechanism": "dbitflip", "epsilon", "k", "d"}`` and ``"memoize"`` (default true:
-    ``perturb`` then needs ``permanent=``, a keyed source, as the longitudinal wrapper does).
+    ``perturb`` then needs ``secret=`` and ``scope=``, as the longitudinal wrapper does).
     Reports are structured: ``buckets`` (d sorted indices) and ``bits`` (d booleans). The wire
     payload is ``{"buckets": [j, ...], "bits": base64 of the d packed bits}``.
     """
 
     name: ClassVar[str] = "dbitflip"
-    memoizes_itself: ClassVar[bool] = True
     epsilon: float
     k: int
     d: int
@@ -127,6 +127,12 @@ class DBitFlip(FrequencyOracle):
         """What unlimited reports of one value reveal when memoized: one report's epsilon."""
         return self.privacy_epsilon
 
+    def privacy_event(self) -> PrivacyEvent:
+        """Memoized: the permanent bits at ``epsilon_inf``; otherwise the exact channel."""
+        if self.memoize:
+            return PermanentResponseEvent(self.privacy_epsilon, PureEvent(self.epsilon_inf))
+        return super().privacy_event()
+
     @property
     def lifetime_epsilon(self) -> float:
         """A device's total over any sequence of values, memoized: min(d+1, k) patterns."""
@@ -152,25 +158,26 @@ class DBitFlip(FrequencyOracle):
         self,
         values: Any,
         *,
-        permanent: KeyedSource | None = None,
         rng: RandomSource | None = None,
+        secret: bytes | None = None,
+        scope: str | None = None,
     ) -> Reports:
-        """One report per value. Memoized: needs the keyed source of the device and campaign
-        (``permanent``); the report is then a function of that source and phi(v)."""
+        """One report per value. Memoized: needs the device ``secret`` and the campaign
+        ``scope`` (its config id); the report is then a function of (secret, scope, phi(v))."""
         x = check_values(values, self.k)
         if not self.memoize:
-            if permanent is not None:
-                raise ValueError("dbitflip with memoize=false takes no keyed source (permanent)")
+            if secret is not None or scope is not None:
+                raise ValueError("dbitflip with memoize=false takes no secret or scope")
             return self.perturb_independent_devices(x, rng=rng)
-        keys = check_keyed_source(permanent, self.name)
-        buckets = self.device_buckets(permanent=keys)
+        key, scope_name = check_secret(secret), check_scope(scope)
+        buckets = self.device_buckets(secret=key, scope=scope_name)
         patterns = self._patterns(x, buckets)
         reports = np.empty(x.size, dtype=self.report_dtype)
         reports["buckets"] = buckets
         thresholds = self._bit_thresholds(np.broadcast_to(buckets, (x.size, self.d)), x)
         for pattern in np.unique(patterns).tolist():
             rows = np.flatnonzero(patterns == pattern)
-            words = raw_words(keys.source(BITS_LABEL, pattern), self.d)
+            words = memo_source(key, scope_name, BITS_LABEL, pattern).words(self.d)
             reports["bits"][rows] = words[None, :] < thresholds[rows]
         return reports
 
@@ -186,17 +193,17 @@ class DBitFlip(FrequencyOracle):
         reports["bits"] = words < self._bit_thresholds(buckets, x)
         return reports
 
-    def device_buckets(self, *, permanent: KeyedSource) -> npt.NDArray[np.int64]:
+    def device_buckets(self, *, secret: bytes, scope: str) -> npt.NDArray[np.int64]:
         """The d buckets this device reports on in this campaign (sorted), memoized."""
-        source = check_keyed_source(permanent, self.name).source(BUCKETS_LABEL, 0)
+        source = memo_source(check_secret(secret), check_scope(scope), BUCKETS_LABEL, 0)
         return sample_subsets(source, 1, self.k, self.d)[0]
 
-    def memo_keys(self, values: Any, *, permanent: KeyedSource) -> list[str]:
-        """The ledger's key of each value: its pattern phi(v), keyed by the source."""
+    def memo_keys(self, values: Any, *, secret: bytes, scope: str) -> list[str]:
+        """The ledger's key of each value: its pattern phi(v), HMACed under the secret."""
         x = check_values(values, self.k)
-        keys = check_keyed_source(permanent, self.name)
-        patterns = self._patterns(x, self.device_buckets(permanent=keys))
-        return [keys.key(BITS_LABEL, int(p)) for p in patterns.tolist()]
+        key, scope_name = check_secret(secret), check_scope(scope)
+        patterns = self._patterns(x, self.device_buckets(secret=key, scope=scope_name))
+        return [memo_key(key, scope_name, BITS_LABEL, int(p)) for p in patterns.tolist()]
 
     def _patterns(
         self, x: npt.NDArray[np.int64], buckets: npt.NDArray[np.int64]

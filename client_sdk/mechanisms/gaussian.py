@@ -74,6 +74,7 @@ from client_sdk.mechanisms.numeric_checks import (
     check_scalar_values,
     check_vector_values,
 )
+from client_sdk.mechanisms.privacy import ApproximateEvent, GaussianEvent
 from client_sdk.randomness import RandomSource
 from client_sdk.sampling import MAX_GAUSSIAN_T, DiscreteGaussian
 
@@ -162,6 +163,15 @@ class Gaussian(NumericMechanism):
     @property
     def privacy_delta(self) -> float:
         return self.delta
+
+    def privacy_event(self) -> GaussianEvent:
+        """Gaussian noise of ``sigma`` over the L2 sensitivity, with the (epsilon, delta) claim.
+
+        The grid-sampled noise is a post-processing of a continuous Gaussian at least that wide
+        (module docstring), so this describes the mechanism from above.
+        """
+        claim = ApproximateEvent(self.privacy_epsilon, self.privacy_delta)
+        return GaussianEvent(self.sigma / self.sensitivity, claim=claim)
 
     # ---- the grid and the noise ----------------------------------------------------------------
 
