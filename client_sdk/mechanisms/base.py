@@ -16,12 +16,14 @@ import abc
 import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_config_keys
+from client_sdk.mechanisms.memoization import Chain, MixtureChain, generic_column_profile
 from client_sdk.mechanisms.privacy import (
     ApproximateEvent,
     ChannelEvent,
@@ -146,6 +148,10 @@ class Mechanism(abc.ABC):
     index), a number or vector (``"number"``), or any string (``"string"``, estimated against
     candidates). Campaign validation, the client and the estimators dispatch on it, never on a
     mechanism's name."""
+
+    memoizes_itself: ClassVar[bool] = False
+    """True for a mechanism with its own memoization (RAPPOR, dBitFlip, 1BitMean): it cannot
+    also take the ``"longitudinal"`` wrapper."""
 
     # ---- configuration -------------------------------------------------------------------
 
@@ -284,6 +290,11 @@ class FrequencyOracle(Mechanism, Provenance):
 
     value_kind: ClassVar[Literal["category", "number", "string"]] = "category"
 
+    resolved_shape: ClassVar[str | None] = None
+    """The shape parameter this oracle resolves from its epsilon when the config omits it (OLH's
+    ``g``, SS's ``d``, HR's ``blocks``); the longitudinal factory resolves it for the composed
+    chain instead when that is better."""
+
     @property
     def privacy_epsilon(self) -> float:
         return self.epsilon
@@ -291,6 +302,24 @@ class FrequencyOracle(Mechanism, Provenance):
     def privacy_event(self) -> PrivacyEvent:
         """The exact channel (``channel_matrices``), or the claim where it is too large."""
         return ChannelEvent(self, fallback=claim_event(self))
+
+    # ---- memoization (docs/math/memoization.md) -----------------------------------------------
+
+    def memoization_chain(self, target: Fraction) -> Chain:
+        """The instantaneous step that memoizes this oracle, at one-report ratio ``target``.
+
+        By default the mixture chain, which fits every oracle; oracles with a tighter chain
+        (randomized response, local hashing, unary encoding) override this.
+        """
+        return MixtureChain(self, target)
+
+    def mixture_column_profile(self) -> tuple[Fraction, Fraction, bool]:
+        """(R, M, exact) of the worst output column for the mixture chain: R = hi/lo, M = mean/lo.
+
+        By default the bound that holds for every epsilon-LDP channel (``exact`` False);
+        oracles that know their columns (subset selection, Hadamard response) override it.
+        """
+        return generic_column_profile(self)
 
     # ---- the pure-protocol parameters (implemented values, not the intended ones) ----------
 

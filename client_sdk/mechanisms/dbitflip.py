@@ -1,10 +1,10 @@
 """dBitFlip: Microsoft's memoized histogram mechanism (Ding, Kulkarni, Yekhanin, NeurIPS 2017).
 
-REFERENCE.md 4.2. Each device samples d of the k buckets uniformly without replacement, once, and
-reports one bit per sampled bucket j: 1 with probability p = e^(eps/2)/(e^(eps/2)+1) if its value
-is j, with probability q = 1 - p otherwise. Two values change at most two of the bits, so a report
-is eps-LDP (with d = 1 a report carries a single bit and the guarantee is eps/2, which
-``privacy_epsilon`` states: the claim is always the exact, tight one).
+docs/math/memoization.md. Each device samples d of the k buckets uniformly without replacement,
+once, and reports one bit per sampled bucket j: 1 with probability p = e^(eps/2)/(e^(eps/2)+1)
+if its value is j, with probability q = 1 - p otherwise. Two values change at most two of the
+bits, so a report is eps-LDP (with d = 1 a report carries a single bit and the guarantee is
+eps/2, which ``privacy_epsilon`` states: the claim is always the exact, tight one).
 
 Estimator (Horvitz-Thompson over the devices that sampled v, as in the paper). With N_v the
 number of reports that sampled v and S_v those of them whose bit for v is 1,
@@ -21,7 +21,7 @@ which for the symmetric p = 1 - q is k e^(eps/2)/(d (e^(eps/2)-1)^2) + f_v (k/d 
 bucket is sampled and this is exactly SUE. The statistic is (N_v, S_v) per bucket: shape (2, k).
 
 Memoization (``memoize``, the default; the paper's point). The bucket set is drawn once per
-device and campaign (HMAC-SHA256 under the device secret, ``client_sdk.secrets_store``), and the
+device and campaign (from the injected keyed source: HMAC-SHA256 under the device secret), and the
 bits are memoized per *pattern*: what the report depends on is only phi(v) = v if v is a sampled
 bucket and "none" otherwise, so the device draws one permanent bit vector per phi, at most
 min(d + 1, k) of them in its lifetime (the accounting of multi-freq-ldpy's dBitFlipPM; the paper
@@ -53,6 +53,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
+from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent, PureEvent
 from client_sdk.randomness import (
     WORD_SPAN,
@@ -62,7 +63,6 @@ from client_sdk.randomness import (
     sample_subsets,
     threshold_probability,
 )
-from client_sdk.secrets_store import check_scope, check_secret, memo_key, memo_source
 
 __all__ = ["DBitFlip"]
 
@@ -78,12 +78,13 @@ class DBitFlip(FrequencyOracle):
     """dBitFlip over k buckets, d bits per report (module docstring).
 
     Config: ``{"mechanism": "dbitflip", "epsilon", "k", "d"}`` and ``"memoize"`` (default true:
-    ``perturb`` then needs ``secret=`` and ``scope=``, as the longitudinal wrapper does).
+    ``perturb`` then needs ``permanent=``, a keyed source, as the longitudinal wrapper does).
     Reports are structured: ``buckets`` (d sorted indices) and ``bits`` (d booleans). The wire
     payload is ``{"buckets": [j, ...], "bits": base64 of the d packed bits}``.
     """
 
     name: ClassVar[str] = "dbitflip"
+    memoizes_itself: ClassVar[bool] = True
     epsilon: float
     k: int
     d: int
@@ -158,26 +159,25 @@ class DBitFlip(FrequencyOracle):
         self,
         values: Any,
         *,
+        permanent: KeyedSource | None = None,
         rng: RandomSource | None = None,
-        secret: bytes | None = None,
-        scope: str | None = None,
     ) -> Reports:
-        """One report per value. Memoized: needs the device ``secret`` and the campaign
-        ``scope`` (its config id); the report is then a function of (secret, scope, phi(v))."""
+        """One report per value. Memoized: needs the keyed source of the device and campaign
+        (``permanent``); the report is then a function of that source and phi(v)."""
         x = check_values(values, self.k)
         if not self.memoize:
-            if secret is not None or scope is not None:
-                raise ValueError("dbitflip with memoize=false takes no secret or scope")
+            if permanent is not None:
+                raise ValueError("dbitflip with memoize=false takes no keyed source (permanent)")
             return self.perturb_independent_devices(x, rng=rng)
-        key, scope_name = check_secret(secret), check_scope(scope)
-        buckets = self.device_buckets(secret=key, scope=scope_name)
+        keys = check_keyed_source(permanent, self.name)
+        buckets = self.device_buckets(permanent=keys)
         patterns = self._patterns(x, buckets)
         reports = np.empty(x.size, dtype=self.report_dtype)
         reports["buckets"] = buckets
         thresholds = self._bit_thresholds(np.broadcast_to(buckets, (x.size, self.d)), x)
         for pattern in np.unique(patterns).tolist():
             rows = np.flatnonzero(patterns == pattern)
-            words = memo_source(key, scope_name, BITS_LABEL, pattern).words(self.d)
+            words = raw_words(keys.source(BITS_LABEL, pattern), self.d)
             reports["bits"][rows] = words[None, :] < thresholds[rows]
         return reports
 
@@ -193,17 +193,17 @@ class DBitFlip(FrequencyOracle):
         reports["bits"] = words < self._bit_thresholds(buckets, x)
         return reports
 
-    def device_buckets(self, *, secret: bytes, scope: str) -> npt.NDArray[np.int64]:
+    def device_buckets(self, *, permanent: KeyedSource) -> npt.NDArray[np.int64]:
         """The d buckets this device reports on in this campaign (sorted), memoized."""
-        source = memo_source(check_secret(secret), check_scope(scope), BUCKETS_LABEL, 0)
+        source = check_keyed_source(permanent, self.name).source(BUCKETS_LABEL, 0)
         return sample_subsets(source, 1, self.k, self.d)[0]
 
-    def memo_keys(self, values: Any, *, secret: bytes, scope: str) -> list[str]:
-        """The ledger's key of each value: its pattern phi(v), HMACed under the secret."""
+    def memo_keys(self, values: Any, *, permanent: KeyedSource) -> list[str]:
+        """The ledger's key of each value: its pattern phi(v), keyed by the source."""
         x = check_values(values, self.k)
-        key, scope_name = check_secret(secret), check_scope(scope)
-        patterns = self._patterns(x, self.device_buckets(secret=key, scope=scope_name))
-        return [memo_key(key, scope_name, BITS_LABEL, int(p)) for p in patterns.tolist()]
+        keys = check_keyed_source(permanent, self.name)
+        patterns = self._patterns(x, self.device_buckets(permanent=keys))
+        return [keys.key(BITS_LABEL, int(p)) for p in patterns.tolist()]
 
     def _patterns(
         self, x: npt.NDArray[np.int64], buckets: npt.NDArray[np.int64]

@@ -1,7 +1,7 @@
 """Generalized (k-ary) randomized response; k = 2 is Warner's randomized response.
 
 Warner, JASA 1965; Kairouz, Bonawitz, Ramage, ICML 2016; Wang et al., USENIX Security 2017
-(REFERENCE.md sections 1.1-1.2). Report the true value with probability p = e^eps/(e^eps+k-1),
+(docs/math/randomized-response.md). Report the true value with probability p = e^eps/(e^eps+k-1),
 otherwise one of the k-1 other values uniformly.
 """
 
@@ -27,8 +27,10 @@ from client_sdk.mechanisms.base import (
     WireFormatError,
     histogram_observation,
 )
+from client_sdk.mechanisms.memoization import MAX_THRESHOLD, Chain
 from client_sdk.mechanisms.privacy import RandomizedResponseEvent
 from client_sdk.randomness import (
+    WORD_SPAN,
     RandomSource,
     bernoulli,
     probability_threshold,
@@ -37,6 +39,84 @@ from client_sdk.randomness import (
 )
 
 MAX_ENUMERATED_K = 4096
+
+
+def keep_or_other(
+    rng: RandomSource | None,
+    values: npt.NDArray[np.int64],
+    keep_threshold: int,
+    size: int,
+    *,
+    draw_for_two: bool = False,
+) -> npt.NDArray[np.int64]:
+    """The randomized-response step over [0, size): keep each value with probability
+    ``threshold_probability(keep_threshold)``, otherwise report one of the size-1 others uniformly.
+
+    The uniform other is drawn from [0, size-1) and skips over the value. With size = 2 the other
+    is simply 1 - value; ``draw_for_two`` still draws (and ignores) that uniform word, as
+    :class:`GRR` always has, so that its seeded and memoized outputs stay what they were.
+    Local hashing and the longitudinal chains run this step over hash buckets and permanent values.
+    """
+    keep = bernoulli(rng, keep_threshold, values.size)
+    if size == 2 and not draw_for_two:
+        return np.where(keep, values, 1 - values)
+    other = uniform_below(rng, size - 1, values.size)
+    other += other >= values
+    return np.where(keep, values, other)
+
+
+def other_probability(keep: Fraction, size: int) -> Fraction:
+    """q = (1 - p)/(size - 1): the probability of each value other than the true one."""
+    return (1 - keep) / (size - 1)
+
+
+def grr_matrix(keep: Fraction, size: int) -> FloatArray:
+    """The (size, size) channel of :func:`keep_or_other`: p on the diagonal, q elsewhere."""
+    matrix = np.full((size, size), float(other_probability(keep, size)))
+    np.fill_diagonal(matrix, float(keep))
+    return matrix
+
+
+def compose_keep(first: Fraction, second: Fraction, size: int) -> tuple[Fraction, Fraction]:
+    """(P', Q'): randomized response with keep probability ``first``, then again with ``second``,
+    over ``size`` symbols. P' = p1 p2 + (1-p1) q2 and Q' = q1 p2 + (1-q1) q2."""
+    q1, q2 = other_probability(first, size), other_probability(second, size)
+    return first * second + (1 - first) * q2, q1 * second + (1 - q1) * q2
+
+
+class RandomizedResponseChain(Chain):
+    """L-GRR: randomized response over [size] applied to a memoized randomized response.
+
+    RAPPOR's chain on a k-ary value (Erlingsson, Pihur, Korolova, CCS 2014; multi-freq-ldpy's
+    L-GRR): one report is randomized response with P', Q' of :func:`compose_keep`, so
+    epsilon_1 = ln(P'/Q') (docs/math/memoization.md). ``permanent_keep`` is the permanent
+    step's implemented keep probability.
+    """
+
+    kind = "l-grr"
+
+    def __init__(
+        self, inner: FrequencyOracle, target: Fraction, *, permanent_keep: Fraction, size: int
+    ) -> None:
+        self.permanent_keep, self.size = permanent_keep, size
+        super().__init__(inner, target)
+
+    def threshold_range(self) -> tuple[int, int]:
+        return -(-WORD_SPAN // self.size), MAX_THRESHOLD
+
+    def ratio(self, threshold: int) -> Fraction:
+        big, small = compose_keep(self.permanent_keep, threshold_probability(threshold), self.size)
+        return big / small
+
+    def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
+        values = np.asarray(permanent, dtype=np.int64)
+        return keep_or_other(rng, values, self.threshold, self.size)
+
+    def support(self) -> tuple[Fraction, Fraction]:
+        return compose_keep(self.permanent_keep, self.parameter, self.size)
+
+    def compose(self, permanent_channel: FloatArray) -> FloatArray:
+        return np.asarray(permanent_channel @ grr_matrix(self.parameter, self.size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +148,7 @@ class GRR(FrequencyOracle):
 
     @property
     def q_star(self) -> float:
-        return float((1 - self._keep_probability) / (self.k - 1))
+        return float(other_probability(self._keep_probability, self.k))
 
     def privacy_event(self) -> RandomizedResponseEvent:
         """k-ary randomized response at the implemented ratio p*/q*."""
@@ -76,11 +156,7 @@ class GRR(FrequencyOracle):
 
     def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
         x = check_values(values, self.k)
-        keep = bernoulli(rng, self._keep_threshold, x.size)
-        # A uniform draw from the k-1 other values: draw from [0, k-1), skip over x.
-        other = uniform_below(rng, self.k - 1, x.size)
-        other += other >= x
-        return np.where(keep, x, other)
+        return keep_or_other(rng, x, self._keep_threshold, self.k, draw_for_two=True)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]
@@ -91,6 +167,12 @@ class GRR(FrequencyOracle):
     def support_counts(self, reports: Reports) -> npt.NDArray[np.int64]:
         return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.k).astype(np.int64)
 
+    def memoization_chain(self, target: Fraction) -> Chain:
+        """L-GRR: randomized response over [k] on the memoized value."""
+        return RandomizedResponseChain(
+            self, target, permanent_keep=self._keep_probability, size=self.k
+        )
+
     def em_channel(self) -> EMChannel:
         """Exact: the statistic is the output histogram and the channel is p* I + q* (J - I)."""
         return EMChannel.diagonal_form(
@@ -100,11 +182,7 @@ class GRR(FrequencyOracle):
     def channel_matrices(self) -> Iterator[FloatArray]:
         if self.k > MAX_ENUMERATED_K:
             raise ValueError(f"k={self.k} is too large to enumerate (limit {MAX_ENUMERATED_K})")
-        p = self._keep_probability
-        q = (1 - p) / (self.k - 1)
-        matrix = np.full((self.k, self.k), float(q))
-        np.fill_diagonal(matrix, float(p))
-        yield matrix
+        yield grr_matrix(self._keep_probability, self.k)
 
     def output_index(self, reports: Reports) -> npt.NDArray[np.int64]:
         """The column of ``channel_matrices`` each report falls in (for goodness-of-fit tests)."""

@@ -1,6 +1,7 @@
 """1BitMean with alpha-point rounding and memoization: Microsoft's counter mechanism.
 
-Ding, Kulkarni, Yekhanin, "Collecting Telemetry Data Privately", NeurIPS 2017 (REFERENCE.md 4.2).
+Ding, Kulkarni, Yekhanin, "Collecting Telemetry Data Privately", NeurIPS 2017
+(docs/math/memoization.md).
 
 One bit. For x in [lower, upper] (the paper's [0, m], m = upper - lower) the device sends b = 1
 with probability 1/(e^eps+1) + ((x - lower)/m) (e^eps-1)/(e^eps+1). This is exactly Duchi et
@@ -9,7 +10,7 @@ decoding are those of ``duchi.DuchiKernel``: P[1] = T_lo/2**64 at x = lower and 
 upper (64-bit thresholds, T_hi/T_lo <= e^eps exactly), and the estimate of a report is
 lower + m (b(e^eps+1) - 1)/(e^eps-1), written mid + (m/2) B (2b - 1) with B = (e^eps+1)/(e^eps-1)
 taken from the implemented T_hi; its variance is (m/2)^2 B^2 - (x - mid)^2 <= (m^2/4)
-((e^eps+1)/(e^eps-1))^2 (REFERENCE.md 4.2). Unmemoized, a report is the kernel's own sample.
+((e^eps+1)/(e^eps-1))^2 (docs/math/memoization.md). Unmemoized, a report is the kernel's own sample.
 
 alpha-point rounding (the paper's section on memoization; details checked here). The range is
 cut into ``buckets`` = s equal intervals with endpoints a_0 = lower, ..., a_s = upper. Each device
@@ -59,6 +60,7 @@ from client_sdk.mechanisms._wire import (
 )
 from client_sdk.mechanisms.base import FloatArray, Reports, WireFormatError
 from client_sdk.mechanisms.duchi import DuchiKernel
+from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.numeric import (
     NumericMechanism,
 )
@@ -75,7 +77,6 @@ from client_sdk.randomness import (
     raw_words,
     threshold_probability,
 )
-from client_sdk.secrets_store import check_scope, check_secret, memo_key, memo_source
 
 __all__ = ["OneBitMean"]
 
@@ -90,10 +91,12 @@ class OneBitMean(NumericMechanism):
 
     Config: ``{"mechanism": "onebitmean", "epsilon", "lower", "upper"}`` and optionally
     ``"buckets"`` (s, default 1), ``"gamma"`` (default 0) and ``"memoize"`` (default true:
-    ``perturb`` then needs ``secret=`` and ``scope=``). Reports are int64 bits; the wire is 0 or 1.
+    ``perturb`` then needs ``permanent=``, a keyed source). Reports are int64 bits; the wire is
+    0 or 1.
     """
 
     name: ClassVar[str] = "onebitmean"
+    memoizes_itself: ClassVar[bool] = True
     epsilon: float
     lower: float
     upper: float
@@ -224,26 +227,25 @@ class OneBitMean(NumericMechanism):
         self,
         values: Any,
         *,
+        permanent: KeyedSource | None = None,
         rng: RandomSource | None = None,
-        secret: bytes | None = None,
-        scope: str | None = None,
     ) -> Reports:
-        """One bit per value. Memoized (default): needs the device ``secret`` and the campaign
-        ``scope``; the bit is the memoized bit of the value's rounded point (alpha memoized too),
-        then flipped with probability gamma using ``rng``."""
+        """One bit per value. Memoized (default): needs the keyed source of the device and
+        campaign (``permanent``); the bit is the memoized bit of the value's rounded point (alpha
+        memoized too), then flipped with probability gamma using ``rng``."""
         x = check_scalar_values(values)
         if not self.memoize:
-            if secret is not None or scope is not None:
-                raise ValueError("onebitmean with memoize=false takes no secret or scope")
+            if permanent is not None:
+                raise ValueError("onebitmean with memoize=false takes no keyed source (permanent)")
             t = self._unit(x)
             bits = self.kernel.sample(rng, t)
             return self._flip(bits, rng)
-        key, scope_name = check_secret(secret), check_scope(scope)
-        points = self.rounded_points(x, secret=key, scope=scope_name)
+        keys = check_keyed_source(permanent, self.name)
+        points = self.rounded_points(x, permanent=keys)
         bits = np.empty(x.size, dtype=np.int64)
         for point in np.unique(points).tolist():
             rows = points == point
-            word = memo_source(key, scope_name, BIT_LABEL, point).words(1)
+            word = raw_words(keys.source(BIT_LABEL, point), 1)
             threshold = self._point_thresholds[point]
             bits[rows] = int(word[0] < threshold)
         return self._flip(bits, rng)
@@ -261,18 +263,18 @@ class OneBitMean(NumericMechanism):
         bits = (raw_words(rng, x.size) < self._point_thresholds[points]).astype(np.int64)
         return self._flip(bits, rng)
 
-    def rounded_points(self, values: Any, *, secret: bytes, scope: str) -> npt.NDArray[np.int64]:
+    def rounded_points(self, values: Any, *, permanent: KeyedSource) -> npt.NDArray[np.int64]:
         """The index j in [0, buckets] of each value's rounded point, with the device's alpha."""
         x = check_scalar_values(values)
-        source = memo_source(check_secret(secret), check_scope(scope), ALPHA_LABEL, 0)
-        alpha = source.words(1)
+        source = check_keyed_source(permanent, self.name).source(ALPHA_LABEL, 0)
+        alpha = raw_words(source, 1)
         return self._round(self._unit(x), np.broadcast_to(alpha, x.shape))
 
-    def memo_keys(self, values: Any, *, secret: bytes, scope: str) -> list[str]:
-        """The ledger's key of each value: its rounded point, HMACed under the secret."""
-        key, scope_name = check_secret(secret), check_scope(scope)
-        points = self.rounded_points(values, secret=key, scope=scope_name)
-        return [memo_key(key, scope_name, BIT_LABEL, int(j)) for j in points.tolist()]
+    def memo_keys(self, values: Any, *, permanent: KeyedSource) -> list[str]:
+        """The ledger's key of each value: its rounded point, keyed by the source."""
+        keys = check_keyed_source(permanent, self.name)
+        points = self.rounded_points(values, permanent=keys)
+        return [keys.key(BIT_LABEL, int(j)) for j in points.tolist()]
 
     def _unit(self, x: FloatArray) -> FloatArray:
         """Clip to [lower, upper] and map to t in [-1, 1]."""

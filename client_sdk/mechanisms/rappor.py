@@ -1,7 +1,7 @@
 """RAPPOR, bit for bit as Google's reference C++ client encodes strings.
 
 Erlingsson, Pihur, Korolova, "RAPPOR: Randomized Aggregatable Privacy-Preserving Ordinal
-Response", CCS 2014 (REFERENCE.md section 4.1); reference client ``google/rappor``,
+Response", CCS 2014 (docs/math/rappor.md); reference client ``google/rappor``,
 ``client/cpp/encoder.cc`` and ``openssl_hash_impl.cc``. A client holds a secret (at least
 ``MIN_SECRET_BYTES`` random bytes, kept on the device) and reports a string ``v`` as follows.
 
@@ -65,6 +65,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
+from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.privacy import ChannelEvent, PermanentResponseEvent, PureEvent
 from client_sdk.randomness import (
     RandomSource,
@@ -94,6 +95,9 @@ MAX_ENUMERATED_K = 10
 
 CHUNK_BITS = 1 << 23
 """Bits randomized per chunk (an 8 MiB boolean array at most)."""
+
+MEMO_LABEL = "rappor"
+"""The label of a value's memo key (``KeyedSource.key("rappor:<value>", 0)``)."""
 
 PRR_PREFIX = b"\x01"
 """``kHmacPrrPrefix`` of the reference: separates PRR streams from the cohort stream."""
@@ -272,12 +276,13 @@ class RAPPOR(Mechanism):
     ``(ceil(k/8),)``: Google's bit string packed with ``numpy.packbits``). In boolean arrays
     (``bloom_table``, ``permanent_response``) and in the statistic, column i is bit i.
 
-    Privacy (REFERENCE.md 4.1): one report is ``epsilon_one``-LDP (this is ``privacy_epsilon``);
+    Privacy (docs/math/rappor.md): one report is ``epsilon_one``-LDP (this is ``privacy_epsilon``);
     any number of reports of one value reveal at most ``epsilon_inf``. Each distinct value a
     client ever reports has its own PRR, so ``epsilon_inf`` is spent per distinct value.
     """
 
     name: ClassVar[str] = "rappor"
+    memoizes_itself: ClassVar[bool] = True
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     k: int
     h: int
@@ -351,7 +356,7 @@ class RAPPOR(Mechanism):
         """(p**, q**): P[reported bit 1 | Bloom bit 0], P[reported bit 1 | Bloom bit 1].
 
         p** = (f/2) q + (1 - f/2) p and q** = (1 - f/2) q + (f/2) p (Erlingsson et al. 2014,
-        section 6; REFERENCE.md 4.1), from the implemented f, p and q.
+        section 6; docs/math/rappor.md), from the implemented f, p and q.
         """
         zero, one = self.prr_probabilities
         p, q = self.irr_p, self.irr_q
@@ -512,16 +517,45 @@ class RAPPOR(Mechanism):
 
     # ---- device side ----------------------------------------------------------------------
 
+    @property
+    def memoized(self) -> bool:
+        """Always: every report's PRR is memoized (step 3 of the module docstring)."""
+        return True
+
+    def memo_keys(self, values: Any, *, permanent: KeyedSource) -> list[str]:
+        """The ledger's key of each value: one permanent response per distinct string."""
+        keys = check_keyed_source(permanent, self.name)
+        return [keys.key(f"{MEMO_LABEL}:{value}", 0) for value in values]
+
     def perturb(
         self,
         values: Any,
         *,
+        permanent: KeyedSource | None = None,
         rng: RandomSource | None = None,
-        secret: bytes | None = None,
-        encoder_id: str | bytes = "",
         cohort: int | None = None,
     ) -> Reports:
-        """Reports of one client: ``values`` (strings) encoded with the client's ``secret``.
+        """Reports of one client: ``values`` (strings) under the client's keyed source.
+
+        ``permanent`` (required) gives the client secret of the reference derivation
+        (``reference_secret``) and the encoder id (``scope``: the campaign configuration, so
+        different campaigns get independent PRRs). See :meth:`perturb_with_secret`.
+        """
+        keys = check_keyed_source(permanent, self.name)
+        return self.perturb_with_secret(
+            values, secret=keys.reference_secret, encoder_id=keys.scope, cohort=cohort, rng=rng
+        )
+
+    def perturb_with_secret(
+        self,
+        values: Any,
+        *,
+        secret: bytes | None,
+        encoder_id: str | bytes = "",
+        cohort: int | None = None,
+        rng: RandomSource | None = None,
+    ) -> Reports:
+        """Reports of one client from its raw ``secret``, as the reference encoder makes them.
 
         ``secret``: the client's secret bytes (at least ``MIN_SECRET_BYTES``; draw 32 with
         ``os.urandom`` once per device and keep them on it). Required: without it there is no
@@ -534,9 +568,9 @@ class RAPPOR(Mechanism):
         """
         if secret is None:
             raise ValueError(
-                "rappor: perturb needs the client's secret (secret=<bytes>); the permanent "
-                "randomized response is derived from it. To simulate a population of clients "
-                "that report once each, use simulate_clients()"
+                "rappor: perturb needs the client's secret; the permanent randomized response is "
+                "derived from it. To simulate a population of clients that report once each, "
+                "use simulate_clients()"
             )
         c, _, prr = self.permanent_response(
             values, secret=secret, encoder_id=encoder_id, cohort=cohort
@@ -695,7 +729,7 @@ class RAPPOR(Mechanism):
         """Unbiased counts of true Bloom bits per cohort and their variances, shape (m, k).
 
         t_ij = (c_ij - p** N_j) / (q** - p**), which is the paper's
-        (c_ij - (p + f q/2 - f p/2) N_j) / ((1 - f)(q - p)) (REFERENCE.md 4.1). For a fixed
+        (c_ij - (p + f q/2 - f p/2) N_j) / ((1 - f)(q - p)) (docs/math/rappor.md). For a fixed
         population, Var[c_ij] = n1 q**(1-q**) + (N_j - n1) p**(1-p**) with n1 the number of the
         cohort's clients whose Bloom bit i is set; the variance returned plugs in t_ij clipped
         to [0, N_j] for n1.

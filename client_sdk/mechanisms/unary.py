@@ -1,7 +1,7 @@
 """Unary encoding: symmetric (SUE, basic one-time RAPPOR) and optimized (OUE).
 
 Erlingsson, Pihur, Korolova, CCS 2014 (RAPPOR); Wang, Blocki, Li, Jha, USENIX Security 2017
-(REFERENCE.md sections 1.3-1.4). The value v is one-hot encoded into k bits and every bit is
+(docs/math/unary-encoding.md). The value v is one-hot encoded into k bits and every bit is
 flipped independently: a 1 stays 1 with probability p, a 0 becomes 1 with probability q.
 SUE: p = e^(eps/2)/(e^(eps/2)+1), q = 1-p. OUE: p = 1/2, q = 1/(e^eps+1).
 
@@ -26,8 +26,10 @@ import numpy.typing as npt
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
 from client_sdk.mechanisms._wire import decode_bits, encode_bit_rows
 from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
+from client_sdk.mechanisms.memoization import MAX_THRESHOLD, Chain
 from client_sdk.mechanisms.privacy import UnaryEncodingEvent
 from client_sdk.randomness import (
+    WORD_SPAN,
     RandomSource,
     bernoulli_lazy,
     probability_threshold,
@@ -177,6 +179,68 @@ class UnaryEncoding(FrequencyOracle):
         if self.k > MAX_ENUMERATED_K:
             raise ValueError(f"k={self.k} is too large to enumerate (limit {MAX_ENUMERATED_K})")
         return packed_bits_to_index(reports, self.k)
+
+    def memoization_chain(self, target: Fraction) -> Chain:
+        """L-UE: the unary-encoded report memoized, then every bit kept or flipped."""
+        return BitFlipChain(self, target)
+
+
+class BitFlipChain(Chain):
+    """L-UE: the unary-encoded permanent report, then every bit kept with probability p2, else
+    flipped.
+
+    RAPPOR's per-bit permanent then instantaneous response (Erlingsson, Pihur, Korolova, CCS
+    2014); with OUE's permanent step this is L-OSUE (Arcolezi et al. 2022). Per bit
+    P = p1 p2 + (1-p1)(1-p2) and Q = q1 p2 + (1-q1)(1-p2), and since two inputs differ in two
+    bits, epsilon_1 = ln[P(1-Q)/(Q(1-P))]: the composed report is unary encoding with p* = P,
+    q* = Q (docs/math/memoization.md).
+    """
+
+    kind = "l-ue"
+
+    def __init__(self, inner: UnaryEncoding, target: Fraction) -> None:
+        self.permanent = inner._implemented
+        super().__init__(inner, target)
+
+    def threshold_range(self) -> tuple[int, int]:
+        return WORD_SPAN // 2, MAX_THRESHOLD
+
+    def _bits(self, keep: Fraction) -> tuple[Fraction, Fraction]:
+        p1, q1 = self.permanent
+        return p1 * keep + (1 - p1) * (1 - keep), q1 * keep + (1 - q1) * (1 - keep)
+
+    def ratio(self, threshold: int) -> Fraction:
+        big, small = self._bits(threshold_probability(threshold))
+        return big * (1 - small) / (small * (1 - big))
+
+    def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
+        rows = np.asarray(permanent, dtype=np.uint8)
+        k = self.inner.k
+        flip_threshold = WORD_SPAN - self.threshold  # P[flip] = 1 - p2 exactly
+        out = np.empty_like(rows)
+        step = rows_per_chunk(k)
+        for start in range(0, rows.shape[0], step):
+            chunk = rows[start : start + step]
+            bits = np.unpackbits(chunk, axis=1, count=k).astype(bool)
+            bits ^= bernoulli_lazy(rng, flip_threshold, bits.shape)
+            out[start : start + chunk.shape[0]] = np.packbits(bits, axis=1)
+        return out
+
+    def support(self) -> tuple[Fraction, Fraction]:
+        return self._bits(self.parameter)
+
+    def compose(self, permanent_channel: FloatArray) -> FloatArray:
+        k = self.inner.k
+        if k > MAX_ENUMERATED_K:
+            raise ValueError(f"k={k} is too large to enumerate (limit {MAX_ENUMERATED_K})")
+        outputs = np.arange(1 << k)
+        differing = np.zeros((outputs.size, outputs.size), dtype=np.int64)
+        xor = outputs[:, None] ^ outputs[None, :]
+        for bit in range(k):
+            differing += (xor >> bit) & 1
+        keep = float(self.parameter)
+        transition = keep ** (k - differing) * (1 - keep) ** differing
+        return np.asarray(permanent_channel @ transition, dtype=np.float64)
 
 
 @dataclasses.dataclass(frozen=True)
