@@ -26,6 +26,7 @@ import functools
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -479,7 +480,17 @@ def finish(work: Plan, result: PartitionResult) -> MergedStatistic:
     )
 
 
-def aggregate_local(work: Plan, *, split_every: int = DEFAULT_SPLIT_EVERY) -> MergedStatistic:
-    """Every partition in this process, one after another (memory: one partition)."""
-    results = [aggregate_partition(work.config_json, fragments) for fragments in work.tasks]
+def aggregate_local(
+    work: Plan, *, split_every: int = DEFAULT_SPLIT_EVERY, progress: bool = False
+) -> MergedStatistic:
+    """Every partition in this process, one after another (memory: one partition).
+
+    ``progress`` shows a bar over the partitions on stderr.
+    """
+    from tqdm import tqdm
+
+    tasks = tqdm(
+        work.tasks, unit="partition", desc=work.campaign.name, file=sys.stderr, disable=not progress
+    )
+    results = [aggregate_partition(work.config_json, fragments) for fragments in tasks]
     return finish(work, tree_reduce(results, split_every, merge_results))
