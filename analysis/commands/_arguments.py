@@ -33,13 +33,28 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def add_database_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """--db and --campaign: a campaign stored in a collector database."""
-    parser.add_argument(
-        "--db",
-        required=required,
-        help="the collector's SQLite database" + ("" if required else " (with --campaign)"),
-    )
+def add_database_arguments(
+    parser: argparse.ArgumentParser, *, required: bool = True, repeatable: bool = False
+) -> None:
+    """--db and --campaign: a campaign stored in a collector database.
+
+    ``repeatable``: ``--db`` may be given several times (shards, a list; docs/scale-out.md), or
+    not at all when other sources are given.
+    """
+    if repeatable:
+        parser.add_argument(
+            "--db",
+            action="append",
+            default=None,
+            metavar="PATH",
+            help="a collector's SQLite database; repeat for several shards of the campaign",
+        )
+    else:
+        parser.add_argument(
+            "--db",
+            required=required,
+            help="the collector's SQLite database" + ("" if required else " (with --campaign)"),
+        )
     parser.add_argument(
         "--campaign",
         required=required,
@@ -57,9 +72,9 @@ def add_confidence_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+def add_source_arguments(parser: argparse.ArgumentParser, *, repeatable_db: bool = False) -> None:
     """--db, --campaign, --confidence, --chunk-size: a stored campaign, read in chunks."""
-    add_database_arguments(parser)
+    add_database_arguments(parser, repeatable=repeatable_db)
     add_confidence_argument(parser)
     parser.add_argument(
         "--chunk-size",
