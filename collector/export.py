@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from client_sdk.mechanisms import Mechanism, Reports
-from collector.storage import Storage, StoredCampaign
+from client_sdk.mechanisms import Reports
+from collector.storage import Storage, StoredCampaign, decode_rows
 
 SCHEMA_VERSION = 1
 """Version of the Parquet schema and of the manifest; readers accept this and older ones."""
@@ -367,17 +367,6 @@ def _iter_rows(
         last = int(rows[-1][0])
 
 
-def _decode(mechanism: Mechanism, campaign: str, rows: Sequence[tuple[Any, ...]]) -> Reports:
-    payloads = json.loads("[" + ",".join(row[2] for row in rows) + "]")
-    try:
-        return mechanism.from_wire(payloads)
-    except ValueError as error:
-        raise ValueError(
-            f"campaign {campaign!r}: stored reports {rows[0][0]}..{rows[-1][0]} do not decode: "
-            f"{error}"
-        ) from error
-
-
 def export_campaign(
     db: str | os.PathLike[str],
     campaign: str,
@@ -413,7 +402,7 @@ def export_campaign(
         for rows in _iter_rows(
             storage, campaign, after=start, since=since, until=until, chunk_size=chunk_size
         ):
-            reports = _decode(stored.mechanism, campaign, rows)
+            reports = decode_rows(stored.mechanism, campaign, rows)
             seqs = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
             days = np.array([row[3] for row in rows])
             fresh = np.ones(len(rows), dtype=bool)

@@ -59,6 +59,7 @@ __all__ = [
     "Storage",
     "StorageBusy",
     "StoredCampaign",
+    "decode_rows",
     "normalize_campaign",
 ]
 
@@ -366,15 +367,7 @@ class Storage:
         """Stored reports, decoded with the campaign mechanism's ``from_wire``, chunk by chunk."""
         mechanism = self.get_campaign(campaign).mechanism
         for rows in self.iter_payload_chunks(campaign, chunk_size=chunk_size):
-            # One json.loads over the whole chunk instead of one per payload.
-            payloads = json.loads("[" + ",".join(row[2] for row in rows) + "]")
-            try:
-                yield mechanism.from_wire(payloads)
-            except ValueError as error:
-                raise ValueError(
-                    f"campaign {campaign!r}: stored reports {rows[0][0]}..{rows[-1][0]} do not "
-                    f"decode: {error}"
-                ) from error
+            yield decode_rows(mechanism, campaign, rows)
 
     def export_page(self, campaign: str, *, after: int = 0, limit: int = 10_000) -> ExportPage:
         """Cut a page of at most ``limit`` stored reports after the cursor ``after``.
@@ -437,6 +430,22 @@ class Storage:
 
 _MAX_SQLITE_INT = (1 << 63) - 1
 _CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created"
+
+
+def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any]]) -> Reports:
+    """Stored rows ``(seq, report_id, payload_json, ...)`` decoded with ``mechanism.from_wire``.
+
+    A ``ValueError`` names the campaign and the rows' ``seq`` range.
+    """
+    # One json.loads over the whole chunk instead of one per payload.
+    payloads = json.loads("[" + ",".join(row[2] for row in rows) + "]")
+    try:
+        return mechanism.from_wire(payloads)
+    except ValueError as error:
+        raise ValueError(
+            f"campaign {campaign!r}: stored reports {rows[0][0]}..{rows[-1][0]} do not decode: "
+            f"{error}"
+        ) from error
 
 
 def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
