@@ -52,6 +52,7 @@ import requests
 from client_sdk.budget import BudgetLedger, BudgetStatus, Charge, LogEntry
 from client_sdk.campaign import BudgetPolicy, parse_campaign
 from client_sdk.mechanisms import Mechanism
+from client_sdk.mechanisms._validation import check_int
 from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.protocol import campaign_config_id, problem_type
@@ -230,8 +231,7 @@ class TelemetryClient:
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL; got {base_url!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
+        check_int(batch_size, "batch_size", minimum=1)
         self.base_url = base_url.rstrip("/")
         self.batch_size = batch_size
         self.timeout = timeout
