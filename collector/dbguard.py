@@ -15,6 +15,8 @@ import dataclasses
 import os
 import sqlite3
 
+from client_sdk.sqlite import immediate
+
 __all__ = [
     "DatabaseReplaced",
     "FileIdentity",
@@ -62,14 +64,8 @@ def write_probe(conn: sqlite3.Connection) -> None:
     goes through the WAL and its fsync, so a read-only file, directory or mount (or a full disk)
     raises ``sqlite3.OperationalError`` here instead of on the next upload.
     """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         conn.execute(
             "UPDATE schema_migrations SET applied = applied "
             "WHERE version = (SELECT max(version) FROM schema_migrations)"
         )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
