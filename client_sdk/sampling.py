@@ -203,6 +203,17 @@ class DiscreteLaplace:
         """P[X >= x] for an integer x >= 1 (equal to P[X <= -x]): r^x / (1 + r)."""
         return math.exp(-x / float(self.scale)) / (1 + self.ratio)
 
+    def magnitude_bound(self, probability: float) -> int:
+        """An integer M with P[|X| > M] <= ``probability``, at most one above the smallest.
+
+        P[|X| > M] = 2 r^(M+1)/(1 + r) exactly (twice :meth:`tail`), so M + 1 >=
+        scale ln(2/((1 + r) p)) suffices; one more step covers the floating-point rounding.
+        """
+        if not 0 < probability < 1:
+            raise ValueError(f"probability must be in (0, 1); got {probability!r}")
+        needed = float(self.scale) * math.log(2 / ((1 + self.ratio) * probability))
+        return max(0, math.ceil(needed))
+
     def variance(self) -> float:
         """Var[X] = 2r/(1-r)^2 = 1/(2 sinh^2(1/(2 scale)))."""
         return 0.5 / math.sinh(0.5 / float(self.scale)) ** 2
@@ -297,6 +308,19 @@ class DiscreteGaussian:
         s2 = float(self.sigma2)
         theta = sum(math.exp(-2 * math.pi**2 * s2 * k * k) for k in range(1, 6))
         return 0.5 * math.log(2 * math.pi * s2) + math.log1p(2 * theta)
+
+    def magnitude_bound(self, probability: float) -> int:
+        """An integer M with P[|X| > M] <= ``probability``.
+
+        The discrete Gaussian is sigma^2-subgaussian, E[e^(tX)] <= e^(t^2 sigma^2/2) (shown by
+        Canonne, Kamath and Steinke 2020), so by Chernoff P[X >= m] <= exp(-m^2/(2 sigma^2))
+        and P[|X| > M] <= 2 exp(-(M+1)^2/(2 sigma^2)); M + 1 = sigma sqrt(2 ln(2/p)) suffices
+        (about 9.5 sigma at p = 2**-64; tests/security/test_poisoning.py sums the exact tail).
+        """
+        if not 0 < probability < 1:
+            raise ValueError(f"probability must be in (0, 1); got {probability!r}")
+        needed = math.sqrt(2.0 * self.sigma2 * math.log(2 / probability))
+        return max(0, math.ceil(needed))
 
     def pmf(self, x: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """P[X = x], in floating point (for tests and audits, not for sampling)."""

@@ -19,6 +19,11 @@ from client_sdk.mechanisms.base import WireFormatError
 
 JSON_SAFE_INT = 1 << 53
 
+IMPLAUSIBLE_PROBABILITY = 2.0**-64
+"""Mechanisms whose noise is unbounded (laplace, gaussian) refuse at parse time every payload an
+honest device sends with probability at most this (per report, whatever its value): one report
+then moves a mean by a bounded amount instead of by up to 2**53 grid steps."""
+
 IntArray = npt.NDArray[np.int64]
 
 

@@ -36,6 +36,15 @@ delta = 1e-5; ``noise_std`` is the exact figure).
 The wire carries the noisy grid indices (an integer, or a list of ``dim`` integers, each of
 absolute value < 2**53); the server's estimate is lower + index * g (index * g for vectors),
 unbiased, with variance g^2 (Var Z + phi(1 - phi)) per coordinate.
+
+**Impossible reports are refused.** ``parse_wire`` accepts a scalar index only in [-M, N + M]
+and a vector's coordinates only in [-(B + M), B + M] (B = ceil(clip_norm/g (1 + 2**-40)), the
+largest snapped coordinate), with M = ``DiscreteGaussian.magnitude_bound`` at probability
+2**-64 (2**-64/dim per coordinate for a vector; about 9.5 s, i.e. 9.5 sigma). An honest
+device's report is refused with probability at most 2**-64 whatever its value (the
+false-rejection rate per report), and one accepted report moves the mean of n by at most
+(high - low) g/n per coordinate (``estimate_range``), where an index of 2**53 - 1 used to
+move a mean on [0, 1] to 9.1e6.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ import numpy as np
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_probability
 from client_sdk.mechanisms._wire import (
+    IMPLAUSIBLE_PROBABILITY,
     SIGNED_WIRE_LIMIT,
     parse_int_payloads,
     parse_int_vectors,
@@ -266,11 +276,32 @@ class Gaussian(NumericMechanism):
         array = np.asarray(reports, dtype=np.int64)
         return array.tolist()  # type: ignore[no-any-return]
 
+    @cached_property
+    def plausible_range(self) -> tuple[int, int]:
+        """The accepted indices (per coordinate): outside them an honest report falls with
+        probability at most ``IMPLAUSIBLE_PROBABILITY`` (module docstring)."""
+        if self.grid_steps is not None:
+            margin = self.noise.magnitude_bound(IMPLAUSIBLE_PROBABILITY)
+            low, high = -margin, self.grid_steps + margin
+        else:
+            assert self.dim is not None and self.clip_norm is not None
+            margin = self.noise.magnitude_bound(IMPLAUSIBLE_PROBABILITY / self.dim)
+            largest = math.ceil(self.clip_norm / self.grid_step * (1 + 2.0**-40))
+            low, high = -(largest + margin), largest + margin
+        return max(1 - SIGNED_WIRE_LIMIT, low), min(SIGNED_WIRE_LIMIT - 1, high)
+
+    def estimate_range(self) -> tuple[float, float]:
+        """The smallest and largest estimate (per coordinate) one accepted report can have:
+        one report moves the mean of n by at most (high - low)/n per coordinate."""
+        low, high = self.plausible_range
+        offset = 0.0 if self.lower is None else self.lower
+        return offset + low * self.grid_step, offset + high * self.grid_step
+
     def parse_wire(self, payloads: Any) -> tuple[Reports, list[WireFormatError]]:
-        low, high = 1 - SIGNED_WIRE_LIMIT, SIGNED_WIRE_LIMIT
+        low, high = self.plausible_range
         if self.dim is None:
-            return parse_int_payloads(payloads, high, "grid index", low=low)
-        return parse_int_vectors(payloads, self.dim, low, high, "grid index")
+            return parse_int_payloads(payloads, high + 1, "grid index", low=low)
+        return parse_int_vectors(payloads, self.dim, low, high + 1, "grid index")
 
     # ---- server side -------------------------------------------------------------------------
 

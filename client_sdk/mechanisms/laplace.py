@@ -18,6 +18,13 @@ bits of a floating-point sampler can leak the input (Mironov, CCS 2012):
 
 The wire carries the integer a + Z (|a + Z| < 2**53); the server's estimate is lower + (a + Z) g,
 unbiased, with variance g^2 (Var Z + phi(1 - phi)), phi the fractional part rounded away.
+
+Impossible reports are refused: ``parse_wire`` accepts only indices in [-M, N + M], M the
+smallest noise magnitude with P[|Z| > M] <= 2**-64 (``DiscreteLaplace.magnitude_bound``; about
+45 t/s, i.e. 45/eps range widths). An honest device's report is refused with probability at
+most 2**-64 whatever its value (a false-rejection rate of 2**-64 per report), and one accepted
+report moves the mean of n by at most (N + 2M) g/n = (upper - lower)(1 + 2M/N)/n
+(``estimate_range``), where an index of 2**53 - 1 used to move a mean on [0, 1] to 8.6e6.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import numpy as np
 
 from client_sdk.mechanisms._validation import check_epsilon
 from client_sdk.mechanisms._wire import (
+    IMPLAUSIBLE_PROBABILITY,
     SIGNED_WIRE_LIMIT,
     parse_int_payloads,
 )
@@ -136,10 +144,24 @@ class Laplace(NumericMechanism):
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]
 
-    def parse_wire(self, payloads: Any) -> tuple[Reports, list[WireFormatError]]:
-        return parse_int_payloads(
-            payloads, SIGNED_WIRE_LIMIT, "grid index", low=1 - SIGNED_WIRE_LIMIT
+    @cached_property
+    def plausible_range(self) -> tuple[int, int]:
+        """The accepted indices [-M, N + M]: outside them an honest report falls with
+        probability at most ``IMPLAUSIBLE_PROBABILITY`` (module docstring)."""
+        margin = self.noise.magnitude_bound(IMPLAUSIBLE_PROBABILITY)
+        return max(1 - SIGNED_WIRE_LIMIT, -margin), min(
+            SIGNED_WIRE_LIMIT - 1, self.grid_steps + margin
         )
+
+    def estimate_range(self) -> tuple[float, float]:
+        """The smallest and largest estimate one accepted report can have: one report moves
+        the mean of n by at most (high - low)/n."""
+        low, high = self.plausible_range
+        return float(self.estimates(np.array([low]))[0]), float(self.estimates(np.array([high]))[0])
+
+    def parse_wire(self, payloads: Any) -> tuple[Reports, list[WireFormatError]]:
+        low, high = self.plausible_range
+        return parse_int_payloads(payloads, high + 1, "grid index", low=low)
 
     # ---- server side -------------------------------------------------------------------------
 
