@@ -5,16 +5,20 @@
 The admin token comes from the environment variable ``LDP_ADMIN_TOKEN`` (never a flag, so it
 stays out of the process list and shell history); without one of at least 16 characters the
 command refuses to start. It prints ``ldp-analyze dashboard: serving http://HOST:PORT`` once the
-socket listens (``--port 0`` picks a free port). One gunicorn worker process with threads serves
-it: sign-in sessions and the per-campaign cache live in that process
-(:mod:`analysis.dashboard`). ``--certfile``/``--keyfile`` serve HTTPS (then the session cookie
-is ``Secure``). The database is only read, so the dashboard runs beside a live collector.
+socket listens (``--port 0`` picks a free port), and ``ldp-analyze dashboard: warm (...)`` once
+every campaign has been aggregated in the background (``--no-warm`` skips it). One gunicorn
+worker process with threads serves it: sign-in sessions and the per-campaign cache live in that
+process (:mod:`analysis.dashboard`). ``--certfile``/``--keyfile`` serve HTTPS (then the session
+cookie is ``Secure``). The database is only read, so the dashboard runs beside a live collector.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+import threading
+import time
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -47,6 +51,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--certfile", default=None, help="TLS certificate (serve HTTPS)")
     parser.add_argument("--keyfile", default=None, help="TLS private key (with --certfile)")
+    parser.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="do not aggregate every campaign at start (first views then wait for it)",
+    )
     parser.add_argument("--no-access-log", action="store_true", help="no access log")
     parser.add_argument("--log-level", default="warning", help="gunicorn error log level")
     parser.set_defaults(handler=run)
@@ -89,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         "proc_name": "ldp-dashboard",
         "when_ready": _announce(scheme, args.db),
     }
+    if not args.no_warm:
+        options["post_worker_init"] = _warm(app)
     if args.certfile:
         options.update(certfile=args.certfile, keyfile=args.keyfile)
     _Server(app, options).run()
@@ -104,6 +115,30 @@ def _announce(scheme: str, db: str) -> Any:
         print(f"ldp-analyze dashboard: serving {', '.join(addresses)} (db {db})", flush=True)
 
     return when_ready
+
+
+def _warm(app: Any) -> Any:
+    """A gunicorn hook: aggregate every campaign in a thread of the (one) worker process."""
+
+    def post_worker_init(_worker: Any) -> None:
+        cache = app.extensions["ldp_dashboard"]["cache"]
+
+        def warm() -> None:
+            start = time.perf_counter()
+            try:
+                campaigns, reports = cache.warm()
+            except Exception as error:  # a bad database shows on the pages; keep serving
+                print(f"ldp-analyze dashboard: warm-up failed: {error}", file=sys.stderr)
+                return
+            print(
+                f"ldp-analyze dashboard: warm ({campaigns} campaigns, {reports} reports, "
+                f"{time.perf_counter() - start:.1f} s)",
+                flush=True,
+            )
+
+        threading.Thread(target=warm, name="ldp-dashboard-warm", daemon=True).start()
+
+    return post_worker_init
 
 
 class _Server(BaseApplication):  # type: ignore[misc]

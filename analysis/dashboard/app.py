@@ -107,7 +107,9 @@ def _close_storage(_error: BaseException | None) -> None:
 
 
 def _headers(response: Response) -> Response:
-    response.headers["Cache-Control"] = "no-store"
+    # Pages and data are never stored; the static files (no secrets) are cached for a while.
+    static = request.endpoint == "static"
+    response.headers["Cache-Control"] = "private, max-age=3600" if static else "no-store"
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "no-referrer"

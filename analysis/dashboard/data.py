@@ -146,6 +146,23 @@ class CampaignCache:
                 state.document_seq = state.statistic_seq
         return state
 
+    def warm(self) -> tuple[int, int]:
+        """Bring every campaign up to date (what a first view would do); ``(campaigns, n)``.
+
+        Run in a background thread when the server starts, so the first page of a large
+        campaign does not wait for its whole history. A campaign that cannot be estimated is
+        skipped here; its page says why.
+        """
+        reports = 0
+        with open_read_only(self.db) as storage:
+            names = [campaign.name for campaign in storage.list_campaigns()]
+            for name in names:
+                try:
+                    reports += self.campaign(storage, name).n
+                except (LookupError, ValueError):
+                    continue
+        return len(names), reports
+
     def _update_days(self, storage: Storage, state: CampaignState, upto: int) -> None:
         if upto < state.seq:  # the database was replaced under us: start again
             state.seq, state.days, state.statistic_seq, state.statistic = 0, {}, 0, None

@@ -7,14 +7,9 @@ dashboard (``ldp-analyze dashboard``, gunicorn) on free loopback ports, for the 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +21,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from analysis.dashboard import create_app
-from analysis.demo import CollectorProcess
 from client_sdk.mechanisms import mechanism_from_config
+from collector.process import CollectorProcess, ServerProcess, entry_point
 from collector.storage import Storage
 
 TOKEN = "dashboard-test-token-" + "y" * 16
@@ -117,56 +112,28 @@ def sign_in(client: FlaskClient, token: str = TOKEN, base_url: str = "http://loc
 # ---- real processes ------------------------------------------------------------------------------
 
 
-class DashboardProcess:
+class DashboardProcess(ServerProcess):
     """A real ``ldp-analyze dashboard`` process (gunicorn) on a free loopback port."""
 
+    name = "dashboard"
+    ready_prefix = "ldp-analyze dashboard: serving"
+
     def __init__(self, db: str | os.PathLike[str], token: str, log_dir: Path) -> None:
+        super().__init__(log_dir=log_dir, env={"LDP_ADMIN_TOKEN": token})
         self.db = os.fspath(db)
-        self.token = token
-        self.log_dir = log_dir
-        self.process: subprocess.Popen[bytes] | None = None
-        self.url = ""
 
-    def start(self, timeout: float = 60.0) -> DashboardProcess:
-        script = Path(sys.executable).with_name("ldp-analyze")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "analysis.cli"]
-        out, err = self.log_dir / "dashboard.out", self.log_dir / "dashboard.err"
-        args = [*command, "dashboard", "--db", self.db, "--port", "0", "--poll-seconds", "1"]
-        env = {**os.environ, "LDP_ADMIN_TOKEN": self.token}
-        with open(out, "wb") as stdout, open(err, "wb") as stderr:
-            self.process = subprocess.Popen(
-                args, stdout=stdout, stderr=stderr, env=env, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the dashboard exited: {err.read_text()[-2000:]}")
-            for line in out.read_text().splitlines():
-                if line.startswith("ldp-analyze dashboard: serving http://"):
-                    self.url = line.split()[3]
-            if self.url and self._healthy():
-                return self
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"the dashboard did not start within {timeout} s: {err.read_text()}")
-
-    def _healthy(self) -> bool:
-        try:
-            return requests.get(f"{self.url}/healthz", timeout=1).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+    def arguments(self) -> list[str]:
+        return [
+            *entry_point("ldp-analyze", "analysis.cli"),
+            "dashboard",
+            "--db",
+            self.db,
+            "--port",
+            str(self.port),
+            "--poll-seconds",
+            "1",
+            "--no-access-log",
+        ]
 
 
 def upload(collector: CollectorProcess, campaign: str, reports: list[dict[str, Any]]) -> None:
@@ -198,7 +165,7 @@ def servers(
         upload(collector, "colors", wire_reports(COLORS["mechanism"], 3000, seed=10))
         upload(collector, "latency", wire_reports(LATENCY["mechanism"], 600, seed=11))
         upload(collector, "small", wire_reports(SMALL["mechanism"], 30, seed=12))
-        dashboard.start()
+        dashboard.start(timeout=60)
         yield collector, dashboard
     finally:
         dashboard.stop()

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from analysis.demo import CollectorProcess
+from collector.process import CollectorProcess, entry_point
 from tests.analysis.dashboard.conftest import COLORS, TOKEN, DashboardProcess, upload, wire_reports
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -127,10 +126,17 @@ def test_campaign_list(page: Page) -> None:
 
 
 def _estimate_json(db: str, campaign: str) -> dict[str, Any]:
-    script = Path(sys.executable).with_name("ldp-analyze")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "analysis.cli"]
     result = subprocess.run(
-        [*command, "estimate", "--db", db, "--campaign", campaign, "--format", "json"],
+        [
+            *entry_point("ldp-analyze", "analysis.cli"),
+            "estimate",
+            "--db",
+            db,
+            "--campaign",
+            campaign,
+            "--format",
+            "json",
+        ],
         capture_output=True,
         text=True,
         check=True,

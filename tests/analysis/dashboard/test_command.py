@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def test_a_missing_database_is_named(
 
 
 def test_serves_under_gunicorn(seeded_db: Path, tmp_path: Path) -> None:
-    dashboard = DashboardProcess(seeded_db, TOKEN, tmp_path).start()
+    dashboard = DashboardProcess(seeded_db, TOKEN, tmp_path).start(timeout=60)
     try:
         login = requests.get(f"{dashboard.url}/login", timeout=10)
         assert login.status_code == 200
@@ -47,5 +48,10 @@ def test_serves_under_gunicorn(seeded_db: Path, tmp_path: Path) -> None:
         assert requests.get(f"{dashboard.url}/api/campaigns", timeout=10).status_code == 401
         vendored = requests.get(f"{dashboard.url}/static/vendor/chart.umd.min.js", timeout=10)
         assert vendored.status_code == 200 and "Chart.js v4" in vendored.text[:200]
+        out = dashboard.log_dir / "dashboard-1.out"
+        deadline = time.monotonic() + 60
+        while "warm (3 campaigns, 3340 reports" not in out.read_text():
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.1)
     finally:
         dashboard.stop()

@@ -150,3 +150,13 @@ def test_the_database_is_opened_read_only(seeded_db: Path) -> None:
         storage.conn.execute("DELETE FROM reports")
     with Storage(seeded_db, create=False) as storage:
         assert storage.count_reports("colors") == 2500
+
+
+def test_warm_brings_every_campaign_up_to_date(seeded_db: Path) -> None:
+    cache = CampaignCache(seeded_db)
+    assert cache.warm() == (3, 2500 + 800 + 40)
+    with open_read_only(seeded_db) as storage:
+        states = {state.campaign.name: state for state in cache.campaigns(storage)}
+    assert states["colors"].statistic is not None and states["colors"].statistic.n == 2500
+    assert states["colors"].document is not None
+    assert states["small"].document is None  # below min_batch_size: no estimate is made
