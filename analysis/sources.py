@@ -39,7 +39,7 @@ from client_sdk.mechanisms import Mechanism, Reports, mechanism_from_config
 from client_sdk.mechanisms.base import AggregateStatistic
 from client_sdk.protocol import campaign_config_id
 from collector import export
-from collector.storage import Storage, StoredCampaign
+from collector.storage import Storage, StoredCampaign, decode_rows
 
 __all__ = [
     "DEFAULT_SPLIT_EVERY",
@@ -149,7 +149,8 @@ class SqliteFragment:
 
     def read(self, mechanism: Mechanism) -> tuple[Keys, Reports]:
         query = (
-            "SELECT r.report_id, r.payload FROM reports r JOIN campaigns c ON c.id = r.campaign_id"
+            "SELECT r.seq, r.report_id, r.payload FROM reports r"
+            " JOIN campaigns c ON c.id = r.campaign_id"
             " WHERE c.name = ? AND r.report_id >= ?"
             + ("" if self.high is None else " AND r.report_id < ?")
             + " ORDER BY r.report_id"
@@ -160,15 +161,11 @@ class SqliteFragment:
         with Storage(self.path, create=False) as storage:
             cursor = storage.db.conn.execute(query, parameters)
             while rows := cursor.fetchmany(READ_CHUNK):
-                keys.append(keys_from_bytes(export.ids_to_bytes([row[0] for row in rows])))
-                payloads = json.loads("[" + ",".join(row[1] for row in rows) + "]")
+                keys.append(keys_from_bytes(export.ids_to_bytes([row[1] for row in rows])))
                 try:
-                    reports.append(mechanism.from_wire(payloads))
+                    reports.append(decode_rows(mechanism, self.campaign, rows))
                 except ValueError as error:
-                    raise ValueError(
-                        f"--db {self.path}: stored reports of campaign {self.campaign!r} with ids "
-                        f"from {rows[0][0]} do not decode: {error}"
-                    ) from error
+                    raise ValueError(f"--db {self.path}: {error}") from error
         return _concatenate(keys, reports)
 
 
