@@ -134,6 +134,15 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
     ``strict`` refuses fields other than :data:`CAMPAIGN_FIELDS` (what the collector accepts);
     ``strict=False`` ignores them (what a client reads: a served campaign adds its
     ``config_id``, its creation time, and perhaps fields of a newer collector).
+
+    >>> spec = parse_campaign({"name": "theme", "domain": ["light", "dark"],
+    ...                        "mechanism": {"mechanism": "grr", "epsilon": 1, "k": 2}})
+    >>> spec.config, spec.domain, spec.min_batch_size
+    ({'mechanism': 'grr', 'epsilon': 1.0, 'k': 2}, ('light', 'dark'), 100)
+    >>> parse_campaign({"name": "theme", "domain": ["light"],
+    ...                 "mechanism": {"mechanism": "grr", "epsilon": 1, "k": 2}})
+    Traceback (most recent call last):
+    ValueError: domain must have k=2 labels; got 1 labels
     """
     if not isinstance(document, Mapping):
         raise ValueError(f"a campaign must be a JSON object; got {type(document).__name__}")
