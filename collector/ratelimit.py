@@ -57,13 +57,21 @@ class TokenBucket:
         An amount above the burst can never be admitted whole; it waits for a full bucket (the
         caller's batch cap keeps amounts at or below the burst by default).
         """
+        return self._charge(amount, take=True)
+
+    def wait_for(self, amount: int) -> float:
+        """The seconds until ``amount`` tokens are there (0: now), taking nothing."""
+        return self._charge(amount, take=False)
+
+    def _charge(self, amount: int, *, take: bool) -> float:
         with self._lock:
             now = self._clock()
             self._tokens = min(self.burst, self._tokens + max(0.0, now - self._last) * self.rate)
             self._last = now
             needed = min(float(amount), self.burst)
             if self._tokens >= needed:
-                self._tokens -= needed
+                if take:
+                    self._tokens -= needed
                 return 0.0
             return (needed - self._tokens) / self.rate
 
@@ -91,23 +99,25 @@ class UploadLimiter:
     def take(self, amount: int, key: str | None = None) -> float:
         """Charge ``amount`` reports to the client's bucket (if keyed), then to the global one;
         0 when admitted, else the seconds to wait (nothing is taken from the global bucket)."""
-        if self.per_bucket > 0 and key:
-            wait = self._bucket(key).take(amount)
-            if wait > 0:
-                return wait
-        return self._global.take(amount)
+        if not (self.per_bucket > 0 and key):
+            return self._global.take(amount)
+        with self._lock:  # both buckets or neither: a refused upload costs its key nothing
+            bucket = self._bucket(key)
+            wait = bucket.wait_for(amount) or self._global.take(amount)
+            if wait == 0:
+                bucket.take(amount)
+            return wait
 
     def _bucket(self, key: str) -> TokenBucket:
         digest = hashlib.blake2b(
             key[:MAX_BUCKET_KEY_LENGTH].encode("utf-8", "replace"), key=self._key, digest_size=16
         ).digest()
-        with self._lock:
-            bucket = self._buckets.get(digest)
-            if bucket is None:
-                bucket = TokenBucket(self.per_bucket, self.burst, clock=self._clock)
-                self._buckets[digest] = bucket
-                if len(self._buckets) > MAX_TRACKED_BUCKETS:
-                    self._buckets.popitem(last=False)
-            else:
-                self._buckets.move_to_end(digest)
-            return bucket
+        bucket = self._buckets.get(digest)
+        if bucket is None:
+            bucket = TokenBucket(self.per_bucket, self.burst, clock=self._clock)
+            self._buckets[digest] = bucket
+            if len(self._buckets) > MAX_TRACKED_BUCKETS:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(digest)
+        return bucket

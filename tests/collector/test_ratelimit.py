@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from collector import create_app
-from collector.ratelimit import TokenBucket
+from collector.ratelimit import TokenBucket, UploadLimiter
 from collector.storage import Storage
 
 TOKEN = "rate-limit-admin-token-0123456789"
@@ -85,3 +85,26 @@ def test_an_upload_over_the_rate_is_429_with_retry_after_and_stores_nothing(tmp_
 def test_a_bad_rate_limit_setting_is_refused(tmp_path: Path, value: str) -> None:
     with pytest.raises(ValueError, match="LDP_RATE_LIMIT"):
         create_app({"DB": str(tmp_path / "x.db"), "RATE_LIMIT": value})
+
+
+def test_upload_limiter_charges_a_keyed_bucket_then_the_global_one() -> None:
+    clock = FakeClock()
+    limiter = UploadLimiter(100.0, 50, per_bucket=1.0, clock=clock)
+    assert limiter.take(50, "device-a") == 0.0
+    assert limiter.take(10, "device-a") == pytest.approx(10.0)  # a's bucket: 1 report/s
+    assert limiter.take(0 + 50, "device-b") == pytest.approx(0.5)  # the global one is empty
+    clock.now += 0.5
+    assert limiter.take(50, "device-b") == 0.0
+    assert limiter.take(1, None) == pytest.approx(0.01)  # unkeyed: the global bucket only
+
+
+def test_upload_limiter_tracks_a_bounded_number_of_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("collector.ratelimit.MAX_TRACKED_BUCKETS", 3)
+    clock = FakeClock()
+    limiter = UploadLimiter(1e9, 10, per_bucket=1.0, clock=clock)
+    for key in ("a", "b", "c", "d"):
+        assert limiter.take(10, key) == 0.0
+        clock.now += 1.0  # the global bucket refills at once, a key's by 1 report
+    assert len(limiter._buckets) == 3
+    assert limiter.take(10, "a") == 0.0  # "a" was evicted first: a fresh bucket
+    assert limiter.take(10, "d") > 0  # "d" is still tracked and nearly empty
