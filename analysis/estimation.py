@@ -12,47 +12,38 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
-from statistics import NormalDist
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from analysis.rappor import decode
+from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
 from client_sdk.mechanisms.numeric import NumericMechanism
 
+if TYPE_CHECKING:
+    from client_sdk.mechanisms.rappor import RAPPOR
+
+__all__ = [
+    "FloatArray",
+    "FrequencyEstimate",
+    "MeanEstimate",
+    "ReportSource",
+    "aggregate",
+    "check_estimable",
+    "estimate",
+    "estimate_frequencies",
+    "estimate_mean",
+    "json_safe",
+    "z_value",
+]
+
 FloatArray = npt.NDArray[np.float64]
 
-ReportSource = Any
-"""A numpy array of reports (one chunk), an iterable of such chunks, or an AggregateStatistic."""
-
-
-def aggregate(mechanism: Mechanism, reports: ReportSource) -> AggregateStatistic:
-    """Reduce reports (an array, an iterable of arrays, or a statistic) to one statistic."""
-    if isinstance(reports, AggregateStatistic):
-        return reports
-    if isinstance(reports, np.ndarray):
-        return mechanism.aggregate(reports)
-    if isinstance(reports, (str, bytes)) or not isinstance(reports, Iterable):
-        raise TypeError(
-            "reports must be a numpy array of reports, an iterable of such arrays, or an "
-            f"AggregateStatistic; got {type(reports).__name__}"
-        )
-    total = mechanism.empty_statistic()
-    for chunk in reports:
-        if isinstance(chunk, AggregateStatistic):
-            total = total + chunk
-        else:
-            total = total + mechanism.aggregate(np.asarray(chunk))
-    return total
-
-
-def z_value(confidence: float) -> float:
-    """The two-sided normal quantile for a confidence level in (0, 1)."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
-    return NormalDist().inv_cdf(0.5 + confidence / 2)
+ESTIMATED_KINDS = ("category", "number", "string")
+"""The ``Mechanism.value_kind`` values :func:`estimate` has an estimator for."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,17 +164,55 @@ def estimate_mean(
     )
 
 
-def estimate(mechanism: Mechanism, reports: ReportSource, *, confidence: float = 0.95) -> Any:
-    """Estimate from reports: frequencies for categorical mechanisms, means for numeric ones.
+def check_estimable(mechanism: Mechanism, candidates: Sequence[str] | None = None) -> None:
+    """Refuse, before any report is read, what :func:`estimate` cannot estimate.
 
-    ``reports`` is a numpy array of reports, an iterable of chunks (streamed, memory O(k +
-    chunk)), or an already merged :class:`AggregateStatistic`.
+    Raises ``ValueError`` for a mechanism whose ``value_kind`` has no estimator, and for one
+    that records strings (``"string"``: RAPPOR) without a candidate list to decode against.
     """
-    if isinstance(mechanism, FrequencyOracle):
+    kind = getattr(mechanism, "value_kind", None)
+    if kind not in ESTIMATED_KINDS:
+        raise ValueError(f"mechanism {mechanism.name!r} has no estimator")
+    if kind == "string" and not candidates:
+        raise ValueError(
+            f"mechanism {mechanism.name!r} records strings and is estimated against a candidate "
+            "list, and none was given: pass candidates (`ldp-analyze estimate` uses the "
+            "campaign's domain), or export the reports and decode them with "
+            "`ldp-analyze rappor-decode --candidates FILE`"
+        )
+
+
+def estimate(
+    mechanism: Mechanism,
+    reports: ReportSource,
+    *,
+    confidence: float = 0.95,
+    candidates: Sequence[str] | None = None,
+) -> Any:
+    """Estimate from reports, by what the mechanism's devices record (``value_kind``).
+
+    ``"category"``: the frequencies of the domain (:class:`FrequencyEstimate`); ``"number"``:
+    the mean (:class:`MeanEstimate`); ``"string"``: the frequencies of ``candidates``, decoded
+    by :func:`analysis.rappor.decode` (a ``RapporEstimate``; docs/math/rappor.md). The other
+    kinds fix their domain in the mechanism and ignore ``candidates``. ``reports`` is a numpy
+    array of reports, an iterable of chunks (streamed, memory O(k + chunk)), or an already
+    merged :class:`AggregateStatistic`.
+    """
+    check_estimable(mechanism, candidates)
+    kind = mechanism.value_kind
+    if kind == "string":
+        # decode() checks the kind again and reads the mechanism's Bloom-filter methods.
+        strings = cast("RAPPOR", mechanism)
+        return decode(strings, reports, list(candidates or ()), confidence=confidence)
+    # The interface each kind implies, checked rather than assumed.
+    if kind == "category" and isinstance(mechanism, FrequencyOracle):
         return estimate_frequencies(mechanism, reports, confidence=confidence)
-    if isinstance(mechanism, NumericMechanism):
+    if kind == "number" and isinstance(mechanism, NumericMechanism):
         return estimate_mean(mechanism, reports, confidence=confidence)
-    raise TypeError(f"no estimator for mechanism {type(mechanism).__name__}")
+    raise TypeError(
+        f"mechanism {mechanism.name!r} has value_kind {kind!r} but not the estimator interface "
+        "of that kind (FrequencyOracle for 'category', NumericMechanism for 'number')"
+    )
 
 
 def json_safe(value: Any) -> Any:

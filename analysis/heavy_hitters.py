@@ -1,9 +1,10 @@
 """Heavy hitters: the top items of an estimate, and which of them stand above the noise.
 
 RAPPOR reports only what stands above its noise (Erlingsson, Pihur, Korolova, CCS 2014,
-section 5); NDSS 2020's Base-Cut uses the same threshold (REFERENCE.md section 3). Item v is
-``significant`` when its raw, unbiased estimate passes a one-sided z-test of f_v = 0 at level
-alpha after a Bonferroni correction over the d items of the domain:
+section 5); the Base-Cut of Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li (NDSS 2020) uses the same
+threshold (docs/math/postprocessing.md). Item v is ``significant`` when its raw, unbiased
+estimate passes a one-sided z-test of f_v = 0 at level alpha after a Bonferroni correction over
+the d items of the domain:
 
     f_v / SE_v > z_{1 - alpha/d},
 

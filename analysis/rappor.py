@@ -1,6 +1,6 @@
 """RAPPOR decoding over a candidate list, and Google's RAPPOR file formats.
 
-Erlingsson, Pihur, Korolova, CCS 2014, section 4 (REFERENCE.md 4.1): per-cohort bit counts are
+Erlingsson, Pihur, Korolova, CCS 2014, section 4 (docs/math/rappor.md): per-cohort bit counts are
 debiased into estimated Bloom-bit counts t_ij (``RAPPOR.estimate_bloom_counts``); a design matrix
 has one row per (cohort, bit) and one column per candidate string, 1 where the candidate's Bloom
 filter in that cohort sets that bit (built with the client's own Bloom function,
@@ -42,7 +42,7 @@ import numpy.typing as npt
 import scipy.linalg
 import scipy.sparse
 
-from analysis.estimation import ReportSource, aggregate, z_value
+from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, Reports, WireFormatError
 from client_sdk.mechanisms.rappor import RAPPOR
 
@@ -461,8 +461,11 @@ def decode(
     the noise standard deviation of that candidate's score X_c'Wy; it only pre-selects (the
     tests decide), so it is kept low.
     """
-    if not isinstance(mechanism, RAPPOR):
-        raise TypeError(f"mechanism must be RAPPOR; got {type(mechanism).__name__}")
+    if getattr(mechanism, "value_kind", None) != "string":
+        raise TypeError(
+            f"mechanism must record strings (value_kind 'string', RAPPOR); got "
+            f"{type(mechanism).__name__}"
+        )
     names = _check_candidates(candidates)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1); got {alpha!r}")

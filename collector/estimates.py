@@ -58,7 +58,9 @@ def summarize(
             f"min_batch_size {campaign.min_batch_size}; no estimate is released"
         )
     mechanism = campaign.mechanism
-    if isinstance(mechanism, FrequencyOracle):
+    # By what the devices record (value_kind); the isinstance checks the interface it implies.
+    kind = getattr(mechanism, "value_kind", None)
+    if kind == "category" and isinstance(mechanism, FrequencyOracle):
         frequencies = mechanism.estimate_frequencies(statistic)
         std_errors = mechanism.standard_errors(statistic)
         z = NormalDist().inv_cdf(0.5 + confidence / 2)
@@ -82,7 +84,7 @@ def summarize(
             "postprocessing": "base",
             "items": items,
         }
-    if isinstance(mechanism, NumericMechanism):
+    if kind == "number" and isinstance(mechanism, NumericMechanism):
         return _summarize_numeric(campaign, mechanism, statistic, confidence)
     raise UnsupportedEstimate(
         f"the collector cannot summarise mechanism {mechanism.name!r}; "

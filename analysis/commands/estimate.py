@@ -36,15 +36,18 @@ from analysis.commands._arguments import (
     positive_int,
 )
 from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, load_campaign
-from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate, json_safe
+from analysis.estimation import (
+    FrequencyEstimate,
+    MeanEstimate,
+    check_estimable,
+    estimate,
+    json_safe,
+)
 from analysis.heavy_hitters import bonferroni_z, require_min_batch, top_k
 from analysis.postprocess import postprocess
 from analysis.rappor import RapporEstimate
-from analysis.rappor import decode as decode_rappor
 from analysis.rappor import format_table as format_rappor_table
-from client_sdk.mechanisms.base import FrequencyOracle, Reports
-from client_sdk.mechanisms.numeric import NumericMechanism
-from client_sdk.mechanisms.rappor import RAPPOR
+from client_sdk.mechanisms.base import Reports
 
 PROGRESS_MIN_REPORTS = 200_000
 """Campaigns smaller than this aggregate in well under a second: no progress bar."""
@@ -109,26 +112,17 @@ def load_estimate(
     path = os.fspath(db)
     campaign = load_campaign(path, name)
     mechanism = campaign.mechanism
-    if isinstance(mechanism, RAPPOR) and not campaign.domain:
-        raise ValueError(
-            f"campaign {name!r} uses RAPPOR without a candidate list (its domain): export its "
-            "reports and decode them with `ldp-analyze rappor-decode --candidates FILE`"
-        )
-    if not isinstance(mechanism, (FrequencyOracle, NumericMechanism, RAPPOR)):
-        raise ValueError(
-            f"campaign {name!r} uses mechanism {mechanism.name!r}, which has no estimator"
-        )
+    # A mechanism that records strings (RAPPOR) is decoded against the campaign's domain, its
+    # candidate list; the others ignore it.
+    candidates = list(campaign.domain or ())
+    try:
+        check_estimable(mechanism, candidates)
+    except ValueError as error:
+        raise ValueError(f"campaign {name!r}: {error}") from None
     total = count_reports(path, name)
     require_min_batch(total, campaign.min_batch_size, name)
     chunks = _progress_chunks(path, name, total, chunk_size, label=name)
-    result: Any
-    if isinstance(mechanism, RAPPOR):
-        # Decoded against the campaign's candidate list (analysis.rappor).
-        result = decode_rappor(
-            mechanism, chunks, list(campaign.domain or ()), confidence=confidence
-        )
-    else:
-        result = estimate(mechanism, chunks, confidence=confidence)
+    result = estimate(mechanism, chunks, confidence=confidence, candidates=candidates)
     require_min_batch(result.n, campaign.min_batch_size, name)
     return campaign, result
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from analysis import cli
+from analysis import cli, estimate
 from analysis.rappor import (
     RapporFormatError,
     decode,
@@ -27,6 +27,7 @@ from analysis.rappor import (
     write_params,
     write_reports,
 )
+from client_sdk.mechanisms.grr import GRR
 from client_sdk.mechanisms.rappor import RAPPOR
 from tests import stats
 
@@ -130,6 +131,22 @@ def test_decoding_from_a_statistic_or_chunks_is_the_same() -> None:
     for other in (chunked, from_stat):
         np.testing.assert_array_equal(other.frequencies, whole.frequencies)
         np.testing.assert_array_equal(other.std_errors, whole.std_errors)
+
+
+def test_analysis_estimate_decodes_a_string_mechanism_against_its_candidates() -> None:
+    """``analysis.estimate`` dispatches on value_kind: RAPPOR records strings, so it is decoded
+    against ``candidates`` (exactly ``decode``), and refused without them."""
+    mech = RAPPOR(k=16, h=2, m=4, **NORMAL_NOISE)
+    reports = mech.simulate_clients(["a"] * 3000 + ["b"] * 1000, rng=np.random.default_rng(1))
+    via_estimate = estimate(mech, reports, candidates=["a", "b", "c"])
+    direct = decode(mech, reports, ["a", "b", "c"])
+    np.testing.assert_array_equal(via_estimate.frequencies, direct.frequencies)
+    np.testing.assert_array_equal(via_estimate.std_errors, direct.std_errors)
+    for missing in (None, []):
+        with pytest.raises(ValueError, match="candidate list"):
+            estimate(mech, reports, candidates=missing)
+    with pytest.raises(TypeError, match="record strings"):
+        decode(GRR(1.0, 4), reports, ["a"])  # type: ignore[arg-type]
 
 
 def test_decode_validates_its_inputs() -> None:
