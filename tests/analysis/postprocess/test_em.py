@@ -91,22 +91,6 @@ def test_em_exact_channel_stays_on_simplex_and_likelihood_is_monotone(
     np.testing.assert_allclose(gradient[active], 1.0, atol=1e-6)
 
 
-def test_hadamard_channel_maps_match_the_dense_channel() -> None:
-    rng = np.random.default_rng(8)
-    for config in (
-        {"mechanism": "hr", "epsilon": 1.0, "k": 5},
-        {"mechanism": "hr", "epsilon": 4.0, "k": 20},
-        {"mechanism": "hr", "epsilon": 6.0, "k": 30, "blocks": 10},
-    ):
-        mechanism = oracle(config)
-        dense = next(mechanism.channel_matrices())
-        channel = mechanism.em_channel()
-        theta = rng.dirichlet(np.ones(mechanism.k), size=4)
-        ratio = rng.random((4, dense.shape[1]))
-        np.testing.assert_allclose(channel.forward(theta), theta @ dense, atol=1e-15)
-        np.testing.assert_allclose(channel.backward(ratio), ratio @ dense.T, atol=1e-13)
-
-
 def test_em_stopping_rule_is_reported() -> None:
     est = estimate_of({"mechanism": "grr", "epsilon": 0.5, "k": 64}, zipf_population(64, 500), 6)
     capped = mle(est, max_iterations=2, replicates=0)
