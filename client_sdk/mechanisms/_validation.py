@@ -100,17 +100,23 @@ def check_int(value: Any, field: str, *, minimum: int, maximum: int | None = Non
     return number
 
 
+def one_dimensional(values: Any, field: str = "values") -> npt.NDArray[Any]:
+    """``values`` as a 1-D array (a scalar counts as one value); other shapes are refused."""
+    array = np.asarray(values)
+    if array.ndim == 0:
+        array = array.reshape(1)
+    if array.ndim != 1:
+        raise ValueError(f"{field} must be one-dimensional; got shape {array.shape}")
+    return array
+
+
 def check_values(values: Any, k: int, field: str = "values") -> npt.NDArray[np.int64]:
     """Categorical inputs: a 1-D array (or sequence) of integers in ``[0, k)``.
 
     Floats, bools, strings and objects are refused even when they look integral, so a caller
     who passes labels or probabilities finds out at once.
     """
-    array = np.asarray(values)
-    if array.ndim == 0:
-        array = array.reshape(1)
-    if array.ndim != 1:
-        raise ValueError(f"{field} must be one-dimensional; got shape {array.shape}")
+    array = one_dimensional(values, field)
     if array.size == 0:
         return np.zeros(0, dtype=np.int64)
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):

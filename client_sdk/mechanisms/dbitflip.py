@@ -54,7 +54,7 @@ from client_sdk.mechanisms.base import (
     WireFormatError,
 )
 from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
-from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent, PureEvent
+from client_sdk.mechanisms.self_memoizing import SwitchableMemoization
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
@@ -74,7 +74,7 @@ BITS_LABEL = "dbitflip/bits"
 
 
 @dataclasses.dataclass(frozen=True)
-class DBitFlip(FrequencyOracle):
+class DBitFlip(SwitchableMemoization, FrequencyOracle):
     """dBitFlip over k buckets, d bits per report (module docstring).
 
     Config: ``{"mechanism": "dbitflip", "epsilon", "k", "d"}`` and ``"memoize"`` (default true:
@@ -84,7 +84,6 @@ class DBitFlip(FrequencyOracle):
     """
 
     name: ClassVar[str] = "dbitflip"
-    memoizes_itself: ClassVar[bool] = True
     epsilon: float
     k: int
     d: int
@@ -94,8 +93,7 @@ class DBitFlip(FrequencyOracle):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_K))
         object.__setattr__(self, "d", check_int(self.d, "d", minimum=1, maximum=self.k))
-        if not isinstance(self.memoize, bool):
-            raise ValueError(f"memoize must be true or false; got {self.memoize!r}")
+        self._check_memoize()
 
     # ---- probabilities ---------------------------------------------------------------------
 
@@ -120,19 +118,9 @@ class DBitFlip(FrequencyOracle):
         return per_bit * min(self.d, 2)
 
     @property
-    def memoized(self) -> bool:
-        return self.memoize
-
-    @property
     def epsilon_inf(self) -> float:
         """What unlimited reports of one value reveal when memoized: one report's epsilon."""
         return self.privacy_epsilon
-
-    def privacy_event(self) -> PrivacyEvent:
-        """Memoized: the permanent bits at ``epsilon_inf``; otherwise the exact channel."""
-        if self.memoize:
-            return PermanentResponseEvent(self.privacy_epsilon, PureEvent(self.epsilon_inf))
-        return super().privacy_event()
 
     @property
     def lifetime_epsilon(self) -> float:
@@ -165,11 +153,9 @@ class DBitFlip(FrequencyOracle):
         """One report per value. Memoized: needs the keyed source of the device and campaign
         (``permanent``); the report is then a function of that source and phi(v)."""
         x = check_values(values, self.k)
-        if not self.memoize:
-            if permanent is not None:
-                raise ValueError("dbitflip with memoize=false takes no keyed source (permanent)")
+        keys = self.keyed_source(permanent)
+        if keys is None:
             return self.perturb_independent_devices(x, rng=rng)
-        keys = check_keyed_source(permanent, self.name)
         buckets = self.device_buckets(permanent=keys)
         patterns = self._patterns(x, buckets)
         reports = np.empty(x.size, dtype=self.report_dtype)

@@ -9,6 +9,7 @@ import numpy as np
 
 from client_sdk.mechanisms._validation import check_finite as check_finite
 from client_sdk.mechanisms._validation import check_positive as check_positive
+from client_sdk.mechanisms._validation import one_dimensional
 from client_sdk.mechanisms.base import FloatArray
 
 MAX_DIM = 1 << 16
@@ -28,11 +29,7 @@ def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
 
 def check_scalar_values(values: Any, field: str = "values") -> FloatArray:
     """A 1-D array of finite real numbers (a scalar counts as one value)."""
-    array = np.asarray(values)
-    if array.ndim == 0:
-        array = array.reshape(1)
-    if array.ndim != 1:
-        raise ValueError(f"{field} must be one-dimensional; got shape {array.shape}")
+    array = one_dimensional(values, field)
     if array.size == 0:
         return np.zeros(0, dtype=np.float64)
     if array.dtype == np.bool_ or array.dtype.kind not in "iuf":

@@ -68,7 +68,7 @@ from client_sdk.mechanisms.numeric_checks import (
     check_bounds,
     check_scalar_values,
 )
-from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent, PureEvent
+from client_sdk.mechanisms.self_memoizing import SwitchableMemoization
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
@@ -86,7 +86,7 @@ BIT_LABEL = "onebitmean/bit"
 
 
 @dataclasses.dataclass(frozen=True)
-class OneBitMean(NumericMechanism):
+class OneBitMean(SwitchableMemoization, NumericMechanism):
     """1BitMean on [lower, upper] (module docstring).
 
     Config: ``{"mechanism": "onebitmean", "epsilon", "lower", "upper"}`` and optionally
@@ -96,7 +96,6 @@ class OneBitMean(NumericMechanism):
     """
 
     name: ClassVar[str] = "onebitmean"
-    memoizes_itself: ClassVar[bool] = True
     epsilon: float
     lower: float
     upper: float
@@ -116,8 +115,7 @@ class OneBitMean(NumericMechanism):
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < 0.5:
             raise ValueError(f"gamma must be a number in [0, 0.5); got {gamma!r}")
         object.__setattr__(self, "gamma", float(gamma))
-        if not isinstance(self.memoize, bool):
-            raise ValueError(f"memoize must be true or false; got {self.memoize!r}")
+        self._check_memoize()
 
     # ---- geometry and probabilities ----------------------------------------------------------
 
@@ -187,19 +185,9 @@ class OneBitMean(NumericMechanism):
         return self.epsilon if self._flip_threshold == 0 else self.implemented_epsilon()
 
     @property
-    def memoized(self) -> bool:
-        return self.memoize
-
-    @property
     def epsilon_inf(self) -> float:
         """Unlimited reports of one rounded point reveal at most its memoized bit: epsilon."""
         return self.epsilon
-
-    def privacy_event(self) -> PrivacyEvent:
-        """Memoized: the permanent bit at ``epsilon_inf``; otherwise the claim."""
-        if self.memoize:
-            return PermanentResponseEvent(self.privacy_epsilon, PureEvent(self.epsilon_inf))
-        return super().privacy_event()
 
     @property
     def lifetime_epsilon(self) -> float:
@@ -234,13 +222,10 @@ class OneBitMean(NumericMechanism):
         campaign (``permanent``); the bit is the memoized bit of the value's rounded point (alpha
         memoized too), then flipped with probability gamma using ``rng``."""
         x = check_scalar_values(values)
-        if not self.memoize:
-            if permanent is not None:
-                raise ValueError("onebitmean with memoize=false takes no keyed source (permanent)")
-            t = self._unit(x)
-            bits = self.kernel.sample(rng, t)
+        keys = self.keyed_source(permanent)
+        if keys is None:
+            bits = self.kernel.sample(rng, self._unit(x))
             return self._flip(bits, rng)
-        keys = check_keyed_source(permanent, self.name)
         points = self.rounded_points(x, permanent=keys)
         bits = np.empty(x.size, dtype=np.int64)
         for point in np.unique(points).tolist():
