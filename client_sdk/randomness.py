@@ -8,10 +8,10 @@ Both sources are reduced to one primitive, a vector of uniform 64-bit words (``r
 every sampler below is built on that primitive with *integer* arithmetic. Seeded runs therefore
 exercise exactly the code path that devices run, and every probability a mechanism implements is a
 rational number with denominator 2**64 that the privacy checks can reason about exactly
-(REFERENCE.md section 7.1: compare integers, not floats).
+(docs/architecture.md, "Randomness": compare integers, not floats).
 
 Why not NumPy's generators on devices: PCG64 and MT19937 are not cryptographically secure; an
-observer of enough outputs can recover the state and re-derive the noise (REFERENCE.md 7.3).
+observer of enough outputs can recover the state and re-derive the noise (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class HmacWordSource:
     """Deterministic uniform 64-bit words: HMAC-SHA256 in counter mode under a secret key.
 
     For *memoized* randomness (the permanent randomized response of RAPPOR and of every
-    longitudinal mechanism, REFERENCE.md 4.1 and 7.3): the same key always yields the same words,
+    longitudinal mechanism, docs/math/memoization.md): the same key always yields the same words,
     so a device recomputes its permanent response instead of storing it, while anyone without the
     key sees words indistinguishable from uniform (HMAC-SHA256 is a PRF). Block i (from 0) is
     HMAC-SHA256(key, i as 8 bytes big-endian): four little-endian words. Words are consumed in
