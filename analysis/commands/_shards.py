@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from analysis.commands._arguments import positive_int
 from analysis.sources import DEFAULT_SPLIT_EVERY, MergedStatistic, aggregate_local, plan
+from collector.storage import StoredCampaign
 
 
 def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,13 +53,22 @@ def uses_shards(args: argparse.Namespace) -> bool:
     return len(args.db or []) != 1 or bool(args.parquet) or args.dask is not None
 
 
-def merged_statistic(args: argparse.Namespace) -> MergedStatistic:
+def merged_statistic(
+    args: argparse.Namespace, *, check: Callable[[StoredCampaign], object] | None = None
+) -> MergedStatistic:
     """The campaign's de-duplicated statistic over every source given, in-process or on Dask.
 
     Progress goes to stderr when it is a terminal: Dask's progress bar, or one tick per
     partition in this process. A summary line (sources, copies read, duplicates) follows.
+    ``check`` vets the (agreed) campaign before any report is read.
     """
+    if args.dask is not None:
+        from analysis.distributed import parse_address
+
+        parse_address(args.dask)  # a bad address fails before any source is opened
     work = plan(args.campaign, args.db or [], args.parquet, partitions=args.partitions)
+    if check is not None:
+        check(work.campaign)
     show = sys.stderr.isatty()
     if args.dask is None:
         merged = aggregate_local(work, split_every=args.split_every, progress=show)

@@ -2,6 +2,8 @@
 
     ldp-analyze estimate --db collector.db --campaign app-launches --format json \\
         [--postprocess norm-sub] [--confidence 0.95] [--top 10]
+    ldp-analyze estimate --campaign app-launches --db shard-1.db --db shard-2.db \\
+        --parquet lake/app-launches [--dask local:4 | --dask tcp://HOST:8786]
 
 Reports are streamed from the database in chunks (``analysis.dataset.iter_report_chunks``) into
 the mechanism's mergeable statistic, with a progress bar on stderr when it is a terminal and
@@ -10,8 +12,9 @@ the campaign is large. A campaign with fewer reports than its ``min_batch_size``
 ``{"campaign", "n", "mechanism", "items": [{"value", "frequency", "std_error", "ci_low",
 "ci_high"}], "postprocessing", ...}`` (docs/architecture.md); numeric campaigns print the mean
 with its standard error. ``--top N`` lists the N most frequent items with their Bonferroni
-significance (``analysis.heavy_hitters``). The options are spelled once in
-``analysis.commands._arguments``.
+significance (``analysis.heavy_hitters``). Several ``--db``, any ``--parquet`` export or
+``--dask`` merge the sources' statistics, each report id counted once (docs/scale-out.md). The
+options are spelled once in ``analysis.commands._arguments``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from analysis.commands._arguments import (
     add_source_arguments,
     positive_int,
 )
+from analysis.commands._shards import add_shard_arguments, merged_statistic, uses_shards
 from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, load_campaign
 from analysis.estimation import (
     FrequencyEstimate,
@@ -64,7 +68,8 @@ def register(subparsers: Any) -> None:
             "debiased estimate with standard errors and confidence intervals."
         ),
     )
-    add_source_arguments(parser)
+    add_source_arguments(parser, repeatable_db=True)
+    add_shard_arguments(parser)
     add_format_argument(parser, FORMATS)
     add_postprocess_arguments(parser)
     parser.add_argument(
@@ -112,18 +117,43 @@ def load_estimate(
     path = os.fspath(db)
     campaign = load_campaign(path, name)
     mechanism = campaign.mechanism
-    # A mechanism that records strings (RAPPOR) is decoded against the campaign's domain, its
-    # candidate list; the others ignore it.
-    candidates = list(campaign.domain or ())
-    try:
-        check_estimable(mechanism, candidates)
-    except ValueError as error:
-        raise ValueError(f"campaign {name!r}: {error}") from None
+    candidates = estimable_candidates(campaign)
     total = count_reports(path, name)
     require_min_batch(total, campaign.min_batch_size, name)
     chunks = _progress_chunks(path, name, total, chunk_size, label=name)
     result = estimate(mechanism, chunks, confidence=confidence, candidates=candidates)
     require_min_batch(result.n, campaign.min_batch_size, name)
+    return campaign, result
+
+
+def estimable_candidates(campaign: StoredCampaign) -> list[str]:
+    """The candidates to estimate against; ``ValueError`` for a campaign with no estimator.
+
+    A mechanism that records strings (RAPPOR) is decoded against the campaign's domain, its
+    candidate list; the others ignore it.
+    """
+    candidates = list(campaign.domain or ())
+    try:
+        check_estimable(campaign.mechanism, candidates)
+    except ValueError as error:
+        raise ValueError(f"campaign {campaign.name!r}: {error}") from None
+    return candidates
+
+
+def load_sharded_estimate(args: argparse.Namespace) -> tuple[StoredCampaign, Any]:
+    """The raw estimate over every --db and --parquet source, de-duplicated by report id and
+    merged in this process or on --dask (``analysis.commands._shards``, docs/scale-out.md)."""
+    if not 0 < args.confidence < 1:
+        raise ValueError(f"--confidence must be in (0, 1); got {args.confidence!r}")
+    merged = merged_statistic(args, check=estimable_candidates)
+    campaign, statistic = merged.campaign, merged.statistic
+    require_min_batch(statistic.n, campaign.min_batch_size, campaign.name)
+    result = estimate(
+        campaign.mechanism,
+        statistic,
+        confidence=args.confidence,
+        candidates=estimable_candidates(campaign),
+    )
     return campaign, result
 
 
@@ -294,9 +324,12 @@ def write_document(document: Mapping[str, Any], fmt: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    campaign, result = load_estimate(
-        args.db, args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
-    )
+    if uses_shards(args):
+        campaign, result = load_sharded_estimate(args)
+    else:
+        campaign, result = load_estimate(
+            args.db[0], args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
+        )
     if isinstance(result, RapporEstimate):
         if args.postprocess != "base":
             raise ValueError("--postprocess does not apply to RAPPOR campaigns")
