@@ -44,6 +44,7 @@ PROBLEM_TYPES: dict[str, str] = {
         "method-not-allowed",  # 405
         "campaign-conflict",  # 409: a different body for an existing campaign name
         "stale-config",  # 409: the upload's config_id is not the campaign's
+        "request-timeout",  # 408: the body stopped arriving (a slow or stalled client)
         "payload-too-large",  # 413: body above MAX_CONTENT_LENGTH or batch above the cap
         "unsupported-media-type",  # 415: not application/json
         "unprocessable",  # 422: e.g. no estimator for this mechanism, batch below minimum

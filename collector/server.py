@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
@@ -136,6 +137,20 @@ class ProblemWorker(ThreadWorker):  # type: ignore[misc]
             selectors.EVENT_READ,
             functools.partial(self.on_pending_socket_readable, conn),
         )
+
+    def handle_request(self, req: Any, conn: Any) -> Any:
+        """Serve one request with a socket timeout of ``--timeout`` seconds per read or write.
+
+        gunicorn's threads read a request body with no timeout: a client that sends half a body
+        and waits held its thread for as long as it kept the socket open. With the timeout, the
+        read fails after ``--timeout`` seconds of silence and the app answers 408.
+        """
+        conn.sock.settimeout(self.cfg.timeout)
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            with contextlib.suppress(OSError):
+                conn.sock.settimeout(None)
 
     def handle_error(self, req: Any, client: socket.socket, addr: Any, exc: BaseException) -> None:
         status, reason = classify(exc)

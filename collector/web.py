@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from flask import Flask, current_app, g, request
+from werkzeug.exceptions import ClientDisconnected
 
 from collector.dbguard import check_identity
 from collector.problems import Problem
@@ -186,6 +187,13 @@ def _read_body() -> bytes:
     body has no length, and werkzeug then silently cuts it at the limit (a valid prefix would be
     accepted): read one byte past the limit from the raw stream instead, and refuse if it came.
     """
+    try:
+        return _read_limited()
+    except (OSError, ClientDisconnected):  # the socket timed out (collector.server)
+        raise Problem(408, "request-timeout", "the request body did not arrive in time") from None
+
+
+def _read_limited() -> bytes:
     if request.content_length is not None:
         return request.get_data(cache=False)
     limit = current_app.config["MAX_CONTENT_LENGTH"]

@@ -3,9 +3,12 @@ batches of 500 OLH reports (GRR if OLH is not registered), against the ceiling o
 same rows directly through ``collector.storage`` in one process.
 
 Targets (issue 3): >= 20,000 reports/s over HTTP, and HTTP >= 1/4 of the direct-insert ceiling.
-Also prints p50/p99 latency per batch. The clients build their request bodies before the clock
-starts, so the figure is the collector's ingestion rate (parse, validate every report with the
-mechanism's ``parse_wire``, one transaction per batch), not the clients' randomization.
+Also prints p50/p99 latency per batch, and the same ingest with 4 slow sockets held open (idle:
+connected and silent; half: half a request sent, then silence) with the health probes answered
+meanwhile (issue 10, part 9: gunicorn's sync workers answered none with two idle sockets).
+The clients build their request bodies before the clock starts, so the figure is the
+collector's ingestion rate (parse, validate every report with the mechanism's ``parse_wire``,
+one transaction per batch), not the clients' randomization.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import json
 import multiprocessing
 import os
 import secrets
+import socket
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -78,15 +83,47 @@ def _client(
     results.put((began, time.perf_counter(), latencies))
 
 
+SLOW_SOCKETS = 4
+_HALF_REQUEST = b"POST /v1/campaigns/bench/reports HTTP/1.1\r\nContent-Length: 99\r\n\r\n{"
+
+
+def _open_slow_sockets(url: str, count: int, kind: str) -> list[socket.socket]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    sockets = [socket.create_connection((host, int(port))) for _ in range(count)]
+    if kind == "half":
+        for sock in sockets:
+            sock.sendall(_HALF_REQUEST)
+    time.sleep(0.5)
+    return sockets
+
+
+def _probe(url: str, stop: threading.Event, outcomes: list[bool]) -> None:
+    while not stop.is_set():
+        try:
+            outcomes.append(requests.get(f"{url}/healthz", timeout=1).status_code == 200)
+        except requests.RequestException:
+            outcomes.append(False)
+        stop.wait(0.1)
+
+
 def _http_rate(
-    workdir: str, config: dict[str, Any], clients: int, batches: int, synchronous: str
+    workdir: str,
+    config: dict[str, Any],
+    clients: int,
+    batches: int,
+    synchronous: str,
+    slow: str = "",
+    probes: list[bool] | None = None,
 ) -> tuple[float, list[float]]:
-    db = os.path.join(workdir, f"http-{synchronous}-{clients}.db")
+    db = os.path.join(workdir, f"http-{synchronous}-{clients}-{slow or 'none'}.db")
     os.environ["LDP_SYNCHRONOUS"] = synchronous
     try:
         collector = CollectorProcess(db, workers=2, log_dir=workdir).start()
     finally:
         del os.environ["LDP_SYNCHRONOUS"]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+    prober = threading.Thread(target=_probe, args=(collector.url, stop, probes), daemon=True)
     try:
         domain = [str(i) for i in range(config["k"])]
         created = collector.create_campaign(
@@ -114,11 +151,20 @@ def _http_rate(
             p.start()
         for _ in processes:
             ready.acquire()
+        if slow:
+            held = _open_slow_sockets(collector.url, SLOW_SOCKETS, slow)
+        if probes is not None:
+            prober.start()
         start.set()
         outcomes = [results.get(timeout=600) for _ in processes]
         for p in processes:
             p.join()
     finally:
+        stop.set()
+        if prober.is_alive():
+            prober.join()
+        for sock in held:
+            sock.close()
         collector.stop()
     began = min(o[0] for o in outcomes)
     ended = max(o[1] for o in outcomes)
@@ -142,7 +188,7 @@ def run(args: argparse.Namespace) -> None:
     quick = bool(getattr(args, "quick", False))
     batches = 30 if quick else 100
     client_counts = [2, 4] if not quick else [4]
-    print(f"mechanism {config}, batches of {BATCH}, gunicorn 2 sync workers, loopback")
+    print(f"mechanism {config}, batches of {BATCH}, gunicorn 2 gthread workers x 4, loopback")
     with tempfile.TemporaryDirectory(prefix="bench-collector-") as workdir:
         ceiling = _ceiling(workdir, config, max(client_counts) * batches * BATCH)
         print(
@@ -158,6 +204,19 @@ def run(args: argparse.Namespace) -> None:
                     f"/ceiling {rate / ceiling:.2f}, target >= {TARGET_FRACTION}) "
                     f"latency per batch p50 {p50:.1f} ms, p99 {p99:.1f} ms"
                 )
+        clients = max(client_counts)
+        for slow in ("", "idle", "half"):
+            probes: list[bool] = []
+            rate, latencies = _http_rate(
+                workdir, config, clients, batches, "FULL", slow=slow, probes=probes
+            )
+            p50, p99 = np.percentile(np.asarray(latencies) * 1000, [50, 99])
+            held = f"{SLOW_SOCKETS} {slow} slow sockets" if slow else "no slow sockets"
+            print(
+                f"HTTP synchronous=FULL   clients={clients}, {held:<20}: {rate:>8,.0f} reports/s, "
+                f"latency per batch p50 {p50:.1f} ms, p99 {p99:.1f} ms; health probes answered "
+                f"within 1 s: {sum(probes)}/{len(probes)}"
+            )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ import requests
 from tests.security.conftest import StartCollector
 
 PROBES = 20
+HALF_REQUEST = (
+    b"POST /v1/campaigns/x/reports HTTP/1.1\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 99\r\n\r\n{"
+)
 
 
 def probe_successes(url: str) -> int:
@@ -52,10 +56,29 @@ def test_slow_request_senders_below_the_thread_count_do_not_stop_probes(
     # Half a request each, then silence: each holds one thread (4 per worker), so 3 cannot
     # take all of a worker's, wherever they land. More than the threads is a job for the
     # buffering proxy in front (docs/collector.md, "Operations").
-    slow = open_sockets(
-        collector.url, 3, b"POST /v1/campaigns/x/reports HTTP/1.1\r\nContent-Length: 99\r\n\r\n{"
-    )
+    slow = open_sockets(collector.url, 3, HALF_REQUEST)
     try:
+        assert probe_successes(collector.url) == PROBES
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_a_stalled_body_is_answered_408_and_frees_its_thread(
+    start_collector: StartCollector,
+) -> None:
+    collector = start_collector(workers=2, extra_args=["--timeout", "2"])
+    # As many half requests as there are threads (2 workers x 4): each times out after 2 s.
+    slow = open_sockets(collector.url, 8, HALF_REQUEST)
+    try:
+        for sock in slow:
+            sock.settimeout(10)
+            answer = b""
+            with contextlib.suppress(TimeoutError):
+                while b"\r\n\r\n" not in answer and (chunk := sock.recv(4096)):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+            assert b"application/problem+json" in answer
         assert probe_successes(collector.url) == PROBES
     finally:
         for sock in slow:
