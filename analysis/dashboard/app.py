@@ -287,10 +287,10 @@ def privacy_account(state: CampaignState) -> dict[str, Any]:
         "epsilon_per_report": mechanism.privacy_epsilon,
         "delta_per_report": mechanism.privacy_delta,
         "memoized": is_memoized(mechanism),
-        "policy": state.campaign.policy,
     }
     if account["memoized"]:
         account["epsilon_inf"] = float(mechanism.epsilon_inf)  # type: ignore[attr-defined]
+    account["policy"] = state.campaign.policy
     return _finite(account)
 
 
