@@ -65,7 +65,7 @@ def connect(spec: str, *, threads_per_worker: int = 1) -> Iterator[Any]:
             n_workers=workers,
             threads_per_worker=threads_per_worker,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port: several clusters may run at once
         ) as cluster,
         Client(cluster) as client,
     ):

@@ -14,7 +14,7 @@ def dask_client() -> Iterator[Any]:
 
     with (
         LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as client,
     ):
