@@ -20,12 +20,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from analysis.commands.estimate import frequency_document, mean_document
-from analysis.estimation import FrequencyEstimate, MeanEstimate, estimate, json_safe
-from analysis.rappor import decode as decode_rappor
-from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle
-from client_sdk.mechanisms.numeric import NumericMechanism
-from client_sdk.mechanisms.rappor import RAPPOR
+from analysis.commands.estimate import estimable_candidates, frequency_document, mean_document
+from analysis.estimation import MeanEstimate, estimate, json_safe
+from analysis.rappor import RapporEstimate
+from client_sdk.mechanisms.base import AggregateStatistic
 from collector.storage import Storage, StoredCampaign
 
 __all__ = [
@@ -50,26 +48,16 @@ def estimate_document(
 ) -> dict[str, Any]:
     """The ``ldp-analyze estimate --format json`` document of a campaign's statistic.
 
-    Raises ``ValueError`` for a mechanism that has no estimator here (a RAPPOR campaign without
-    a candidate list, or a mechanism the estimate command cannot estimate either).
+    The same dispatch as the command (``analysis.estimation.estimate`` with the campaign's
+    candidates) and the same document functions. ``ValueError`` for a campaign that has no
+    estimator (a RAPPOR campaign without a candidate list, say).
     """
-    mechanism = campaign.mechanism
-    if isinstance(mechanism, RAPPOR):
-        if not campaign.domain:
-            raise ValueError(
-                f"campaign {campaign.name!r} uses RAPPOR without a candidate list: decode its "
-                "exported reports with `ldp-analyze rappor-decode --candidates FILE`"
-            )
-        decoded = decode_rappor(mechanism, statistic, list(campaign.domain), confidence=confidence)
-        return json_safe({"campaign": campaign.name, **decoded.to_dict()})  # type: ignore[no-any-return]
-    if not isinstance(mechanism, (FrequencyOracle, NumericMechanism)):
-        raise ValueError(
-            f"campaign {campaign.name!r} uses mechanism {mechanism.name!r}, which has no estimator"
-        )
-    result = estimate(mechanism, statistic, confidence=confidence)
+    candidates = estimable_candidates(campaign)
+    result = estimate(campaign.mechanism, statistic, confidence=confidence, candidates=candidates)
+    if isinstance(result, RapporEstimate):
+        return json_safe({"campaign": campaign.name, **result.to_dict()})  # type: ignore[no-any-return]
     if isinstance(result, MeanEstimate):
         return mean_document(campaign, result)
-    assert isinstance(result, FrequencyEstimate)
     return frequency_document(campaign, result)
 
 

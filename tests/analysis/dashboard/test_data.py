@@ -14,6 +14,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from analysis.cli import main
+from analysis.dashboard import create_app
 from analysis.dashboard.data import CampaignCache, estimate_document, open_read_only
 from analysis.dashboard.views import render
 from client_sdk.mechanisms import mechanism_from_config
@@ -109,8 +110,6 @@ def test_memoized_mechanisms_show_epsilon_inf(
         )
         rows = [(secrets.token_hex(16), json.dumps(p)) for p in mechanism.to_wire(reports)]
         storage.insert_reports("pages", rows)
-    from analysis.dashboard import create_app
-
     with create_app(db, "t" * 20).test_client() as client:
         assert sign_in(client, token="t" * 20).status_code == 303
         served = client.get("/api/campaigns/pages").get_json()
@@ -160,3 +159,21 @@ def test_warm_brings_every_campaign_up_to_date(seeded_db: Path) -> None:
     assert states["colors"].statistic is not None and states["colors"].statistic.n == 2500
     assert states["colors"].document is not None
     assert states["small"].document is None  # below min_batch_size: no estimate is made
+
+
+def test_a_campaign_without_an_estimator_is_explained(tmp_path: Path) -> None:
+    config = {"mechanism": "rappor", "k": 32, "h": 2, "m": 8, "f": 0.25, "p": 0.25, "q": 0.75}
+    mechanism = mechanism_from_config(config)
+    assert isinstance(mechanism, RAPPOR)
+    reports = mechanism.simulate_clients(["x"] * 200, rng=np.random.default_rng(6))
+    db = tmp_path / "collector.db"
+    with Storage(db) as storage:
+        storage.create_campaign({"name": "bare", "mechanism": config, "min_batch_size": 100})
+        rows = [(secrets.token_hex(16), json.dumps(p)) for p in mechanism.to_wire(reports)]
+        storage.insert_reports("bare", rows)
+    with create_app(db, "t" * 20).test_client() as client:
+        assert sign_in(client, token="t" * 20).status_code == 303
+        response = client.get("/api/campaigns/bare")
+    assert response.status_code == 422
+    assert response.mimetype == "application/problem+json"
+    assert "candidate" in response.get_json()["detail"]
