@@ -184,6 +184,9 @@ def _serve(args: argparse.Namespace) -> int:
         "loglevel": args.log_level,
         "proc_name": "ldp-collector",
         "when_ready": _announce(args),
+        # gunicorn >= 25.1 opens an unauthenticated control socket at one fixed path per user:
+        # the collector needs none, and two collectors on a host would take each other's.
+        "control_socket_disable": True,
     }
     _GunicornApp(app, options).run()
     return 0
@@ -221,6 +224,8 @@ class _GunicornApp(BaseApplication):  # type: ignore[misc]
 
     def load_config(self) -> None:
         for key, value in self._options.items():
+            if key == "control_socket_disable" and key not in self.cfg.settings:
+                continue  # an older gunicorn has no control socket to disable
             self.cfg.set(key, value)
 
     def load(self) -> Any:
