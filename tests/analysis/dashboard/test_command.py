@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -9,6 +13,7 @@ import pytest
 import requests
 
 from analysis.cli import main
+from collector.process import entry_point
 from tests.analysis.dashboard.conftest import TOKEN, DashboardProcess
 
 
@@ -55,3 +60,51 @@ def test_serves_under_gunicorn(seeded_db: Path, tmp_path: Path) -> None:
             time.sleep(0.1)
     finally:
         dashboard.stop()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for a test certificate")
+def test_over_https_the_session_cookie_is_secure(seeded_db: Path, tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    subject = ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+    files = ["-keyout", str(key), "-out", str(cert)]
+    subprocess.run([*openssl, *subject, *files], check=True, capture_output=True, timeout=60)
+    out = tmp_path / "https.out"
+    tls = ["--certfile", str(cert), "--keyfile", str(key)]
+    command = [*entry_point("ldp-analyze", "analysis.cli"), "dashboard", "--db", str(seeded_db)]
+    command += ["--port", "0", "--no-warm", *tls]
+    with open(out, "wb") as stdout:
+        process = subprocess.Popen(
+            command,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "LDP_ADMIN_TOKEN": TOKEN},
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "serving https://" not in out.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, out.read_text()
+            time.sleep(0.1)
+        url = out.read_text().split("serving ", 1)[1].split()[0]
+        session = requests.Session()
+        # verify= on each call: a REQUESTS_CA_BUNDLE in the environment overrides Session.verify.
+        page = session.get(f"{url}/login", timeout=10, verify=str(cert)).text
+        marker = 'name="csrf" value="'
+        csrf = page[page.index(marker) + len(marker) :].split('"', 1)[0]
+        response = session.post(
+            f"{url}/login",
+            data={"csrf": csrf, "token": TOKEN},
+            allow_redirects=False,
+            timeout=10,
+            verify=str(cert),
+        )
+        assert response.status_code == 303
+        header = next(
+            h for h in response.raw.headers.getlist("Set-Cookie") if "ldp_dashboard_session" in h
+        )
+        assert "Secure" in header and "HttpOnly" in header and "SameSite=Strict" in header
+        assert session.get(f"{url}/api/campaigns", timeout=10, verify=str(cert)).status_code == 200
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(20)
