@@ -4,8 +4,10 @@ A mechanism's privacy is a :class:`PrivacyAccount`; ``step * 1000`` and ``a + b`
 every account answers ``epsilon_at(delta)``, ``delta_at(epsilon)``, ``advantage()`` and
 ``beta_at(alpha)``. :func:`device_privacy` is the entry point for one mechanism over a number of
 reports, :func:`device_account` for a device's whole history across campaigns; ``summary(delta)``
-gives JSON-safe figures. :func:`calibrate` solves for a parameter that meets a budget. The
-classical bounds (basic, advanced, KOV, RDP) live in :mod:`analysis.accounting.bounds`.
+gives JSON-safe figures. :func:`poisson` amplifies a step by (truncated) Poisson sampling and
+``account.group(k)`` gives the account for groups of k records. :func:`calibrate` solves for a
+parameter that meets an :func:`epsilon_budget`. The classical bounds (basic, advanced, KOV,
+RDP) live in :mod:`analysis.accounting.bounds`.
 """
 
 from analysis.accounting.account import PrivacyAccount, Step
@@ -16,10 +18,17 @@ from analysis.accounting.bounds import (
     kov_epsilon,
     rdp_to_epsilon,
 )
-from analysis.accounting.calibrate import Budget, CalibrationError, calibrate
+from analysis.accounting.calibrate import (
+    Budget,
+    Calibration,
+    CalibrationError,
+    calibrate,
+    epsilon_budget,
+)
 from analysis.accounting.device import (
     device_account,
     device_privacy,
+    event_privacy,
     from_channel,
     mechanism_privacy,
 )
@@ -28,6 +37,7 @@ from analysis.accounting.steps import (
     from_distributions,
     gaussian,
     gaussian_dp,
+    poisson,
     pure_dp,
     randomized_response,
     randomized_response_from,
@@ -36,6 +46,7 @@ from analysis.accounting.steps import (
 
 __all__ = [
     "Budget",
+    "Calibration",
     "CalibrationError",
     "PrivacyAccount",
     "Step",
@@ -45,6 +56,8 @@ __all__ = [
     "calibrate",
     "device_account",
     "device_privacy",
+    "epsilon_budget",
+    "event_privacy",
     "from_channel",
     "from_distributions",
     "gaussian",
@@ -52,6 +65,7 @@ __all__ = [
     "kov_delta",
     "kov_epsilon",
     "mechanism_privacy",
+    "poisson",
     "pure_dp",
     "randomized_response",
     "randomized_response_from",

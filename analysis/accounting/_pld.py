@@ -115,6 +115,26 @@ class DiscretePLD:
         )
 
     @classmethod
+    def worst_case(cls, epsilon: float, delta: float = 0.0) -> DiscretePLD:
+        """The PLD of the worst (epsilon, delta)-DP pair (Kairouz, Oh, Viswanath 2015, Thm 2.4):
+        P-masses delta at +inf, (1-delta) e^eps/(1+e^eps) at +eps, (1-delta)/(1+e^eps) at -eps.
+        Every (epsilon, delta)-DP mechanism is a post-processing of it."""
+        if epsilon == 0:
+            return cls.from_atoms([0.0], [1 - delta], delta)
+        keep = 1 - delta
+        high = keep / (1 + math.exp(-epsilon))
+        low = keep / (1 + math.exp(epsilon))
+        return cls.from_atoms([-epsilon, epsilon], [low, high], delta)
+
+    def with_failure(self, probability: float) -> DiscretePLD:
+        """The mixture that is this pair with probability 1 - ``probability`` and reveals
+        everything otherwise: masses scaled by 1 - p, p added at +inf."""
+        keep = 1.0 - probability
+        return dataclasses.replace(
+            self, masses=self.masses * keep, inf_mass=self.inf_mass * keep + probability
+        )
+
+    @classmethod
     def from_distributions(cls, p: npt.ArrayLike, q: npt.ArrayLike) -> DiscretePLD:
         """The PLD of P against Q, two probability vectors over the same outputs."""
         p_arr = np.asarray(p, dtype=np.float64).ravel()

@@ -369,6 +369,44 @@ class PrivacyAccount:
             "components": components,
         }
 
+    # ---- group privacy ---------------------------------------------------------------------
+
+    def group(self, k: int) -> PrivacyAccount:
+        """This account for datasets that differ in ``k`` records (or a device whose ``k``
+        values change), step by step.
+
+        A Gaussian step, mu-GDP, is exactly k mu-GDP for groups of k (Dong, Roth, Su, JRSS-B
+        2022, Thm 2.14: G_mu composed with itself k times is G_{k mu}), so its group account is
+        exact. A pure step (epsilon-DP, no infinite-loss mass in either direction) is k epsilon-DP
+        (Dwork and Roth 2014, Thm 2.2) and is accounted as the worst k epsilon-DP report; this is
+        sound, and tight for a single binary randomized response. The steps' group bounds
+        compose, since each dominates its step on the group-neighbouring pair. Any other step
+        (an (epsilon, delta) claim, a subsampled Gaussian, a step whose loss can be infinite) is
+        refused with a ValueError: no sound group bound for it is implemented here.
+        """
+        k = check_count(k, "k")
+        if k == 1:
+            return self
+        terms = []
+        for step, count in self.terms:
+            directions = [step.remove] if step.add is None else [step.remove, step.add]
+            if step.mu > 0 and all(pld.is_identity for pld in directions):
+                label = f"group(k={k}, {step.label})"
+                terms.append((Step(label, mu=k * step.mu), count))
+                continue
+            if step.mu == 0 and all(pld.inf_mass == 0 for pld in directions):
+                epsilon = k * max(max(abs(float(p.losses[0])), p.max_loss) for p in directions)
+                pld = DiscretePLD.worst_case(epsilon)
+                label = f"group(k={k}, {step.label})"
+                terms.append((Step(label, 0.0, pld, None, (epsilon, 0.0)), count))
+                continue
+            raise ValueError(
+                f"group privacy is implemented for pure-DP and Gaussian-DP steps only; "
+                f"{step.label} is neither (an (epsilon, delta) claim, a subsampled Gaussian or a "
+                f"step with an infinite privacy loss), so no sound group bound is available"
+            )
+        return PrivacyAccount(terms)
+
     # ---- subsampling -----------------------------------------------------------------------
 
     def subsample(self, q: float) -> PrivacyAccount:

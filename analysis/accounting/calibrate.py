@@ -3,6 +3,16 @@
 In the spirit of dp_accounting's ``mechanism_calibration``: the caller passes a factory
 ``build(param) -> PrivacyAccount`` rather than an object to mutate, and the search is a bisection
 on a bracket the caller supplies.
+
+>>> from analysis.accounting import gaussian
+>>> result = calibrate(
+...     epsilon_budget(1.0, delta=1e-6),
+...     lambda noise_multiplier: gaussian(noise_multiplier) * 100,
+...     param_min=1.0,
+...     param_max=100.0,
+... )
+>>> round(result.param, 3), result.achieved <= 1.0
+(42.247, True)
 """
 
 from __future__ import annotations
@@ -10,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -34,10 +44,27 @@ class Budget:
         return account.delta_at(self.epsilon) <= self.delta
 
 
+def epsilon_budget(epsilon: float, delta: float = 0.0) -> Budget:
+    """The target "(epsilon, delta)-DP" for :func:`calibrate`."""
+    return Budget(epsilon, delta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The result of :func:`calibrate` with ``param_min``/``param_max``: the parameter, the
+    epsilon its account achieves at the budget's delta (at most the budget's epsilon), and
+    that account."""
+
+    param: Any
+    achieved: float
+    account: PrivacyAccount
+
+
 class CalibrationError(ValueError):
     """The bracket does not contain a parameter at which the budget switches from met to not."""
 
 
+@overload
 def calibrate(
     target: Budget | tuple[float, float],
     build: Callable[[Any], PrivacyAccount],
@@ -46,8 +73,37 @@ def calibrate(
     *,
     integer: bool | None = None,
     rtol: float = 1e-10,
+) -> Any: ...
+
+
+@overload
+def calibrate(
+    target: Budget | tuple[float, float],
+    build: Callable[[Any], PrivacyAccount],
+    *,
+    param_min: float,
+    param_max: float,
+    integer: bool | None = None,
+    rtol: float = 1e-10,
+) -> Calibration: ...
+
+
+def calibrate(
+    target: Budget | tuple[float, float],
+    build: Callable[[Any], PrivacyAccount],
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    param_min: float | None = None,
+    param_max: float | None = None,
+    integer: bool | None = None,
+    rtol: float = 1e-10,
 ) -> Any:
     """The parameter in [lo, hi] at the edge of meeting ``target``, by bisection.
+
+    Two spellings: ``calibrate(budget, build, param_min=a, param_max=b)`` returns a
+    :class:`Calibration` (``.param``, ``.achieved``, ``.account``); the positional
+    ``calibrate(budget, build, lo, hi)`` returns the parameter alone.
 
     Monotonicity: ``build(param)`` must become either steadily *more* private as ``param``
     grows (a noise scale) or steadily *less* private (an epsilon per report, a number of
@@ -58,6 +114,31 @@ def calibrate(
     integers (``integer=True``, the default when ``lo`` and ``hi`` are ints) exactly.
     """
     budget = target if isinstance(target, Budget) else Budget(*target)
+    keywords = param_min is not None or param_max is not None
+    if keywords:
+        if lo is not None or hi is not None:
+            raise ValueError("give the bracket as lo, hi or as param_min=, param_max=, not both")
+        if param_min is None or param_max is None:
+            raise ValueError(
+                f"calibrate needs both param_min and param_max; got param_min={param_min!r}, "
+                f"param_max={param_max!r}"
+            )
+        param = _bisect(budget, build, param_min, param_max, integer, rtol)
+        account = build(param)
+        return Calibration(param, account.epsilon_at(budget.delta), account)
+    if lo is None or hi is None:
+        raise ValueError(f"calibrate needs a bracket lo, hi; got lo={lo!r}, hi={hi!r}")
+    return _bisect(budget, build, lo, hi, integer, rtol)
+
+
+def _bisect(
+    budget: Budget,
+    build: Callable[[Any], PrivacyAccount],
+    lo: float,
+    hi: float,
+    integer: bool | None,
+    rtol: float,
+) -> Any:
     if integer is None:
         integer = _is_int(lo) and _is_int(hi)
     if integer:

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats
 
 from analysis.accounting._pld import DiscretePLD
 from analysis.accounting._validation import (
@@ -23,6 +24,7 @@ from analysis.accounting._validation import (
     check_delta,
     check_epsilon,
     check_positive,
+    check_rate,
 )
 from analysis.accounting.account import PrivacyAccount, Step
 from analysis.accounting.hull import envelope
@@ -90,13 +92,7 @@ def approximate_dp(epsilon: float, delta: float) -> PrivacyAccount:
     """
     epsilon = check_epsilon(epsilon, allow_zero=True)
     delta = check_delta(delta)
-    if epsilon == 0:
-        pld = DiscretePLD.from_atoms([0.0], [1 - delta], delta)
-    else:
-        keep = 1 - delta
-        high = keep / (1 + math.exp(-epsilon))
-        low = keep / (1 + math.exp(epsilon))
-        pld = DiscretePLD.from_atoms([-epsilon, epsilon], [low, high], delta)
+    pld = DiscretePLD.worst_case(epsilon, delta)
     label = f"dp(eps={epsilon:.6g})" if delta == 0 else f"dp(eps={epsilon:.6g}, delta={delta:.3g})"
     return PrivacyAccount([(Step(label, 0.0, pld, None, (epsilon, delta)), 1)])
 
@@ -175,3 +171,50 @@ def _probability_vector(value: npt.ArrayLike, field: str) -> FloatArray:
 def _symmetric_step(pld: DiscretePLD, label: str) -> PrivacyAccount:
     claim = (pld.max_loss, 0.0) if pld.inf_mass == 0 else None
     return PrivacyAccount([(Step(label, 0.0, pld, None, claim), 1)])
+
+
+def poisson(
+    step: PrivacyAccount,
+    sample_rate: float,
+    *,
+    truncated_batch_size: int | None = None,
+    dataset_size: int | None = None,
+) -> PrivacyAccount:
+    """``step`` run on a Poisson sample: every record is in the batch with ``sample_rate``.
+
+    As dp_accounting's ``PoissonSampledDpEvent(sample_rate, event)``; this is
+    ``step.subsample(sample_rate)`` (add/remove neighbours, Zhu, Dong, Wang, AISTATS 2022).
+    Compose per batch: ``poisson(gaussian(1.1), 0.01) * 1000``.
+
+    Truncated Poisson (``truncated_batch_size`` B and ``dataset_size`` n, as dp_accounting's
+    ``TruncatedSubsampledGaussianDpEvent``): a batch of more than B records is cut down to a
+    random B. Conditioned on the other records' sample S, the pair of outputs is the
+    untruncated subsampled pair whenever |S| <= B - 1, since then no truncation happens with or
+    without the record. The outputs are mixtures over S with the same weights under both
+    datasets, so by joint convexity of the hockey-stick divergence the step is dominated by
+    the subsampled pair with probability 1 - p and a pair that reveals everything with
+    probability p = P[Binomial(n, q) >= B] (n rather than n - 1 others: pessimistic). This is
+    sound and simple; dp_accounting's analysis of the truncation (arXiv 2508.15089) is tighter
+    when p is not negligible.
+    """
+    if not isinstance(step, PrivacyAccount):
+        raise ValueError(f"step must be a PrivacyAccount; got {type(step).__name__}")
+    if (truncated_batch_size is None) != (dataset_size is None):
+        raise ValueError(
+            "truncated Poisson sampling needs both truncated_batch_size and dataset_size; "
+            f"got truncated_batch_size={truncated_batch_size!r}, dataset_size={dataset_size!r}"
+        )
+    sampled = step.subsample(check_rate(sample_rate, "sample_rate"))
+    if truncated_batch_size is None or dataset_size is None:
+        return sampled
+    batch = check_count(truncated_batch_size, "truncated_batch_size")
+    size = check_count(dataset_size, "dataset_size")
+    overflow = float(stats.binom.sf(batch - 1, size, sample_rate))
+    ((inner, _),) = sampled.terms
+    remove = inner.remove.with_failure(overflow)
+    add = None if inner.add is None else inner.add.with_failure(overflow)
+    claim = None
+    if inner.claim is not None:
+        claim = (inner.claim[0], inner.claim[1] * (1 - overflow) + overflow)
+    label = f"truncated(B={batch}, n={size}, overflow={overflow:.3g}, {inner.label})"
+    return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
