@@ -35,7 +35,8 @@
       if (Number.isInteger(value)) return value.toLocaleString("en");
       const size = Math.abs(value);
       if (size !== 0 && (size < 1e-3 || size >= 1e6)) return value.toExponential(3);
-      return value.toFixed(size >= 100 ? 1 : 4);
+      if (size >= 100) return value.toLocaleString("en", { maximumFractionDigits: 1 });
+      return value.toFixed(4);
     }
     if (typeof value === "object") return JSON.stringify(value);
     return String(value);
