@@ -26,6 +26,7 @@ from collector.web import (
     read_json,
     require_admin,
     storage_opener,
+    write_turn,
 )
 
 bp = Blueprint("api", __name__, url_prefix="/v1")
@@ -127,7 +128,8 @@ def upload_reports(name: str) -> dict[str, Any]:
             )
     accepted = duplicate = 0
     if batch.rows or batch.rejections:
-        result = storage.insert_reports(name, batch.rows, rejected=batch.rejected_by_code())
+        with write_turn():
+            result = storage.insert_reports(name, batch.rows, rejected=batch.rejected_by_code())
         accepted, duplicate = result.accepted, result.duplicate
         ensure_same_database()  # committed to a file that is gone is not acknowledged: 503
     return {

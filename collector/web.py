@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from flask import Flask, current_app, g, request
@@ -20,7 +20,7 @@ from werkzeug.exceptions import ClientDisconnected
 
 from collector.dbguard import check_identity
 from collector.problems import Problem
-from collector.storage import Storage
+from collector.storage import Storage, StorageBusy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,7 +79,27 @@ def release_storage(_error: BaseException | None = None) -> None:
         storage.db.conn.execute("ROLLBACK")  # never leave a transaction open across requests
 
 
+@contextlib.contextmanager
+def write_turn() -> Iterator[None]:
+    """Take this worker's turn to write: one thread per process waits on SQLite's lock.
+
+    gthread workers run several requests at once; left to SQLite's busy handler (a sleep and
+    poll, unfair under contention), 2 workers x 4 threads of uploads overran the busy timeout
+    on a loaded host and answered 503. A process-local lock queues a worker's writers instead,
+    so only ``workers`` connections ever contend for the database; it is bounded by the same
+    ``LDP_BUSY_TIMEOUT`` (``StorageBusy``, answered 503 with Retry-After).
+    """
+    lock = current_app.extensions["ldp_write_lock"]
+    if not lock.acquire(timeout=current_app.config["BUSY_TIMEOUT"]):
+        raise StorageBusy("another upload of this worker held the write turn too long")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def init_app(app: Flask) -> None:
+    app.extensions["ldp_write_lock"] = threading.Lock()
     app.extensions["ldp_storage"] = threading.local()
     opened: list[sqlite3.Connection] = []
     app.extensions["ldp_storage_opened"] = opened

@@ -74,24 +74,36 @@ def _client(
     start.wait()
     latencies = []
     began = time.perf_counter()
+    retried = 0
     for body in bodies:
         t = time.perf_counter()
-        try:
-            response = session.post(f"{url}/v1/campaigns/bench/reports", data=body, headers=headers)
-        except requests.ConnectionError:
-            # A kept-alive connection closed by its idle timeout just as the batch went out:
-            # uploads are idempotent (report ids), so send it again, as the SDK does.
-            response = session.post(f"{url}/v1/campaigns/bench/reports", data=body, headers=headers)
+        for _attempt in range(5):
+            # Uploads are idempotent (report ids): resend, as the SDK does, after a connection
+            # reset (a kept-alive connection closed by its idle timeout as the batch went out)
+            # or a 503 (database busy; wait Retry-After).
+            try:
+                response = session.post(
+                    f"{url}/v1/campaigns/bench/reports", data=body, headers=headers
+                )
+            except requests.ConnectionError:
+                retried += 1
+                continue
+            if response.status_code != 503:
+                break
+            retried += 1
+            time.sleep(float(response.headers.get("Retry-After", "1")))
         latencies.append(time.perf_counter() - t)
         if (
             response.status_code != 200
             or response.json()["accepted"] + response.json()["duplicate"] != BATCH
         ):
             raise RuntimeError(f"upload failed: {response.status_code} {response.text[:300]}")
-    results.put((began, time.perf_counter(), latencies))
+    results.put((began, time.perf_counter(), latencies, retried))
 
 
 SLOW_SOCKETS = 4
+RETRIED: list[int] = []
+"""Batches resent per HTTP run (connection reset or 503), as printed."""
 _HALF_REQUEST = b"POST /v1/campaigns/bench/reports HTTP/1.1\r\nContent-Length: 99\r\n\r\n{"
 
 
@@ -177,6 +189,7 @@ def _http_rate(
     began = min(o[0] for o in outcomes)
     ended = max(o[1] for o in outcomes)
     latencies = [lat for o in outcomes for lat in o[2]]
+    RETRIED.append(sum(o[3] for o in outcomes))
     return clients * batches * BATCH / (ended - began), latencies
 
 
@@ -210,7 +223,7 @@ def run(args: argparse.Namespace) -> None:
                     f"HTTP synchronous={synchronous:<6} clients={clients}: {rate:>8,.0f} reports/s "
                     f"(target {TARGET_RATE:,}: x{rate / TARGET_RATE:.2f}; "
                     f"/ceiling {rate / ceiling:.2f}, target >= {TARGET_FRACTION}) "
-                    f"latency per batch p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+                    f"latency per batch p50 {p50:.1f} ms, p99 {p99:.1f} ms, resent {RETRIED[-1]}"
                 )
         clients = max(client_counts)
         for slow in ("", "idle", "half"):
@@ -223,7 +236,7 @@ def run(args: argparse.Namespace) -> None:
             print(
                 f"HTTP synchronous=FULL   clients={clients}, {held:<20}: {rate:>8,.0f} reports/s, "
                 f"latency per batch p50 {p50:.1f} ms, p99 {p99:.1f} ms; health probes answered "
-                f"within 1 s: {sum(probes)}/{len(probes)}"
+                f"within 1 s: {sum(probes)}/{len(probes)}, resent {RETRIED[-1]}"
             )
 
 
