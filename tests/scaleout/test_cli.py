@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def test_estimate_over_shards_equals_the_single_database(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dask_client: Any
 ) -> None:
     (a, b), (lake,), whole = build_shards(tmp_path, "oue")
     code, single, _ = run(["estimate", "--db", str(whole), "--campaign", "c"], capsys)
@@ -29,13 +30,15 @@ def test_estimate_over_shards_equals_the_single_database(
     assert code == 0, err
     assert json.loads(merged) == json.loads(single)  # integer counts: the same estimate
     assert f"3 source(s), {600 + DUPLICATES} stored copies, {DUPLICATES} duplicate(s)" in err
-    code, on_dask, err = run([*shards, "--dask", "local:2", "--format", "csv"], capsys)
+    # On a running scheduler (tcp://HOST:PORT): the package's LocalCluster.
+    address = dask_client.scheduler.address
+    code, on_dask, err = run([*shards, "--dask", address, "--format", "csv"], capsys)
     assert code == 0, err
     code, single_csv, _ = run(
         ["estimate", "--db", str(whole), "--campaign", "c", "--format", "csv"], capsys
     )
     assert on_dask == single_csv
-    assert "on local:2" in err
+    assert f"on {address}" in err
 
 
 def test_a_numeric_campaign_over_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
