@@ -44,6 +44,7 @@ import datetime
 import json
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -51,8 +52,10 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk.campaign import BudgetPolicy
+from client_sdk.ledger_seal import HEAD_FILE, LedgerHead, LedgerSeal
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.sqlite import connect, immediate
+from client_sdk.state import create_private_file
 
 __all__ = [
     "LEDGER_FILE",
@@ -66,7 +69,7 @@ __all__ = [
 ]
 
 LEDGER_FILE = "privacy_ledger.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RELATIVE_TOLERANCE = 1e-9
 """Float slack when summing epsilons (ten reports of 0.1 fit a budget of 1.0)."""
 
@@ -82,7 +85,9 @@ CREATE TABLE IF NOT EXISTS spends (
     epsilon REAL NOT NULL,
     charged INTEGER NOT NULL,
     memoized INTEGER NOT NULL,
-    report TEXT
+    report TEXT,
+    memo_key TEXT,
+    mac TEXT
 );
 CREATE INDEX IF NOT EXISTS spends_by_campaign ON spends (campaign, at);
 CREATE TABLE IF NOT EXISTS memo_keys (
@@ -190,23 +195,55 @@ class BudgetLedger:
         state_dir: str | os.PathLike[str],
         *,
         clock: Callable[[], float] = time.time,
+        seal: LedgerSeal | None = None,
+        expect_existing: bool = False,
     ) -> None:
+        """Open (or create) the ledger of ``state_dir``.
+
+        :param seal: the device's :class:`~client_sdk.ledger_seal.LedgerSeal`; a sealed ledger
+            is verified on opening and locks the device out when it is damaged
+            (``client_sdk.ledger_seal``). ``None`` opens an unsealed ledger (tools and tests).
+        :param expect_existing: the device secret existed before this client started, so a
+            ledger must exist too; its absence is damage, not a new device.
+        """
         directory = Path(state_dir)
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = directory / LEDGER_FILE
+        self._directory = directory
         self._clock = clock
         self._lock = threading.Lock()
+        self._seal = seal
+        self.damage: str | None = None
+        """Why the ledger was found damaged on opening (``None``: it was not)."""
+        if seal is not None:
+            self.damage = self._inspect(seal, expect_existing)
+            if self.damage is not None:
+                self._move_aside()
+        if not self.path.exists():
+            create_private_file(self.path)
         self._connection = connect(self.path, timeout=30.0, synchronous="FULL", foreign_keys=True)
         with self._lock, immediate(self._connection):
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    self._connection.execute(statement)
+            self._create_schema()
+            if seal is not None:
+                self._adopt_legacy_rows(seal)
+                if self.damage is not None:
+                    self._set_meta("lockout_since", repr(float(self._clock())))
+                    self._set_meta("lockout_reason", self.damage)
+                self._store_head(seal)
+        if seal is not None:
+            seal.write_head_file(directory, self._head())
+
+    def _create_schema(self) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self._connection.execute(statement)
+        columns = {row[1] for row in self._connection.execute("PRAGMA table_info(spends)")}
+        for column in ("memo_key", "mac"):  # ledgers of schema 1
+            if column not in columns:
+                self._connection.execute(f"ALTER TABLE spends ADD COLUMN {column} TEXT")
+        for key, value in (("schema_version", str(SCHEMA_VERSION)), ("last_seen", "0")):
             self._connection.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            self._connection.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('last_seen', '0')"
+                "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, value)
             )
 
     def close(self) -> None:
@@ -268,16 +305,20 @@ class BudgetLedger:
             now = self._now()
             period_start, renews_at = _period(now, rules)
             spent, count = self._period_totals(name, period_start)
+            self._check_lockout(name, rules, now, spent)
             for cost, key, payload in checked:
                 repeat = key is not None and self._has_memo_key(name, key)
                 if not repeat:
                     self._check_fits(name, rules, cost, key is not None, spent, count, renews_at)
                 charged = 0.0 if repeat else cost
+                new_key = key if key is not None and not repeat else None
                 cursor = self._connection.execute(
-                    "INSERT INTO spends (campaign, at, epsilon, charged, memoized, report) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (name, now, charged, int(not repeat), int(key is not None), payload),
+                    "INSERT INTO spends (campaign, at, epsilon, charged, memoized, report, "
+                    "memo_key) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, now, charged, int(not repeat), int(key is not None), payload, new_key),
                 )
+                if self._seal is not None:
+                    self._chain_row(self._seal, int(cursor.lastrowid or 0))
                 if key is not None and not repeat:
                     self._connection.execute(
                         "INSERT INTO memo_keys (campaign, memo_key, epsilon) VALUES (?, ?, ?)",
@@ -302,7 +343,28 @@ class BudgetLedger:
                     )
                 )
             self._set_last_seen(now)
+            if self._seal is not None:
+                self._store_head(self._seal)
+        if self._seal is not None:
+            self._seal.write_head_file(self._directory, self._head())
         return receipts
+
+    def _check_lockout(self, campaign: str, rules: BudgetPolicy, now: float, spent: float) -> None:
+        """Refuse every budgeted report until the period in which damage was found has ended."""
+        since = self._get_meta("lockout_since")
+        if since is None:
+            return
+        _, renews_at = _period(float(since), rules)
+        if now < renews_at:
+            raise BudgetExceededError(
+                campaign,
+                reason="the privacy ledger was found damaged "
+                f"({self._get_meta('lockout_reason')}) on {_iso(float(since))}; this device "
+                "sends no budgeted report until that period ends",
+                spent=spent,
+                limit=rules.epsilon_per_period,
+                renews_at=renews_at,
+            )
 
     def _check_fits(
         self,
@@ -405,6 +467,75 @@ class BudgetLedger:
             for row in reversed(rows)
         ]
 
+    # ---- the seal (client_sdk.ledger_seal) ---------------------------------------------------
+
+    def _inspect(self, seal: LedgerSeal, expect_existing: bool) -> str | None:
+        """Why the ledger on disk cannot be trusted, or ``None`` (new device or verified)."""
+        exists = self.path.exists()
+        head_exists = (self._directory / HEAD_FILE).exists()
+        if not exists and not head_exists:
+            return "the ledger is missing" if expect_existing else None
+        if not exists or self.path.stat().st_size == 0:
+            return "the ledger is missing or empty"
+        try:
+            head = seal.read_head_file(self._directory)
+        except ValueError as error:
+            return str(error)
+        try:
+            connection = connect(self.path, timeout=30.0, synchronous="FULL", wal=False)
+        except sqlite3.DatabaseError as error:
+            return f"the ledger is unreadable ({error})"
+        try:
+            return _verify(connection, seal, head)
+        except sqlite3.DatabaseError as error:
+            return f"the ledger is unreadable ({error})"
+        finally:
+            connection.close()
+
+    def _move_aside(self) -> None:
+        """Keep the damaged files for inspection, out of the way of the new ledger."""
+        stamp = f"damaged-{int(time.time())}"
+        for name in (LEDGER_FILE, f"{LEDGER_FILE}-wal", f"{LEDGER_FILE}-shm", HEAD_FILE):
+            path = self._directory / name
+            if path.exists():
+                os.replace(path, self._directory / f"{name}.{stamp}")
+
+    def _adopt_legacy_rows(self, seal: LedgerSeal) -> None:
+        """Seal the rows of a ledger written before sealing existed (schema 1)."""
+        if self._get_meta("chain") is not None:
+            return
+        # Their memoized values cannot be tied to sealed rows: forget them, so each is charged
+        # again (conservative) rather than trusted unsealed.
+        self._connection.execute("DELETE FROM memo_keys")
+        self._set_meta("chain", seal.genesis)
+        self._set_meta("entries", "0")
+        for (row_id,) in self._connection.execute("SELECT id FROM spends ORDER BY id").fetchall():
+            self._chain_row(seal, int(row_id))
+
+    def _chain_row(self, seal: LedgerSeal, row_id: int) -> None:
+        row = self._connection.execute(f"{_ROW_QUERY} WHERE id = ?", (row_id,)).fetchone()
+        chain = seal.row(str(self._get_meta("chain")), row)
+        self._connection.execute("UPDATE spends SET mac = ? WHERE id = ?", (chain, row_id))
+        self._set_meta("chain", chain)
+        self._set_meta("entries", str(int(self._get_meta("entries") or 0) + 1))
+
+    def _head(self) -> LedgerHead:
+        return _meta_head(self._connection)
+
+    def _store_head(self, seal: LedgerSeal) -> None:
+        self._set_meta("seal", seal.head_tag(self._head()))
+
+    def _get_meta(self, key: str) -> str | None:
+        row = self._connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._connection.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
     # ---- internals -----------------------------------------------------------------------------
 
     def _now(self) -> float:
@@ -434,6 +565,60 @@ class BudgetLedger:
             "SELECT 1 FROM memo_keys WHERE campaign = ? AND memo_key = ?", (campaign, key)
         ).fetchone()
         return row is not None
+
+
+_ROW_QUERY = "SELECT id, campaign, at, epsilon, charged, memoized, report, memo_key FROM spends"
+_HEAD_KEYS = ("entries", "chain", "last_seen", "lockout_since", "lockout_reason")
+
+
+def _meta_head(connection: sqlite3.Connection) -> LedgerHead:
+    stored = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+    return LedgerHead({key: stored.get(key) for key in _HEAD_KEYS})
+
+
+def _verify(
+    connection: sqlite3.Connection, seal: LedgerSeal, head: LedgerHead | None
+) -> str | None:
+    """Check a sealed ledger's chain, meta and head file (module ``client_sdk.ledger_seal``)."""
+    if head is None:
+        return "the ledger's head file is missing"
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    if not {"meta", "spends", "memo_keys"} <= tables:
+        return "the ledger has lost its tables"
+    meta = _meta_head(connection)
+    stored = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+    if meta["chain"] is None or not seal.verify_head(meta, stored.get("seal")):
+        return "the ledger's own head fails verification"
+    chain = seal.genesis
+    entries = 0
+    macs = [chain]
+    memo_keys: set[tuple[str, str]] = set()
+    for row in connection.execute(f"{_ROW_QUERY} ORDER BY id").fetchall():
+        chain = seal.row(chain, row)
+        (stored_mac,) = connection.execute(
+            "SELECT mac FROM spends WHERE id = ?", (row[0],)
+        ).fetchone()
+        if stored_mac != chain:
+            return f"spend row {row[0]} fails verification"
+        entries += 1
+        macs.append(chain)
+        if row[7] is not None:
+            memo_keys.add((row[1], row[7]))
+    if entries != int(meta["entries"] or -1) or chain != meta["chain"]:
+        return f"the ledger holds {entries} sealed rows, its head says {meta['entries']}"
+    if set(connection.execute("SELECT campaign, memo_key FROM memo_keys").fetchall()) != memo_keys:
+        return "the ledger's memoized values do not match its sealed rows"
+    behind = int(head["entries"] or 0)
+    if behind > entries or macs[behind] != head["chain"]:
+        return (
+            f"the ledger holds {entries} rows, fewer than the {behind} its head file recorded "
+            "(rows or a write-ahead log were lost)"
+        )
+    if float(head["last_seen"] or 0) > float(meta["last_seen"] or 0):
+        return "the ledger's clock is behind its head file"
+    if head["lockout_since"] != meta["lockout_since"]:
+        return "the ledger's lock-out does not match its head file"
+    return None
 
 
 def _period(now: float, rules: BudgetPolicy) -> tuple[float, float]:

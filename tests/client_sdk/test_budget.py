@@ -316,7 +316,19 @@ def test_history_shows_reports_and_costs_but_no_value_or_key(tmp_path: Path, clo
         columns = {row[1] for row in connection.execute("PRAGMA table_info(spends)")}
     finally:
         connection.close()
-    assert columns == {"id", "campaign", "at", "epsilon", "charged", "memoized", "report"}
+    # memo_key is the ledger's HMAC name of a memoized draw (as in the memo_keys table), mac the
+    # seal's chain: neither is the value.
+    assert columns == {
+        "id",
+        "campaign",
+        "at",
+        "epsilon",
+        "charged",
+        "memoized",
+        "report",
+        "memo_key",
+        "mac",
+    }
 
 
 # ---- concurrency -------------------------------------------------------------------------------
