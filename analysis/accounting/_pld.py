@@ -497,6 +497,12 @@ FFT_ERROR = 32.0
 :func:`_fft_convolve`), about four times the one derived there."""
 
 
+_FFT_FLOOR = 1 / 64
+"""Entries below this fraction of the l2 error bound at the ends of an FFT result are dropped
+(their mass goes into the allowance): low enough that true tail mass is mostly kept, high enough
+that round-off noise does not widen the support."""
+
+
 def _fft_convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float]:
     """The convolution of two non-negative vectors of total mass <= 1 by FFT, and a bound on
     the l1 distance of the result from the exact convolution.
@@ -511,9 +517,9 @@ def _fft_convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float]:
     eps_F = 5 u log2(n); ``FFT_ERROR`` u log2(n) (|a|_1 |b|_2 + |a|_2 |b|_1) covers it with a
     factor of about four. Then |c_hat - c|_1 <= sqrt(N) |c_hat - c|_2 over the N output entries.
     Clipping a negative entry to 0 cannot move it further from c >= 0; the entries beyond the
-    first and last one above the l2 bound (round-off noise at the ends of the support) are
-    zeroed and their sum is added to the bound. Rounding the result to double is relative, as
-    everywhere else in this module.
+    first and last one above ``_FFT_FLOOR`` times the l2 bound (round-off noise at the ends of
+    the support) are zeroed and their sum is added to the bound, whatever the floor. Rounding
+    the result to double is relative, as everywhere else in this module.
 
     The caller moves the bound's mass to +inf: the true PLD is at most c_hat plus an error
     measure of that total mass, and moving mass up to +inf only increases delta, now and after
@@ -533,7 +539,7 @@ def _fft_convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float]:
         * max(1.0, math.log2(n))
         * float(a.sum() * np.linalg.norm(b) + np.linalg.norm(a) * b.sum())
     )
-    above = np.flatnonzero(dense > l2)
+    above = np.flatnonzero(dense > l2 * _FFT_FLOOR)
     lo, hi = (int(above[0]), int(above[-1]) + 1) if above.size else (0, 0)
     outside = np.concatenate([dense[:lo], dense[hi:]])
     dropped = float(np.sum(outside[outside > 0]))
