@@ -375,13 +375,14 @@ class PrivacyAccount:
         """This account for datasets that differ in ``k`` records (or a device whose ``k``
         values change), step by step.
 
-        A Gaussian step, mu-GDP, is exactly k mu-GDP for groups of k (Dong, Roth, Su, JRSS-B
-        2022, Thm 2.14: G_mu composed with itself k times is G_{k mu}), so its group account is
-        exact. A pure step (epsilon-DP, no infinite-loss mass in either direction) is k epsilon-DP
-        (Dwork and Roth 2014, Thm 2.2) and is accounted as the worst k epsilon-DP report; this is
-        sound, and tight for a single binary randomized response. The steps' group bounds
-        compose, since each dominates its step on the group-neighbouring pair. Any other step
-        (an (epsilon, delta) claim, a subsampled Gaussian, a step whose loss can be infinite) is
+        A Gaussian step, mu-GDP, is k mu-GDP for groups of k, and no better: the group of k
+        shifts the Gaussian's mean k times as far (Dong, Roth, Su, JRSS-B 2022, group privacy
+        of Gaussian DP), so its group account is exact. A pure step (epsilon-DP, no
+        infinite-loss mass in either direction) is k epsilon-DP (Dwork and Roth 2014, Thm 2.2)
+        and is accounted as the worst k epsilon-DP report; this is sound, and tight for a single
+        binary randomized response. The steps' group bounds compose, since each dominates its
+        step on the group-neighbouring pair. Any other step (an (epsilon, delta) claim, a
+        subsampled Gaussian, a step whose loss can be infinite) is
         refused with a ValueError: no sound group bound for it is implemented here.
         """
         k = check_count(k, "k")
