@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from client_sdk.mechanisms.rappor import RAPPOR
 
 __all__ = [
+    "ESTIMATORS",
+    "DocumentedEstimate",
     "FloatArray",
     "FrequencyEstimate",
     "MeanEstimate",
@@ -41,9 +43,6 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
-
-ESTIMATED_KINDS = ("category", "number", "string")
-"""The ``Mechanism.value_kind`` values :func:`estimate` has an estimator for."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,16 +163,77 @@ def estimate_mean(
     )
 
 
+@runtime_checkable
+class DocumentedEstimate(Protocol):
+    """An estimate that writes its own output: every estimate kind beyond frequencies and means.
+
+    ``to_dict()`` is its JSON-safe document (``n`` and the kind's fields; the CLI adds the
+    campaign's name); ``format_table()`` its plain-text table. ``ldp-analyze estimate``, the
+    report and the dashboard use these for any such estimate, so a new kind of estimate needs
+    no change to them beyond a view of its own.
+    """
+
+    n: int
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def format_table(self) -> str: ...
+
+
+Estimator = Callable[[Any, ReportSource, float, Sequence[str] | None], Any]
+"""``(mechanism, reports, confidence, candidates) -> estimate``."""
+
+
+def _frequencies(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> FrequencyEstimate:
+    _require(mechanism, FrequencyOracle, "frequencies")
+    return estimate_frequencies(mechanism, reports, confidence=confidence)
+
+
+def _mean(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> MeanEstimate:
+    _require(mechanism, NumericMechanism, "mean")
+    return estimate_mean(mechanism, reports, confidence=confidence)
+
+
+def _rappor(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> Any:
+    # decode() checks the mechanism's kind and reads its Bloom-filter methods.
+    return decode(cast("RAPPOR", mechanism), reports, list(candidates or ()), confidence=confidence)
+
+
+def _require(mechanism: Any, interface: type, kind: str) -> None:
+    if not isinstance(mechanism, interface):
+        raise TypeError(
+            f"mechanism {mechanism.name!r} has estimate_kind {kind!r} but not the interface "
+            f"that estimator reads ({interface.__name__})"
+        )
+
+
+ESTIMATORS: dict[str, Estimator] = {
+    "frequencies": _frequencies,
+    "mean": _mean,
+    "rappor": _rappor,
+}
+"""Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
+
+NEEDS_CANDIDATES = frozenset({"rappor"})
+"""Estimate kinds that are read against a candidate list (``candidates=``)."""
+
+
 def check_estimable(mechanism: Mechanism, candidates: Sequence[str] | None = None) -> None:
     """Refuse, before any report is read, what :func:`estimate` cannot estimate.
 
-    Raises ``ValueError`` for a mechanism whose ``value_kind`` has no estimator, and for one
-    that records strings (``"string"``: RAPPOR) without a candidate list to decode against.
+    Raises ``ValueError`` for a mechanism whose ``estimate_kind`` has no estimator, and for one
+    estimated against candidates (RAPPOR) when none are given.
     """
-    kind = getattr(mechanism, "value_kind", None)
-    if kind not in ESTIMATED_KINDS:
+    kind = getattr(mechanism, "estimate_kind", None)
+    if kind not in ESTIMATORS:
         raise ValueError(f"mechanism {mechanism.name!r} has no estimator")
-    if kind == "string" and not candidates:
+    if kind in NEEDS_CANDIDATES and not candidates:
         raise ValueError(
             f"mechanism {mechanism.name!r} records strings and is estimated against a candidate "
             "list, and none was given: pass candidates (`ldp-analyze estimate` uses the "
@@ -189,30 +249,17 @@ def estimate(
     confidence: float = 0.95,
     candidates: Sequence[str] | None = None,
 ) -> Any:
-    """Estimate from reports, by what the mechanism's devices record (``value_kind``).
+    """Estimate from reports with the mechanism's estimator (``Mechanism.estimate_kind``).
 
-    ``"category"``: the frequencies of the domain (:class:`FrequencyEstimate`); ``"number"``:
-    the mean (:class:`MeanEstimate`); ``"string"``: the frequencies of ``candidates``, decoded
-    by :func:`analysis.rappor.decode` (a ``RapporEstimate``; docs/math/rappor.md). The other
-    kinds fix their domain in the mechanism and ignore ``candidates``. ``reports`` is a numpy
-    array of reports, an iterable of chunks (streamed, memory O(k + chunk)), or an already
-    merged :class:`AggregateStatistic`.
+    ``"frequencies"``: the frequencies of the domain (:class:`FrequencyEstimate`); ``"mean"``:
+    the mean (:class:`MeanEstimate`); ``"rappor"``: the frequencies of ``candidates``, decoded
+    by :func:`analysis.rappor.decode` (a ``RapporEstimate``; docs/math/rappor.md); further
+    kinds as :data:`ESTIMATORS` lists them. Kinds that fix their domain in the mechanism ignore
+    ``candidates``. ``reports`` is a numpy array of reports, an iterable of chunks (streamed,
+    memory O(k + chunk)), or an already merged :class:`AggregateStatistic`.
     """
     check_estimable(mechanism, candidates)
-    kind = mechanism.value_kind
-    if kind == "string":
-        # decode() checks the kind again and reads the mechanism's Bloom-filter methods.
-        strings = cast("RAPPOR", mechanism)
-        return decode(strings, reports, list(candidates or ()), confidence=confidence)
-    # The interface each kind implies, checked rather than assumed.
-    if kind == "category" and isinstance(mechanism, FrequencyOracle):
-        return estimate_frequencies(mechanism, reports, confidence=confidence)
-    if kind == "number" and isinstance(mechanism, NumericMechanism):
-        return estimate_mean(mechanism, reports, confidence=confidence)
-    raise TypeError(
-        f"mechanism {mechanism.name!r} has value_kind {kind!r} but not the estimator interface "
-        "of that kind (FrequencyOracle for 'category', NumericMechanism for 'number')"
-    )
+    return ESTIMATORS[mechanism.estimate_kind](mechanism, reports, confidence, candidates)
 
 
 def json_safe(value: Any) -> Any:

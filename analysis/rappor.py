@@ -327,6 +327,10 @@ class RapporEstimate:
         """Estimated numbers of clients, n * frequency."""
         return self.frequencies * self.n
 
+    def format_table(self) -> str:
+        """The plain-text table of ``ldp-analyze estimate --format table``."""
+        return format_table(self)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, in the shape of ``ldp-analyze estimate`` plus the RAPPOR fields."""
         return {

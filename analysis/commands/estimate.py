@@ -41,6 +41,7 @@ from analysis.commands._arguments import (
 from analysis.commands._shards import add_shard_arguments, merged_statistic, uses_shards
 from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, load_campaign
 from analysis.estimation import (
+    DocumentedEstimate,
     FrequencyEstimate,
     MeanEstimate,
     check_estimable,
@@ -49,8 +50,6 @@ from analysis.estimation import (
 )
 from analysis.heavy_hitters import bonferroni_z, require_min_batch, top_k
 from analysis.postprocess import postprocess
-from analysis.rappor import RapporEstimate
-from analysis.rappor import format_table as format_rappor_table
 from client_sdk.mechanisms.base import Reports
 
 PROGRESS_MIN_REPORTS = 200_000
@@ -330,11 +329,14 @@ def run(args: argparse.Namespace) -> int:
         campaign, result = load_estimate(
             args.db[0], args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
         )
-    if isinstance(result, RapporEstimate):
-        if args.postprocess != "base":
-            raise ValueError("--postprocess does not apply to RAPPOR campaigns")
+    if isinstance(result, DocumentedEstimate):
+        if args.postprocess != "base" or args.top is not None:
+            raise ValueError(
+                f"campaign {campaign.name!r} ({campaign.config['mechanism']}): --postprocess "
+                "and --top apply to frequency estimates of a fixed domain only"
+            )
         if args.format == "table":
-            sys.stdout.write(format_rappor_table(result))
+            sys.stdout.write(result.format_table())
         else:
             write_document({"campaign": campaign.name, **result.to_dict()}, args.format)
         return 0

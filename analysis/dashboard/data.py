@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from analysis.commands.estimate import estimable_candidates, frequency_document, mean_document
-from analysis.estimation import MeanEstimate, estimate, json_safe
-from analysis.rappor import RapporEstimate
+from analysis.estimation import DocumentedEstimate, MeanEstimate, estimate, json_safe
 from client_sdk.mechanisms.base import AggregateStatistic
 from collector.storage import Storage, StoredCampaign
 
@@ -54,7 +53,7 @@ def estimate_document(
     """
     candidates = estimable_candidates(campaign)
     result = estimate(campaign.mechanism, statistic, confidence=confidence, candidates=candidates)
-    if isinstance(result, RapporEstimate):
+    if isinstance(result, DocumentedEstimate):
         return json_safe({"campaign": campaign.name, **result.to_dict()})  # type: ignore[no-any-return]
     if isinstance(result, MeanEstimate):
         return mean_document(campaign, result)

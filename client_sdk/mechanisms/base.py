@@ -149,6 +149,11 @@ class Mechanism(abc.ABC):
     candidates). Campaign validation, the client and the estimators dispatch on it, never on a
     mechanism's name."""
 
+    estimate_kind: ClassVar[str]
+    """Which estimator of ``analysis`` reads this mechanism's statistic (``"frequencies"``,
+    ``"mean"``, ``"rappor"``...): the key of ``analysis.estimation.ESTIMATORS``. A mechanism with a
+    new kind of estimate names a new key and registers its estimator there."""
+
     memoizes_itself: ClassVar[bool] = False
     """True for a mechanism with its own memoization (RAPPOR, dBitFlip, 1BitMean): it cannot
     also take the ``"longitudinal"`` wrapper."""
@@ -289,6 +294,7 @@ class FrequencyOracle(Mechanism, Provenance):
     k: int
 
     value_kind: ClassVar[Literal["category", "number", "string"]] = "category"
+    estimate_kind: ClassVar[str] = "frequencies"
 
     resolved_shape: ClassVar[str | None] = None
     """The shape parameter this oracle resolves from its epsilon when the config omits it (OLH's

@@ -63,6 +63,7 @@ class NumericMechanism(Mechanism):
     epsilon: float
 
     value_kind: ClassVar[Literal["category", "number", "string"]] = "number"
+    estimate_kind: ClassVar[str] = "mean"
 
     @property
     def privacy_epsilon(self) -> float:

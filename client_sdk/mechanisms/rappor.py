@@ -284,6 +284,7 @@ class RAPPOR(Mechanism):
     name: ClassVar[str] = "rappor"
     memoizes_itself: ClassVar[bool] = True
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
+    estimate_kind: ClassVar[str] = "rappor"
     k: int
     h: int
     m: int
