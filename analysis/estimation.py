@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from analysis.discovery import estimate_sketch
 from analysis.rappor import decode
 from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
@@ -205,6 +206,12 @@ def _rappor(
     return decode(cast("RAPPOR", mechanism), reports, list(candidates or ()), confidence=confidence)
 
 
+def _sketch(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> Any:
+    return estimate_sketch(mechanism, reports, list(candidates or ()), confidence=confidence)
+
+
 def _require(mechanism: Any, interface: type, kind: str) -> None:
     if not isinstance(mechanism, interface):
         raise TypeError(
@@ -217,10 +224,11 @@ ESTIMATORS: dict[str, Estimator] = {
     "frequencies": _frequencies,
     "mean": _mean,
     "rappor": _rappor,
+    "sketch": _sketch,
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
 
-NEEDS_CANDIDATES = frozenset({"rappor"})
+NEEDS_CANDIDATES = frozenset({"rappor", "sketch"})
 """Estimate kinds that are read against a candidate list (``candidates=``)."""
 
 

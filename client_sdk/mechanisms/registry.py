@@ -28,6 +28,9 @@ MECHANISMS: dict[str, str] = {
     "hybrid": "client_sdk.mechanisms.piecewise:Hybrid",
     "dbitflip": "client_sdk.mechanisms.dbitflip:DBitFlip",
     "onebitmean": "client_sdk.mechanisms.onebitmean:OneBitMean",
+    "cms": "client_sdk.mechanisms.sketch:CMS",
+    "hcms": "client_sdk.mechanisms.sketch:HCMS",
+    "square_wave": "client_sdk.mechanisms.square_wave:SquareWave",
 }
 
 

@@ -1,0 +1,200 @@
+"""Heavy hitters over strings: sketch estimates against candidates, and discovery without them.
+
+The sketch oracles (``cms``, ``hcms``; Apple 2017) estimate the count of any string from the
+merged sketch; :func:`estimate_sketch` does so for a candidate list. The discovery mechanisms
+(``pem``; Wang, Li, Jha, arXiv 1708.06674) find the frequent strings themselves
+(:func:`discover_pem`). Both return an :class:`ItemsEstimate`: items most frequent first, each
+with its frequency, standard error and significance, in the ``items`` shape of
+``ldp-analyze estimate`` (docs/math/heavy-hitters.md).
+
+Significance: a one-sided z test of "nobody holds this string" with the null standard error,
+Bonferroni-corrected over every string examined (all candidates; for discovery, the candidates
+of every level), so the expected number of false discoveries per run is at most ``alpha``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from analysis.streaming import ReportSource, aggregate, z_value
+from client_sdk.mechanisms.base import AggregateStatistic
+from client_sdk.mechanisms.sketch import StringSketch
+
+__all__ = ["ALPHA", "DiscoveredItem", "ItemsEstimate", "estimate_sketch"]
+
+ALPHA = 0.05
+"""Default bound on the expected number of false discoveries per run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveredItem:
+    """One string: its estimated frequency, standard error, interval and significance."""
+
+    value: str
+    frequency: float
+    std_error: float
+    ci_low: float
+    ci_high: float
+    z: float
+    significant: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "frequency": self.frequency,
+            "std_error": _finite(self.std_error),
+            "ci_low": _finite(self.ci_low),
+            "ci_high": _finite(self.ci_high),
+            "z": _finite(self.z),
+            "significant": self.significant,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemsEstimate:
+    """Estimated frequencies of strings (a ``DocumentedEstimate``).
+
+    ``items`` most frequent first; ``critical_z`` the one-sided threshold after Bonferroni over
+    ``examined`` strings at ``alpha``; ``levels`` what each stage of a discovery used (its
+    reports and candidates); ``unconfirmed`` the strings that reached the last stage but did
+    not pass the test.
+    """
+
+    items: tuple[DiscoveredItem, ...]
+    n: int
+    confidence: float
+    alpha: float
+    critical_z: float
+    examined: int
+    mechanism: dict[str, Any]
+    method: str
+    levels: tuple[dict[str, Any], ...] = ()
+    unconfirmed: tuple[str, ...] = ()
+
+    @property
+    def significant(self) -> tuple[DiscoveredItem, ...]:
+        return tuple(item for item in self.items if item.significant)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "mechanism": self.mechanism,
+            "items": [item.to_dict() for item in self.items],
+            "confidence": self.confidence,
+            "method": self.method,
+            "correction": "bonferroni",
+            "alpha": self.alpha,
+            "critical_z": self.critical_z,
+            "examined": self.examined,
+            "detected": len(self.significant),
+            "levels": list(self.levels),
+            "unconfirmed": list(self.unconfirmed),
+        }
+
+    def format_table(self) -> str:
+        out = io.StringIO()
+        width = max([5, *(len(item.value) for item in self.items)])
+        out.write(f"{'value':<{width}}  {'frequency':>10}  {'std_error':>10}  significant\n")
+        for item in self.items:
+            mark = "yes" if item.significant else "no"
+            out.write(
+                f"{item.value:<{width}}  {item.frequency:>10.5f}  {item.std_error:>10.5f}  {mark}\n"
+            )
+        out.write(
+            f"n = {self.n}; {len(self.significant)} of {len(self.items)} significant (Bonferroni "
+            f"over {self.examined} strings, alpha = {self.alpha}, z > {self.critical_z:.3f})\n"
+        )
+        for level in self.levels:
+            out.write("level {level}: {reports} reports, {candidates} candidates\n".format(**level))
+        if self.unconfirmed:
+            out.write(f"not confirmed: {', '.join(self.unconfirmed)}\n")
+        return out.getvalue()
+
+
+def items_from_counts(
+    values: Sequence[str],
+    counts: np.ndarray,
+    std_errors: np.ndarray,
+    null_std_errors: np.ndarray,
+    n: int,
+    *,
+    confidence: float,
+    critical_z: float,
+) -> tuple[DiscoveredItem, ...]:
+    """Items (most frequent first) from count estimates and their standard errors."""
+    z_ci = z_value(confidence)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(null_std_errors > 0, counts / null_std_errors, np.inf * np.sign(counts))
+    order = np.argsort(-counts, kind="stable")
+    return tuple(
+        DiscoveredItem(
+            value=values[i],
+            frequency=float(counts[i] / n),
+            std_error=float(std_errors[i] / n),
+            ci_low=float((counts[i] - z_ci * std_errors[i]) / n),
+            ci_high=float((counts[i] + z_ci * std_errors[i]) / n),
+            z=float(z[i]),
+            significant=bool(z[i] > critical_z),
+        )
+        for i in order
+    )
+
+
+def estimate_sketch(
+    mechanism: StringSketch,
+    reports: ReportSource | AggregateStatistic,
+    candidates: Sequence[str],
+    *,
+    confidence: float = 0.95,
+    alpha: float = ALPHA,
+) -> ItemsEstimate:
+    """Frequencies of ``candidates`` from a CMS or HCMS sketch (docs/math/heavy-hitters.md).
+
+    Standard errors: the variance over the reports' noise and a random hash family with the
+    candidates' estimates plugged in (``StringSketch.standard_errors``); significance: the
+    estimate over its null standard error above ``z_{1 - alpha / len(candidates)}``.
+    """
+    if not isinstance(mechanism, StringSketch):
+        raise TypeError(f"estimate_sketch needs a cms or hcms mechanism; got {mechanism.name!r}")
+    values = list(dict.fromkeys(candidates))
+    if not values:
+        raise ValueError("candidates must list at least one string")
+    statistic = aggregate(mechanism, reports)
+    if statistic.n <= 0:
+        raise ValueError("cannot estimate from zero reports")
+    counts = mechanism.estimate_counts(statistic, values)
+    std_errors = mechanism.standard_errors(statistic, values)
+    null = mechanism.standard_errors(statistic, values, null=True)
+    critical = bonferroni_z(alpha, len(values))
+    items = items_from_counts(
+        values, counts, std_errors, null, statistic.n, confidence=confidence, critical_z=critical
+    )
+    return ItemsEstimate(
+        items=items,
+        n=statistic.n,
+        confidence=confidence,
+        alpha=alpha,
+        critical_z=critical,
+        examined=len(values),
+        mechanism=mechanism.to_config(),
+        method="count mean sketch against candidates",
+    )
+
+
+def bonferroni_z(alpha: float, items: int) -> float:
+    """z_{1 - alpha/items}, as ``analysis.heavy_hitters.bonferroni_z`` (which this module cannot
+    import: that module imports the estimation module, which imports this one)."""
+    if not 0 < alpha < 1 or items < 1:
+        raise ValueError(f"alpha must be in (0, 1) and items >= 1; got {alpha!r}, {items!r}")
+    return float(-special.ndtri(alpha / items))
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None

@@ -1,0 +1,559 @@
+"""Sketch oracles over any string: Apple's Count Mean Sketch (CMS) and Hadamard CMS (HCMS).
+
+Apple Differential Privacy Team, "Learning with Privacy at Scale", Apple Machine Learning
+Journal 1(8), 2017; docs/math/heavy-hitters.md. A sketch has ``hashes`` rows of width ``m`` (a
+power of two) and a public hash family ``h_0 .. h_{hashes-1}`` from strings to [0, m), fixed by
+the config's ``seed`` (below). A device holding the string d picks a row j uniformly and
+
+- **cms**: builds v in {-1, +1}^m with v[h_j(d)] = +1 and -1 elsewhere, flips each coordinate
+  independently with probability 1/(1 + e^(eps/2)), and sends (j, v~) (v~ as m bits, 1 for +1);
+- **hcms**: picks a column l uniformly, and sends (j, l, b) where b is H_m[h_j(d), l] (the
+  Sylvester Hadamard entry, (-1)^popcount(h_j(d) & l)) flipped with probability 1/(1 + e^eps).
+
+The flip probabilities are thresholds on 64-bit words (``client_sdk.randomness``), rounded up,
+so the implemented odds ratio of a coordinate is at most e^(eps/2) (cms: two inputs differ in at
+most two coordinates) or e^eps (hcms: one signed bit), and every estimate uses the implemented
+probability. The row and the column are uniform and independent of the value.
+
+The hash family (part of the wire contract: stored reports are decoded with it):
+h_l(d) = (little-endian uint32 number l of BLAKE2b(d, key = KEY_PREFIX || seed as 8 bytes
+big-endian, digest_size = 4 * hashes)) mod m. With m a power of two the reduction is exact.
+
+Server side (Apple's debiasing, with the integer statistic the reports add up to): per row j,
+X[j, i] is the debiased sum of the reports of row j at cell i, and the count estimate of a
+string d is c^(d) = m/(m-1) * (sum_j X[j, h_j(d)] - n/m). Its exact mean and variance for the
+fixed hash functions, and over a random hash family, are in docs/math/heavy-hitters.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.mechanisms._wire import decode_bits, encode_bits, is_plain_int, parse_int_payloads
+from client_sdk.mechanisms.base import (
+    AggregateStatistic,
+    FloatArray,
+    FrequencyOracle,
+    Mechanism,
+    Reports,
+    WireFormatError,
+    claim_event,
+)
+from client_sdk.mechanisms.privacy import ChannelEvent, PrivacyEvent
+from client_sdk.randomness import (
+    RandomSource,
+    bernoulli_lazy,
+    probability_threshold,
+    threshold_probability,
+    uniform_below_32,
+)
+
+__all__ = ["CMS", "HCMS", "KEY_PREFIX", "MAX_LENGTH", "StringSketch", "distinct_strings"]
+
+KEY_PREFIX = b"ldp-telemetry/sketch/v1"
+"""The BLAKE2b key of the hash family starts with this (then the seed)."""
+
+MAX_LENGTH = 1024
+"""Largest ``max_length`` (bytes of a value's UTF-8 encoding) a config may set."""
+
+MAX_WIDTH = 1 << 16
+MAX_HASHES = 16
+"""At most 16 rows: one BLAKE2b digest (64 bytes) gives every row its 32-bit word."""
+
+MAX_SEED = 1 << 53
+MAX_ENUMERATED_INPUTS = 4096
+"""Largest m**hashes (inputs of the exact privacy check) ``channel_matrices`` enumerates."""
+
+CHUNK_CELLS = 1 << 23
+"""Report cells randomized per chunk (an 8 MiB boolean array at most)."""
+
+
+def distinct_strings(
+    values: Any, max_length: int, name: str
+) -> tuple[list[bytes], npt.NDArray[np.int64]]:
+    """Distinct values as UTF-8 bytes (first-seen order) and the index of each value among them.
+
+    ``values`` is a sequence of ``str``. A value of more than ``max_length`` bytes is refused
+    with its position, its length and the limit, never its content. Each distinct string is
+    checked and encoded once.
+    """
+    if isinstance(values, (str, bytes)):
+        values = [values]
+    elif isinstance(values, np.ndarray):
+        values = values.tolist()
+    elif not isinstance(values, Sequence):
+        raise ValueError(f"values must be a sequence of strings; got {type(values).__name__}")
+
+    def first_index(test: Any) -> int:
+        return next(i for i, v in enumerate(values) if test(v))
+
+    position: dict[Any, int] = {}
+    try:
+        inverse = np.fromiter(
+            (position.setdefault(v, len(position)) for v in values),
+            dtype=np.int64,
+            count=len(values),
+        )
+    except TypeError:  # an unhashable value: certainly not a string
+        index = first_index(lambda v: not isinstance(v, str))
+        raise ValueError(
+            f"{name}: values[{index}] must be a string; got {type(values[index]).__name__}"
+        ) from None
+    encoded: list[bytes] = []
+    for value in position:
+        if not isinstance(value, str):
+            index = first_index(lambda v, bad=value: v is bad or not isinstance(v, str))
+            raise ValueError(
+                f"{name}: values[{index}] must be a string; got {type(values[index]).__name__}"
+            )
+        raw = value.encode("utf-8")
+        if len(raw) > max_length:
+            index = first_index(lambda v, long=value: isinstance(v, str) and v == long)
+            raise ValueError(
+                f"{name}: values[{index}] is {len(raw)} bytes in UTF-8, more than max_length="
+                f"{max_length}"
+            )
+        encoded.append(raw)
+    return encoded, inverse
+
+
+@dataclasses.dataclass(frozen=True)
+class StringSketch(Mechanism):
+    """What CMS and HCMS share: the config, the hash family, the estimate and its variance.
+
+    Config fields: ``epsilon``; ``m`` the sketch width (a power of two, 2 to 65536); ``hashes``
+    the rows (1 to 16); ``max_length`` the most bytes of a value's UTF-8 encoding (1 to 1024);
+    ``seed`` which member of the hash family the campaign uses (an integer in [0, 2**53)).
+    """
+
+    epsilon: float
+    m: int
+    hashes: int
+    max_length: int = 64
+    seed: int = 0
+
+    value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
+    estimate_kind: ClassVar[str] = "sketch"
+
+    def __post_init__(self) -> None:
+        epsilon = check_epsilon(self.epsilon)
+        m = check_int(self.m, "m", minimum=2, maximum=MAX_WIDTH)
+        if m & (m - 1):
+            raise ValueError(f"m must be a power of two; got {self.m!r}")
+        hashes = check_int(self.hashes, "hashes", minimum=1, maximum=MAX_HASHES)
+        max_length = check_int(self.max_length, "max_length", minimum=1, maximum=MAX_LENGTH)
+        seed = check_int(self.seed, "seed", minimum=0, maximum=MAX_SEED - 1)
+        for field, value in (
+            ("epsilon", epsilon),
+            ("m", m),
+            ("hashes", hashes),
+            ("max_length", max_length),
+            ("seed", seed),
+        ):
+            object.__setattr__(self, field, value)
+
+    # ---- the hash family --------------------------------------------------------------------
+
+    def hash_table(self, values: Sequence[bytes]) -> npt.NDArray[np.int64]:
+        """h_l(d) for every value (UTF-8 bytes) and row: shape ``(len(values), hashes)``."""
+        key = KEY_PREFIX + self.seed.to_bytes(8, "big")
+        size = 4 * self.hashes
+        digests = b"".join(hashlib.blake2b(v, digest_size=size, key=key).digest() for v in values)
+        words = np.frombuffer(digests, dtype="<u4").reshape(len(values), self.hashes)
+        return (words & np.uint32(self.m - 1)).astype(np.int64)
+
+    def candidate_table(self, candidates: Sequence[str]) -> npt.NDArray[np.int64]:
+        """``hash_table`` of candidate strings (any length: candidates are not reports)."""
+        for index, value in enumerate(candidates):
+            if not isinstance(value, str):
+                raise ValueError(f"candidates[{index}] must be a string; got {value!r}")
+        return self.hash_table([v.encode("utf-8") for v in candidates])
+
+    # ---- what each mechanism supplies -------------------------------------------------------
+
+    @property
+    def flip_probability(self) -> Fraction:
+        """The implemented probability that a report's sign is flipped (per coordinate)."""
+        return threshold_probability(self._flip_threshold)
+
+    @property
+    def _flip_threshold(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def debias_factor(self) -> float:
+        """c = 1/(1 - 2 q): a flipped +-1 sign times c has the true sign as its mean."""
+        return float(1 / (1 - 2 * self.flip_probability))
+
+    def debiased_sums(self, statistic: AggregateStatistic) -> FloatArray:
+        """X[j, i]: the sum over the reports of row j of their unbiased cell-i indicators."""
+        raise NotImplementedError
+
+    def report_variance(self, z: FloatArray) -> FloatArray:
+        """Var of one report's contribution to sum_j X[j, h_j(d)], given its collision rate z."""
+        raise NotImplementedError
+
+    # ---- estimates ----------------------------------------------------------------------------
+
+    @property
+    def scale(self) -> float:
+        """m/(m-1): undoes the n/m that the other reports add to a cell on average."""
+        return self.m / (self.m - 1)
+
+    def estimate_counts(
+        self, statistic: AggregateStatistic, candidates: Sequence[str]
+    ) -> FloatArray:
+        """c^(d) = m/(m-1) (sum_j X[j, h_j(d)] - n/m) for each candidate (Apple 2017)."""
+        table = self.candidate_table(candidates)
+        sums = self.debiased_sums(statistic)
+        gathered = sums[np.arange(self.hashes)[None, :], table].sum(axis=1)
+        return np.asarray(self.scale * (gathered - statistic.n / self.m), dtype=np.float64)
+
+    def fixed_hash_moments(
+        self,
+        targets: Sequence[str],
+        population: Sequence[str],
+        counts: npt.ArrayLike,
+    ) -> tuple[FloatArray, FloatArray]:
+        """Exact mean and variance of ``estimate_counts`` for this config's hash functions.
+
+        ``population`` lists the distinct strings the devices hold and ``counts`` how many hold
+        each. With z_{d'} = #{l : h_l(d') = h_l(d)}/hashes, E = m/(m-1)(sum n_d' z_d' - n/m) and
+        Var = (m/(m-1))^2 sum_d' n_d' Var_1(z_d') (docs/math/heavy-hitters.md).
+        """
+        n_of = np.asarray(counts, dtype=np.float64)
+        target = self.candidate_table(targets)
+        held = self.candidate_table(population)
+        z = (target[:, None, :] == held[None, :, :]).mean(axis=2)
+        n = float(n_of.sum())
+        mean = self.scale * (z @ n_of - n / self.m)
+        variance = self.scale**2 * (self.report_variance(z) @ n_of)
+        return np.asarray(mean, dtype=np.float64), np.asarray(variance, dtype=np.float64)
+
+    def collision_moments(self) -> tuple[float, float]:
+        """(E[z^2], Var[z]) of another string's collision rate z under a random hash family:
+        hashes * z ~ Binomial(hashes, 1/m)."""
+        p, k = 1 / self.m, self.hashes
+        var = p * (1 - p) / k
+        return var + p * p, var
+
+    def count_variance(self, n: int, counts: FloatArray, others_square: FloatArray) -> FloatArray:
+        """Var[c^(d)] over the reports' noise and a random hash family (heavy-hitters.md).
+
+        ``counts`` n_d of the strings asked about; ``others_square`` the sum of n_d'^2 over the
+        other strings. The noise of the reports, plus the collisions of the other strings'
+        reports with d's cells, plus the spread of their mean over the hash functions.
+        """
+        second, var_z = self.collision_moments()
+        n_d = np.asarray(counts, dtype=np.float64)
+        noise_one = self.report_variance(np.ones(1))[0]  # a holder of d: z = 1
+        noise_other = self.report_variance_expected(second)
+        within = n_d * noise_one + (n - n_d) * noise_other
+        return np.asarray(self.scale**2 * (within + others_square * var_z), dtype=np.float64)
+
+    def report_variance_expected(self, second: float) -> float:
+        """E over a random hash of ``report_variance(z)`` for a non-holder, given E[z^2]."""
+        raise NotImplementedError
+
+    def standard_errors(
+        self, statistic: AggregateStatistic, candidates: Sequence[str], *, null: bool = False
+    ) -> FloatArray:
+        """Standard errors of ``estimate_counts`` (counts, not frequencies).
+
+        The variance over the reports' noise and a random hash family, with the candidates'
+        estimates (clipped to [0, n]) plugged in for their true counts and the rest of the
+        reports counted as strings held by one device each. ``null``: the standard error of a
+        candidate held by no one (its own count 0), which the significance test uses.
+        Heavy strings outside the candidate list make these too small (heavy-hitters.md).
+        """
+        n = statistic.n
+        plug = np.clip(self.estimate_counts(statistic, candidates), 0.0, float(n))
+        total = float(plug.sum())
+        if total > n:
+            plug = plug * (n / total)
+            total = float(n)
+        rest = n - total
+        square = float(np.sum(plug**2))
+        own = np.zeros_like(plug) if null else plug
+        others = square - plug**2 + rest
+        return np.asarray(np.sqrt(self.count_variance(n, own, others)), dtype=np.float64)
+
+    # ---- privacy ------------------------------------------------------------------------------
+
+    @property
+    def privacy_epsilon(self) -> float:
+        return self.epsilon
+
+    def privacy_event(self) -> PrivacyEvent:
+        """The exact channel (``channel_matrices``), or the claim where it is too large."""
+        return ChannelEvent(self, fallback=claim_event(self))
+
+    def _hash_inputs(self) -> npt.NDArray[np.int64]:
+        """Every tuple (h_0(d), ..., h_{hashes-1}(d)) a string can have: the channel's inputs."""
+        if self.m**self.hashes > MAX_ENUMERATED_INPUTS:
+            raise ValueError(
+                f"{self.name}: m**hashes = {self.m**self.hashes} inputs are too many to enumerate"
+            )
+        grid = itertools.product(range(self.m), repeat=self.hashes)
+        return np.asarray(list(grid), dtype=np.int64).reshape(-1, self.hashes)
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        """P[output | the string's hash tuple] over every tuple in [m]^hashes: every string."""
+        raise NotImplementedError
+
+    def implemented_epsilon(self) -> float:
+        """max ln(P[y|x]/P[y|x']) over ``channel_matrices`` (as for every oracle)."""
+        return FrequencyOracle.implemented_epsilon(self)  # type: ignore[arg-type]
+
+    # ---- common device-side pieces ----------------------------------------------------------
+
+    def _buckets(
+        self, values: Any, rng: RandomSource | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(row j, h_j(value)) of each value, j uniform."""
+        distinct, inverse = distinct_strings(values, self.max_length, self.name)
+        n = inverse.size
+        rows = (
+            uniform_below_32(rng, self.hashes, n)
+            if self.hashes > 1
+            else np.zeros(n, dtype=np.int64)
+        )
+        if not n:
+            return rows, rows
+        table = self.hash_table(distinct)
+        return rows, table[inverse, rows]
+
+
+@dataclasses.dataclass(frozen=True)
+class CMS(StringSketch):
+    """Apple's Count Mean Sketch (module docstring). Reports: ``row`` and ``bits`` (the m signs
+    packed with ``numpy.packbits``, 1 for +1); wire ``{"row": j, "bits": "<base64>"}``."""
+
+    name: ClassVar[str] = "cms"
+
+    @cached_property
+    def _flip_threshold(self) -> int:  # type: ignore[override]
+        # Rounded up: (1 - q)/q <= e^(eps/2) per coordinate.
+        return probability_threshold(
+            Fraction(1) / (1 + Fraction(math.exp(self.epsilon / 2))), rounding="up"
+        )
+
+    @property
+    def report_bytes(self) -> int:
+        return (self.m + 7) // 8
+
+    @property
+    def report_dtype(self) -> np.dtype[Any]:
+        return np.dtype([("row", np.int32), ("bits", np.uint8, (self.report_bytes,))])
+
+    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        rows, buckets = self._buckets(values, rng)
+        n = rows.size
+        out = np.zeros(n, dtype=self.report_dtype)
+        out["row"] = rows
+        step = max(1, CHUNK_CELLS // self.m)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            flips = bernoulli_lazy(rng, self._flip_threshold, (stop - start, self.m))
+            flips[np.arange(stop - start), buckets[start:stop]] ^= True
+            out["bits"][start:stop] = np.packbits(flips, axis=1)
+        return out
+
+    def _check(self, reports: Reports) -> Reports:
+        array = np.asarray(reports)
+        if array.dtype != self.report_dtype or array.ndim != 1:
+            raise ValueError(f"reports must be a 1-D array of dtype {self.report_dtype}")
+        if array.size and (array["row"].min() < 0 or array["row"].max() >= self.hashes):
+            raise ValueError(f"report rows must be in [0, {self.hashes})")
+        return array
+
+    def to_wire(self, reports: Reports) -> list[Any]:
+        array = self._check(reports)
+        bits = encode_bits(array["bits"])
+        return [{"row": int(r), "bits": b} for r, b in zip(array["row"], bits, strict=True)]
+
+    def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
+        errors: list[WireFormatError] = []
+        rows: list[int] = []
+        strings: list[Any] = []
+        positions: list[int] = []
+        for index, payload in enumerate(payloads):
+            if not isinstance(payload, dict) or set(payload) != {"row", "bits"}:
+                got = sorted(map(str, payload)) if isinstance(payload, dict) else None
+                errors.append(
+                    WireFormatError(
+                        index,
+                        "payload must be an object with exactly row and bits; got "
+                        + (f"fields {got}" if got is not None else type(payload).__name__),
+                    )
+                )
+                continue
+            row = payload["row"]
+            if not is_plain_int(row) or not 0 <= int(row) < self.hashes:
+                errors.append(
+                    WireFormatError(
+                        index, f"row must be an integer in [0, {self.hashes}); got {row!r}"
+                    )
+                )
+                continue
+            rows.append(int(row))
+            strings.append(payload["bits"])
+            positions.append(index)
+        packed, bit_errors = decode_bits(strings, self.m)
+        bad = {e.index for e in bit_errors}
+        errors.extend(WireFormatError(positions[e.index], e.reason) for e in bit_errors)
+        errors.sort(key=lambda e: e.index)
+        keep = [i for i in range(len(rows)) if i not in bad]
+        out = np.zeros(len(keep), dtype=self.report_dtype)
+        out["row"] = np.asarray(rows, dtype=np.int64)[keep] if keep else 0
+        out["bits"] = packed
+        return out, errors
+
+    def empty_statistic(self) -> AggregateStatistic:
+        return AggregateStatistic(np.zeros((self.hashes, self.m + 1), dtype=np.int64), 0)
+
+    def aggregate(self, reports: Reports) -> AggregateStatistic:
+        """Counts of shape (hashes, m + 1): column 0 the reports of the row, column 1 + i how
+        many of them sent +1 at cell i."""
+        array = self._check(reports)
+        counts = np.zeros((self.hashes, self.m + 1), dtype=np.int64)
+        counts[:, 0] = np.bincount(array["row"], minlength=self.hashes)
+        step = max(1, CHUNK_CELLS // self.m)
+        for start in range(0, array.size, step):
+            chunk = array[start : start + step]
+            bits = np.unpackbits(chunk["bits"], axis=1, count=self.m)
+            for row in range(self.hashes):
+                counts[row, 1:] += bits[chunk["row"] == row].sum(axis=0, dtype=np.int64)
+        return AggregateStatistic(counts, int(array.size))
+
+    def debiased_sums(self, statistic: AggregateStatistic) -> FloatArray:
+        counts = np.asarray(statistic.counts, dtype=np.float64)
+        per_row, ones = counts[:, :1], counts[:, 1:]
+        c = self.debias_factor
+        return np.asarray((c * (2 * ones - per_row) + per_row) / 2, dtype=np.float64)
+
+    def report_variance(self, z: FloatArray) -> FloatArray:
+        # (c^2 - 1)/4 from the flips of the queried cell, z(1 - z) from the choice of the row.
+        c = self.debias_factor
+        z = np.asarray(z, dtype=np.float64)
+        return np.asarray((c * c - 1) / 4 + z * (1 - z), dtype=np.float64)
+
+    def report_variance_expected(self, second: float) -> float:
+        c = self.debias_factor
+        return (c * c - 1) / 4 + 1 / self.m - second
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        inputs = self._hash_inputs()
+        q = float(self.flip_probability)
+        outputs = np.asarray(list(itertools.product((0, 1), repeat=self.m)), dtype=bool)
+        blocks = []
+        for row in range(self.hashes):
+            onehot = np.arange(self.m)[None, :] == inputs[:, row][:, None]  # (inputs, m)
+            differ = (onehot[:, None, :] != outputs[None, :, :]).sum(axis=2)
+            blocks.append(q**differ * (1 - q) ** (self.m - differ) / self.hashes)
+        yield np.concatenate(blocks, axis=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class HCMS(StringSketch):
+    """Apple's Hadamard Count Mean Sketch (module docstring). A report is one integer,
+    ``(row * m + column) * 2 + bit`` (bit 1 for +1), on the wire as it is."""
+
+    name: ClassVar[str] = "hcms"
+
+    @cached_property
+    def _flip_threshold(self) -> int:  # type: ignore[override]
+        # Rounded up: (1 - q)/q <= e^eps.
+        return probability_threshold(
+            Fraction(1) / (1 + Fraction(math.exp(self.epsilon))), rounding="up"
+        )
+
+    @property
+    def outputs(self) -> int:
+        return 2 * self.hashes * self.m
+
+    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        rows, buckets = self._buckets(values, rng)
+        n = rows.size
+        columns = uniform_below_32(rng, self.m, n)
+        plus = (np.bitwise_count(buckets & columns) & 1) == 0
+        flips = bernoulli_lazy(rng, self._flip_threshold, n)
+        return ((rows * self.m + columns) * 2 + (plus ^ flips)).astype(np.int64)
+
+    def _check(self, reports: Reports) -> npt.NDArray[np.int64]:
+        array = np.asarray(reports)
+        if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+            raise ValueError("reports must be a 1-D integer array")
+        if array.size and (array.min() < 0 or array.max() >= self.outputs):
+            raise ValueError(f"reports must be in [0, {self.outputs})")
+        return array.astype(np.int64)
+
+    def to_wire(self, reports: Reports) -> list[Any]:
+        return [int(r) for r in self._check(reports)]
+
+    def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
+        return parse_int_payloads(payloads, self.outputs, "report")
+
+    def empty_statistic(self) -> AggregateStatistic:
+        return AggregateStatistic(np.zeros((self.hashes, self.m, 2), dtype=np.int64), 0)
+
+    def aggregate(self, reports: Reports) -> AggregateStatistic:
+        """Counts of shape (hashes, m, 2): reports of (row, column) with bit 0 (-1) and 1 (+1)."""
+        array = self._check(reports)
+        counts = np.bincount(array, minlength=self.outputs).reshape(self.hashes, self.m, 2)
+        return AggregateStatistic(counts.astype(np.int64), int(array.size))
+
+    def debiased_sums(self, statistic: AggregateStatistic) -> FloatArray:
+        counts = np.asarray(statistic.counts, dtype=np.float64)
+        signed = counts[..., 1] - counts[..., 0]  # (hashes, m): sum of the reported signs
+        return self.debias_factor * _walsh_hadamard(signed)
+
+    def report_variance(self, z: FloatArray) -> FloatArray:
+        c = self.debias_factor
+        z = np.asarray(z, dtype=np.float64)
+        return np.asarray(c * c - z * z, dtype=np.float64)
+
+    def report_variance_expected(self, second: float) -> float:
+        c = self.debias_factor
+        return c * c - second
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        inputs = self._hash_inputs()
+        q = float(self.flip_probability)
+        columns = np.arange(self.m)
+        blocks = []
+        for row in range(self.hashes):
+            plus = (np.bitwise_count(inputs[:, row][:, None] & columns[None, :]) & 1) == 0
+            weight = 1 / (self.hashes * self.m)  # the row and the column are uniform
+            p_plus = np.where(plus, 1 - q, q) * weight  # (inputs, m)
+            # Outputs in the order of the report integers: (column, bit), bit 0 first.
+            pair = np.stack([weight - p_plus, p_plus], axis=2)
+            blocks.append(pair.reshape(len(inputs), -1))
+        yield np.concatenate(blocks, axis=1)
+
+
+def _walsh_hadamard(rows: FloatArray) -> FloatArray:
+    """rows @ H_m for the Sylvester Hadamard matrix H_m (m a power of two), per row, in
+    O(m log m): entry r of the result is sum_l rows[l] (-1)^popcount(r & l)."""
+    out = np.array(rows, dtype=np.float64, copy=True)
+    count, m = out.shape
+    half = 1
+    while half < m:
+        view = out.reshape(count, m // (2 * half), 2, half)
+        a = view[:, :, 0, :].copy()
+        b = view[:, :, 1, :]
+        view[:, :, 0, :] = a + b
+        view[:, :, 1, :] = a - b
+        half *= 2
+    return out
