@@ -87,6 +87,7 @@ CREATE TABLE IF NOT EXISTS spends (
     memoized INTEGER NOT NULL,
     report TEXT,
     memo_key TEXT,
+    event TEXT,
     mac TEXT
 );
 CREATE INDEX IF NOT EXISTS spends_by_campaign ON spends (campaign, at);
@@ -181,6 +182,8 @@ class LogEntry:
     epsilon_charged: float
     memoized_repeat: bool
     report: Any
+    event: str | None = None
+    """A note instead of a report (a campaign that changed, a damaged ledger...)."""
 
 
 class BudgetLedger:
@@ -238,7 +241,7 @@ class BudgetLedger:
             if statement.strip():
                 self._connection.execute(statement)
         columns = {row[1] for row in self._connection.execute("PRAGMA table_info(spends)")}
-        for column in ("memo_key", "mac"):  # ledgers of schema 1
+        for column in ("memo_key", "event", "mac"):  # ledgers of schema 1
             if column not in columns:
                 self._connection.execute(f"ALTER TABLE spends ADD COLUMN {column} TEXT")
         for key, value in (("schema_version", str(SCHEMA_VERSION)), ("last_seen", "0")):
@@ -349,6 +352,24 @@ class BudgetLedger:
             self._seal.write_head_file(self._directory, self._head())
         return receipts
 
+    def note(self, campaign: str, event: str) -> None:
+        """Add a line to the user-visible log that is not a report (it costs nothing)."""
+        name = _check_campaign(campaign)
+        if not isinstance(event, str) or not event:
+            raise ValueError("event must be a non-empty string")
+        with self._lock, immediate(self._connection):
+            now = self._now()
+            cursor = self._connection.execute(
+                "INSERT INTO spends (campaign, at, epsilon, charged, memoized, event) "
+                "VALUES (?, ?, 0, 0, 0, ?)",
+                (name, now, event),
+            )
+            if self._seal is not None:
+                self._chain_row(self._seal, int(cursor.lastrowid or 0))
+                self._store_head(self._seal)
+        if self._seal is not None:
+            self._seal.write_head_file(self._directory, self._head())
+
     def _check_lockout(self, campaign: str, rules: BudgetPolicy, now: float, spent: float) -> None:
         """Refuse every budgeted report until the period in which damage was found has ended."""
         since = self._get_meta("lockout_since")
@@ -444,7 +465,7 @@ class BudgetLedger:
 
     def history(self, campaign: str | None = None, *, limit: int | None = None) -> list[LogEntry]:
         """The log of what was authorized for sending, oldest first (``limit``: the latest)."""
-        query = "SELECT id, campaign, at, epsilon, charged, memoized, report FROM spends"
+        query = "SELECT id, campaign, at, epsilon, charged, memoized, report, event FROM spends"
         parameters: list[Any] = []
         if campaign is not None:
             query += " WHERE campaign = ?"
@@ -463,6 +484,7 @@ class BudgetLedger:
                 epsilon_charged=float(row[3]),
                 memoized_repeat=bool(row[5]) and not bool(row[4]),
                 report=None if row[6] is None else json.loads(row[6]),
+                event=row[7],
             )
             for row in reversed(rows)
         ]
@@ -486,6 +508,8 @@ class BudgetLedger:
         except sqlite3.DatabaseError as error:
             return f"the ledger is unreadable ({error})"
         try:
+            if head is None and _is_unsealed(connection):
+                return None  # written before ledgers were sealed: adopted on opening
             return _verify(connection, seal, head)
         except sqlite3.DatabaseError as error:
             return f"the ledger is unreadable ({error})"
@@ -567,13 +591,24 @@ class BudgetLedger:
         return row is not None
 
 
-_ROW_QUERY = "SELECT id, campaign, at, epsilon, charged, memoized, report, memo_key FROM spends"
+_ROW_QUERY = (
+    "SELECT id, campaign, at, epsilon, charged, memoized, report, memo_key, event FROM spends"
+)
 _HEAD_KEYS = ("entries", "chain", "last_seen", "lockout_since", "lockout_reason")
 
 
 def _meta_head(connection: sqlite3.Connection) -> LedgerHead:
     stored = dict(connection.execute("SELECT key, value FROM meta").fetchall())
     return LedgerHead({key: stored.get(key) for key in _HEAD_KEYS})
+
+
+def _is_unsealed(connection: sqlite3.Connection) -> bool:
+    """A schema-1 ledger: spends without a ``mac`` column, no chain in ``meta``."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(spends)")}
+    if not columns:
+        return False
+    chain = connection.execute("SELECT value FROM meta WHERE key = 'chain'").fetchone()
+    return "mac" not in columns and chain is None
 
 
 def _verify(

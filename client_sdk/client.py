@@ -41,6 +41,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,25 +50,49 @@ import numpy as np
 import numpy.typing as npt
 import requests
 
-from client_sdk.budget import BudgetLedger, BudgetStatus, Charge, LogEntry
-from client_sdk.campaign import BudgetPolicy, parse_campaign
+from client_sdk.budget import BudgetLedger, BudgetPolicy, BudgetStatus, Charge, LogEntry
+from client_sdk.campaign import parse_campaign
+from client_sdk.config import config_id
+from client_sdk.ledger_seal import LedgerSeal
 from client_sdk.mechanisms import Mechanism
-from client_sdk.mechanisms._validation import check_int
+from client_sdk.mechanisms._validation import check_int, check_positive
 from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.outbox import Outbox, QueuedReport
+from client_sdk.policy import DEFAULT_POLICY, MAX_DOCUMENT_BYTES, PolicyViolation, PrivacyPolicy
 from client_sdk.protocol import campaign_config_id, problem_type
 from client_sdk.randomness import RandomSource
-from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
-from client_sdk.transport import make_session
+from client_sdk.secrets_store import DEVICE_SECRET_FILE, DeviceKeys, load_or_create_device_secret
+from client_sdk.state import StateDir
+from client_sdk.transport import make_session, set_deadline
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 500
 DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
+DEFAULT_FLUSH_DEADLINE = 120.0
+"""Seconds one flush may take in all, retries and waits included."""
 
 
 class CampaignVerificationError(ValueError):
     """A fetched campaign whose content does not match its ``config_id`` (or this SDK)."""
+
+
+class CampaignChangedError(CampaignVerificationError):
+    """The collector now serves another configuration under a campaign name this device uses.
+
+    Nothing is randomized under the new configuration until the app calls
+    :meth:`TelemetryClient.accept_campaign_change`; the change is in the privacy log.
+    """
+
+    def __init__(self, campaign: str, accepted: str, served: str) -> None:
+        super().__init__(
+            f"campaign {campaign!r} changed: this device accepted config_id {accepted}, the "
+            f"collector now serves {served}; nothing is recorded for it until the app calls "
+            f"accept_campaign_change({campaign!r})"
+        )
+        self.campaign = campaign
+        self.accepted = accepted
+        self.served = served
 
 
 class UploadError(RuntimeError):
@@ -166,11 +191,12 @@ class Campaign:
             for position, label in enumerate(values):
                 code = index.get(label) if isinstance(label, str) else None
                 if code is None:
+                    # The raw value is never echoed: error messages end up in logs.
                     preview = ", ".join(repr(v) for v in self.domain[:5])
                     more = ", ..." if len(self.domain) > 5 else ""
                     raise ValueError(
-                        f"value {label!r} (position {position}) is not a label of campaign "
-                        f"{self.name!r}; its domain has {len(self.domain)} labels: "
+                        f"the value at position {position} ({_shape_of(label)}) is not a label "
+                        f"of campaign {self.name!r}; its domain has {len(self.domain)} labels: "
                         f"{preview}{more}"
                     )
                 out[position] = code
@@ -178,20 +204,21 @@ class Campaign:
         for position, value in enumerate(values):
             if value is None or isinstance(value, (bool, np.bool_, str, bytes)):
                 raise ValueError(
-                    f"value {value!r} (position {position}) of numeric campaign {self.name!r} "
-                    "must be a number"
+                    f"the value at position {position} ({_shape_of(value)}) of numeric "
+                    f"campaign {self.name!r} must be a number"
                 )
         try:
             numbers = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError):
             raise ValueError(
-                f"values of numeric campaign {self.name!r} must be numbers: {error}"
-            ) from error
+                f"values of numeric campaign {self.name!r} must be numbers (or equal-length "
+                "vectors of numbers)"
+            ) from None
         if not np.all(np.isfinite(numbers)):
             position = int(np.argwhere(~np.isfinite(numbers))[0][0])
             raise ValueError(
-                f"value {values[position]!r} (position {position}) of numeric campaign "
-                f"{self.name!r} must be a finite number"
+                f"the value at position {position} of numeric campaign {self.name!r} must be a "
+                "finite number"
             )
         return numbers
 
@@ -199,18 +226,28 @@ class Campaign:
 class TelemetryClient:
     """Records values under local differential privacy and uploads the randomized reports.
 
-    :param base_url: the collector, e.g. ``http://127.0.0.1:8000``.
-    :param state_dir: directory of this client's outbox and campaign cache (created if
-        missing). One client process per ``state_dir``.
+    :param base_url: the collector, e.g. ``https://collector.example``. Plain ``http://`` only
+        to a loopback address, unless ``allow_insecure_http``.
+    :param state_dir: directory of this client's secret, outbox, ledger and campaign cache
+        (created 0700 if missing). One client per ``state_dir``, enforced by a lock
+        (``client_sdk.state``): a second one raises ``StateDirLockedError``.
+    :param policy: the app's :class:`~client_sdk.policy.PrivacyPolicy`, the floor no served
+        campaign can lower (``client_sdk.policy``; the default is
+        :data:`~client_sdk.policy.DEFAULT_POLICY`). A weaker campaign raises
+        :class:`~client_sdk.policy.PolicyViolation` and nothing is randomized under it.
     :param rng: randomness for ``perturb``; ``None`` (the default, and the only choice on a
         device) is the OS CSPRNG. Tests and simulations may pass a seeded
         ``numpy.random.Generator``. Report ids always come from ``secrets``.
     :param batch_size: reports per upload request.
     :param retries: retries per request (network errors, 429, 5xx), with exponential backoff
         and jitter, honouring ``Retry-After``.
-    :param session: a ready ``requests.Session`` (its adapters then own the retries).
-    :param default_policy: the budget policy (``client_sdk.budget``) for campaigns that carry
-        none; ``None`` leaves such campaigns unbudgeted on the device.
+    :param flush_deadline: the longest one :meth:`flush` may take, retries and ``Retry-After``
+        waits included (seconds); what is not uploaded by then stays queued.
+    :param session: a ready ``requests.Session`` (its adapters then own the retries, and only
+        the time between requests counts against the deadline).
+    :param default_policy: a budget (``{"epsilon_per_report", "reports_per_period",
+        "period_seconds"}``) for the app's policy, the same as ``policy.budget``.
+    :param allow_insecure_http: accept ``http://`` to hosts that are not loopback.
 
     Safe to share between threads; safe across process restarts (the outbox is durable and
     report ids are fixed at record time).
@@ -221,31 +258,54 @@ class TelemetryClient:
         base_url: str,
         *,
         state_dir: str | os.PathLike[str],
+        policy: PrivacyPolicy | None = None,
         rng: RandomSource | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         retries: int = 5,
         backoff_factor: float = 0.25,
         timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
+        flush_deadline: float = DEFAULT_FLUSH_DEADLINE,
         session: requests.Session | None = None,
         default_policy: Mapping[str, Any] | None = None,
+        allow_insecure_http: bool = False,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL; got {base_url!r}")
+        self.base_url = _check_base_url(base_url, allow_insecure_http=allow_insecure_http)
         check_int(batch_size, "batch_size", minimum=1)
-        self.base_url = base_url.rstrip("/")
+        self.flush_deadline = check_positive(flush_deadline, "flush_deadline")
+        if policy is not None and not isinstance(policy, PrivacyPolicy):
+            raise ValueError(f"policy must be a PrivacyPolicy; got a {type(policy).__name__}")
+        app_policy = policy or DEFAULT_POLICY
+        if default_policy is not None:
+            if app_policy.budget is not None:
+                raise ValueError("give the budget once: in policy.budget or in default_policy")
+            budget = BudgetPolicy.from_dict(default_policy)
+            app_policy = dataclasses.replace(app_policy, budget=budget)
+        self.policy = app_policy
         self.batch_size = batch_size
         self.timeout = timeout
         self._rng = rng
-        self._state_dir = state_dir
-        self._default_policy = (
-            None if default_policy is None else BudgetPolicy.from_dict(default_policy)
-        )
-        self._outbox = Outbox(state_dir)
-        self._ledger = BudgetLedger(state_dir)
-        self._secret: bytes | None = None
-        self._secret_lock = threading.Lock()
+        self._state = StateDir(state_dir)
+        try:
+            existing_device = (self._state.path / DEVICE_SECRET_FILE).exists()
+            self._secret = load_or_create_device_secret(self._state.path)
+            self._outbox = Outbox(self._state.path)
+            self._ledger = BudgetLedger(
+                self._state.path, seal=LedgerSeal(self._secret), expect_existing=existing_device
+            )
+        except BaseException:
+            self._state.close()
+            raise
+        if self._ledger.damage is not None:
+            logger.warning(
+                "the privacy ledger in %s was damaged (%s): budgeted reports are refused "
+                "until the current period ends",
+                self._state.path,
+                self._ledger.damage,
+            )
+        self._own_session = session is None
         self._session = session or make_session(retries=retries, backoff_factor=backoff_factor)
         self._campaigns: dict[str, Campaign] = {}
+        self._changed: dict[str, tuple[str, str]] = {}  # name -> (accepted, served) config ids
         self._campaigns_lock = threading.Lock()
         self._rng_lock = threading.Lock()  # a numpy Generator is not thread-safe
         self._flush_lock = threading.Lock()
@@ -256,6 +316,7 @@ class TelemetryClient:
         self._session.close()
         self._outbox.close()
         self._ledger.close()
+        self._state.close()
 
     def __enter__(self) -> TelemetryClient:
         return self
@@ -263,31 +324,92 @@ class TelemetryClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @property
+    def ledger_damage(self) -> str | None:
+        """Why the privacy ledger was found damaged when this client started, if it was."""
+        return self._ledger.damage
+
     # ---- campaigns -------------------------------------------------------------------------
 
     def campaign(self, name: str, *, refresh: bool = False) -> Campaign:
-        """The verified campaign ``name``: from memory, the on-disk cache, or the collector."""
+        """The verified campaign ``name``: from memory, the on-disk cache, or the collector.
+
+        The first configuration seen for a name is the accepted one. A different one served
+        later raises :class:`CampaignChangedError` (and is noted in the privacy log) until the
+        app calls :meth:`accept_campaign_change`. Either way the campaign must satisfy the
+        app's policy (:class:`~client_sdk.policy.PolicyViolation` otherwise).
+        """
         with self._campaigns_lock:
+            if name in self._changed:
+                raise CampaignChangedError(name, *self._changed[name])
             if not refresh and name in self._campaigns:
                 return self._campaigns[name]
-            document = None if refresh else self._outbox.cached_campaign(name)
-            if document is None:
-                document = self._fetch_campaign(name)
-                campaign = Campaign.from_document(document, name=name)
-                self._outbox.cache_campaign(name, document)
+            cached = self._outbox.cached_campaign(name)
+            if cached is not None and not refresh:
+                campaign = Campaign.from_document(cached, name=name)
+                self._check_policy(campaign)
             else:
-                campaign = Campaign.from_document(document, name=name)
+                campaign = Campaign.from_document(self._fetch_campaign(name), name=name)
+                accepted = None if cached is None else cached.get("config_id")
+                if accepted is not None and accepted != campaign.config_id:
+                    self._ledger.note(
+                        name,
+                        f"campaign changed: config_id {accepted} -> {campaign.config_id}; "
+                        "refused until the app accepts it",
+                    )
+                    self._changed[name] = (str(accepted), campaign.config_id)
+                    self._campaigns.pop(name, None)
+                    raise CampaignChangedError(name, str(accepted), campaign.config_id)
+                self._check_policy(campaign)
+                self._outbox.cache_campaign(name, campaign.document)
             self._campaigns[name] = campaign
             return campaign
+
+    def accept_campaign_change(self, name: str) -> Campaign:
+        """Accept the configuration the collector serves now for ``name`` (the app's decision).
+
+        It must still satisfy the app's policy. Reports queued under the old configuration are
+        dropped at the next flush (they cannot be uploaded under the new one). Noted in the
+        privacy log.
+        """
+        with self._campaigns_lock:
+            campaign = Campaign.from_document(self._fetch_campaign(name), name=name)
+            self._check_policy(campaign)
+            cached = self._outbox.cached_campaign(name)
+            previous = None if cached is None else cached.get("config_id")
+            if previous != campaign.config_id:
+                self._ledger.note(
+                    name, f"campaign change accepted: config_id {previous} -> {campaign.config_id}"
+                )
+            self._outbox.cache_campaign(name, campaign.document)
+            self._changed.pop(name, None)
+            self._campaigns[name] = campaign
+            return campaign
+
+    def _check_policy(self, campaign: Campaign) -> None:
+        try:
+            self.policy.check(campaign.name, campaign.mechanism, config_id=campaign.config_id)
+        except PolicyViolation as violation:
+            self._ledger.note(campaign.name, f"campaign refused by the app's policy: {violation}")
+            raise
 
     def _fetch_campaign(self, name: str) -> Any:
         url = f"{self.base_url}/v1/campaigns/{urllib.parse.quote(name, safe='')}"
         try:
-            response = self._session.get(url, timeout=self.timeout)
+            response = self._session.get(url, timeout=self.timeout, stream=True)
+            try:
+                body = _read_bounded(response, MAX_DOCUMENT_BYTES)
+            finally:
+                response.close()
         except requests.RequestException as error:
             raise UploadError(f"cannot fetch campaign {name!r}: {error}") from error
+        if body is None:
+            raise CampaignVerificationError(
+                f"campaign {name!r}: the document is larger than {MAX_DOCUMENT_BYTES} bytes; "
+                "refused unread"
+            )
         if response.status_code != 200:
-            problem = _problem(response)
+            problem = _problem_of(response, body)
             raise UploadError(
                 f"cannot fetch campaign {name!r}: HTTP {response.status_code}: "
                 f"{(problem or {}).get('detail', response.reason)}",
@@ -295,7 +417,7 @@ class TelemetryClient:
                 problem=problem,
             )
         try:
-            return response.json()
+            return json.loads(body)
         except ValueError as error:
             raise CampaignVerificationError(f"campaign {name!r}: not a JSON document") from error
 
@@ -327,12 +449,11 @@ class TelemetryClient:
         and on a refusal they are discarded.
         """
         mechanism = campaign.mechanism
-        scope = campaign.config_id
         memo_keys: list[str | None]
         lock = self._rng_lock if self._rng is not None else contextlib.nullcontext()
         with lock:
             if is_memoized(mechanism):
-                keys = DeviceKeys(self._device_secret(), scope)
+                keys = DeviceKeys(self._secret, memo_scope(campaign.name, mechanism))
                 memoizing: Any = mechanism
                 memo_keys = list(memoizing.memo_keys(encoded, permanent=keys))
                 reports = memoizing.perturb(encoded, permanent=keys, rng=self._rng)
@@ -342,7 +463,7 @@ class TelemetryClient:
                 reports = mechanism.perturb(encoded, rng=self._rng)
                 cost = mechanism.privacy_epsilon
         payloads = mechanism.to_wire(reports)
-        policy = campaign.policy if campaign.policy is not None else self._default_policy
+        policy = self.policy.effective_budget(campaign.policy)
         if policy is not None:
             self._ledger.authorize_many(
                 campaign.name,
@@ -354,25 +475,19 @@ class TelemetryClient:
             )
         return payloads
 
-    def _device_secret(self) -> bytes:
-        """The device-local secret behind memoized responses (created once, mode 0600)."""
-        with self._secret_lock:
-            if self._secret is None:
-                self._secret = load_or_create_device_secret(self._state_dir)
-            return self._secret
-
     # ---- the user-visible privacy log -------------------------------------------------------
 
     def privacy_log(
         self, campaign: str | None = None, *, limit: int | None = None
     ) -> list[LogEntry]:
-        """What this device sent under a budget: randomized reports and the epsilon each spent."""
+        """What this device sent under a budget (randomized reports and the epsilon each spent),
+        and what it noticed (changed or refused campaigns, a damaged ledger)."""
         return self._ledger.history(campaign, limit=limit)
 
     def budget_status(self, campaign: str) -> BudgetStatus:
         """Spent and remaining budget of ``campaign`` in the current period."""
         info = self.campaign(campaign)
-        policy = info.policy if info.policy is not None else self._default_policy
+        policy = self.policy.effective_budget(info.policy)
         if policy is None:
             raise ValueError(f"campaign {campaign!r} has no budget policy on this device")
         return self._ledger.status(campaign, policy)
@@ -402,24 +517,32 @@ class TelemetryClient:
         """Upload queued reports (of one campaign, or all); return how many were acknowledged.
 
         Raises :class:`UploadError` (with ``.acknowledged``) when an upload cannot complete after
-        its retries, or the collector refuses it with a 4xx other than a stale config;
-        unacknowledged reports stay queued.
+        its retries or within ``flush_deadline`` seconds, or the collector refuses it with a 4xx
+        other than a stale config; :class:`CampaignChangedError` when a stale config turns out
+        to be a changed campaign. Unacknowledged reports stay queued.
         """
         with self._flush_lock:
-            if campaign is not None:
-                names = [campaign] if self._outbox.count(campaign) else []
-            else:
-                names = self._outbox.campaigns()
-            acknowledged = 0
-            for name in names:
-                try:
-                    acknowledged += self._flush_campaign(name)
-                except UploadError as error:
-                    error.acknowledged += acknowledged
-                    raise
-            return acknowledged
+            deadline = time.monotonic() + self.flush_deadline
+            if self._own_session:
+                set_deadline(self._session, deadline)
+            try:
+                if campaign is not None:
+                    names = [campaign] if self._outbox.count(campaign) else []
+                else:
+                    names = self._outbox.campaigns()
+                acknowledged = 0
+                for name in names:
+                    try:
+                        acknowledged += self._flush_campaign(name, deadline)
+                    except UploadError as error:
+                        error.acknowledged += acknowledged
+                        raise
+                return acknowledged
+            finally:
+                if self._own_session:
+                    set_deadline(self._session, None)
 
-    def _flush_campaign(self, name: str) -> int:
+    def _flush_campaign(self, name: str, deadline: float) -> int:
         info = self.campaign(name)
         self._drop_other_configs(info)
         acknowledged = 0
@@ -429,8 +552,16 @@ class TelemetryClient:
             batch = self._outbox.batch(name, batch_size)
             if not batch:
                 return acknowledged
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise UploadError(
+                    f"upload to campaign {name!r} stopped: the flush deadline of "
+                    f"{self.flush_deadline:g} s passed; {self._outbox.count(name)} reports stay "
+                    "queued",
+                    acknowledged=acknowledged,
+                )
             try:
-                response = self._post(info, batch)
+                response = self._post(info, batch, remaining)
             except requests.RequestException as error:
                 raise UploadError(
                     f"upload to campaign {name!r} failed after retries: {error}",
@@ -464,7 +595,9 @@ class TelemetryClient:
                 problem=problem,
             )
 
-    def _post(self, campaign: Campaign, batch: Sequence[QueuedReport]) -> requests.Response:
+    def _post(
+        self, campaign: Campaign, batch: Sequence[QueuedReport], remaining: float
+    ) -> requests.Response:
         # Payloads are queued as JSON text: the body is assembled without re-encoding them.
         body = (
             f'{{"config_id":{json.dumps(campaign.config_id)},"reports":['
@@ -476,7 +609,7 @@ class TelemetryClient:
             url,
             data=body.encode("utf-8"),
             headers={"Content-Type": "application/json"},
-            timeout=self.timeout,
+            timeout=_within(self.timeout, remaining),
         )
 
     def _settle(
@@ -530,3 +663,75 @@ def _problem(response: requests.Response) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def _shape_of(value: Any) -> str:
+    """What a value is, without what it says: its type, and a string's length."""
+    if isinstance(value, str):
+        return f"a str of {len(value)} characters"
+    return f"a {type(value).__name__}"
+
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _check_base_url(base_url: Any, *, allow_insecure_http: bool) -> str:
+    """An https URL, or http to a loopback address (or anywhere, when the app opts in)."""
+    if not isinstance(base_url, str):
+        raise ValueError(f"base_url must be an http(s) URL; got a {type(base_url).__name__}")
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL with a host; got {base_url!r}")
+    host = parts.hostname
+    loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
+    if parts.scheme == "http" and not loopback and not allow_insecure_http:
+        raise ValueError(
+            f"base_url {base_url!r} is plain http to a host that is not loopback: reports and "
+            "campaign documents would travel unauthenticated. Use https, or pass "
+            "allow_insecure_http=True"
+        )
+    return base_url.rstrip("/")
+
+
+def _read_bounded(response: requests.Response, limit: int) -> bytes | None:
+    """The body of a streamed response, or ``None`` when it exceeds ``limit`` bytes."""
+    declared = response.headers.get("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(chunk_size=65536):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _problem_of(response: requests.Response, body: bytes) -> dict[str, Any] | None:
+    """The RFC 9457 problem document in an error response's body, if it has one."""
+    if not response.headers.get("Content-Type", "").startswith("application/problem+json"):
+        return None
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def memo_scope(campaign: str, mechanism: Mechanism) -> str:
+    """What a campaign's permanent responses are keyed by: its name and mechanism parameters.
+
+    Not the whole ``config_id``: a change of ``min_batch_size`` or of the budget does not change
+    what a permanent response is, and must not buy fresh ones. The name keeps two campaigns with
+    the same parameters from sharing permanent responses (which would link them).
+    """
+    return config_id({"campaign": campaign, "mechanism": mechanism.to_config()})
+
+
+def _within(timeout: float | tuple[float, float], remaining: float) -> float | tuple[float, float]:
+    """A requests timeout no longer than ``remaining`` seconds per socket wait."""
+    bound = max(remaining, 0.001)
+    if isinstance(timeout, tuple):
+        return (min(timeout[0], bound), min(timeout[1], bound))
+    return min(timeout, bound)

@@ -12,20 +12,24 @@ serializing its short transactions is simpler than a connection per thread and a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import sqlite3
 import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from client_sdk.sqlite import connect, immediate
+from client_sdk.state import create_private_file
 
 OUTBOX_FILE = "outbox.sqlite3"
 
 _SCHEMA = (
     """
     CREATE TABLE IF NOT EXISTS outbox (
-        seq INTEGER PRIMARY KEY,
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
         campaign TEXT NOT NULL,
         config_id TEXT NOT NULL,
         report_id TEXT NOT NULL UNIQUE,
@@ -49,18 +53,48 @@ class QueuedReport(NamedTuple):
     payload: str  # compact JSON text
 
 
+class OutboxError(RuntimeError):
+    """An outbox that exists but cannot be read as one (empty, truncated, not SQLite).
+
+    Never treated as an empty queue: the reports it held may not have been sent, and a fresh
+    outbox would hide that. Move the file aside (or delete it, accepting the loss) to go on.
+    """
+
+
 class Outbox:
-    """Queued reports and cached campaign documents of one client (``state_dir``)."""
+    """Queued reports and cached campaign documents of one client (``state_dir``).
+
+    A new outbox is built under a temporary name and linked into place complete, so the file is
+    never seen empty or half-made; an existing one that is empty or unreadable raises
+    :class:`OutboxError`. Sequence numbers are ``AUTOINCREMENT``: never reused, even after the
+    newest reports were acknowledged and deleted.
+    """
 
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
         directory = os.path.expanduser(os.fspath(state_dir))
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self.path = os.path.join(directory, OUTBOX_FILE)
         self._lock = threading.Lock()
-        self._conn = connect(self.path, timeout=30.0, synchronous="FULL")
+        if not os.path.exists(self.path):
+            _create(self.path)
+        elif os.path.getsize(self.path) == 0:
+            raise OutboxError(
+                f"the outbox {self.path} is empty (0 bytes): it was truncated, not created so; "
+                "move it aside to start a new one"
+            )
+        try:
+            self._conn = connect(self.path, timeout=30.0, synchronous="FULL")
+            tables = {
+                row[0]
+                for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+        except sqlite3.DatabaseError as error:
+            raise OutboxError(f"the outbox {self.path} is unreadable: {error}") from error
+        if not {"outbox", "campaigns"} <= tables:
+            self._conn.close()
+            raise OutboxError(f"the outbox {self.path} has lost its tables")
         with self._lock, immediate(self._conn):
-            for statement in _SCHEMA:
-                self._conn.execute(statement)
+            _upgrade(self._conn)
 
     def close(self) -> None:
         with self._lock:
@@ -144,3 +178,38 @@ class Outbox:
                 "ON CONFLICT (name) DO UPDATE SET document = excluded.document",
                 [name, json.dumps(document, sort_keys=True)],
             )
+
+
+def _create(path: str) -> None:
+    """Build a complete, empty outbox beside ``path`` and link it into place (mode 0600)."""
+    temporary = f"{path}.{secrets.token_hex(8)}.new"
+    create_private_file(temporary)
+    try:
+        connection = connect(temporary, timeout=30.0, synchronous="FULL", wal=False)
+        try:
+            with immediate(connection):
+                for statement in _SCHEMA:
+                    connection.execute(statement)
+        finally:
+            connection.close()
+        with contextlib.suppress(FileExistsError):  # another process won: its outbox stands
+            os.link(temporary, path)
+    finally:
+        for leftover in (temporary, f"{temporary}-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
+def _upgrade(connection: sqlite3.Connection) -> None:
+    """Give an outbox made before sequence numbers were AUTOINCREMENT the new table."""
+    (sql,) = connection.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'outbox'"
+    ).fetchone()
+    if "AUTOINCREMENT" in str(sql).upper():
+        return
+    connection.execute("ALTER TABLE outbox RENAME TO outbox_old")
+    connection.execute("DROP INDEX IF EXISTS outbox_by_campaign")
+    for statement in _SCHEMA[:2]:
+        connection.execute(statement)
+    connection.execute("INSERT INTO outbox SELECT * FROM outbox_old ORDER BY seq")
+    connection.execute("DROP TABLE outbox_old")

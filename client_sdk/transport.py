@@ -13,15 +13,64 @@ Retries are configured in exactly one place, urllib3's ``Retry`` on the ``HTTPAd
 from __future__ import annotations
 
 import inspect
+import time
+from types import TracebackType
 from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import ConnectionPool
+from urllib3.exceptions import MaxRetryError
+from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 120
 """Longest ``Retry-After`` honoured, in seconds (where urllib3 supports a cap)."""
+
+
+class DeadlineRetry(Retry):
+    """urllib3's ``Retry`` that gives up instead of waiting past a deadline.
+
+    ``deadline`` is a ``time.monotonic()`` reading (``None``: no deadline). A retry whose wait
+    (backoff or ``Retry-After``) would end after it raises ``MaxRetryError`` at once, so one
+    ``flush`` cannot block for many minutes on a collector that keeps answering 503.
+    """
+
+    def __init__(self, *args: Any, deadline: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def new(self, **kwargs: Any) -> DeadlineRetry:
+        kwargs.setdefault("deadline", self.deadline)
+        return super().new(**kwargs)  # type: ignore[return-value]
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> DeadlineRetry:
+        following = super().increment(method, url, response, error, _pool, _stacktrace)
+        if self.deadline is not None:
+            wait = following.get_backoff_time()
+            if response is not None:
+                wait = max(wait, following.get_retry_after(response) or 0.0)
+            if time.monotonic() + wait > self.deadline:
+                reason = TimeoutError(f"waiting {wait:.3g} s would pass the flush deadline")
+                raise MaxRetryError(_pool, url, reason)  # type: ignore[arg-type]
+        return following  # type: ignore[return-value]
+
+
+def set_deadline(session: requests.Session, deadline: float | None) -> None:
+    """Give every retrying adapter of ``session`` this deadline (a monotonic time)."""
+    for adapter in session.adapters.values():
+        retry = getattr(adapter, "max_retries", None)
+        if isinstance(retry, DeadlineRetry):
+            adapter.max_retries = retry.new(deadline=deadline)  # type: ignore[attr-defined]
 
 
 def make_retry(*, retries: int = 5, backoff_factor: float = 0.25, jitter: float = 0.25) -> Retry:
@@ -44,7 +93,7 @@ def make_retry(*, retries: int = 5, backoff_factor: float = 0.25, jitter: float 
     }
     if "retry_after_max" in inspect.signature(Retry.__init__).parameters:
         options["retry_after_max"] = MAX_RETRY_AFTER
-    return Retry(**options)
+    return DeadlineRetry(**options)
 
 
 def make_session(

@@ -327,6 +327,7 @@ def test_history_shows_reports_and_costs_but_no_value_or_key(tmp_path: Path, clo
         "memoized",
         "report",
         "memo_key",
+        "event",
         "mac",
     }
 

@@ -17,7 +17,12 @@ import pytest
 from werkzeug.serving import make_server
 
 from client_sdk import TelemetryClient, mechanism_from_config
-from client_sdk.client import Campaign, CampaignVerificationError, UploadError
+from client_sdk.client import (
+    Campaign,
+    CampaignChangedError,
+    CampaignVerificationError,
+    UploadError,
+)
 from client_sdk.outbox import Outbox
 from client_sdk.protocol import campaign_config_id
 from collector import create_app
@@ -130,6 +135,7 @@ def test_fetched_campaign_is_verified_and_cached_on_disk(
     assert campaign.mechanism == mechanism_from_config(CAMPAIGN["mechanism"])
     assert campaign.domain == tuple(LABELS)
     collector.stop()  # the cache on disk serves a restarted client without the network
+    client.close()  # one client per state_dir
     with TelemetryClient(collector.url, state_dir=tmp_path / "device", retries=0) as again:
         assert again.campaign("colors") == campaign
     collector.server = make_server("127.0.0.1", 0, collector.app, threaded=True)
@@ -210,8 +216,9 @@ def test_record_queues_only_the_randomized_report(collector: Collector, tmp_path
 
 
 def test_unknown_label_is_a_value_error_and_queues_nothing(client: TelemetryClient) -> None:
-    with pytest.raises(ValueError, match=r"'purple' .*not a label of campaign 'colors'"):
+    with pytest.raises(ValueError, match=r"position 0 .*not a label of campaign 'colors'") as e:
         client.record("colors", "purple")
+    assert "purple" not in str(e.value)  # error messages reach logs: the value is not echoed
     with pytest.raises(ValueError, match=r"position 2"):
         client.record_many("colors", [LABELS[0], LABELS[1], 3, LABELS[2]])
     assert client.pending() == 0
@@ -333,7 +340,7 @@ def test_a_lower_batch_cap_on_the_collector_splits_batches(tmp_path: Path) -> No
         server.stop()
 
 
-def test_stale_config_refetches_once_and_drops_reports_of_the_old_config(
+def test_a_changed_campaign_is_refused_until_accepted_then_old_reports_are_dropped(
     collector: Collector, client: TelemetryClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     client.record_many("colors", LABELS)
@@ -345,6 +352,15 @@ def test_stale_config_refetches_once_and_drops_reports_of_the_old_config(
         new = replacement.create(changed)["config_id"]
         assert new != old
         client.base_url = replacement.url
+        # A changed campaign is refused until the app accepts it; the queue is kept meanwhile.
+        with pytest.raises(CampaignChangedError) as caught:
+            client.flush()
+        assert (caught.value.accepted, caught.value.served) == (old, new)
+        assert client.pending() == 6 and replacement.stored() == []
+        with pytest.raises(CampaignChangedError):
+            client.record("colors", LABELS[0])
+        assert any("campaign changed" in (e.event or "") for e in client.privacy_log("colors"))
+        assert client.accept_campaign_change("colors").config_id == new
         with caplog.at_level(logging.WARNING, logger="client_sdk.client"):
             assert client.flush() == 0
         assert "dropped 6 queued reports made under another config" in caplog.text

@@ -16,6 +16,7 @@ import pytest
 
 from client_sdk import TelemetryClient, mechanism_from_config
 from client_sdk.budget import BudgetExceededError
+from client_sdk.client import memo_scope
 from client_sdk.mechanisms.longitudinal import Memoized
 from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 from tests.client_sdk.test_client import LABELS, TOKEN, Collector
@@ -118,7 +119,7 @@ def test_memoized_reports_follow_one_permanent_response(
     with TelemetryClient(collector.url, state_dir=state) as c:
         c.record_many("memoized-free", [LABELS[2]] * 3000)
         payloads = [json.loads(p) for p in _outbox_payloads(c, "memoized-free")]
-        scope = c.campaign("memoized-free").config_id
+        scope = memo_scope("memoized-free", c.campaign("memoized-free").mechanism)
     with TelemetryClient(collector.url, state_dir=state) as again:
         again.record_many("memoized-free", [LABELS[2]] * 3000)  # after a restart
         payloads += [json.loads(p) for p in _outbox_payloads(again, "memoized-free")[3000:]]
@@ -157,7 +158,7 @@ def test_a_policy_the_device_cannot_read_is_refused_at_creation(collector: Colle
 
 
 def _outbox_payloads(client: TelemetryClient, campaign: str) -> list[str]:
-    path = Path(client._state_dir) / "outbox.sqlite3"
+    path = Path(client._state.path) / "outbox.sqlite3"
     conn = sqlite3.connect(path)
     try:
         rows = conn.execute(
