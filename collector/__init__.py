@@ -47,6 +47,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             app.config["RATE_LIMIT"],
             app.config["RATE_BURST"] or app.config["MAX_BATCH"],
             per_bucket=app.config["RATE_PER_BUCKET"],
+            per_bucket_burst=app.config["MAX_BATCH"],
         )
     web.init_app(app)
     problems.register_error_handlers(app)

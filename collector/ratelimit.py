@@ -11,12 +11,12 @@ Only well-formed reports of an upload to an existing campaign with its current `
 are charged (after validation): junk, unknown campaigns and stale configs cost nothing, so an
 unauthenticated flood of them cannot make honest uploads wait.
 
-``LDP_RATE_PER_BUCKET`` (0 = off) adds one bucket per client-chosen key, sent in the
-``Ldp-Rate-Bucket`` header (for example a random key per app install, or per tenant): one
-chatty client then waits alone, without the collector ever seeing or keeping an address. The
-key is only held in memory as a keyed hash (a per-process random key), at most
-``MAX_TRACKED_BUCKETS`` of them, least recently used first out. A client that rotates keys is
-still held by the global bucket; the per-bucket one is fairness, not a defence.
+``LDP_RATE_PER_BUCKET`` (0 = off) adds one bucket per client-chosen key (holding one batch,
+``LDP_MAX_BATCH``), sent in the ``Ldp-Rate-Bucket`` header (for example a random key per app
+install, or per tenant): one chatty client then waits alone, without the collector ever seeing
+or keeping an address. The key is only held in memory as a keyed hash (a per-process random
+key), at most ``MAX_TRACKED_BUCKETS`` of them, least recently used first out. A client that
+rotates keys is still held by the global bucket; the per-bucket one is fairness, not a defence.
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ class TokenBucket:
 
 
 class UploadLimiter:
-    """The global bucket plus, optionally, one bucket per client key (``Ldp-Rate-Bucket``)."""
+    """The global bucket plus, optionally, one bucket per client key (``Ldp-Rate-Bucket``)
+    holding ``per_bucket_burst`` reports (default: the global burst)."""
 
     def __init__(
         self,
@@ -85,11 +86,13 @@ class UploadLimiter:
         burst: float,
         *,
         per_bucket: float = 0.0,
+        per_bucket_burst: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rate = float(rate)
         self.burst = float(burst)
         self.per_bucket = float(per_bucket)
+        self.per_bucket_burst = float(burst if per_bucket_burst is None else per_bucket_burst)
         self._clock = clock
         self._global = TokenBucket(rate, burst, clock=clock)
         self._buckets: collections.OrderedDict[bytes, TokenBucket] = collections.OrderedDict()
@@ -114,7 +117,7 @@ class UploadLimiter:
         ).digest()
         bucket = self._buckets.get(digest)
         if bucket is None:
-            bucket = TokenBucket(self.per_bucket, self.burst, clock=self._clock)
+            bucket = TokenBucket(self.per_bucket, self.per_bucket_burst, clock=self._clock)
             self._buckets[digest] = bucket
             if len(self._buckets) > MAX_TRACKED_BUCKETS:
                 self._buckets.popitem(last=False)

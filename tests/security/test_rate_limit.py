@@ -67,7 +67,8 @@ def test_a_client_bucket_waits_alone(
     start_collector: StartCollector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LDP_RATE_LIMIT", "1000")
-    monkeypatch.setenv("LDP_RATE_PER_BUCKET", "1")
+    monkeypatch.setenv("LDP_RATE_BURST", "1000")  # the global bucket never refuses here
+    monkeypatch.setenv("LDP_RATE_PER_BUCKET", "1")  # a key's holds one batch, 1 report/s
     monkeypatch.setenv("LDP_MAX_BATCH", "50")
     collector = start_collector(workers=1)
     config_id = collector.create_campaign(CAMPAIGN)["config_id"]
