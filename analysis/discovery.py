@@ -21,16 +21,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special
+from scipy import special, stats
 
 from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic
+from client_sdk.mechanisms.pem import PEM
 from client_sdk.mechanisms.sketch import StringSketch
 
-__all__ = ["ALPHA", "DiscoveredItem", "ItemsEstimate", "estimate_sketch"]
+__all__ = ["ALPHA", "TOP", "DiscoveredItem", "ItemsEstimate", "discover_pem", "estimate_sketch"]
 
 ALPHA = 0.05
 """Default bound on the expected number of false discoveries per run."""
+
+TOP = 64
+"""Default number of prefixes a discovery keeps per level (and of strings it reports)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +131,10 @@ def items_from_counts(
     *,
     confidence: float,
     critical_z: float,
+    significant: np.ndarray | None = None,
 ) -> tuple[DiscoveredItem, ...]:
-    """Items (most frequent first) from count estimates and their standard errors."""
+    """Items (most frequent first) from count estimates and their standard errors; significant
+    when the null z exceeds ``critical_z`` (or as ``significant`` says)."""
     z_ci = z_value(confidence)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(null_std_errors > 0, counts / null_std_errors, np.inf * np.sign(counts))
@@ -141,7 +147,7 @@ def items_from_counts(
             ci_low=float((counts[i] - z_ci * std_errors[i]) / n),
             ci_high=float((counts[i] + z_ci * std_errors[i]) / n),
             z=float(z[i]),
-            significant=bool(z[i] > critical_z),
+            significant=bool(z[i] > critical_z if significant is None else significant[i]),
         )
         for i in order
     )
@@ -185,6 +191,110 @@ def estimate_sketch(
         examined=len(values),
         mechanism=mechanism.to_config(),
         method="count mean sketch against candidates",
+    )
+
+
+def _concatenate(mechanism: Any, reports: ReportSource) -> np.ndarray:
+    """The reports of an array or of an iterable of chunks, as one array."""
+    if isinstance(reports, AggregateStatistic):
+        raise TypeError(
+            f"{mechanism.name} discovery reads the reports themselves (which prefixes to score "
+            "depends on the previous levels), not a merged statistic"
+        )
+    if isinstance(reports, np.ndarray):
+        return reports
+    chunks = [np.asarray(chunk) for chunk in reports]
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=mechanism.report_dtype)
+
+
+def discover_pem(
+    mechanism: PEM,
+    reports: ReportSource,
+    *,
+    top: int = TOP,
+    confidence: float = 0.95,
+    alpha: float = ALPHA,
+) -> ItemsEstimate:
+    """The frequent strings of PEM reports (Wang, Li, Jha; docs/math/heavy-hitters.md).
+
+    Level 0 scores every plausible ``start_bits`` prefix; each later level scores the ``top``
+    best prefixes of the previous level (of positive estimate) extended by every suffix of
+    ``step_bits``, pruned to plausible ones. Each level is scored on its own devices, so the
+    last level's test of "nobody holds this string" is exact given its candidates: a string is
+    significant when P[Binomial(n_last, q*) >= C] <= alpha / (its number of candidates), so the
+    expected number of false discoveries per run is at most ``alpha``. The items are the
+    ``top`` best strings of the last level; ``unconfirmed`` those not significant.
+    """
+    array = _concatenate(mechanism, reports)
+    n = int(array.size)
+    if n <= 0:
+        raise ValueError("cannot discover from zero reports")
+    p, q = mechanism.p_star, mechanism.q_star
+    per_level = np.bincount(array["level"].astype(np.int64), minlength=mechanism.levels)
+    levels: list[dict[str, Any]] = []
+    prefixes = [v for v in range(1 << mechanism.level_bits(0)) if mechanism.plausible(v, 0)]
+    kept: list[int] = []
+    counts = np.zeros(0, dtype=np.int64)
+    n_level = 0
+    for level in range(mechanism.levels):
+        if level:
+            step = mechanism.level_bits(level) - mechanism.level_bits(level - 1)
+            prefixes = [
+                (prefix << step) | suffix
+                for prefix in kept
+                for suffix in range(1 << step)
+                if mechanism.plausible((prefix << step) | suffix, level)
+            ]
+        n_level = int(per_level[level])
+        if n_level == 0:
+            raise ValueError(f"pem: level {level} has no reports; discovery needs every level")
+        counts = mechanism.support_counts(array, level, prefixes)
+        estimates = (counts / n_level - q) / (p - q)
+        order = np.argsort(-estimates, kind="stable")
+        kept = [prefixes[i] for i in order[:top] if estimates[i] > 0]
+        levels.append(
+            {
+                "level": level,
+                "bits": mechanism.level_bits(level),
+                "reports": n_level,
+                "candidates": len(prefixes),
+                "kept": len(kept),
+            }
+        )
+    decoded = [(mechanism.decode_prefix(v), i) for i, v in enumerate(prefixes)]
+    strings = [(value, i) for value, i in decoded if value is not None]
+    examined = max(1, len(strings))
+    index = np.asarray([i for _, i in strings], dtype=np.int64)
+    values = [value for value, _ in strings]
+    final_counts = counts[index]
+    frequencies = (final_counts / n_level - q) / (p - q)
+    p_values = stats.binom.sf(final_counts - 1, n_level, q)
+    significant = p_values <= alpha / examined
+    order = np.argsort(-frequencies, kind="stable")[:top]
+    plug = np.clip(frequencies[order], 0.0, 1.0)
+    std_errors = np.sqrt(mechanism.frequency_variance(n_level, n, plug)) * n
+    null = np.full(order.size, math.sqrt(q * (1 - q) / n_level) / (p - q) * n)
+    items = items_from_counts(
+        [values[i] for i in order],
+        frequencies[order] * n,
+        std_errors,
+        null,
+        n,
+        confidence=confidence,
+        critical_z=bonferroni_z(alpha, examined),
+        significant=significant[order],
+    )
+    return ItemsEstimate(
+        items=items,
+        n=n,
+        confidence=confidence,
+        alpha=alpha,
+        critical_z=bonferroni_z(alpha, examined),
+        examined=examined,
+        mechanism=mechanism.to_config(),
+        method="prefix extension over local hashing; exact binomial test at the last level",
+        levels=tuple(levels),
+        unconfirmed=tuple(item.value for item in items if not item.significant),
     )
 
 

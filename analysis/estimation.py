@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from analysis.discovery import estimate_sketch
+from analysis.discovery import discover_pem, estimate_sketch
 from analysis.rappor import decode
 from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
@@ -212,6 +212,12 @@ def _sketch(
     return estimate_sketch(mechanism, reports, list(candidates or ()), confidence=confidence)
 
 
+def _discovery(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> Any:
+    return discover_pem(mechanism, reports, confidence=confidence)
+
+
 def _require(mechanism: Any, interface: type, kind: str) -> None:
     if not isinstance(mechanism, interface):
         raise TypeError(
@@ -225,6 +231,7 @@ ESTIMATORS: dict[str, Estimator] = {
     "mean": _mean,
     "rappor": _rappor,
     "sketch": _sketch,
+    "discovery": _discovery,
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
 

@@ -216,6 +216,11 @@ def check_domain(mechanism: Mechanism, domain: Any) -> tuple[str, ...] | None:
     if kind == "string":
         if domain is None:
             return None
+        if mechanism.estimate_kind == "discovery":
+            raise ValueError(
+                f"domain must be absent for the discovery mechanism {mechanism.name!r} (it finds "
+                f"the frequent strings itself); got {describe(domain)}"
+            )
         if not isinstance(domain, list) or not 1 <= len(domain) <= MAX_CANDIDATES:
             raise ValueError(
                 f"domain (the candidate list of the string mechanism {mechanism.name!r}) must "

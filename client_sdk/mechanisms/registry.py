@@ -30,6 +30,7 @@ MECHANISMS: dict[str, str] = {
     "onebitmean": "client_sdk.mechanisms.onebitmean:OneBitMean",
     "cms": "client_sdk.mechanisms.sketch:CMS",
     "hcms": "client_sdk.mechanisms.sketch:HCMS",
+    "pem": "client_sdk.mechanisms.pem:PEM",
     "square_wave": "client_sdk.mechanisms.square_wave:SquareWave",
 }
 

@@ -1,0 +1,459 @@
+"""PEM: prefix-extending method over optimized local hashing, for strings of an unknown domain.
+
+Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification", arXiv 1708.06674
+(IEEE TDSC 2019); docs/math/heavy-hitters.md. A value is a bit string of ``total_bits`` bits:
+its UTF-8 length in ``length_bits`` bits, then its bytes, padded with zero bytes to
+``max_length`` (so the length, hence the string, is recoverable from the bits). Level i
+(0 <= i < levels) covers the first b_i = min(start_bits + i * step_bits, total_bits) bits. Each
+device belongs to one level, uniformly, from its keyed source (``permanent=``: the same level on
+every report) or, in simulation, from ``rng``; never from the value. It reports the prefix of
+its level with local hashing at the full epsilon:
+
+- the prefix is cut into T_i chunks of 30 bits x_0 .. x_{T_i - 1} (the last one shorter);
+- a fresh seed (a_0 .. a_{T_i - 1}, b), each uniform in [0, P), P = 2**31 - 1, gives
+  r = (sum_t a_t x_t + b) mod P and the bucket h = floor(g r / P) in [0, g);
+- randomized response over the g buckets keeps h with probability p = e^eps/(e^eps + g - 1)
+  (a threshold on 64-bit words, rounded down), else reports one of the other g - 1 uniformly.
+
+The report is (level, seed, y). Exactness: for two different prefixes x != x', some chunk
+differs, so (r_x, r_x') is uniform over [0, P)^2 (the a_t of a differing chunk makes the
+difference uniform, b the first residue), and P[h(x) = h(x')] = c = sum_j m_j^2 / P^2 exactly
+(m_j the size of bucket j). A non-holder supports v with probability q* = p c + (1-p)(1-c)/(g-1),
+exactly, and given the seed the channel is randomized response over [g], whose worst ratio is
+p (g - 1)/(1 - p) <= e^eps. The level is independent of the value, so a report is eps-LDP.
+
+The server side (level-by-level extension, confirmation) is ``analysis.discovery``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms.base import (
+    AggregateStatistic,
+    FloatArray,
+    FrequencyOracle,
+    Mechanism,
+    Reports,
+    WireFormatError,
+    claim_event,
+)
+from client_sdk.mechanisms.grr import keep_or_other, other_probability
+from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.privacy import ChannelEvent, PrivacyEvent
+from client_sdk.mechanisms.sketch import distinct_strings
+from client_sdk.randomness import (
+    RandomSource,
+    probability_threshold,
+    threshold_probability,
+    uniform_below,
+)
+
+__all__ = ["CHUNK_BITS", "PEM", "PRIME"]
+
+PRIME = (1 << 31) - 1
+CHUNK_BITS = 30
+MAX_LENGTH = 32
+"""Largest ``max_length`` in bytes (a prefix of at most 262 bits: 9 chunks)."""
+
+LEVEL_LABEL = "pem:level"
+"""The keyed-source label of a device's level."""
+
+BLOCK_CELLS = 1 << 17
+"""Report x candidate cells the server hashes per block (1 MiB of int64: stays in cache)."""
+
+
+def _fold(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """A number congruent to v modulo P = 2**31 - 1 and below 2**32 (v < 2**63)."""
+    return (v & PRIME) + (v >> 31)
+
+
+def _reduce(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """v mod P for 0 <= v < 2**32."""
+    v = _fold(v)
+    v[v >= PRIME] -= PRIME
+    return v
+
+
+@dataclasses.dataclass(frozen=True)
+class PEM(Mechanism):
+    """The prefix-extending method (module docstring).
+
+    Config fields: ``epsilon``; ``max_length`` bytes of UTF-8 (1 to 32); ``start_bits`` the
+    prefix of level 0 (at least ``length_bits``; default length_bits + 4); ``step_bits`` the
+    bits each level adds (1 to 12; default 4); ``g`` the hash range (default round(e^eps + 1),
+    OLH's). Reports: ``level``, ``seed`` (the a_t then b, zero beyond the level's chunks, b last)
+    and ``y``; on the wire ``{"level": i, "seed": [a_0, ..., b], "y": y}``.
+    """
+
+    epsilon: float
+    max_length: int
+    start_bits: int | None = None
+    step_bits: int = 4
+    g: int | None = None
+
+    name: ClassVar[str] = "pem"
+    value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
+    estimate_kind: ClassVar[str] = "discovery"
+
+    def __post_init__(self) -> None:
+        epsilon = check_epsilon(self.epsilon)
+        if epsilon > 30:
+            raise ValueError(f"epsilon must be at most 30 for pem; got {self.epsilon!r}")
+        max_length = check_int(self.max_length, "max_length", minimum=1, maximum=MAX_LENGTH)
+        length_bits = max_length.bit_length()
+        total = length_bits + 8 * max_length
+        start = length_bits + 4 if self.start_bits is None else self.start_bits
+        start = check_int(start, "start_bits", minimum=length_bits, maximum=total)
+        step = check_int(self.step_bits, "step_bits", minimum=1, maximum=12)
+        g = max(2, round(math.exp(epsilon) + 1)) if self.g is None else self.g
+        g = check_int(g, "g", minimum=2, maximum=1 << 16)
+        for field, value in (
+            ("epsilon", epsilon),
+            ("max_length", max_length),
+            ("start_bits", start),
+            ("step_bits", step),
+            ("g", g),
+        ):
+            object.__setattr__(self, field, value)
+
+    # ---- the bit strings ----------------------------------------------------------------------
+
+    @property
+    def length_bits(self) -> int:
+        return int(self.max_length).bit_length()
+
+    @property
+    def total_bits(self) -> int:
+        return self.length_bits + 8 * self.max_length
+
+    @property
+    def levels(self) -> int:
+        """1 + ceil((total_bits - start_bits) / step_bits)."""
+        assert self.start_bits is not None
+        return 1 + -(-(self.total_bits - self.start_bits) // self.step_bits)
+
+    def level_bits(self, level: int) -> int:
+        """b_i: the prefix length of level i."""
+        assert self.start_bits is not None
+        return min(self.start_bits + level * self.step_bits, self.total_bits)
+
+    def chunk_count(self, level: int) -> int:
+        return -(-self.level_bits(level) // CHUNK_BITS)
+
+    @property
+    def seed_width(self) -> int:
+        return self.chunk_count(self.levels - 1) + 1
+
+    def value_bits(self, values: Sequence[bytes]) -> npt.NDArray[np.uint8]:
+        """The bit strings of values (UTF-8 bytes): shape ``(len(values), total_bits)``."""
+        count = len(values)
+        padded = np.zeros((count, self.max_length), dtype=np.uint8)
+        lengths = np.zeros(count, dtype=np.int64)
+        if count:
+            joined = np.frombuffer(b"".join(values), dtype=np.uint8)
+            lengths = np.fromiter(map(len, values), dtype=np.int64, count=count)
+            row = np.repeat(np.arange(count), lengths)
+            column = np.arange(joined.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            padded[row, column] = joined
+        shifts = np.arange(self.length_bits - 1, -1, -1)
+        length_part = ((lengths[:, None] >> shifts) & 1).astype(np.uint8)
+        return np.concatenate([length_part, np.unpackbits(padded, axis=1)], axis=1)
+
+    def chunks(self, bits: npt.NDArray[np.uint8], level: int) -> npt.NDArray[np.int64]:
+        """The 30-bit chunks of the level-i prefixes of bit strings: shape ``(n, T_i)``."""
+        width = self.level_bits(level)
+        count = self.chunk_count(level)
+        out = np.zeros((bits.shape[0], count), dtype=np.int64)
+        for t in range(count):
+            piece = bits[:, t * CHUNK_BITS : min(width, (t + 1) * CHUNK_BITS)].astype(np.int64)
+            weights = 1 << np.arange(piece.shape[1] - 1, -1, -1, dtype=np.int64)
+            out[:, t] = piece @ weights
+        return out
+
+    def prefix_chunks(self, prefixes: Sequence[int], level: int) -> npt.NDArray[np.int64]:
+        """Chunks of level-i prefixes given as integers of b_i bits (the server's candidates)."""
+        width = self.level_bits(level)
+        count = self.chunk_count(level)
+        out = np.zeros((len(prefixes), count), dtype=np.int64)
+        for t in range(count):
+            low = t * CHUNK_BITS
+            high = min(width, low + CHUNK_BITS)
+            mask = (1 << (high - low)) - 1
+            out[:, t] = [(p >> (width - high)) & mask for p in prefixes]
+        return out
+
+    # ---- implemented probabilities --------------------------------------------------------
+
+    @cached_property
+    def _keep_threshold(self) -> int:
+        e = Fraction(math.exp(self.epsilon))
+        assert self.g is not None
+        return probability_threshold(e / (e + self.g - 1), rounding="down")
+
+    @cached_property
+    def keep_probability(self) -> Fraction:
+        return threshold_probability(self._keep_threshold)
+
+    @cached_property
+    def collision_probability(self) -> Fraction:
+        """c = P[h(x) = h(x')] for x != x' (module docstring): sum_j m_j^2 / P^2."""
+        assert self.g is not None
+        q, rem = divmod(PRIME, self.g)
+        return Fraction(rem * (q + 1) ** 2 + (self.g - rem) * q * q, PRIME * PRIME)
+
+    @property
+    def p_star(self) -> float:
+        return float(self.keep_probability)
+
+    @cached_property
+    def q_star(self) -> float:
+        p, c = self.keep_probability, self.collision_probability
+        assert self.g is not None
+        return float(p * c + (1 - p) * (1 - c) / (self.g - 1))
+
+    @property
+    def privacy_epsilon(self) -> float:
+        return self.epsilon
+
+    def privacy_event(self) -> PrivacyEvent:
+        return ChannelEvent(self, fallback=claim_event(self))
+
+    # ---- device side ---------------------------------------------------------------------
+
+    def level_of(self, permanent: KeyedSource) -> int:
+        """The device's level: uniform in [0, levels) from its keyed source, fixed for good."""
+        keys = check_keyed_source(permanent, self.name)
+        return int(uniform_below(keys.source(LEVEL_LABEL, 0), self.levels, 1)[0])
+
+    def perturb(
+        self,
+        values: Any,
+        *,
+        rng: RandomSource | None = None,
+        permanent: KeyedSource | None = None,
+    ) -> Reports:
+        """One report per value: the device's level (``permanent``) or a level drawn from
+        ``rng`` per report (a simulated population of devices), never from the value."""
+        distinct, inverse = distinct_strings(values, self.max_length, self.name)
+        n = inverse.size
+        if permanent is not None:
+            levels = np.full(n, self.level_of(permanent), dtype=np.int64)
+        else:
+            levels = uniform_below(rng, self.levels, n)
+        out = np.zeros(n, dtype=self.report_dtype)
+        out["level"] = levels
+        if not n:
+            return out
+        bits = self.value_bits(distinct)
+        seeds = uniform_below(rng, PRIME, n * self.seed_width).reshape(n, self.seed_width)
+        hashed = np.zeros(n, dtype=np.int64)
+        for level in np.unique(levels):
+            rows = np.flatnonzero(levels == level)
+            count = self.chunk_count(int(level))
+            seeds[rows, count:-1] = 0  # only the level's chunks carry a coefficient
+            x = self.chunks(bits, int(level))[inverse[rows]]
+            hashed[rows] = self.bucket(seeds[rows], x)
+        out["seed"] = seeds
+        assert self.g is not None
+        out["y"] = keep_or_other(rng, hashed, self._keep_threshold, self.g)
+        return out
+
+    def bucket(
+        self, seeds: npt.NDArray[np.int64], chunks: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """h = floor(g r / P), r = (sum_t a_t x_t + b) mod P; broadcasts seeds against chunks
+        on the leading axes (chunks on the last axis)."""
+        r = np.broadcast_to(
+            seeds[..., -1], np.broadcast_shapes(seeds.shape[:-1], chunks.shape[:-1])
+        )
+        r = np.array(r, dtype=np.int64)
+        for t in range(chunks.shape[-1]):
+            r = (r + seeds[..., t] * chunks[..., t]) % PRIME
+        assert self.g is not None
+        return (r * self.g) // PRIME
+
+    # ---- wire ------------------------------------------------------------------------------
+
+    @property
+    def report_dtype(self) -> np.dtype[Any]:
+        return np.dtype(
+            [("level", np.int16), ("seed", np.int64, (self.seed_width,)), ("y", np.int32)]
+        )
+
+    def _check(self, reports: Reports) -> Reports:
+        array = np.asarray(reports)
+        if array.dtype != self.report_dtype or array.ndim != 1:
+            raise ValueError(f"reports must be a 1-D array of dtype {self.report_dtype}")
+        return array
+
+    def to_wire(self, reports: Reports) -> list[Any]:
+        array = self._check(reports)
+        out = []
+        for level, seed, y in zip(array["level"], array["seed"], array["y"], strict=True):
+            count = self.chunk_count(int(level))
+            out.append(
+                {
+                    "level": int(level),
+                    "seed": [int(s) for s in seed[:count]] + [int(seed[-1])],
+                    "y": int(y),
+                }
+            )
+        return out
+
+    def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
+        good: list[tuple[int, list[int], int]] = []
+        errors: list[WireFormatError] = []
+        for index, payload in enumerate(payloads):
+            problem = self._payload_problem(payload)
+            if problem:
+                errors.append(WireFormatError(index, problem))
+            else:
+                good.append((int(payload["level"]), payload["seed"], int(payload["y"])))
+        out = np.zeros(len(good), dtype=self.report_dtype)
+        for i, (level, seed, y) in enumerate(good):
+            out["level"][i] = level
+            out["seed"][i, : len(seed) - 1] = seed[:-1]
+            out["seed"][i, -1] = seed[-1]
+            out["y"][i] = y
+        return out, errors
+
+    def _payload_problem(self, payload: Any) -> str:
+        fields = {"level", "seed", "y"}
+        if not isinstance(payload, dict) or set(payload) != fields:
+            got = sorted(map(str, payload)) if isinstance(payload, dict) else None
+            return "payload must be an object with exactly level, seed and y; got " + (
+                f"fields {got}" if got is not None else type(payload).__name__
+            )
+        level, seed, y = payload["level"], payload["seed"], payload["y"]
+        if not is_plain_int(level) or not 0 <= int(level) < self.levels:
+            return f"level must be an integer in [0, {self.levels}); got {level!r}"
+        want = self.chunk_count(int(level)) + 1
+        if not isinstance(seed, list) or len(seed) != want:
+            return f"seed of level {level} must be a list of {want} integers"
+        if not all(is_plain_int(s) and 0 <= int(s) < PRIME for s in seed):
+            return f"seed entries must be integers in [0, {PRIME})"
+        assert self.g is not None
+        if not is_plain_int(y) or not 0 <= int(y) < self.g:
+            return f"y must be an integer in [0, {self.g}); got {y!r}"
+        return ""
+
+    # ---- server side ---------------------------------------------------------------------
+
+    def empty_statistic(self) -> AggregateStatistic:
+        return AggregateStatistic(np.zeros(self.levels, dtype=np.int64), 0)
+
+    def aggregate(self, reports: Reports) -> AggregateStatistic:
+        """Reports per level. Discovery needs the reports themselves (which prefixes to score
+        depends on the previous levels), so ``analysis.discovery`` reads them, not this."""
+        array = self._check(reports)
+        counts = np.bincount(array["level"].astype(np.int64), minlength=self.levels)
+        return AggregateStatistic(counts.astype(np.int64), int(array.size))
+
+    def support_counts(
+        self, reports: Reports, level: int, prefixes: Sequence[int]
+    ) -> npt.NDArray[np.int64]:
+        """How many of the level's reports support each prefix (``h_seed(prefix) == y``).
+
+        Vectorized over blocks of reports x prefixes. The sum over all chunks but the last is
+        computed once per distinct leading chunks (the extended prefixes share their parents'),
+        residues are folded modulo the Mersenne prime with shifts, and "h(prefix) == y" is
+        "r in [ceil(yP/g), ceil((y+1)P/g))" (no division).
+        """
+        array = self._check(reports)
+        array = array[array["level"] == level]
+        counts = np.zeros(len(prefixes), dtype=np.int64)
+        if not len(prefixes) or not array.size:
+            return counts
+        x = self.prefix_chunks(prefixes, level)
+        leading, parent = np.unique(x[:, :-1], axis=0, return_inverse=True)
+        parent = parent.reshape(-1)
+        last = x[:, -1]
+        count = self.chunk_count(level)
+        assert self.g is not None
+        edges = -(-np.arange(self.g + 1, dtype=np.int64) * PRIME // self.g)
+        y = array["y"].astype(np.int64)
+        low = edges[y]
+        width = (edges[y + 1] - low).astype(np.uint64)
+        step = max(1, BLOCK_CELLS // len(prefixes))
+        for start in range(0, y.size, step):
+            seeds = array["seed"][start : start + step]
+            partial = np.broadcast_to(seeds[:, -1:], (seeds.shape[0], len(leading))).copy()
+            for t in range(count - 1):
+                partial = _fold(partial + seeds[:, t : t + 1] * leading[None, :, t])
+            r = seeds[:, count - 1 : count] * last[None, :]
+            r += partial[:, parent]
+            r = _reduce(_fold(r))
+            r -= low[start : start + step, None]  # r - low as unsigned: below width iff a hit
+            counts += (r.view(np.uint64) < width[start : start + step, None]).sum(axis=0)
+        return counts
+
+    def plausible(self, prefix: int, level: int) -> bool:
+        """Whether some value has this level-i prefix: a length of at most max_length and zero
+        bits past the length's bytes (the server prunes the other candidates)."""
+        width = self.level_bits(level)
+        length = prefix >> (width - self.length_bits)
+        if length > self.max_length:
+            return False
+        used = self.length_bits + 8 * length
+        return width <= used or prefix & ((1 << (width - used)) - 1) == 0
+
+    def decode_prefix(self, prefix: int) -> str | None:
+        """The string whose whole bit string is ``prefix``, or None (not a UTF-8 value)."""
+        if not self.plausible(prefix, self.levels - 1):
+            return None
+        length = prefix >> (8 * self.max_length)
+        data = (prefix & ((1 << (8 * self.max_length)) - 1)).to_bytes(self.max_length, "big")
+        try:
+            return data[:length].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def frequency_variance(self, n_level: int, n: int, f: FloatArray) -> FloatArray:
+        """Var of the level estimate (C/n_i - q*)/(p* - q*) of a frequency f (heavy-hitters.md):
+        the randomized response, plus the sampling of the level's devices from the n."""
+        p, q = self.p_star, self.q_star
+        f = np.asarray(f, dtype=np.float64)
+        per_user = q * (1 - q) / (p - q) ** 2 + f * (1 - p - q) / (p - q)
+        sampling = f * (1 - f) * max(0.0, 1 - n_level / n)
+        return np.asarray((per_user + sampling) / n_level, dtype=np.float64)
+
+    # ---- exact privacy ---------------------------------------------------------------------
+
+    def check_seeds(self, level: int) -> list[npt.NDArray[np.int64]]:
+        """Seeds ``channel_matrices`` conditions on: all-zero (every input collides), a = 1,
+        b = 0 (the identity on r), and two fixed arbitrary ones."""
+        width = self.chunk_count(level) + 1
+        fixed = np.random.default_rng(level).integers(0, PRIME, size=(2, width))
+        return [np.zeros(width, np.int64), np.r_[np.ones(width - 1, np.int64), 0], *fixed]
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        """P[(level, y) | value, seed] over every bit string of a value (max_length 1 only):
+        one matrix per level and check seed, level probability 1/levels included."""
+        if self.max_length != 1:
+            raise ValueError("pem enumerates its channel only for max_length = 1")
+        inputs = [b""] + [bytes([v]) for v in range(256)]
+        bits = self.value_bits(inputs)
+        p = self.keep_probability
+        assert self.g is not None
+        other = float(other_probability(p, self.g))
+        for level in range(self.levels):
+            x = self.chunks(bits, level)
+            for seed in self.check_seeds(level):
+                hashed = self.bucket(seed[None, :], x)
+                matrix = np.full((len(inputs), self.g), other)
+                matrix[np.arange(len(inputs)), hashed] = float(p)
+                yield matrix / self.levels
+
+    def implemented_epsilon(self) -> float:
+        return FrequencyOracle.implemented_epsilon(self)  # type: ignore[arg-type]

@@ -1,0 +1,64 @@
+"""Discovery of frequent strings without a domain: PEM (docs/math/heavy-hitters.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import analysis
+from analysis.discovery import ItemsEstimate, discover_pem
+from analysis.estimation import DocumentedEstimate
+from client_sdk.mechanisms.pem import PEM
+
+
+def _zipf_population(rng: np.random.Generator, n: int) -> tuple[list[str], dict[str, int]]:
+    vocabulary = ["", "日", "é", *(f"{i:x}z" for i in range(2000))]
+    weights = np.arange(1, len(vocabulary) + 1, dtype=np.float64) ** -1.1
+    drawn = rng.choice(len(vocabulary), size=n, p=weights / weights.sum())
+    values = [vocabulary[i] for i in drawn]
+    index, counts = np.unique(drawn, return_counts=True)
+    return values, {vocabulary[i]: int(c) for i, c in zip(index, counts, strict=True)}
+
+
+def test_pem_finds_the_heavy_strings_of_a_zipf_population_and_nothing_absent() -> None:
+    rng = np.random.default_rng(20261201)
+    n = 80_000
+    values, truth = _zipf_population(rng, n)
+    m = PEM(epsilon=5.0, max_length=4, step_bits=4)
+    reports = m.perturb(values, rng=rng)
+    chunks = [reports[:30_000], reports[30_000:]]  # streamed chunks read the same
+    result = analysis.estimate(m, chunks)
+    assert isinstance(result, ItemsEstimate) and isinstance(result, DocumentedEstimate)
+    assert result.n == n
+    significant = [item for item in result.items if item.significant]
+    heaviest = sorted(truth, key=lambda v: -truth[v])[:5]
+    assert set(heaviest) <= {item.value for item in significant}  # "", "日", "é" among them
+    assert all(item.value in truth for item in significant)  # no false discovery (alpha 0.05)
+    for item in significant:  # the last level is scored on its own devices: unbiased
+        assert abs(item.frequency - truth[item.value] / n) < 5 * item.std_error
+    frequencies = [item.frequency for item in result.items]
+    assert frequencies == sorted(frequencies, reverse=True)
+    assert [level["reports"] for level in result.levels] == np.bincount(
+        reports["level"], minlength=m.levels
+    ).tolist()
+    assert set(result.unconfirmed) == {item.value for item in result.items if not item.significant}
+    document = result.to_dict()
+    assert set(document["items"][0]) >= {"value", "frequency", "std_error", "significant"}
+    assert len(document["levels"]) == m.levels
+    assert "level 0:" in result.format_table()
+
+
+def test_discovery_on_pure_noise_reports_nothing_significant() -> None:
+    rng = np.random.default_rng(7)
+    m = PEM(epsilon=1.0, max_length=2, step_bits=6)
+    values = [f"{i:02x}"[-2:] for i in rng.integers(0, 256, size=20_000)]  # 256 rare strings
+    result = discover_pem(m, m.perturb(values, rng=rng), top=16)
+    assert not any(item.significant for item in result.items)
+    assert len(result.unconfirmed) == len(result.items)
+
+
+def test_discovery_needs_reports_not_a_merged_statistic() -> None:
+    m = PEM(epsilon=1.0, max_length=2)
+    reports = m.perturb(["a"] * 10, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="reads the reports themselves"):
+        analysis.estimate(m, m.aggregate(reports))
