@@ -6,13 +6,13 @@ and the gap to the central model (issue 5, section 7).
    the support-count approximation) and GRR (EM through the exact channel). MSE is the sum over
    items of squared errors against the population's own frequencies, averaged over independent
    randomizations (100; --quick: 12), shown with its ratio to base. The exact expectation of
-   base, [k Var* + (1 - p* - q*)/(p* - q*)]/n (REFERENCE.md section 0), is printed beside it as a
-   check of the harness.
+   base, [k Var* + (1 - p* - q*)/(p* - q*)]/n (docs/math/randomized-response.md), is printed
+   beside it as a check of the harness.
 2. The time of one EM fit at k = 1024 (n = 10^5, Zipf) for GRR, OUE and HR, accelerated
    (SQUAREM, the default) and plain, to the default certified tolerance (log-likelihood of all
    reports within 0.01 of its maximum) or 10^4 iterations; then a whole post-processing with
    200 bootstrap replicates. Target (ours): one default EM fit at k = 1024 in under 2 s.
-3. The utility gap of OUE at n = 10^6 against the REFERENCE.md section 6 table.
+3. The utility gap of OUE at n = 10^6 against the table of docs/math/central-and-shuffle.md.
 
 Times are wall-clock seconds on this machine (shared cores: the load average is printed).
 """
@@ -131,7 +131,7 @@ def _em_timing(quick: bool) -> None:
 
 
 def _gap(_quick: bool) -> None:
-    print("\n3. Price of locality, OUE, n = 10^6: R/n (REFERENCE.md section 6 in brackets)")
+    print("\n3. Price of locality, OUE, n = 10^6: R/n (docs/math/central-and-shuffle.md: [..])")
     table = {0.5: (1.96, 0.49), 1.0: (1.84, 0.46), 2.0: (1.45, 0.36), 4.0: (0.61, 0.15)}
     print(f"{'eps':>4s} {'add/remove':>16s} {'replacement':>16s} {'shuffle eps (closed/num)':>25s}")
     for epsilon, (add, replace) in table.items():

@@ -11,7 +11,7 @@ Targets (one core of this machine; issue 2 section 6):
   under 1 GiB.
 
 Method. The population is fixed (Zipf-like counts, every item present) and the exact variance is
-the fixed-population formula of each oracle (REFERENCE.md section 0). Each step is timed as CPU
+the fixed-population formula of each oracle (its docs/math page). Each step is timed as CPU
 seconds of this process (``time.process_time``, user + system: the work of the one core it ran
 on, which is what the targets are judged on, as other processes may share the cores) and as
 wall-clock seconds, shown beside it; the load average is printed first. Peak memory per row is

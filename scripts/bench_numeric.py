@@ -10,7 +10,7 @@ Targets:
   mechanism's exact per-report formula; the ratio's standard error sqrt(2/R) is shown);
 - the variance table: the worst case over inputs on [-1, 1] of each scalar mechanism at
   eps in {0.5, 1, 2, 4}, with the pick (lowest variance among the pure eps-LDP ones), checked
-  against REFERENCE.md section 5 (hybrid: 1.042 at eps = 2, 0.219 at eps = 4).
+  against docs/math/numeric.md (hybrid: 1.042 at eps = 2, 0.219 at eps = 4).
 
 Encode throughput is reported per mechanism (scalars, and vectors of dimension 16) with the
 CSPRNG (``rng=None``, what devices run) and with a seeded numpy generator (simulations), as
@@ -183,7 +183,7 @@ def variance_table() -> None:
         if eps in REFERENCE_HYBRID:
             ref = REFERENCE_HYBRID[eps]
             status = "ok" if round(row["hybrid"], 3) == ref else "MISMATCH"
-            print(f"{'':>5}  hybrid {row['hybrid']:.4f} vs REFERENCE.md {ref}: {status}")
+            print(f"{'':>5}  hybrid {row['hybrid']:.4f} vs docs/math/numeric.md {ref}: {status}")
     print(
         "  * gaussian is (eps, delta=1e-5)-LDP, not pure eps-LDP, so it is not eligible for the "
         "pick.\n  Pick: hybrid wherever eps > 0.61 (where it matches Duchi's below); piecewise is "

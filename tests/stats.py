@@ -1,4 +1,5 @@
-"""Statistical assertions with stated error rates (DESIGN.md principle 9).
+"""Statistical assertions with stated error rates (docs/architecture.md, "How the claims are
+checked").
 
 Every check here can fail: tolerances are z standard errors of the exact variance, chi-square
 p-values against the declared distribution, or exact ratios of implemented probabilities.

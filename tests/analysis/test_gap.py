@@ -1,4 +1,4 @@
-"""Tests of analysis.gap against REFERENCE.md section 6 and by simulation.
+"""Tests of analysis.gap against docs/math/central-and-shuffle.md and by simulation.
 
 Exact checks: the price of locality R/n for OUE against the section 6 table (to the two
 decimals printed there), the "users needed" example, the central variances, and sigma/Delta of
@@ -33,7 +33,7 @@ from analysis.gap import (
 from client_sdk import mechanism_from_config
 from tests.stats import assert_within_z
 
-# REFERENCE.md section 6, R/n with OUE's V*: epsilon -> (add/remove, replacement).
+# docs/math/central-and-shuffle.md, R/n with OUE's V*: epsilon -> (add/remove, replacement).
 PRICE_OF_LOCALITY = {0.5: (1.96, 0.49), 1.0: (1.84, 0.46), 2.0: (1.45, 0.36), 4.0: (0.61, 0.15)}
 
 

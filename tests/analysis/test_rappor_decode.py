@@ -31,7 +31,7 @@ from client_sdk.mechanisms.grr import GRR
 from client_sdk.mechanisms.rappor import RAPPOR
 from tests import stats
 
-NORMAL_NOISE = {"f": 0.5, "p": 0.25, "q": 0.75}  # Chrome's NORMAL_NOISE (REFERENCE.md 4.1)
+NORMAL_NOISE = {"f": 0.5, "p": 0.25, "q": 0.75}  # Chrome's NORMAL_NOISE (docs/math/rappor.md)
 
 
 def zipf_population(n: int, present: int, exponent: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

@@ -1,8 +1,8 @@
 """Tests of analysis.shuffle (Feldman, McMillan, Talwar, FOCS 2021).
 
 Exact checks: the closed form against a direct evaluation of Theorem 3.1 written here, and the
-REFERENCE.md section 8 values (to the digits printed there); the clone divergence against a
-brute-force double sum over (C, A + Delta) with scipy's binomial pmf (relative 1e-9). The
+docs/math/central-and-shuffle.md values (to the digits printed there); the clone divergence
+against a brute-force double sum over (C, A + Delta) with scipy's binomial pmf (relative 1e-9). The
 numerical bound is checked to meet its delta, to be tight to its stated search tolerance, to be
 at most the closed form, and (a sanity check, not a proof) to agree within 2% with the
 Gaussian-DP approximation of the clone pair, mu = 2 tanh(eps0/2)/sqrt((n-1) e^-eps0).

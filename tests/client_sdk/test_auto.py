@@ -61,8 +61,9 @@ def test_pick_has_the_least_total_error(k: int, epsilon: float) -> None:
 
 
 def test_wang_et_al_rule_between_grr_and_oue() -> None:
-    # Per item (Var*), GRR beats OUE exactly when k - 2 < 3 e^eps (REFERENCE.md 1.2); the total
-    # error adds the f-terms, (k-2)/(e^eps-1) against 1, which auto also counts.
+    # Per item (Var*), GRR beats OUE exactly when k - 2 < 3 e^eps (Wang et al. 2017;
+    # docs/math/randomized-response.md); the total error adds the f-terms, (k-2)/(e^eps-1)
+    # against 1, which auto also counts.
     for k, epsilon in [(4, 1.0), (10, 1.0), (12, 1.5), (60, 3.0), (200, 4.0), (200, 5.0)]:
         grr = mechanism_from_config({"mechanism": "grr", "epsilon": epsilon, "k": k})
         oue = mechanism_from_config({"mechanism": "oue", "epsilon": epsilon, "k": k})

@@ -1,5 +1,5 @@
 """The Gaussian calibration helpers: published values, the exact condition at its boundary, a
-stable normal CDF, and the inverse helpers (Balle & Wang, ICML 2018; REFERENCE.md section 5)."""
+stable normal CDF, and the inverse helpers (Balle & Wang, ICML 2018; docs/math/numeric.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from client_sdk.mechanisms.gaussian_calibration import (
     normal_cdf,
 )
 
-# sigma / sensitivity at delta = 1e-5 (REFERENCE.md section 5, printed to two decimals).
+# sigma / sensitivity at delta = 1e-5 (docs/math/numeric.md, printed to two decimals).
 ANALYTIC_TABLE = [(0.1, 30.75), (0.5, 7.03), (1.0, 3.73), (2.0, 1.99), (4.0, 1.08)]
 CLASSIC_TABLE = [(0.1, 48.45), (0.5, 9.69)]
 

@@ -1,6 +1,7 @@
-"""Hadamard response: the FWHT, the choice of form, the REFERENCE.md formulas of the basic form,
-the block-mass-corrected estimator against an independent brute-force decoder, and
-unbiasedness with the exact variance at a larger k (the contract suite covers small k)."""
+"""Hadamard response: the FWHT, the choice of form, the textbook formulas of the basic form
+(docs/math/hadamard.md), the block-mass-corrected estimator against an independent brute-force
+decoder, and unbiasedness with the exact variance at a larger k (the contract suite covers
+small k)."""
 
 from __future__ import annotations
 

@@ -433,7 +433,7 @@ def test_worst_case_variance_bounds_every_input(mechanism: NumericMechanism) -> 
     assert np.all(mechanism.variance(x).reshape(len(x), -1) <= worst * (1 + 1e-12))
 
 
-# ---- the variance table (REFERENCE.md section 5) ---------------------------------------------
+# ---- the variance table (docs/math/numeric.md) ---------------------------------------------
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
@@ -716,7 +716,7 @@ def test_coordinate_choice_minimizes_the_exact_worst_case(
     best = min(worst, key=lambda k: (worst[k], k))
     assert auto.sampled_coordinates == best
     assert auto.implemented_epsilon() <= epsilon * (1 + 1e-12)
-    # Wang et al.'s rule k = max(1, min(d, floor(eps/2.5))) (REFERENCE.md section 5, [mem]) is
+    # Wang et al.'s rule k = max(1, min(d, floor(eps/2.5))) (ICDE 2019; docs/math/numeric.md) is
     # never better, and within 8% of the optimum here.
     rule = max(1, min(d, math.floor(epsilon / 2.5)))
     assert worst[best] <= worst[rule] <= worst[best] * 1.08

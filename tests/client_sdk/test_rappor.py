@@ -268,7 +268,7 @@ def test_f_is_quantized_to_128ths_like_the_java_client() -> None:
 
 def test_paper_and_chrome_epsilons() -> None:
     """Erlingsson et al. 2014: f=0.5, p=0.5, q=0.75, h=2 gives eps_inf = 4 ln 3, eps_1 ~ 1.074;
-    Chrome's NORMAL_NOISE (p = 0.25) keeps eps_inf and gives eps_1 ~ 2.04 (REFERENCE.md 4.1)."""
+    Chrome's NORMAL_NOISE (p = 0.25) keeps eps_inf and gives eps_1 ~ 2.04 (docs/math/rappor.md)."""
     paper = RAPPOR(**PAPER)
     assert paper.epsilon_inf == pytest.approx(4 * math.log(3), rel=1e-12)
     assert paper.epsilon_one == pytest.approx(1.0743, abs=5e-5)

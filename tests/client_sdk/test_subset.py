@@ -39,7 +39,7 @@ def test_chosen_d_minimizes_the_exact_total_error(k: int, epsilon: float) -> Non
 
 
 def test_chosen_d_matches_the_reference_table() -> None:
-    # REFERENCE.md 1.9, k = 1000: d* and Var* for eps = 0.5, 1, 2, 4, 8 (8 gives d = 1, GRR).
+    # docs/math/subset-selection.md, k = 1000: d* and Var* for eps = 0.5, 1, 2, 4, 8 (8: GRR).
     for epsilon, d, var_star in [
         (0.5, 378, 15.64),
         (1, 269, 3.67),

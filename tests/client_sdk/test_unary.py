@@ -135,7 +135,7 @@ def test_implemented_probabilities_are_rounded_towards_privacy(epsilon: float) -
 def test_variance_matches_the_published_formulas(epsilon: float) -> None:
     e, half = math.exp(epsilon), math.exp(epsilon / 2)
     sue, oue = SUE(epsilon=epsilon, k=100), OUE(epsilon=epsilon, k=100)
-    # REFERENCE.md 1.3-1.4 (Wang et al. 2017): Var* and the coefficient of f_v.
+    # docs/math/unary-encoding.md (Wang et al. 2017): Var* and the coefficient of f_v.
     assert sue.variance_per_user() == pytest.approx(half / (half - 1) ** 2, rel=1e-12)
     assert sue.frequency_coefficient() == pytest.approx(0.0, abs=1e-12)
     assert oue.variance_per_user() == pytest.approx(4 * e / (e - 1) ** 2, rel=1e-12)
