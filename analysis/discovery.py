@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -26,12 +27,26 @@ from scipy import special, stats
 from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic
 from client_sdk.mechanisms.pem import PEM
+from client_sdk.mechanisms.sfp import SFP
 from client_sdk.mechanisms.sketch import StringSketch
 
-__all__ = ["ALPHA", "TOP", "DiscoveredItem", "ItemsEstimate", "discover_pem", "estimate_sketch"]
+__all__ = [
+    "ALPHA",
+    "TOP",
+    "DiscoveredItem",
+    "ItemsEstimate",
+    "discover",
+    "discover_pem",
+    "discover_sfp",
+    "estimate_sketch",
+]
 
 ALPHA = 0.05
 """Default bound on the expected number of false discoveries per run."""
+
+SFP_METHOD = "sequence fragment puzzle; confirmation against the word sketch"
+MAX_ASSEMBLED = 4096
+"""At most this many strings are assembled from the fragments of one tag."""
 
 TOP = 64
 """Default number of prefixes a discovery keeps per level (and of strings it reports)."""
@@ -296,6 +311,96 @@ def discover_pem(
         levels=tuple(levels),
         unconfirmed=tuple(item.value for item in items if not item.significant),
     )
+
+
+def discover_sfp(
+    mechanism: SFP,
+    reports: ReportSource | AggregateStatistic,
+    *,
+    top: int = TOP,
+    confidence: float = 0.95,
+    alpha: float = ALPHA,
+) -> ItemsEstimate:
+    """The frequent strings of SFP reports (Apple 2017; docs/math/heavy-hitters.md).
+
+    From the merged statistic alone: at each offset, the ``2 * top`` (tag, byte) fragments with
+    the largest positive estimates are kept; the strings whose tag has a kept fragment at every
+    offset are assembled (at most ``MAX_ASSEMBLED`` per tag), and confirmed against the word
+    sketch, whose randomness is independent of the fragments': its estimates are unbiased given
+    the assembled candidates, and a candidate is significant when its z over the null standard
+    error exceeds z_{1 - alpha / candidates} (Bonferroni), so E[false discoveries] <= alpha.
+    """
+    statistic = aggregate(mechanism, reports)
+    if statistic.n <= 0:
+        raise ValueError("cannot discover from zero reports")
+    word, fragments = mechanism.split(statistic)
+    sketch = mechanism.fragment_sketch
+    kept: list[dict[int, list[int]]] = []
+    levels: list[dict[str, Any]] = []
+    for offset, fragment in enumerate(fragments):
+        by_tag: dict[int, list[int]] = {}
+        if fragment.n:
+            estimates = sketch.estimate_from_table(fragment, mechanism.fragment_table)
+            order = np.argsort(-estimates, kind="stable")[: 2 * top]
+            for row in order[estimates[order] > 0]:
+                by_tag.setdefault(int(row) // 256, []).append(int(row) % 256)
+        kept.append(by_tag)
+        levels.append(
+            {
+                "level": offset,
+                "reports": fragment.n,
+                "candidates": 256 * 256,
+                "kept": sum(map(len, by_tag.values())),
+            }
+        )
+    candidates: list[str] = []
+    for tag in set.intersection(*(set(k) for k in kept)) if kept else set():
+        for combination in itertools.islice(
+            itertools.product(*(k[tag] for k in kept)), MAX_ASSEMBLED
+        ):
+            raw = bytes(combination).rstrip(b"\x00")
+            try:
+                value = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if mechanism.tags([raw])[0] == tag:  # the fragments agree with their tag
+                candidates.append(value)
+    levels.append({"level": "words", "reports": word.n, "candidates": len(candidates), "kept": 0})
+    if not candidates:
+        return ItemsEstimate(
+            items=(),
+            n=statistic.n,
+            confidence=confidence,
+            alpha=alpha,
+            critical_z=math.inf,
+            examined=0,
+            mechanism=mechanism.to_config(),
+            method=SFP_METHOD,
+            levels=tuple(levels),
+        )
+    confirmed = estimate_sketch(
+        mechanism.word_sketch, word, candidates, confidence=confidence, alpha=alpha
+    )
+    items = confirmed.items[:top]
+    return dataclasses.replace(
+        confirmed,
+        items=items,
+        mechanism=mechanism.to_config(),
+        method=SFP_METHOD,
+        levels=tuple(levels),
+        unconfirmed=tuple(item.value for item in items if not item.significant),
+    )
+
+
+def discover(
+    mechanism: PEM | SFP, reports: ReportSource, *, confidence: float = 0.95
+) -> ItemsEstimate:
+    """The discovery of ``mechanism`` (``estimate_kind`` ``"discovery"``): PEM or SFP."""
+    if isinstance(mechanism, PEM):
+        return discover_pem(mechanism, reports, confidence=confidence)
+    if isinstance(mechanism, SFP):
+        return discover_sfp(mechanism, reports, confidence=confidence)
+    raise TypeError(f"no discovery decoder for mechanism {mechanism.name!r}")
 
 
 def bonferroni_z(alpha: float, items: int) -> float:

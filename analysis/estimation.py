@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from analysis.discovery import discover_pem, estimate_sketch
+from analysis.discovery import discover, estimate_sketch
 from analysis.rappor import decode
 from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
@@ -215,7 +215,15 @@ def _sketch(
 def _discovery(
     mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
 ) -> Any:
-    return discover_pem(mechanism, reports, confidence=confidence)
+    return discover(mechanism, reports, confidence=confidence)
+
+
+def _distribution(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> Any:
+    from analysis.distribution import estimate_distribution  # imports this module
+
+    return estimate_distribution(mechanism, reports, confidence=confidence)
 
 
 def _require(mechanism: Any, interface: type, kind: str) -> None:

@@ -31,6 +31,7 @@ MECHANISMS: dict[str, str] = {
     "cms": "client_sdk.mechanisms.sketch:CMS",
     "hcms": "client_sdk.mechanisms.sketch:HCMS",
     "pem": "client_sdk.mechanisms.pem:PEM",
+    "sfp": "client_sdk.mechanisms.sfp:SFP",
     "square_wave": "client_sdk.mechanisms.square_wave:SquareWave",
 }
 

@@ -215,7 +215,12 @@ class StringSketch(Mechanism):
         self, statistic: AggregateStatistic, candidates: Sequence[str]
     ) -> FloatArray:
         """c^(d) = m/(m-1) (sum_j X[j, h_j(d)] - n/m) for each candidate (Apple 2017)."""
-        table = self.candidate_table(candidates)
+        return self.estimate_from_table(statistic, self.candidate_table(candidates))
+
+    def estimate_from_table(
+        self, statistic: AggregateStatistic, table: npt.NDArray[np.int64]
+    ) -> FloatArray:
+        """``estimate_counts`` of the strings whose ``hash_table`` rows are ``table``."""
         sums = self.debiased_sums(statistic)
         gathered = sums[np.arange(self.hashes)[None, :], table].sum(axis=1)
         return np.asarray(self.scale * (gathered - statistic.n / self.m), dtype=np.float64)
@@ -322,7 +327,12 @@ class StringSketch(Mechanism):
         self, values: Any, rng: RandomSource | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(row j, h_j(value)) of each value, j uniform."""
-        distinct, inverse = distinct_strings(values, self.max_length, self.name)
+        return self.encoded_buckets(*distinct_strings(values, self.max_length, self.name), rng)
+
+    def encoded_buckets(
+        self, distinct: Sequence[bytes], inverse: npt.NDArray[np.int64], rng: RandomSource | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(row j, h_j(value)) of values given as distinct byte strings and an index into them."""
         n = inverse.size
         rows = (
             uniform_below_32(rng, self.hashes, n)
@@ -484,7 +494,12 @@ class HCMS(StringSketch):
         return 2 * self.hashes * self.m
 
     def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
-        rows, buckets = self._buckets(values, rng)
+        return self.perturb_buckets(*self._buckets(values, rng), rng)
+
+    def perturb_buckets(
+        self, rows: npt.NDArray[np.int64], buckets: npt.NDArray[np.int64], rng: RandomSource | None
+    ) -> Reports:
+        """Reports of values already hashed: row j and cell h_j(value) of each."""
         n = rows.size
         columns = uniform_below_32(rng, self.m, n)
         plus = (np.bitwise_count(buckets & columns) & 1) == 0

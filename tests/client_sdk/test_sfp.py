@@ -1,0 +1,76 @@
+"""SFP, Apple's sequence fragment puzzle (docs/math/heavy-hitters.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import analysis
+from client_sdk.campaign import parse_campaign
+from client_sdk.mechanisms import mechanism_from_config
+from client_sdk.mechanisms.sfp import SFP
+
+
+def test_config_round_trips_and_the_budget_split_is_exact() -> None:
+    m = SFP(epsilon=3.0, max_length=6, m=64, hashes=4, fragment_m=32)
+    assert mechanism_from_config(m.to_config()) == m
+    assert m.word_sketch.epsilon == m.fragment_sketch.epsilon == 1.5
+    assert m.privacy_epsilon == 3.0
+    with pytest.raises(ValueError, match="fragment_m must be a power of two"):
+        SFP(epsilon=1.0, max_length=4, fragment_m=48)
+    with pytest.raises(ValueError, match="max_length"):
+        SFP(epsilon=1.0, max_length=0)
+
+
+def test_each_half_of_a_report_is_exactly_half_the_budget() -> None:
+    m = SFP(epsilon=2.0, max_length=4, m=4, hashes=2, fragment_m=4)
+    for half in (m.word_sketch, m.fragment_sketch):
+        assert 1.0 - 1e-9 < half.implemented_epsilon() <= 1.0 + 1e-12
+
+
+def test_wire_statistics_and_malformed_payloads() -> None:
+    m = SFP(epsilon=2.0, max_length=4, m=64, hashes=2, fragment_m=64)
+    rng = np.random.default_rng(0)
+    reports = m.perturb(["", "abcd", "é", "日"] * 20, rng=rng)
+    assert np.array_equal(m.from_wire(m.to_wire(reports)), reports)
+    assert m.aggregate(reports[:30]) + m.aggregate(reports[30:]) == m.aggregate(reports)
+    word, fragments = m.split(m.aggregate(reports))
+    assert word.n == len(reports) == sum(f.n for f in fragments)
+    good = m.to_wire(reports[:1])[0]
+    payloads = [
+        good,
+        {**good, "offset": 4},
+        {**good, "word": m.word_sketch.outputs},
+        {**good, "fragment": -1},
+        {**good, "word": True},
+        {"offset": 0, "word": 0},
+        "x",
+    ]
+    parsed, errors = m.parse_wire(payloads)
+    assert len(parsed) == 1 and [e.index for e in errors] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match=r"values\[0\] is 6 bytes.*max_length=4") as caught:
+        m.perturb(["日本"], rng=rng)
+    assert "日本" not in str(caught.value)
+
+
+def test_sfp_discovers_the_heavy_strings_and_nothing_absent() -> None:
+    rng = np.random.default_rng(99)
+    heavy = {"": 9000, "日": 7000, "ab": 6000, "wxyz": 5000}
+    tail = [f"{i:04x}" for i in rng.integers(0, 1 << 16, size=13_000)]
+    values = [v for v, c in heavy.items() for _ in range(c)] + tail
+    m = SFP(epsilon=8.0, max_length=4, m=1024, hashes=8, fragment_m=1024)
+    result = analysis.estimate(m, m.perturb(values, rng=rng))
+    significant = {item.value for item in result.items if item.significant}
+    assert set(heavy) <= significant
+    assert significant <= set(values)
+    for item in result.items:
+        if item.value in heavy:
+            assert abs(item.frequency - heavy[item.value] / len(values)) < 5 * item.std_error
+    assert len(result.levels) == m.offsets + 1
+
+
+def test_campaigns_have_no_domain() -> None:
+    config = {"mechanism": "sfp", "epsilon": 4.0, "max_length": 8}
+    assert parse_campaign({"name": "emoji", "mechanism": config}).domain is None
+    with pytest.raises(ValueError, match="domain must be absent"):
+        parse_campaign({"name": "emoji", "mechanism": config, "domain": ["a"]})
