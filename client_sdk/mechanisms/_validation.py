@@ -59,13 +59,27 @@ def check_positive(
 def check_epsilon(
     value: Any, field: str = "epsilon", *, allow_zero: bool = False, allow_inf: bool = False
 ) -> float:
-    """An epsilon: strictly positive and finite, as every mechanism needs.
+    """An epsilon: strictly positive, finite and at most :data:`MAX_EPSILON`, as every
+    mechanism needs.
 
     The options are for the accounting's arguments only, and are spelled out where used: an
     epsilon at which a curve is read may be 0 (``allow_zero``), a budget or claim may be
-    infinite (``allow_inf``).
+    infinite (``allow_inf``); neither is bounded above.
     """
-    return check_positive(value, field, allow_zero=allow_zero, allow_inf=allow_inf)
+    number = check_positive(value, field, allow_zero=allow_zero, allow_inf=allow_inf)
+    if not (allow_zero or allow_inf) and number > MAX_EPSILON:
+        raise ValueError(
+            f"{field} must be at most {MAX_EPSILON:g}: beyond it the sampler's 2**-64 grid "
+            f"cannot represent the channel's probabilities; got {describe(value)}"
+        )
+    return number
+
+
+MAX_EPSILON = 40.0
+"""The largest epsilon a mechanism is built with. Probabilities are integer thresholds on a
+2**-64 grid, so no implemented ratio of output probabilities exceeds 2**64 = e**44.36; beyond
+about that epsilon a mechanism would claim what it cannot implement (and exp overflows near
+709.8). 40 keeps a margin and is far above any epsilon worth collecting telemetry at."""
 
 
 def check_probability(
