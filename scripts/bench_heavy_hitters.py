@@ -1,0 +1,129 @@
+"""Benchmark: heavy hitters over an unknown vocabulary (docs/math/heavy-hitters.md).
+
+A Zipf(1.1) population over a vocabulary of random strings of 1 to 8 bytes, n devices, at each
+epsilon: PEM and SFP recall of the true top 20 and top 50 among the significant items, false
+discoveries (significant strings nobody holds), decode time, and the encode rate on the OS
+CSPRNG. Then CMS and HCMS: the mean squared error of candidate estimates over fresh hash seeds
+divided by the exact random-hash variance (1 expected).
+
+    python scripts/bench_heavy_hitters.py [--n 1000000] [--vocabulary 100000] [--eps 2 4 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from analysis.discovery import discover_pem, discover_sfp, estimate_sketch
+from client_sdk.mechanisms.pem import PEM
+from client_sdk.mechanisms.sfp import SFP
+from client_sdk.mechanisms.sketch import CMS, HCMS, StringSketch
+
+
+def vocabulary(rng: np.random.Generator, size: int) -> list[str]:
+    """``size`` distinct random lowercase strings of 1 to 8 bytes."""
+    words: dict[str, None] = {}
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+    while len(words) < size:
+        lengths = rng.integers(1, 9, size=size)
+        chars = letters[rng.integers(0, 26, size=(size, 8))]
+        for row, length in zip(chars, lengths, strict=True):
+            words.setdefault(row[:length].tobytes().decode(), None)
+    return list(words)[:size]
+
+
+def population(rng: np.random.Generator, words: list[str], n: int) -> tuple[list[str], np.ndarray]:
+    weights = np.arange(1, len(words) + 1, dtype=np.float64) ** -1.1
+    drawn = rng.choice(len(words), size=n, p=weights / weights.sum())
+    return [words[i] for i in drawn], np.bincount(drawn, minlength=len(words))
+
+
+def discovery_figures(name: str, result: object, words: list[str], counts: np.ndarray) -> str:
+    significant = {item.value for item in result.items if item.significant}  # type: ignore[attr-defined]
+    order = np.argsort(-counts, kind="stable")
+    truth = {words[i] for i in np.flatnonzero(counts)}
+    top20 = {words[i] for i in order[:20]}
+    top50 = {words[i] for i in order[:50]}
+    false = len(significant - truth)
+    return (
+        f"{name}: recall top20 {len(top20 & significant) / 20:.2f}, top50 "
+        f"{len(top50 & significant) / 50:.2f}, significant {len(significant)}, false {false}"
+    )
+
+
+def encode_rate(mechanism: object, values: list[str]) -> float:
+    start = time.perf_counter()
+    mechanism.perturb(values)  # type: ignore[attr-defined]  # rng=None: the OS CSPRNG
+    return len(values) / (time.perf_counter() - start)
+
+
+def sketch_ratio(cls: type[StringSketch], words: list[str], n: int, runs: int) -> float:
+    """Mean over runs (fresh hash seeds) and the top 20 strings of squared error / variance."""
+    rng = np.random.default_rng(5)
+    values, counts = population(rng, words, n)
+    top = np.argsort(-counts, kind="stable")[:20]
+    candidates = [words[i] for i in top]
+    held = counts[np.flatnonzero(counts)]
+    ratios = []
+    for seed in range(runs):
+        m = cls(epsilon=4.0, m=1024, hashes=16, max_length=8, seed=seed)
+        estimate = m.estimate_counts(m.aggregate(m.perturb(values, rng=rng)), candidates)
+        n_d = counts[top].astype(np.float64)
+        others = float(np.sum(held.astype(np.float64) ** 2)) - n_d**2
+        variance = m.count_variance(n, n_d, others)
+        ratios.append((estimate - n_d) ** 2 / variance)
+    return float(np.mean(ratios))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--vocabulary", type=int, default=100_000)
+    parser.add_argument("--eps", type=float, nargs="+", default=[2.0, 4.0, 8.0])
+    parser.add_argument("--sketch-n", type=int, default=100_000)
+    parser.add_argument("--sketch-runs", type=int, default=12)
+    args = parser.parse_args()
+    rng = np.random.default_rng(20261201)
+    words = vocabulary(rng, args.vocabulary)
+    values, counts = population(rng, words, args.n)
+    print(f"n = {args.n}, vocabulary {len(words)}, distinct held {np.count_nonzero(counts)}")
+    for epsilon in args.eps:
+        pem = PEM(epsilon=epsilon, max_length=8)
+        reports = pem.perturb(values, rng=rng)
+        start = time.perf_counter()
+        result = discover_pem(pem, reports)
+        decode = time.perf_counter() - start
+        rate = encode_rate(pem, values[:100_000])
+        print(
+            f"eps {epsilon:g} "
+            + discovery_figures("pem", result, words, counts)
+            + f", decode {decode:.1f} s, encode {rate:,.0f}/s (CSPRNG)"
+        )
+        sfp = SFP(epsilon=epsilon, max_length=8)
+        reports = sfp.perturb(values, rng=rng)
+        start = time.perf_counter()
+        result = discover_sfp(sfp, sfp.aggregate(reports))
+        decode = time.perf_counter() - start
+        rate = encode_rate(sfp, values[:100_000])
+        print(
+            f"eps {epsilon:g} "
+            + discovery_figures("sfp", result, words, counts)
+            + f", decode {decode:.1f} s (aggregate excluded), encode {rate:,.0f}/s (CSPRNG)"
+        )
+    for cls in (CMS, HCMS):
+        ratio = sketch_ratio(cls, words, args.sketch_n, args.sketch_runs)
+        print(
+            f"{cls.name} eps 4, m 1024, 16 rows, n {args.sketch_n}: MSE / exact variance over "
+            f"{args.sketch_runs} hash seeds x top 20 = {ratio:.3f}"
+        )
+    m = HCMS(epsilon=4.0, m=1024, hashes=16, max_length=8)
+    sample = m.perturb(values[:200_000], rng=rng)
+    result = estimate_sketch(m, sample, [words[i] for i in np.argsort(-counts)[:5]])
+    print("hcms top-5 estimate (n = 200000):")
+    print(result.format_table())
+
+
+if __name__ == "__main__":
+    main()
