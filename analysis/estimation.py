@@ -240,6 +240,7 @@ ESTIMATORS: dict[str, Estimator] = {
     "rappor": _rappor,
     "sketch": _sketch,
     "discovery": _discovery,
+    "distribution": _distribution,
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
 

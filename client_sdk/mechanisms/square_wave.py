@@ -1,0 +1,231 @@
+"""Square Wave reporting (Li, Wang, Lopuhaa-Zwakenberg, Li & Skoric, SIGMOD 2020), on a grid.
+
+The paper maps v in [0, 1] to a report on [-b, 1 + b] with density p on the window
+[v - b, v + b] and q = p / e^eps elsewhere, where
+
+    b = (eps e^eps - e^eps + 1) / (2 e^eps (e^eps - 1 - eps)),   p = e^eps / (2 b e^eps + 1),
+
+and the server recovers the whole distribution of v by EM with smoothing (EMS). Here the same
+channel lives on integers, exactly like the piecewise mechanism of this package
+(``piecewise.PiecewiseKernel``, whose sampler, exact levels and privacy check it reuses):
+
+* the input is clipped to [lower, upper] and snapped by randomized rounding to a grid point
+  a in {0, ..., N}, with N = bins * resolution steps (resolution = ceil(1024 / bins), so the grid
+  EMS works on has at least 1024 steps, as in the paper);
+* outputs are j in {0, ..., N + W - 1}; the window of a is {a, ..., a + W - 1} with
+  W = max(1, round(2 b N)) (the paper's window width 2b in units of the input range);
+* with probability P_in = W e^eps / (W e^eps + N), rounded down to a 64-bit threshold, the output
+  is uniform on the window, otherwise uniform on the N other outputs: the two levels differ by
+  at most e^eps, so every row of the (N + 1) x (N + W) channel is epsilon-LDP against every other
+  (``channel_matrices`` enumerates it; rounding only mixes rows).
+
+The server side keeps the histogram of the N + W outputs (a mergeable statistic); EMS fits the
+distribution of the grid points through the exact channel (``analysis.distribution``), and the
+mean has an unbiased closed form from the same histogram (E[j | a] = slope a + kappa).
+docs/math/richer-data.md has the derivations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.mechanisms._wire import parse_int_payloads
+from client_sdk.mechanisms.base import (
+    AggregateStatistic,
+    FloatArray,
+    Mechanism,
+    Reports,
+    WireFormatError,
+)
+from client_sdk.mechanisms.numeric_checks import check_bounds, check_scalar_values
+from client_sdk.mechanisms.piecewise import PiecewiseKernel
+from client_sdk.randomness import RandomSource
+
+EMS_GRID = 1024
+"""The least number of grid steps EMS works on (the paper's 1024 buckets)."""
+MAX_BINS = 4096
+MAX_ENUMERATED_OUTPUTS = 1 << 13
+"""``channel_matrices`` enumerates grids with at most this many outputs."""
+
+
+def square_wave_b(epsilon: float) -> float:
+    """The paper's half-width b(eps) that maximises the mutual information (Li et al. 2020)."""
+    e = math.exp(epsilon)
+    return (epsilon * e - e + 1) / (2 * e * (e - 1 - epsilon))
+
+
+@dataclasses.dataclass(frozen=True)
+class SquareWaveKernel(PiecewiseKernel):
+    """The piecewise kernel's integer construction with the Square Wave window W = round(2bN)."""
+
+    @cached_property
+    def window(self) -> int:
+        return max(1, round(2 * square_wave_b(self.epsilon) * self.steps))
+
+
+@dataclasses.dataclass(frozen=True)
+class SquareWave(Mechanism):
+    """Square Wave on [lower, upper], estimating the distribution on ``bins`` equal buckets.
+
+    Config: ``{"mechanism": "square_wave", "epsilon", "lower", "upper", "bins"}``.
+    """
+
+    name: ClassVar[str] = "square_wave"
+    value_kind: ClassVar[Literal["category", "number", "string"]] = "number"
+    estimate_kind: ClassVar[str] = "distribution"
+
+    epsilon: float
+    lower: float
+    upper: float
+    bins: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        lower, upper = check_bounds(self.lower, self.upper)
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+        object.__setattr__(self, "bins", check_int(self.bins, "bins", minimum=2, maximum=MAX_BINS))
+
+    # ---- geometry ----------------------------------------------------------------------------
+
+    @property
+    def resolution(self) -> int:
+        """Grid steps per bucket."""
+        return max(1, -(-EMS_GRID // self.bins))
+
+    @property
+    def steps(self) -> int:
+        """N: grid steps over [lower, upper]; the grid points are 0..N."""
+        return self.bins * self.resolution
+
+    @cached_property
+    def kernel(self) -> SquareWaveKernel:
+        return SquareWaveKernel(self.epsilon, self.steps)
+
+    @property
+    def output_size(self) -> int:
+        return self.kernel.output_size
+
+    def grid_values(self) -> FloatArray:
+        """The value of each grid point 0..N."""
+        return np.asarray(
+            self.lower + (self.upper - self.lower) * np.arange(self.steps + 1) / self.steps
+        )
+
+    def to_unit(self, values: FloatArray) -> FloatArray:
+        mid, half = (self.lower + self.upper) / 2, (self.upper - self.lower) / 2
+        return np.asarray(np.clip((values - mid) / half, -1.0, 1.0))
+
+    # ---- device side -------------------------------------------------------------------------
+
+    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        """One output in [0, N + W) per value (values are clipped to [lower, upper])."""
+        return self.kernel.sample(rng, self.to_unit(check_scalar_values(values)))
+
+    # ---- wire --------------------------------------------------------------------------------
+
+    def to_wire(self, reports: Reports) -> list[Any]:
+        return [int(v) for v in np.asarray(reports, dtype=np.int64)]
+
+    def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
+        return parse_int_payloads(payloads, self.output_size, "output")
+
+    # ---- server side -------------------------------------------------------------------------
+
+    def empty_statistic(self) -> AggregateStatistic:
+        return AggregateStatistic(np.zeros(self.output_size, dtype=np.int64), 0)
+
+    def aggregate(self, reports: Reports) -> AggregateStatistic:
+        outputs = np.asarray(reports, dtype=np.int64).reshape(-1)
+        if outputs.size and (outputs.min() < 0 or outputs.max() >= self.output_size):
+            raise ValueError(f"square_wave outputs must be in [0, {self.output_size})")
+        return AggregateStatistic(np.bincount(outputs, minlength=self.output_size), outputs.size)
+
+    def check_statistic(self, statistic: AggregateStatistic) -> None:
+        if statistic.counts.shape != (self.output_size,):
+            raise ValueError(
+                f"statistic of shape {statistic.counts.shape} is not one of square_wave "
+                f"(expected ({self.output_size},))"
+            )
+        if statistic.n <= 0:
+            raise ValueError("cannot estimate a distribution from zero reports")
+
+    def channel(self) -> FloatArray:
+        """The exact (N + 1) x (N + W) channel: row a is P[output | grid point a]."""
+        p_high, p_low = (float(v) for v in self.kernel.levels)
+        outputs = np.arange(self.output_size)
+        starts = np.arange(self.steps + 1)[:, None]
+        inside = (outputs >= starts) & (outputs < starts + self.kernel.window)
+        return np.where(inside, p_high, p_low)
+
+    def forward(self, theta: FloatArray) -> FloatArray:
+        """theta @ channel() on the last axis in O(N) per row: a level plus window sums."""
+        p_high, p_low = (float(v) for v in self.kernel.levels)
+        w = self.kernel.window
+        prefix = np.concatenate(
+            [np.zeros((*theta.shape[:-1], 1)), np.cumsum(theta, axis=-1)], axis=-1
+        )
+        # output j sees inputs j - W < a <= j: prefix[min(j, N) + 1] - prefix[max(j - W + 1, 0)]
+        lead = prefix.shape[:-1]
+        top = np.concatenate([prefix[..., 1:], np.repeat(prefix[..., -1:], w - 1, axis=-1)], -1)
+        bottom = np.concatenate([np.zeros((*lead, w - 1)), prefix[..., : self.steps + 1]], -1)
+        window = top - bottom
+        return np.asarray(p_low * prefix[..., -1:] + (p_high - p_low) * window)
+
+    def backward(self, r: FloatArray) -> FloatArray:
+        """channel() @ r on the last axis in O(N) per row."""
+        p_high, p_low = (float(v) for v in self.kernel.levels)
+        w = self.kernel.window
+        prefix = np.concatenate([np.zeros((*r.shape[:-1], 1)), np.cumsum(r, axis=-1)], axis=-1)
+        window = prefix[..., w : w + self.steps + 1] - prefix[..., : self.steps + 1]
+        return np.asarray(p_low * prefix[..., -1:] + (p_high - p_low) * window)
+
+    def output_estimates(self) -> FloatArray:
+        """The unbiased estimate of the value that each output stands for (E = the grid value)."""
+        mid, half = (self.lower + self.upper) / 2, (self.upper - self.lower) / 2
+        return np.asarray(mid + half * self.kernel.decode(np.arange(self.output_size)))
+
+    def mean(self, statistic: AggregateStatistic) -> float:
+        """The unbiased mean of the clipped values: the average of ``output_estimates``."""
+        self.check_statistic(statistic)
+        counts = np.asarray(statistic.counts, dtype=np.float64)
+        return float(counts @ self.output_estimates() / statistic.n)
+
+    def mean_standard_error(self, statistic: AggregateStatistic) -> float:
+        """sqrt(s^2 / n), s^2 the sample variance of the per-report estimates (conservative for a
+        fixed population, like the numeric mechanisms' ``"empirical"`` errors)."""
+        self.check_statistic(statistic)
+        n = statistic.n
+        if n < 2:
+            return math.inf
+        counts = np.asarray(statistic.counts, dtype=np.float64)
+        centred = self.output_estimates() - (self.lower + self.upper) / 2
+        s1, s2 = float(counts @ centred), float(counts @ (centred * centred))
+        return math.sqrt(max(s2 - s1 * s1 / n, 0.0) / (n - 1) / n)
+
+    def mean_variance(self, values: Any) -> FloatArray:
+        """The exact variance of one report's estimate, for each true value."""
+        half = (self.upper - self.lower) / 2
+        return np.asarray(half**2 * self.kernel.variance(self.to_unit(check_scalar_values(values))))
+
+    # ---- privacy -----------------------------------------------------------------------------
+
+    @property
+    def privacy_epsilon(self) -> float:
+        return self.epsilon
+
+    def implemented_epsilon(self) -> float:
+        """ln(p_hi / p_lo) from the integer threshold (at most epsilon)."""
+        return self.kernel.implemented_epsilon()
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        if self.output_size > MAX_ENUMERATED_OUTPUTS:
+            raise ValueError(f"{self.output_size} outputs are too many to enumerate")
+        yield self.channel()
