@@ -38,6 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from client_sdk.state import fsync_directory
+
 __all__ = ["HEAD_FILE", "LedgerHead", "LedgerSeal"]
 
 HEAD_FILE = "privacy_ledger.head"
@@ -93,7 +95,7 @@ class LedgerSeal:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
-        _fsync_directory(directory)
+        fsync_directory(directory)
 
     def read_head_file(self, directory: Path) -> LedgerHead | None:
         """The head file's head, or ``None`` when it is missing; ``ValueError`` when altered."""
@@ -113,13 +115,3 @@ class LedgerSeal:
 
     def _mac(self, message: bytes) -> str:
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
-
-
-def _fsync_directory(directory: Path) -> None:
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

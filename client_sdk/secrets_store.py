@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk.randomness import HmacWordSource
+from client_sdk.state import fsync_directory
 
 __all__ = [
     "DEVICE_SECRET_BYTES",
@@ -91,7 +92,7 @@ def _create_secret_file(path: Path) -> None:
             os.fsync(handle.fileno())
         with contextlib.suppress(FileExistsError):  # another process created it first
             os.link(temporary, path)
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
@@ -107,16 +108,6 @@ def _read_secret_file(path: Path) -> bytes:
     if hasattr(os, "chmod") and (path.stat().st_mode & 0o077):
         os.chmod(path, 0o600)  # tighten a secret that someone made readable to others
     return data
-
-
-def _fsync_directory(directory: Path) -> None:
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 # ---- derivations ------------------------------------------------------------------------------

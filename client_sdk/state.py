@@ -19,7 +19,7 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["LOCK_FILE", "StateDir", "StateDirLockedError", "create_private_file"]
+__all__ = ["LOCK_FILE", "StateDir", "StateDirLockedError", "create_private_file", "fsync_directory"]
 
 LOCK_FILE = "lock"
 
@@ -40,6 +40,18 @@ def create_private_file(path: str | os.PathLike[str]) -> None:
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(descriptor, 0o600)  # whatever the umask was, or an older looser mode
+    finally:
+        os.close(descriptor)
+
+
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Make a rename or link in ``directory`` durable (a no-op where directories cannot be
+    opened, as on Windows)."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
     finally:
         os.close(descriptor)
 
