@@ -2,7 +2,7 @@
 
 The analysis side opens the database read-only in spirit (``create=False``: a missing file or an
 out-of-date schema is an error, never a new empty database) and streams reports in chunks, so
-memory stays O(chunk) however many reports a campaign holds (DESIGN.md principle 4)::
+memory stays O(chunk) however many reports a campaign holds (docs/architecture.md)::
 
     campaign = load_campaign("collector.db", "app-launches")
     est = estimate(campaign.mechanism, iter_report_chunks("collector.db", "app-launches"))

@@ -1,6 +1,6 @@
 """One self-contained HTML page about a categorical campaign, and the same numbers as JSON.
 
-The page shows (DESIGN.md, ``ldp-analyze report``):
+The page shows (``ldp-analyze report``):
 
 1. the estimated frequencies of the top items with their intervals, raw and post-processed
    (``analysis.postprocess``), each with its Bonferroni significance (``analysis.heavy_hitters``);
@@ -472,7 +472,7 @@ def render_html(report: Report) -> str:
         "<h2>3. Error against the number of users</h2>",
         _image(report.figures, "error_curve", "standard error against n for both models"),
         '<p class="note">The local model\'s standard error falls as 1/sqrt(n), the central '
-        "model's as 1/n: the gap grows as sqrt(n) (REFERENCE section 6; Beimel, Nissim, Omri, "
+        "model's as 1/n: the gap grows as sqrt(n) (Beimel, Nissim, Omri, "
         "CRYPTO 2008).</p>",
     ]
     privacy = d["privacy"]

@@ -1,7 +1,7 @@
 """Exact discrete samplers for noise on a grid: discrete Laplace and discrete Gaussian.
 
 Canonne, Kamath & Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020
-(REFERENCE.md section 7.2). Every probability is a ratio of integers and the only randomness is
+(docs/math/numeric.md). Every probability is a ratio of integers and the only randomness is
 uniform integers from :mod:`client_sdk.randomness` (the OS CSPRNG by default), so the sampled
 distribution is exactly the declared one: no floating-point inverse CDF, no Box-Muller, nothing
 for the attack of Mironov (CCS 2012) to read in the low bits.

@@ -1,4 +1,4 @@
-"""The ``/v1`` HTTP API (DESIGN.md, "Collector"): campaigns, report uploads, admin estimate and
+"""The ``/v1`` HTTP API (docs/collector.md): campaigns, report uploads, admin estimate and
 export. Views parse and validate, then call ``collector.storage``."""
 
 from __future__ import annotations

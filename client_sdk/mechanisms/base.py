@@ -1,7 +1,7 @@
 """The base classes every mechanism derives from.
 
-A mechanism is one frozen, validated dataclass that owns everything about itself (DESIGN.md,
-principle 1): its parameters and config; the device side (``perturb``); its wire encoding
+A mechanism is one frozen, validated dataclass that owns everything about itself
+(docs/architecture.md): its parameters and config; the device side (``perturb``); its wire encoding
 (``to_wire`` / ``parse_wire``); the server side (``aggregate`` into a mergeable sufficient
 statistic, debiasing, exact variance); and its privacy claim, stated from the probabilities the
 code really implements (``channel_matrix``, ``implemented_epsilon``).
@@ -285,9 +285,9 @@ class FrequencyOracle(Mechanism, Provenance):
     """A categorical mechanism over the domain ``[0, k)`` that estimates frequencies.
 
     The default server side is the pure-protocol estimator of Wang et al. (USENIX Security 2017;
-    REFERENCE.md section 0): ``support_counts`` C_v, then f_v = (C_v/n - q*) / (p* - q*), with the
-    exact fixed-population variance. Mechanisms that are not pure (blocked Hadamard response)
-    override ``estimate_frequencies`` and ``variance``.
+    docs/math/randomized-response.md): ``support_counts`` C_v, then f_v = (C_v/n - q*) / (p* - q*),
+    with the exact fixed-population variance. Mechanisms that are not pure (blocked Hadamard
+    response) override ``estimate_frequencies`` and ``variance``.
     """
 
     epsilon: float
@@ -373,7 +373,8 @@ class FrequencyOracle(Mechanism, Provenance):
     def variance(self, n: int, frequencies: npt.ArrayLike) -> FloatArray:
         """Exact Var[f_v] for a fixed population of ``n`` users with these true frequencies.
 
-        Var[f_v] = q*(1-q*)/(n(p*-q*)^2) + f_v(1-p*-q*)/(n(p*-q*)) (REFERENCE.md section 0).
+        Var[f_v] = q*(1-q*)/(n(p*-q*)^2) + f_v(1-p*-q*)/(n(p*-q*))
+        (docs/math/randomized-response.md).
         """
         f = np.asarray(frequencies, dtype=np.float64)
         return (self.variance_per_user() + f * self.frequency_coefficient()) / n

@@ -1,7 +1,7 @@
 """Duchi et al.'s mechanism for bounded numbers: a two-point output.
 
 Duchi, Jordan & Wainwright (FOCS 2013; JASA 2018), in the one-dimensional form presented by
-Wang et al. (ICDE 2019, section III-A; REFERENCE.md section 5): for t in [-1, 1], output +B with
+Wang et al. (ICDE 2019, section III-A; docs/math/numeric.md): for t in [-1, 1], output +B with
 probability 1/2 + t(e^eps - 1)/(2(e^eps + 1)) and -B otherwise, B = (e^eps + 1)/(e^eps - 1).
 Unbiased with variance B^2 - t^2.
 

@@ -1,13 +1,13 @@
 """The Gaussian mechanism for bounded scalars and L2-clipped vectors, (epsilon, delta)-LDP.
 
-**Calibration** (REFERENCE.md section 5). Under local DP any two inputs are neighbours, so the
+**Calibration** (docs/math/numeric.md). Under local DP any two inputs are neighbours, so the
 L2 sensitivity is the diameter of the input set: ``upper - lower`` for a scalar, ``2 clip_norm``
 for a vector clipped to the ball of radius ``clip_norm``. ``sigma`` is the analytic Gaussian
 mechanism's (Balle & Wang, ICML 2018; ``gaussian_calibration``), the smallest noise for which
 N(0, sigma^2) is (epsilon, delta)-DP; ``calibration="classic"`` uses the textbook
 Delta sqrt(2 ln(1.25/delta))/epsilon instead (for comparison; refused for epsilon >= 1).
 
-**Exact sampling on a grid** (REFERENCE.md section 7.2; DESIGN.md principle 3). The device adds
+**Exact sampling on a grid** (docs/math/numeric.md; docs/architecture.md). The device adds
 discrete Gaussian noise (Canonne, Kamath & Steinke, NeurIPS 2020) to the value snapped to a grid:
 
 * grid step g: for a scalar, (upper - lower)/N with N = ceil((upper - lower) 2**22 / sigma) by

@@ -1,7 +1,7 @@
 """Hadamard response (HR), basic and blocked, decoded with a fast Walsh-Hadamard transform.
 
 Acharya, Sun, Zhang, "Hadamard Response: Estimating Distributions Privately, Efficiently, and
-with Little Communication", AISTATS 2019 (REFERENCE.md section 1.6).
+with Little Communication", AISTATS 2019 (docs/math/hadamard.md).
 
 Layout. The output space is ``blocks`` blocks of ``b`` outputs each (b a power of two); output
 y = c * b + o is offset o of block c. Symbol x lives in block j = x // (b - 1) and owns row
@@ -45,7 +45,7 @@ for a fixed population with frequencies f and block masses F_j (the sum of f ove
                    = 2 (1-p) kappa^2 / (2B - 1) + kappa F_{j(v)} - f_v.
 
 With one block F = 1 and this is the textbook Var* = (e^eps+1)^2/(e^eps-1)^2 with f-coefficient
--1 (REFERENCE.md sections 0 and 1.6).
+-1 (docs/math/hadamard.md).
 
 Sampling: a bernoulli(p) picks the half-set or one of the other half-blocks (``uniform_below``);
 the offset is uniform in [0, b), and XOR with the lowest set bit of r (an element of odd parity

@@ -1,10 +1,10 @@
 """The Laplace mechanism for a bounded number, with exact discrete Laplace noise on a grid.
 
-Local Laplace mechanism (REFERENCE.md section 5): x in [lower, upper] is reported as x + Lap(b)
+Local Laplace mechanism (docs/math/numeric.md): x in [lower, upper] is reported as x + Lap(b)
 with b = (upper - lower)/epsilon, the width of the range being the sensitivity under
 replacement. Variance 2b^2 (8/eps^2 on [-1, 1]).
 
-Sampled exactly on a grid (REFERENCE.md section 7; DESIGN.md principle 3), so that no low-order
+Sampled exactly on a grid (docs/math/numeric.md; docs/architecture.md), so that no low-order
 bits of a floating-point sampler can leak the input (Mironov, CCS 2012):
 
 * the grid has N steps across [lower, upper] (2**20 by default, or ceil((upper-lower)/granularity)),

@@ -1,7 +1,7 @@
 """The piecewise and hybrid mechanisms of Wang et al. (ICDE 2019), sampled exactly on a grid.
 
 Wang, Xiao, Yang, Zhao, Hui, Shin, Shin & Yu, "Collecting and analyzing multidimensional data
-with local differential privacy", ICDE 2019 (REFERENCE.md section 5).
+with local differential privacy", ICDE 2019 (docs/math/numeric.md).
 
 **Piecewise mechanism (PM).** In the paper, t in [-1, 1] is reported as a value on [-C, C],
 C = (e^(eps/2) + 1)/(e^(eps/2) - 1), with density p on a window [l(t), r(t)] of width C - 1 that

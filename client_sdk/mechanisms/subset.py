@@ -1,10 +1,10 @@
 """Subset selection (k-subset): report a random size-d subset of the domain.
 
 Ye & Barg, IEEE Trans. Inf. Theory 64(8), 2018; Wang, Huang, Wang, Nie, Xu, Yang, Li, Qiao,
-arXiv:1607.08025 (REFERENCE.md section 1.8). P(Y | x) is proportional to e^eps when x is in Y and
-to 1 otherwise: with probability p = d e^eps/(d e^eps + k - d) the subset is x plus d-1 uniform
-other values, otherwise d uniform values other than x. Report Y supports every member, so
-p* = p and q* = [p(d-1) + (1-p)d]/(k-1) = (d-p)/(k-1).
+arXiv:1607.08025 (docs/math/subset-selection.md). P(Y | x) is proportional to e^eps when x is in Y
+and to 1 otherwise: with probability p = d e^eps/(d e^eps + k - d) the subset is x plus d-1 uniform
+other values, otherwise d uniform values other than x. Report Y supports every member, so p* = p and
+q* = [p(d-1) + (1-p)d]/(k-1) = (d-p)/(k-1).
 
 Reports are packed bitmaps of length k with exactly d ones (``numpy.packbits`` rows, as unary
 encoding). A bitmap is a function of the set alone, so neither the report nor its wire form can
