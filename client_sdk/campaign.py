@@ -33,6 +33,7 @@ from typing import Any
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import Mechanism, mechanism_from_config
 from client_sdk.mechanisms._validation import check_epsilon, check_int, describe
+from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.protocol import DEFAULT_MIN_BATCH_SIZE, campaign_config_id
 
 __all__ = [
@@ -54,6 +55,9 @@ CAMPAIGN_FIELDS = frozenset({"name", "mechanism", "domain", "policy", "min_batch
 
 MAX_CANDIDATES = 10_000
 """The longest candidate list a ``"string"`` campaign may carry."""
+
+BUDGET_TOLERANCE = 1e-9
+"""The relative slack of the device ledger's comparisons (``client_sdk.budget``)."""
 
 MAX_SAFE_INT = (1 << 53) - 1
 """The largest integer every JSON reader holds exactly."""
@@ -175,6 +179,8 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
         raise ValueError(f"policy must be a JSON object or null; got {describe(policy)}")
     # The device ledger enforces it (client_sdk.budget); refuse a policy it cannot read.
     budget = None if policy is None else BudgetPolicy.from_dict(policy)
+    if budget is not None:
+        _check_budget_reachable(mechanism, budget)
 
     min_batch_size = check_int(
         document.get("min_batch_size", DEFAULT_MIN_BATCH_SIZE),
@@ -196,6 +202,21 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
     except (TypeError, ValueError) as error:
         raise ValueError(f"campaign is not JSON-safe: {error}") from error
     return spec
+
+
+def _check_budget_reachable(mechanism: Mechanism, budget: BudgetPolicy) -> None:
+    """Refuse a policy no report can meet: the device ledger refuses every ordinary report whose
+    epsilon exceeds ``epsilon_per_report`` (``client_sdk.budget``), so such a campaign would
+    collect nothing. Memoized mechanisms are charged epsilon_inf once per value instead."""
+    if is_memoized(mechanism):
+        return
+    epsilon = float(mechanism.privacy_epsilon)
+    if epsilon > budget.epsilon_per_report * (1 + BUDGET_TOLERANCE):
+        raise ValueError(
+            f"policy.epsilon_per_report {budget.epsilon_per_report:g} is below the mechanism's "
+            f"per-report epsilon {epsilon:g}: devices would refuse every report; raise "
+            "policy.epsilon_per_report or lower mechanism.epsilon"
+        )
 
 
 def normalize_campaign(document: Any) -> dict[str, Any]:

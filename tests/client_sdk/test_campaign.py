@@ -132,3 +132,17 @@ def test_the_policy_shape_is_defined_once() -> None:
         if isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     assert "client_sdk.campaign" in imported and "client_sdk.budget" not in imported
+
+
+def test_a_policy_no_report_can_meet_is_refused_at_creation() -> None:
+    """Policy epsilon 0.5 below the mechanism's 1.0: every device would refuse every report."""
+    document = {
+        "name": "never",
+        "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
+        "domain": ["a", "b", "c"],
+        "policy": {"epsilon_per_report": 0.5, "reports_per_period": 4, "period_seconds": 86400},
+    }
+    with pytest.raises(ValueError, match=r"policy.epsilon_per_report 0.5 is below .* epsilon 1"):
+        parse_campaign(document)
+    document["policy"]["epsilon_per_report"] = 1.0
+    assert parse_campaign(document).policy is not None
