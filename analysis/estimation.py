@@ -226,6 +226,14 @@ def _distribution(
     return estimate_distribution(mechanism, reports, confidence=confidence)
 
 
+def _range(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> Any:
+    from analysis.ranges import estimate_ranges  # it imports this module
+
+    return estimate_ranges(mechanism, reports, confidence=confidence)
+
+
 def _require(mechanism: Any, interface: type, kind: str) -> None:
     if not isinstance(mechanism, interface):
         raise TypeError(
@@ -241,6 +249,7 @@ ESTIMATORS: dict[str, Estimator] = {
     "sketch": _sketch,
     "discovery": _discovery,
     "distribution": _distribution,
+    "range": _range,
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
 

@@ -33,6 +33,7 @@ MECHANISMS: dict[str, str] = {
     "pem": "client_sdk.mechanisms.pem:PEM",
     "sfp": "client_sdk.mechanisms.sfp:SFP",
     "square_wave": "client_sdk.mechanisms.square_wave:SquareWave",
+    "hierarchical": "client_sdk.mechanisms.hierarchical:Hierarchical",
 }
 
 

@@ -1,0 +1,143 @@
+"""The hierarchical histogram (Hay et al. 2010; Cormode, Kulkarni & Srivastava 2019): exact
+privacy, the device side against its declared channel, unbiased consistent ranges with their
+exact variance, quantiles, the wire and bad inputs (docs/math/richer-data.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis.estimation import DocumentedEstimate, estimate
+from analysis.ranges import RangeEstimate
+from client_sdk.mechanisms.factory import mechanism_from_config
+from client_sdk.mechanisms.hierarchical import Hierarchical, best_branching
+from tests.stats import assert_chi_square, assert_within_z
+
+
+def tree(epsilon: float, k: int, branching: int | None = None) -> Hierarchical:
+    config: dict[str, object] = {"mechanism": "hierarchical", "epsilon": epsilon, "k": k}
+    if branching is not None:
+        config["branching"] = branching
+    m = mechanism_from_config(config)
+    assert isinstance(m, Hierarchical)
+    return m
+
+
+def test_branching_by_the_variance_bound() -> None:
+    assert best_branching(1024) == 4  # (B - 1) h^2: 100 at B = 2, 75 at B = 4, 112 at B = 8
+    assert tree(1.0, 1024).b == 4
+    assert tree(1.0, 1024, 2).height == 10
+
+
+@pytest.mark.parametrize(("epsilon", "k", "branching"), [(1.0, 8, 2), (3.0, 9, 3), (0.5, 7, 2)])
+def test_exact_privacy(epsilon: float, k: int, branching: int) -> None:
+    m = tree(epsilon, k, branching)
+    matrices = list(m.channel_matrices())
+    assert len(matrices) >= m.height
+    assert all(np.allclose(matrix.sum(axis=1), 1.0) for matrix in matrices)
+    worst = m.implemented_epsilon()
+    assert worst <= epsilon * (1 + 1e-9)
+    assert worst == pytest.approx(epsilon, rel=1e-9)
+
+
+def test_levels_are_uniform_and_each_level_follows_its_oracle() -> None:
+    m = tree(1.0, 16, 4)  # levels of 4 (GRR) and 16 (OUE) nodes
+    rng = np.random.default_rng(3)
+    value = 13
+    reports = m.perturb(np.full(120_000, value), rng=rng)
+    levels = reports["level"]
+    assert_chi_square(np.bincount(levels, minlength=3)[1:], np.full(2, 0.5), what="levels")
+    grr, oue = m.oracles
+    assert (grr.name, oue.name) == ("grr", "oue")
+    level1 = reports["value"][levels == 1]
+    (matrix,) = list(grr.channel_matrices())
+    assert_chi_square(np.bincount(level1, minlength=4), matrix[value // 4], what="level 1")
+    counts = m.aggregate(reports).counts
+    n2 = int((levels == 2).sum())
+    p, q = oue.p_star, oue.q_star
+    expected = np.full(16, q)
+    expected[value] = p
+    assert_within_z(counts[4:20] / n2, expected, np.sqrt(expected * (1 - expected) / n2))
+
+
+def population(k: int, n: int) -> np.ndarray:
+    rng = np.random.default_rng(99)
+    return np.minimum(rng.geometric(0.15, n) - 1, k - 1)
+
+
+@pytest.mark.parametrize(("epsilon", "k", "branching"), [(2.0, 32, 4), (1.0, 12, 2)])
+def test_ranges_unbiased_with_exact_variance(epsilon: float, k: int, branching: int) -> None:
+    m = tree(epsilon, k, branching)
+    values = population(k, 2000)
+    truth = np.bincount(values, minlength=k) / values.size
+    rng = np.random.default_rng(5)
+    repetitions = 400
+    ranges = [(0, 3), (2, 9), (5, k)]
+    results = np.empty((repetitions, len(ranges) + 1))
+    for r in range(repetitions):
+        est = estimate(m, m.perturb(values, rng=rng))
+        results[r, :-1] = [est.range(lo, hi)[0] for lo, hi in ranges]
+        results[r, -1] = est.frequencies[1]
+    assert isinstance(est, RangeEstimate)
+    exact = np.array([est.range_variance(lo, hi, truth) for lo, hi in ranges])
+    exact = np.append(exact, est.range_variance(1, 2, truth))
+    targets = [truth[lo:hi].sum() for lo, hi in ranges] + [truth[1]]
+    assert_within_z(results.mean(axis=0), targets, np.sqrt(exact / repetitions), what="range")
+    ratios = results.var(axis=0, ddof=1) / exact
+    assert_within_z(ratios, 1.0, math.sqrt(2 / (repetitions - 1)), what="variance ratio")
+    assert est.frequencies.sum() == pytest.approx(1.0)  # consistency with the known total
+    # the reported standard error is the exact one at the plug-in frequencies
+    assert est.range(2, 9)[1] ** 2 == pytest.approx(est.range_variance(2, 9, est.plug_in))
+
+
+def test_quantiles_of_a_known_population() -> None:
+    m = tree(4.0, 64)
+    values = population(64, 60_000)
+    est = estimate(m, m.perturb(values, rng=np.random.default_rng(8)))
+    for q in (0.5, 0.9):
+        truth = int(np.quantile(values, q, method="inverted_cdf"))
+        assert abs(est.quantile(q) - truth) <= 1
+    assert isinstance(est, DocumentedEstimate)
+    assert est.to_dict()["n"] == 60_000
+    assert "quantiles" in est.format_table()
+
+
+def test_range_outside_the_domain_names_lo_and_hi() -> None:
+    m = tree(1.0, 8, 2)
+    est = estimate(m, m.perturb(np.arange(8), rng=np.random.default_rng(0)))
+    with pytest.raises(ValueError, match=r"lo=3, hi=9"):
+        est.range(3, 9)
+    with pytest.raises(ValueError, match=r"lo=-1"):
+        est.range(-1, 2)
+    with pytest.raises(ValueError, match=r"lo=4, hi=4"):
+        est.range(4, 4)
+    with pytest.raises(ValueError, match="q must be"):
+        est.quantile(0.0)
+
+
+def test_wire_round_trip_and_malformed_payloads() -> None:
+    m = tree(1.0, 16, 4)
+    reports = m.perturb(np.arange(16), rng=np.random.default_rng(1))
+    decoded = m.from_wire(m.to_wire(reports))
+    assert m.aggregate(decoded) == m.aggregate(reports)
+    good, errors = m.parse_wire([[1, 2], [0, 1], [1, 4], [2, 5], "x", [3, 1], [2, "AAAA"]])
+    assert len(good) == 1
+    assert [e.index for e in errors] == [1, 2, 3, 4, 5, 6]
+    assert "level must be" in errors[0].reason
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("k", 1), ("k", 2.0), ("branching", 1), ("branching", 99), ("epsilon", -1)]
+)
+def test_bad_configs_name_the_field(field: str, value: object) -> None:
+    config: dict[str, object] = {"mechanism": "hierarchical", "epsilon": 1.0, "k": 8}
+    config[field] = value
+    with pytest.raises(ValueError, match=field):
+        mechanism_from_config(config)
+
+
+def test_config_round_trip() -> None:
+    m = tree(2.0, 100)
+    assert mechanism_from_config(m.to_config()) == m
