@@ -122,6 +122,26 @@ class DBitFlip(SwitchableMemoization, FrequencyOracle):
         """What unlimited reports of one value reveal when memoized: one report's epsilon."""
         return self.privacy_epsilon
 
+    # ---- linkability (docs/math/memoization.md, "What an observer can link") ----------------
+
+    @property
+    def deterministic_pseudonym(self) -> bool:
+        """Memoized, every report of a value is the same report, and its d buckets are the same
+        in all of the device's reports in the campaign: a deterministic pseudonym."""
+        return self.memoize
+
+    @property
+    def linkability(self) -> str:
+        """What an observer can link across a device's reports."""
+        if not self.memoize:
+            return "nothing: fresh buckets and bits in every report"
+        return (
+            f"deterministic pseudonym: the d = {self.d} buckets (one of C(k, d) = "
+            f"{math.comb(self.k, self.d)}) are the same in every report of the device in this "
+            "campaign, and every report of one pattern phi(v) is identical (recurs with "
+            "probability 1), so any two reports show whether phi changed"
+        )
+
     @property
     def lifetime_epsilon(self) -> float:
         """A device's total over any sequence of values, memoized: min(d+1, k) patterns."""

@@ -39,7 +39,9 @@ def memoized_from_config(config: Mapping[str, Any]) -> Memoized:
     """Build the memoized mechanism of a config carrying ``"longitudinal"``.
 
     ``{"mechanism": "auto", ...}`` picks, among the registered candidates, the one whose
-    *composed* channel has the least exact total error at these (epsilon, E).
+    *composed* channel has the least exact total error at these (epsilon, E); candidates whose
+    chain carries a deterministic pseudonym (blh, olh: L-LH's hash seed) only when
+    ``longitudinal.allow_pseudonym`` is true (docs/math/memoization.md).
     """
     _check_mapping(config)
     settings = config.get(LONGITUDINAL_FIELD)
@@ -47,12 +49,17 @@ def memoized_from_config(config: Mapping[str, Any]) -> Memoized:
         raise ValueError(
             f'longitudinal must be an object {{"epsilon_permanent": E}}; got {settings!r}'
         )
-    unknown = sorted(set(settings) - {"epsilon_permanent"})
+    unknown = sorted(set(settings) - {"epsilon_permanent", "allow_pseudonym"})
     if unknown:
         raise ValueError(f"longitudinal has unknown field(s) {', '.join(map(str, unknown))}")
     if "epsilon_permanent" not in settings:
         raise ValueError("longitudinal is missing epsilon_permanent")
     permanent = check_epsilon(settings["epsilon_permanent"], "longitudinal.epsilon_permanent")
+    allow_pseudonym = settings.get("allow_pseudonym", False)
+    if not isinstance(allow_pseudonym, bool):
+        raise ValueError(
+            f"longitudinal.allow_pseudonym must be true or false; got {allow_pseudonym!r}"
+        )
     if "epsilon" not in config:
         raise ValueError("config is missing the field 'epsilon'")
     epsilon = check_epsilon(config["epsilon"])
@@ -65,7 +72,7 @@ def memoized_from_config(config: Mapping[str, Any]) -> Memoized:
     inner_config = {key: value for key, value in config.items() if key != LONGITUDINAL_FIELD}
     inner_config["epsilon"] = permanent
     if name == auto.AUTO:
-        return _select_memoized(inner_config, epsilon)
+        return _select_memoized(inner_config, epsilon, allow_pseudonym=allow_pseudonym)
     cls = _registered(name)
     if cls.memoizes_itself:
         raise ValueError(f"{name!r} has its own memoization; it cannot take 'longitudinal'")
@@ -73,8 +80,11 @@ def memoized_from_config(config: Mapping[str, Any]) -> Memoized:
         raise ValueError(f"longitudinal applies to frequency oracles; {name!r} is not one")
     shape = cls.resolved_shape
     if shape is not None and inner_config.get(shape) is None:
-        return _best_shape(cls, shape, inner_config, epsilon)
-    return Memoized(inner=cls.from_config(inner_config), epsilon=epsilon)
+        best = _best_shape(cls, shape, inner_config, epsilon)
+        return dataclasses.replace(best, allow_pseudonym=allow_pseudonym)
+    return Memoized(
+        inner=cls.from_config(inner_config), epsilon=epsilon, allow_pseudonym=allow_pseudonym
+    )
 
 
 def _check_mapping(config: Any) -> None:
@@ -110,8 +120,11 @@ def _best_shape(
     return best
 
 
-def _select_memoized(inner_config: Mapping[str, Any], epsilon: float) -> Memoized:
-    """``auto`` under ``longitudinal``: the candidate whose composed channel errs least."""
+def _select_memoized(
+    inner_config: Mapping[str, Any], epsilon: float, *, allow_pseudonym: bool
+) -> Memoized:
+    """``auto`` under ``longitudinal``: the candidate whose composed channel errs least, among
+    those without a deterministic pseudonym unless ``allow_pseudonym``."""
     unknown = sorted(set(inner_config) - {"mechanism", "epsilon", "k"})
     if unknown:
         raise ValueError(f"config for 'auto' has unknown field(s) {', '.join(unknown)}")
@@ -119,7 +132,7 @@ def _select_memoized(inner_config: Mapping[str, Any], epsilon: float) -> Memoize
         raise ValueError("config for 'auto' is missing k")
 
     def build(name: str) -> Memoized:
-        return memoized_from_config(
+        candidate = memoized_from_config(
             {
                 "mechanism": name,
                 "epsilon": epsilon,
@@ -127,7 +140,10 @@ def _select_memoized(inner_config: Mapping[str, Any], epsilon: float) -> Memoize
                 LONGITUDINAL_FIELD: {"epsilon_permanent": inner_config["epsilon"]},
             }
         )
+        if candidate.deterministic_pseudonym and not allow_pseudonym:
+            raise ValueError(f"{name}: a deterministic pseudonym, not allowed")  # rank skips it
+        return candidate
 
     chosen = auto.best(build, repr(dict(inner_config)))
     inner = dataclasses.replace(chosen.inner, selected_by=auto.AUTO)
-    return Memoized(inner=inner, epsilon=epsilon)
+    return Memoized(inner=inner, epsilon=epsilon, allow_pseudonym=allow_pseudonym)

@@ -112,6 +112,19 @@ class RandomizedResponseChain(Chain):
         values = np.asarray(permanent, dtype=np.int64)
         return keep_or_other(rng, values, self.threshold, self.size)
 
+    @property
+    def resend_probability(self) -> Fraction:
+        """The keep probability p2: otherwise another value is sent, never the permanent one."""
+        return self.parameter
+
+    def linkability(self) -> str:
+        p2 = float(self.parameter)
+        return (
+            "no deterministic component; reports of one value are i.i.d. given the permanent "
+            f"response, each equal to it with probability p2 = {p2:.4g} and otherwise a uniform "
+            f"other of the {self.size} values"
+        )
+
     def support(self) -> tuple[Fraction, Fraction]:
         return compose_keep(self.permanent_keep, self.parameter, self.size)
 

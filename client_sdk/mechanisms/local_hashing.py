@@ -380,10 +380,20 @@ class HashedChain(RandomizedResponseChain):
     """
 
     kind = "l-lh"
+    deterministic_pseudonym = True
 
     def __init__(self, inner: _LocalHashing, target: Fraction) -> None:
         self.hashing = inner
         super().__init__(inner, target, permanent_keep=inner._keep_probability, size=inner.buckets)
+
+    def linkability(self) -> str:
+        p2 = float(self.parameter)
+        return (
+            "deterministic pseudonym: the permanent report's hash seed (one of about 2^62) is "
+            "sent with every report of the value, so it names (device, campaign, value) and any "
+            "two reports show whether the value changed; the bucket y equals the permanent one "
+            f"with probability p2 = {p2:.4g}"
+        )
 
     def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
         out = np.array(permanent, copy=True)

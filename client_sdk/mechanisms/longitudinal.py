@@ -8,11 +8,12 @@ response (IRR) drawn fresh for each report from the PRR. Unlimited reports of on
 reveal at most what the PRR reveals (epsilon_inf), and any one report reveals at most epsilon_1.
 
 Configuration. A categorical config switches it on with ``"longitudinal": {"epsilon_permanent":
-E}``; ``epsilon`` stays the guarantee of ONE report (epsilon_1) and E >= epsilon bounds what any
-number of reports of one value reveal (epsilon_inf). The PRR is the campaign's own mechanism
-built at epsilon E (``inner``); the IRR has one parameter, chosen (largest value on the
-sampler's 2**-64 grid, by bisection on the exact rational probabilities) so that the implemented
-epsilon_1 is exactly at most ``epsilon`` and tight. ``E < epsilon`` is refused.
+E}`` (optionally ``"allow_pseudonym": true``, which lets ``auto`` consider L-LH); ``epsilon``
+stays the guarantee of ONE report (epsilon_1) and E >= epsilon bounds what any number of reports
+of one value reveal (epsilon_inf). The PRR is the campaign's own mechanism built at epsilon E
+(``inner``); the IRR has one parameter, chosen (largest value on the sampler's 2**-64 grid, by
+bisection on the exact rational probabilities) so that the implemented epsilon_1 is exactly at
+most ``epsilon`` and tight. ``E < epsilon`` is refused.
 
 Permanent responses are never stored: the PRR of value v is ``inner.perturb([v])`` run on the
 word stream ``permanent.source("value", v)`` of the keyed source the device injects (on a
@@ -69,6 +70,14 @@ different devices are independent), so ``analysis.estimate`` works unchanged.
 Caveats (as RAPPOR's): memoization protects a value that stays constant. Each distinct value
 gets its own PRR, so epsilon_inf is spent once per distinct value (``client_sdk.budget`` counts
 it so), and identical consecutive reports show when the value did not change.
+
+Linkability (``linkability``, ``deterministic_pseudonym``, ``resend_probability``). L-GRR and
+L-UE reports of one value are i.i.d. given the PRR, with no deterministic component (a report
+equals the PRR with probability p2, resp. p2^k). L-LH sends the PRR's hash seed with every report
+of the value: a deterministic pseudonym of (device, campaign, value), so any two reports show
+whether the value changed (``deterministic_pseudonym`` is True; the device's policy refuses it
+unless the app allows it). The mixture chain resends the PRR itself with probability lambda: a
+probabilistic link. docs/math/memoization.md states the figures.
 """
 
 from __future__ import annotations
@@ -131,6 +140,9 @@ class Memoized(FrequencyOracle):
     inner: FrequencyOracle
     epsilon: float
     k: int = dataclasses.field(init=False)
+    allow_pseudonym: bool = dataclasses.field(default=False, kw_only=True)
+    """The config's ``longitudinal.allow_pseudonym``: ``auto`` may pick a chain with a
+    deterministic pseudonym (L-LH). Recorded in the config; the device's policy still decides."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.inner, FrequencyOracle) or isinstance(self.inner, Memoized):
@@ -143,6 +155,10 @@ class Memoized(FrequencyOracle):
             )
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", self.inner.k)
+        if not isinstance(self.allow_pseudonym, bool):
+            raise ValueError(
+                f"longitudinal.allow_pseudonym must be true or false; got {self.allow_pseudonym!r}"
+            )
         permanent = self.inner.privacy_epsilon
         if self.epsilon > permanent:
             raise ValueError(
@@ -158,7 +174,10 @@ class Memoized(FrequencyOracle):
         """The inner mechanism's config with the one-report epsilon and the longitudinal key."""
         config = self.inner.to_config()
         config["epsilon"] = self.epsilon
-        config[LONGITUDINAL_FIELD] = {"epsilon_permanent": self.inner.epsilon}
+        settings: dict[str, Any] = {"epsilon_permanent": self.inner.epsilon}
+        if self.allow_pseudonym:
+            settings["allow_pseudonym"] = True
+        config[LONGITUDINAL_FIELD] = settings
         return config
 
     # ---- privacy -------------------------------------------------------------------------------
@@ -184,6 +203,25 @@ class Memoized(FrequencyOracle):
     @property
     def epsilon_permanent(self) -> float:
         return self.inner.epsilon
+
+    # ---- linkability (docs/math/memoization.md, "What an observer can link") ----------------
+
+    @property
+    def deterministic_pseudonym(self) -> bool:
+        """True when every report of a value carries the same public part (L-LH's hash seed): a
+        pseudonym of (device, campaign, value). The app's policy refuses such campaigns unless
+        it sets ``allow_pseudonymous_memoization``."""
+        return self._chain.deterministic_pseudonym
+
+    @property
+    def resend_probability(self) -> float:
+        """P[a report sends the permanent response unchanged] (the chain's exact figure)."""
+        return float(self._chain.resend_probability)
+
+    @property
+    def linkability(self) -> str:
+        """What an observer can link across reports of one value, with this chain's figures."""
+        return f"{self.chain}: {self._chain.linkability()}"
 
     @property
     def epsilon_inf(self) -> float:

@@ -149,6 +149,11 @@ class Chain(abc.ABC):
     kind: ClassVar[str]
     tight: bool = True
 
+    deterministic_pseudonym: ClassVar[bool] = False
+    """True when every report carries a public part that is a deterministic function of (device,
+    campaign, value): a stable pseudonym that shows whether two reports are of one value
+    (docs/math/memoization.md, "What an observer can link")."""
+
     def __init__(self, inner: FrequencyOracle, target: Fraction) -> None:
         self.inner = inner
         low, high = self.threshold_range()
@@ -182,6 +187,16 @@ class Chain(abc.ABC):
     def epsilon_one(self) -> float:
         """ln of the worst ratio at the chosen threshold."""
         return log_fraction(self.ratio(self.threshold))
+
+    @property
+    @abc.abstractmethod
+    def resend_probability(self) -> Fraction:
+        """P[the step sends the permanent report unchanged], exactly (mixture: lambda, to which a
+        fresh report that happens to equal the PRR adds)."""
+
+    @abc.abstractmethod
+    def linkability(self) -> str:
+        """What an observer can link across reports of one value, with the step's figures."""
 
 
 def generic_column_profile(inner: FrequencyOracle) -> tuple[Fraction, Fraction, bool]:
@@ -223,6 +238,19 @@ class MixtureChain(Chain):
         out = np.array(fresh, copy=True)
         out[keep] = np.asarray(permanent)[keep]
         return out
+
+    @property
+    def resend_probability(self) -> Fraction:
+        return self.parameter
+
+    def linkability(self) -> str:
+        lam = float(self.parameter)
+        return (
+            f"no deterministic component; the permanent report itself is resent with "
+            f"probability lambda = {lam:.4g} (a fresh report may also equal it), so two reports "
+            f"of one value are identical with probability at least lambda^2 = {lam * lam:.4g}: "
+            "a probabilistic link"
+        )
 
     def support(self) -> tuple[Fraction, Fraction]:
         lam = self.parameter

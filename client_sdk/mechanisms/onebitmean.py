@@ -163,6 +163,22 @@ class OneBitMean(SwitchableMemoization, NumericMechanism):
         """gamma as implemented (a multiple of 2**-64)."""
         return float(threshold_probability(self._flip_threshold))
 
+    # ---- linkability (docs/math/memoization.md, "What an observer can link") ----------------
+
+    deterministic_pseudonym: ClassVar[bool] = False
+    """One bit cannot name a device: the memoized bit is shared by a fraction of the devices."""
+
+    @property
+    def linkability(self) -> str:
+        """What an observer can link across a device's reports."""
+        if not self.memoize:
+            return "nothing: a fresh bit in every report"
+        return (
+            "no pseudonym (one bit); the memoized bit of the rounded point recurs with "
+            f"probability 1 - gamma = {1 - self.flip_probability:.4g}, so identical bits are "
+            "likely while the rounded point stays put; alpha is per (device, campaign)"
+        )
+
     @cached_property
     def _one_probabilities(self) -> tuple[Fraction, Fraction]:
         """P[b = 1] at x = lower and at x = upper, flip included, exactly."""

@@ -8,7 +8,12 @@ Response", CCS 2014 (docs/math/rappor.md); reference client ``google/rappor``,
 1. **Cohort**: the little-endian uint32 of the first 4 bytes of ``H(secret, b"")``, modulo ``m``
    (the reference masks with ``m - 1`` and requires a power of two; the two agree there). ``H`` is
    HMAC-SHA256 when ``k <= 32`` and HMAC-DRBG (below) when ``k > 32``, as the reference's
-   ``AssignCohort`` uses whichever HMAC function the encoder is configured with.
+   ``AssignCohort`` uses whichever HMAC function the encoder is configured with. That cohort
+   depends on the secret alone, so it would be the same in every campaign of a device (a
+   log2(m)-bit link across campaigns): on a device (``perturb`` with a keyed source) the cohort is
+   instead drawn uniformly from the campaign's keyed source (``campaign_cohort``), independent
+   across campaigns; ``perturb_with_secret`` keeps the reference's derivation. Given the cohort,
+   steps 2-4 are the reference's, bit for bit.
 2. **Bloom filter** B: ``d = MD5(cohort as 4 bytes big-endian || v)``; hash i sets bit
    ``d[i] mod k`` (i < h). Bits are numbered from the least significant: bit i is ``1 << i``.
 3. **Permanent randomized response** (PRR), memoized by being a deterministic function of the
@@ -98,6 +103,9 @@ CHUNK_BITS = 1 << 23
 
 MEMO_LABEL = "rappor"
 """The label of a value's memo key (``KeyedSource.key("rappor:<value>", 0)``)."""
+
+COHORT_LABEL = "rappor-cohort"
+"""The label of a device's cohort draw in one campaign (``KeyedSource.source(COHORT_LABEL, 0)``)."""
 
 PRR_PREFIX = b"\x01"
 """``kHmacPrrPrefix`` of the reference: separates PRR streams from the cohort stream."""
@@ -434,8 +442,39 @@ class RAPPOR(Mechanism):
         return np.dtype([("cohort", "<i4"), ("bits", "u1", (self.report_bytes,))])
 
     def cohort_of(self, secret: bytes) -> int:
-        """The cohort a client with this secret belongs to (step 1 of the module docstring)."""
+        """The reference's cohort of a client with this secret (step 1 of the module docstring)."""
         return assign_cohort(_check_secret(secret), self.m, self.k)
+
+    def campaign_cohort(self, permanent: KeyedSource) -> int:
+        """The device's cohort in the campaign of ``permanent``: uniform in [0, m), drawn from the
+        campaign's keyed source, so two campaigns of one device get independent cohorts."""
+        keys = check_keyed_source(permanent, self.name)
+        if self.m == 1:
+            return 0
+        return int(uniform_below(keys.source(COHORT_LABEL, 0), self.m, 1)[0])
+
+    # ---- linkability (docs/math/memoization.md, "What an observer can link") ----------------
+
+    deterministic_pseudonym: ClassVar[bool] = False
+    """The cohort is constant per (device, campaign) but shared by 1/m of the devices; the bits
+    carry no deterministic component."""
+
+    @property
+    def bit_recurrence(self) -> tuple[float, float]:
+        """P[a report bit equals its PRR bit] for a PRR bit 1 (q) and for a PRR bit 0 (1 - p)."""
+        return float(self.irr_q), float(1 - self.irr_p)
+
+    @property
+    def linkability(self) -> str:
+        """What an observer can link across a device's reports, with this config's figures."""
+        one, zero = self.bit_recurrence
+        return (
+            f"the cohort ({math.log2(self.m):.3g} bits, one of m = {self.m}) is the same in every "
+            "report of the device in this campaign, drawn per campaign (independent across "
+            "campaigns); reports of one value are i.i.d. given the PRR, a report bit equal to its "
+            f"PRR bit with probability q = {one:.4g} (PRR bit 1) or 1 - p = {zero:.4g} (PRR bit "
+            "0); no deterministic pseudonym of the value"
+        )
 
     def bloom_bits(self, value: str | bytes, cohort: int) -> int:
         """The Bloom filter of one value in one cohort, as an integer (bit i is ``1 << i``)."""
@@ -540,9 +579,12 @@ class RAPPOR(Mechanism):
 
         ``permanent`` (required) gives the client secret of the reference derivation
         (``reference_secret``) and the encoder id (``scope``: the campaign configuration, so
-        different campaigns get independent PRRs). See :meth:`perturb_with_secret`.
+        different campaigns get independent PRRs); the cohort is :meth:`campaign_cohort` unless
+        given. See :meth:`perturb_with_secret`.
         """
         keys = check_keyed_source(permanent, self.name)
+        if cohort is None:
+            cohort = self.campaign_cohort(keys)
         return self.perturb_with_secret(
             values, secret=keys.reference_secret, encoder_id=keys.scope, cohort=cohort, rng=rng
         )

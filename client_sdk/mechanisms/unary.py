@@ -226,6 +226,19 @@ class BitFlipChain(Chain):
             out[start : start + chunk.shape[0]] = np.packbits(bits, axis=1)
         return out
 
+    @property
+    def resend_probability(self) -> Fraction:
+        """Every one of the k bits kept: p2^k."""
+        return self.parameter**self.inner.k
+
+    def linkability(self) -> str:
+        p2 = float(self.parameter)
+        return (
+            "no deterministic component; reports of one value are i.i.d. given the permanent "
+            f"bits, each bit equal to its permanent bit with probability p2 = {p2:.4g} (the "
+            f"whole report with p2^k = {float(self.resend_probability):.4g})"
+        )
+
     def support(self) -> tuple[Fraction, Fraction]:
         return self._bits(self.parameter)
 

@@ -344,12 +344,41 @@ def test_device_keys_are_the_reference_secret_and_encoder_id() -> None:
     keys = DeviceKeys(SECRET, "config-id")
     assert is_memoized(mech) and mech.memoizes_itself
     via_keys = mech.perturb(["a", "b"], permanent=keys, rng=np.random.default_rng(4))
+    cohort = mech.campaign_cohort(keys)
+    assert cohort == mech.campaign_cohort(DeviceKeys(SECRET, "config-id"))  # memoized
     via_secret = mech.perturb_with_secret(
-        ["a", "b"], secret=SECRET, encoder_id="config-id", rng=np.random.default_rng(4)
+        ["a", "b"],
+        secret=SECRET,
+        encoder_id="config-id",
+        cohort=cohort,
+        rng=np.random.default_rng(4),
     )
     np.testing.assert_array_equal(via_keys, via_secret)
     memo = mech.memo_keys(["a", "b", "a"], permanent=keys)
     assert memo == [memo_key(SECRET, "config-id", f"rappor:{v}", 0) for v in ("a", "b", "a")]
+
+
+def test_two_campaigns_on_one_device_get_independent_cohorts() -> None:
+    """The device's cohort is drawn per campaign from its keyed source: over 4,000 simulated
+    devices, the cohorts of two campaigns are each uniform and independent of each other and of
+    the reference's secret-only cohort (chi-square at a fixed seed: the secrets are fixed)."""
+    from scipy.stats import chi2_contingency
+
+    mech = RAPPOR(**{**PAPER, "m": 8})
+    secrets = [hashlib.sha256(b"device %d" % i).digest() for i in range(4000)]
+    first = np.array([mech.campaign_cohort(DeviceKeys(s, "campaign-a")) for s in secrets])
+    second = np.array([mech.campaign_cohort(DeviceKeys(s, "campaign-b")) for s in secrets])
+    reference = np.array([mech.cohort_of(s) for s in secrets])
+    for name, cohorts in (("campaign a", first), ("campaign b", second)):
+        stats.assert_chi_square(np.bincount(cohorts, minlength=8), np.full(8, 1 / 8), what=name)
+    for what, other in (("campaign b", second), ("the secret-only cohort", reference)):
+        table = np.zeros((8, 8))
+        np.add.at(table, (first, other), 1)
+        pvalue = chi2_contingency(table).pvalue
+        assert pvalue >= 1e-6, f"campaign a's cohort depends on {what}: p = {pvalue:.3g}"
+    assert (first == second).mean() < 0.2  # 1/8 for independent cohorts, 1 before the change
+    reports = mech.perturb(["x"], permanent=DeviceKeys(secrets[0], "campaign-b"))
+    assert reports["cohort"].tolist() == [second[0]]
 
 
 def test_reports_carry_the_secrets_cohort() -> None:
