@@ -42,6 +42,7 @@ __all__ = [
     "MAX_CANDIDATES",
     "BudgetPolicy",
     "CampaignSpec",
+    "ShufflePlan",
     "check_domain",
     "normalize_campaign",
     "parse_campaign",
@@ -50,7 +51,7 @@ __all__ = [
 CAMPAIGN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """Campaign names are URL path segments: letters, digits, ``.``, ``_``, ``-`` (1-128 chars)."""
 
-CAMPAIGN_FIELDS = frozenset({"name", "mechanism", "domain", "policy", "min_batch_size"})
+CAMPAIGN_FIELDS = frozenset({"name", "mechanism", "domain", "policy", "min_batch_size", "shuffle"})
 """The fields of a campaign's content (a served campaign adds ``config_id`` and ``created``)."""
 
 MAX_CANDIDATES = 10_000
@@ -100,6 +101,43 @@ class BudgetPolicy:
 
 
 @dataclasses.dataclass(frozen=True)
+class ShufflePlan:
+    """A shuffled campaign's central target: batches of at least ``min_batch`` reports go
+    through an anonymizing shuffler, and the collector calibrates the mechanism's (local)
+    epsilon so that each such batch is (``central_epsilon``, ``delta``)-DP by the numerical
+    bound of Feldman, McMillan, Talwar (FOCS 2021; ``client_sdk.amplification``,
+    docs/math/central-and-shuffle.md)."""
+
+    min_batch: int
+    central_epsilon: float
+    delta: float
+
+    @classmethod
+    def from_dict(cls, shuffle: Any) -> ShufflePlan:
+        if not isinstance(shuffle, Mapping):
+            raise ValueError(f"shuffle must be a JSON object or null; got {describe(shuffle)}")
+        fields = {"min_batch", "central_epsilon", "delta"}
+        missing, unknown = sorted(fields - set(shuffle)), sorted(map(str, set(shuffle) - fields))
+        if missing or unknown:
+            raise ValueError(
+                f"shuffle needs exactly {sorted(fields)}; missing {missing}, unknown {unknown}"
+            )
+        delta = shuffle["delta"]
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+            raise ValueError(f"shuffle.delta must be a number in (0, 1); got {describe(delta)}")
+        return cls(
+            min_batch=check_int(
+                shuffle["min_batch"], "shuffle.min_batch", minimum=2, maximum=MAX_SAFE_INT
+            ),
+            central_epsilon=check_epsilon(shuffle["central_epsilon"], "shuffle.central_epsilon"),
+            delta=float(delta),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class CampaignSpec:
     """A validated campaign: its mechanism, canonical config, domain, policy and minimum."""
 
@@ -109,16 +147,20 @@ class CampaignSpec:
     domain: tuple[str, ...] | None
     policy: BudgetPolicy | None
     min_batch_size: int
+    shuffle: ShufflePlan | None = None
 
     def content(self) -> dict[str, Any]:
         """The canonical document (what the collector stores; JSON-safe)."""
-        return {
+        content: dict[str, Any] = {
             "name": self.name,
             "mechanism": dict(self.config),
             "domain": None if self.domain is None else list(self.domain),
             "policy": None if self.policy is None else self.policy.to_dict(),
             "min_batch_size": self.min_batch_size,
         }
+        if self.shuffle is not None:
+            content["shuffle"] = self.shuffle.to_dict()
+        return content
 
     @property
     def config_id(self) -> str:
@@ -128,6 +170,7 @@ class CampaignSpec:
             domain=self.domain,
             policy=None if self.policy is None else self.policy.to_dict(),
             min_batch_size=self.min_batch_size,
+            shuffle=None if self.shuffle is None else self.shuffle.to_dict(),
         )
 
 
@@ -189,6 +232,7 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
         maximum=MAX_SAFE_INT,
     )
 
+    shuffle = document.get("shuffle")
     spec = CampaignSpec(
         name=name,
         mechanism=mechanism,
@@ -196,6 +240,7 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
         domain=domain,
         policy=budget,
         min_batch_size=min_batch_size,
+        shuffle=None if shuffle is None else ShufflePlan.from_dict(shuffle),
     )
     try:
         canonical_json(spec.content())

@@ -52,6 +52,8 @@ PROBLEM_TYPES: dict[str, str] = {
         "overloaded",  # 503 (with Retry-After): the database is busy beyond its timeout
         "database-unavailable",  # 503 (with Retry-After): deleted, replaced or read-only database
         "internal-error",  # 500: a bug; no known bad input reaches it
+        "shuffled-campaign",  # 409: a direct upload to a campaign that only takes shuffled batches
+        "not-shuffled",  # 409: a shuffler batch or upload for a campaign without "shuffle"
     )
 }
 """Stable RFC 9457 ``type`` URIs, by short name."""
@@ -73,18 +75,24 @@ def campaign_content(
     domain: Sequence[str] | None,
     policy: Mapping[str, Any] | None,
     min_batch_size: int,
+    shuffle: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything that changes how a campaign's reports are produced or read.
 
     The ``config_id`` hashes this (not the campaign's name or creation time), so the SDK can
-    recompute it from a fetched campaign and refuse one that does not match.
+    recompute it from a fetched campaign and refuse one that does not match. ``shuffle`` (a
+    shuffled campaign's central target) is part of it only when present, so the ids of other
+    campaigns are unchanged.
     """
-    return {
+    content = {
         "mechanism": dict(mechanism),
         "domain": None if domain is None else list(domain),
         "policy": None if policy is None else dict(policy),
         "min_batch_size": int(min_batch_size),
     }
+    if shuffle is not None:
+        content["shuffle"] = dict(shuffle)
+    return content
 
 
 def campaign_config_id(
@@ -93,10 +101,15 @@ def campaign_config_id(
     domain: Sequence[str] | None,
     policy: Mapping[str, Any] | None,
     min_batch_size: int,
+    shuffle: Mapping[str, Any] | None = None,
 ) -> str:
     """``client_sdk.config.config_id`` of :func:`campaign_content`."""
     return config_id(
         campaign_content(
-            mechanism=mechanism, domain=domain, policy=policy, min_batch_size=min_batch_size
+            mechanism=mechanism,
+            domain=domain,
+            policy=policy,
+            min_batch_size=min_batch_size,
+            shuffle=shuffle,
         )
     )
