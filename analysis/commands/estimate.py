@@ -2,6 +2,8 @@
 
     ldp-analyze estimate --db collector.db --campaign app-launches --format json \\
         [--postprocess norm-sub] [--confidence 0.95] [--top 10]
+    ldp-analyze estimate --db collector.db --campaign app-launches \\
+        [--since 2026-11-01] [--until 2026-11-30] [--by day]
     ldp-analyze estimate --campaign app-launches --db shard-1.db --db shard-2.db \\
         --parquet lake/app-launches [--dask local:4 | --dask tcp://HOST:8786]
 
@@ -13,8 +15,11 @@ the campaign is large. A campaign with fewer reports than its ``min_batch_size``
 "ci_high"}], "postprocessing", ...}`` (docs/architecture.md); numeric campaigns print the mean
 with its standard error. ``--top N`` lists the N most frequent items with their Bonferroni
 significance (``analysis.heavy_hitters``). Several ``--db``, any ``--parquet`` export or
-``--dask`` merge the sources' statistics, each report id counted once (docs/scale-out.md). The
-options are spelled once in ``analysis.commands._arguments``.
+``--dask`` merge the sources' statistics, each report id counted once (docs/scale-out.md).
+``--since DAY --until DAY`` keep the reports of those UTC days (inclusive; the collector stores
+the day each report arrived); ``--by day`` prints one estimate per day with its standard errors
+(a day below ``min_batch_size`` shows its n and no estimate). The options are spelled once in
+``analysis.commands._arguments``.
 """
 
 from __future__ import annotations
@@ -36,10 +41,17 @@ from analysis.commands._arguments import (
     add_format_argument,
     add_postprocess_arguments,
     add_source_arguments,
+    add_window_arguments,
     positive_int,
 )
 from analysis.commands._shards import add_shard_arguments, merged_statistic, uses_shards
-from analysis.dataset import StoredCampaign, count_reports, iter_report_chunks, load_campaign
+from analysis.dataset import (
+    StoredCampaign,
+    count_reports,
+    iter_report_chunks,
+    load_campaign,
+    report_days,
+)
 from analysis.estimation import (
     DocumentedEstimate,
     FrequencyEstimate,
@@ -82,6 +94,13 @@ def register(subparsers: Any) -> None:
         parser,
         help="family-wise false-positive rate of the --top significance tests (default 0.05)",
     )
+    add_window_arguments(parser)
+    parser.add_argument(
+        "--by",
+        choices=["day"],
+        default=None,
+        help="a series: one estimate per UTC day with its standard errors",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -89,22 +108,40 @@ def register(subparsers: Any) -> None:
 
 
 def _progress_chunks(
-    db: str, campaign: str, total: int, chunk_size: int, *, label: str
+    db: str,
+    campaign: str,
+    total: int,
+    chunk_size: int,
+    *,
+    label: str,
+    since: str | None = None,
+    until: str | None = None,
 ) -> Iterator[Reports]:
     """The campaign's report chunks, with a tqdm bar on stderr for long runs on a terminal."""
     show = sys.stderr.isatty() and total >= PROGRESS_MIN_REPORTS
     with tqdm(
         total=total, unit="report", unit_scale=True, desc=label, file=sys.stderr, disable=not show
     ) as bar:
-        for chunk in iter_report_chunks(db, campaign, chunk_size=chunk_size):
+        for chunk in iter_report_chunks(
+            db, campaign, chunk_size=chunk_size, since=since, until=until
+        ):
             yield chunk
             bar.update(len(chunk))
 
 
 def load_estimate(
-    db: str | os.PathLike[str], name: str, *, confidence: float, chunk_size: int = 50_000
+    db: str | os.PathLike[str],
+    name: str,
+    *,
+    confidence: float,
+    chunk_size: int = 50_000,
+    since: str | None = None,
+    until: str | None = None,
 ) -> tuple[StoredCampaign, Any]:
     """The stored campaign and its raw estimate, streamed; refuses below ``min_batch_size``.
+
+    ``since``/``until`` (``YYYY-MM-DD``, checked by ``check_window``): the reports of those UTC
+    days only, inclusive.
 
     The count is checked before anything is streamed and again on the statistic actually read.
     Raises ``FileNotFoundError`` for a missing database, ``LookupError`` for an unknown
@@ -117,9 +154,10 @@ def load_estimate(
     campaign = load_campaign(path, name)
     mechanism = campaign.mechanism
     candidates = estimable_candidates(campaign)
-    total = count_reports(path, name)
+    since, until = check_window(since, until)
+    total = count_reports(path, name, since=since, until=until)
     require_min_batch(total, campaign.min_batch_size, name)
-    chunks = _progress_chunks(path, name, total, chunk_size, label=name)
+    chunks = _progress_chunks(path, name, total, chunk_size, label=name, since=since, until=until)
     result = estimate(mechanism, chunks, confidence=confidence, candidates=candidates)
     require_min_batch(result.n, campaign.min_batch_size, name)
     return campaign, result
@@ -147,12 +185,17 @@ def load_sharded_estimate(args: argparse.Namespace) -> tuple[StoredCampaign, Any
     merged = merged_statistic(args, check=estimable_candidates)
     campaign, statistic = merged.campaign, merged.statistic
     require_min_batch(statistic.n, campaign.min_batch_size, campaign.name)
-    result = estimate(
-        campaign.mechanism,
-        statistic,
-        confidence=args.confidence,
-        candidates=estimable_candidates(campaign),
-    )
+    try:
+        result = estimate(
+            campaign.mechanism,
+            statistic,
+            confidence=args.confidence,
+            candidates=estimable_candidates(campaign),
+        )
+    except TypeError as error:  # discovery (pem, sfp) reads reports, not a merged statistic
+        raise ValueError(
+            f"campaign {campaign.name!r} cannot be estimated from merged shards: {error}"
+        ) from None
     return campaign, result
 
 
@@ -322,12 +365,145 @@ def write_document(document: Mapping[str, Any], fmt: str) -> None:
         sys.stdout.write(format_csv(document))
 
 
+def check_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """``--since``/``--until`` as UTC days (``ValueError`` naming the flag), in order."""
+    from collector.export import check_day
+
+    since, until = check_day(since, "--since"), check_day(until, "--until")
+    if since is not None and until is not None and since > until:
+        raise ValueError(f"--since {since} is after --until {until}")
+    return since, until
+
+
+def daily_series(args: argparse.Namespace) -> dict[str, Any]:
+    """``--by day``: the estimate of each UTC day with reports (n only below the minimum)."""
+    if args.postprocess != "base" or args.top is not None:
+        raise ValueError("--by day gives raw estimates: --postprocess and --top do not apply")
+    since, until = check_window(args.since, args.until)
+    db = args.db[0]
+    campaign = load_campaign(db, args.campaign)
+    candidates = estimable_candidates(campaign)
+    days: list[dict[str, Any]] = []
+    for day, n in report_days(db, args.campaign, since=since, until=until):
+        entry: dict[str, Any] = {"day": day, "n": n}
+        if n < campaign.min_batch_size:
+            entry["estimate"] = None  # nothing but n below the campaign's minimum
+        else:
+            chunks = iter_report_chunks(
+                db, args.campaign, chunk_size=args.chunk_size, since=day, until=day
+            )
+            result = estimate(
+                campaign.mechanism, chunks, confidence=args.confidence, candidates=candidates
+            )
+            entry["estimate"] = _series_point(campaign, result)
+        days.append(entry)
+    return json_safe(  # type: ignore[no-any-return]
+        {
+            "campaign": campaign.name,
+            "config_id": campaign.config_id,
+            "mechanism": campaign.config,
+            "by": "day",
+            "since": since,
+            "until": until,
+            "min_batch_size": campaign.min_batch_size,
+            "confidence": args.confidence,
+            "days": days,
+        }
+    )
+
+
+def _series_point(campaign: StoredCampaign, result: Any) -> dict[str, Any]:
+    if isinstance(result, FrequencyEstimate):
+        document = frequency_document(campaign, result)
+        return {"items": document["items"]}
+    if isinstance(result, MeanEstimate):
+        document = mean_document(campaign, result)
+        return {k: document[k] for k in ("mean", "std_error", "ci_low", "ci_high")}
+    if isinstance(result, DocumentedEstimate):
+        return dict(result.to_dict())
+    raise ValueError(f"campaign {campaign.name!r}: no daily series for this kind of estimate")
+
+
+def series_rows(document: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """One row per (day, item) or (day, coordinate): day, n, value, estimate, std_error, ..."""
+    columns = ["day", "n", "value", "estimate", "std_error", "ci_low", "ci_high"]
+    rows: list[list[Any]] = []
+    for entry in document["days"]:
+        point = entry["estimate"]
+        if point is None:
+            rows.append([entry["day"], entry["n"], None, None, None, None, None])
+        elif "items" in point:
+            for item in point["items"]:
+                numbers = [item[k] for k in ("frequency", "std_error", "ci_low", "ci_high")]
+                rows.append([entry["day"], entry["n"], item["value"], *numbers])
+        elif "mean" in point:
+            parts = [point[k] for k in ("mean", "std_error", "ci_low", "ci_high")]
+            if not isinstance(parts[0], list):
+                parts = [[p] for p in parts]
+            for i, values in enumerate(zip(*parts, strict=True)):
+                rows.append([entry["day"], entry["n"], i, *values])
+        else:
+            raise ValueError("--by day prints tables of frequencies and means; use --format json")
+    return columns, rows
+
+
+def write_series(document: Mapping[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(document, indent=2, allow_nan=False) + "\n")
+        return
+    columns, rows = series_rows(document)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow(
+                ["" if v is None else repr(v) if isinstance(v, float) else v for v in row]
+            )
+        sys.stdout.write(out.getvalue())
+        return
+    mechanism = document["mechanism"]
+    head = (
+        f"campaign {document['campaign']}  by day  mechanism {mechanism.get('mechanism')} "
+        f"(epsilon {mechanism.get('epsilon')})  {round(100 * document['confidence'], 4):g}% "
+        f"intervals  (days below min_batch_size {document['min_batch_size']} show n only)"
+    )
+    sys.stdout.write(_aligned(head, columns, rows))
+
+
+def _aligned(head: str, columns: list[str], rows: list[list[Any]]) -> str:
+    cells = [[_format_number(v) for v in row] for row in rows]
+    widths = [
+        max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)
+    ]
+    lines = [head]
+    for row in [columns, *cells]:
+        lines.append(
+            "  ".join(
+                v.ljust(w) if i == 0 else v.rjust(w)
+                for i, (v, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
+    windowed = args.since is not None or args.until is not None or args.by is not None
+    if windowed and uses_shards(args):
+        raise ValueError("--since, --until and --by read one --db (no --parquet or --dask)")
+    if args.by == "day":
+        write_series(daily_series(args), args.format)
+        return 0
     if uses_shards(args):
         campaign, result = load_sharded_estimate(args)
     else:
         campaign, result = load_estimate(
-            args.db[0], args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
+            args.db[0],
+            args.campaign,
+            confidence=args.confidence,
+            chunk_size=args.chunk_size,
+            since=args.since,
+            until=args.until,
         )
     if isinstance(result, DocumentedEstimate):
         if args.postprocess != "base" or args.top is not None:

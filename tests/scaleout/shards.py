@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from client_sdk.mechanisms import Mechanism, mechanism_from_config
-from client_sdk.mechanisms.base import FrequencyOracle
 from client_sdk.mechanisms.rappor import RAPPOR
 from collector import export
 from collector.storage import Storage
@@ -33,6 +32,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "hybrid": {"mechanism": "hybrid", "epsilon": 1.0, "lower": 0, "upper": 10},
     "dbitflip": {"mechanism": "dbitflip", "epsilon": 1.0, "k": 5, "d": 2, "memoize": False},
     "onebitmean": {"mechanism": "onebitmean", "epsilon": 1.0, "lower": 0, "upper": 10},
+    "cms": {"mechanism": "cms", "epsilon": 2.0, "m": 64, "hashes": 4},
+    "hcms": {"mechanism": "hcms", "epsilon": 2.0, "m": 64, "hashes": 4},
+    "pem": {"mechanism": "pem", "epsilon": 2.0, "max_length": 8},
+    "sfp": {"mechanism": "sfp", "epsilon": 4.0, "max_length": 8},
+    "hierarchical": {"mechanism": "hierarchical", "epsilon": 1.0, "k": 8},
+    "square_wave": {
+        "mechanism": "square_wave",
+        "epsilon": 1.0,
+        "lower": 0.0,
+        "upper": 4.0,
+        "bins": 8,
+    },
     "longitudinal-olh": {
         "mechanism": "olh",
         "epsilon": 1.0,
@@ -47,8 +58,8 @@ RAPPOR_CANDIDATES = [f"site-{i}" for i in range(6)]
 def campaign_document(name: str, config: dict[str, Any]) -> dict[str, Any]:
     mechanism = mechanism_from_config(config)
     document: dict[str, Any] = {"name": name, "mechanism": config, "min_batch_size": 1}
-    if isinstance(mechanism, FrequencyOracle):
-        document["domain"] = [f"v{i}" for i in range(mechanism.k)]
+    if mechanism.value_kind == "category":
+        document["domain"] = [f"v{i}" for i in range(getattr(mechanism, "k", 2))]
     elif isinstance(mechanism, RAPPOR):
         document["domain"] = RAPPOR_CANDIDATES
     return document
