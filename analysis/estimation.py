@@ -234,6 +234,14 @@ def _range(
     return estimate_ranges(mechanism, reports, confidence=confidence)
 
 
+def _multi(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> Any:
+    from analysis.multi import estimate_multi  # it imports this module
+
+    return estimate_multi(mechanism, reports, confidence=confidence)
+
+
 def _require(mechanism: Any, interface: type, kind: str) -> None:
     if not isinstance(mechanism, interface):
         raise TypeError(
@@ -250,6 +258,7 @@ ESTIMATORS: dict[str, Estimator] = {
     "discovery": _discovery,
     "distribution": _distribution,
     "range": _range,
+    "multi": _multi,
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
 

@@ -143,10 +143,11 @@ class Mechanism(abc.ABC):
     name: ClassVar[str]
     """The config name (``"grr"``, ``"olh"``...)."""
 
-    value_kind: ClassVar[Literal["category", "number", "string"]]
+    value_kind: ClassVar[Literal["category", "number", "string", "record"]]
     """What a device records: a label of the campaign's domain (``"category"``, perturbed as its
-    index), a number or vector (``"number"``), or any string (``"string"``, estimated against
-    candidates). Campaign validation, the client and the estimators dispatch on it, never on a
+    index), a number or vector (``"number"``), any string (``"string"``, estimated against
+    candidates), or a tuple of attribute indices (``"record"``, the ``multi`` mechanism).
+    Campaign validation, the client and the estimators dispatch on it, never on a
     mechanism's name."""
 
     estimate_kind: ClassVar[str]

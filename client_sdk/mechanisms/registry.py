@@ -34,6 +34,7 @@ MECHANISMS: dict[str, str] = {
     "sfp": "client_sdk.mechanisms.sfp:SFP",
     "square_wave": "client_sdk.mechanisms.square_wave:SquareWave",
     "hierarchical": "client_sdk.mechanisms.hierarchical:Hierarchical",
+    "multi": "client_sdk.mechanisms.multi:Multi",
 }
 
 

@@ -1,0 +1,424 @@
+"""Several categorical attributes in one report: SPL, SMP and RS+FD (docs/math/richer-data.md).
+
+Wang et al., "Locally differentially private protocols for frequency estimation", USENIX Security
+2017 (the oracles); Arcolezi, Couchot, Al Bouna & Xiao, "Random sampling plus fake data:
+multidimensional frequency estimates with local differential privacy", CIKM 2021 (RS+FD).
+
+A value is a tuple of d attribute indices (``perturb`` takes an int array of shape (n, d), in the
+configured order). Privacy is stated for *whole tuples*: any two tuples are neighbours.
+
+* ``spl``: every attribute through the better of GRR and OUE at epsilon/d (basic composition).
+* ``smp``: the device draws one attribute j uniformly (from ``rng``, never from the values) and
+  sends (j, oracle_j(x_j)) at the full epsilon; j is public and independent of the tuple, so the
+  report is epsilon-LDP.
+* ``rsfd``: the device draws j uniformly and hidden, sends GRR at epsilon' for x_j and a uniform
+  fake value for every other attribute. As published (epsilon' = ln(d(e^eps - 1) + 1)) the ratio
+  between tuples that differ in every attribute reaches e^epsilon', above e^eps. Here epsilon' is
+  calibrated so that the exact worst ratio, sum_j k_j p_j / sum_j k_j q_j over the implemented GRR
+  probabilities, is at most e^eps (``channel_matrices`` enumerates every pair of tuples). Since
+  p_j = e^epsilon' q_j, that ratio is e^epsilon' whatever the k_j: the calibration lands on
+  epsilon' = epsilon (up to the samplers' rounding), i.e. no amplification from the sampling under
+  this definition.
+
+Estimates: SPL is the oracles' own estimator; SMP and RS+FD are unbiased with
+p*, q* as in docs/math/richer-data.md, each with its exact fixed-population variance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms._validation import check_epsilon, check_int
+from client_sdk.mechanisms._wire import decode_bits, encode_bits, is_plain_int
+from client_sdk.mechanisms.base import (
+    AggregateStatistic,
+    FloatArray,
+    FrequencyOracle,
+    Mechanism,
+    Reports,
+    WireFormatError,
+)
+from client_sdk.mechanisms.registry import mechanism_class
+from client_sdk.randomness import RandomSource, uniform_below
+
+PROTOCOLS = ("spl", "smp", "rsfd")
+MAX_ATTRIBUTES = 64
+MAX_K = 1 << 12
+MAX_ENUMERATED = 1 << 12
+"""``channel_matrices`` enumerates at most this many tuples (inputs and outputs)."""
+
+
+def _oracle(name: str, epsilon: float, k: int) -> FrequencyOracle:
+    cls: Any = mechanism_class(name)
+    oracle = cls(epsilon, k)
+    assert isinstance(oracle, FrequencyOracle)
+    return oracle
+
+
+def best_oracle(epsilon: float, k: int) -> FrequencyOracle:
+    """GRR or OUE over k items at epsilon, whichever has the smaller total variance."""
+    return min((_oracle(n, epsilon, k) for n in ("grr", "oue")), key=lambda o: o.total_variance())
+
+
+def _worst_rsfd_ratio(epsilon_prime: float, ks: Sequence[int]) -> float:
+    """max over tuples and outputs of P[y|x]/P[y|x'] for RS+FD-GRR at epsilon' (implemented)."""
+    grrs = [_oracle("grr", epsilon_prime, k) for k in ks]
+    high = sum(k * g.p_star for k, g in zip(ks, grrs, strict=True))
+    low = sum(k * g.q_star for k, g in zip(ks, grrs, strict=True))
+    return high / low
+
+
+def calibrate_rsfd(epsilon: float, ks: Sequence[int]) -> float:
+    """The largest epsilon' (to 1e-12 relative) whose whole-tuple ratio is at most e^epsilon."""
+    target = math.exp(epsilon)
+    low, high = epsilon / 2, math.log(len(ks) * math.expm1(epsilon) + 1) + 1.0
+    for _ in range(200):
+        mid = (low + high) / 2
+        if _worst_rsfd_ratio(mid, ks) <= target:
+            low = mid
+        else:
+            high = mid
+        if high - low <= 1e-12 * high:
+            break
+    return low
+
+
+@dataclasses.dataclass(frozen=True)
+class Marginal:
+    """A 1-way marginal: frequencies and their standard errors, shaped (k,)."""
+
+    name: str
+    frequencies: FloatArray
+    std_errors: FloatArray
+
+
+@dataclasses.dataclass(frozen=True, eq=True)
+class Multi(Mechanism):
+    """Config: ``{"mechanism": "multi", "epsilon", "protocol": "spl"|"smp"|"rsfd",
+    "attributes": [{"name": "os", "k": 4}, ...]}``."""
+
+    name: ClassVar[str] = "multi"
+    value_kind: ClassVar[Literal["category", "number", "string", "record"]] = "record"
+    estimate_kind: ClassVar[str] = "multi"
+
+    epsilon: float
+    protocol: str
+    attributes: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(
+                f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}"
+            )
+        attributes = self.attributes
+        if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Sequence):
+            raise ValueError(f"attributes must be a list of {{name, k}}; got {attributes!r}")
+        if not 1 <= len(attributes) <= MAX_ATTRIBUTES:
+            raise ValueError(
+                f"attributes must have 1 to {MAX_ATTRIBUTES} entries; got {len(attributes)}"
+            )
+        parsed: list[tuple[str, int]] = []
+        for index, entry in enumerate(attributes):
+            if isinstance(entry, Mapping):
+                if set(entry) != {"name", "k"}:
+                    raise ValueError(
+                        f"attributes[{index}] must have exactly the keys name and k; "
+                        f"got {sorted(map(str, entry))}"
+                    )
+                name, k = entry["name"], entry["k"]
+            elif isinstance(entry, (tuple, list)) and len(entry) == 2:
+                name, k = entry
+            else:
+                raise ValueError(f"attributes[{index}] must be {{name, k}}; got {entry!r}")
+            if not isinstance(name, str) or not name or len(name) > 64:
+                raise ValueError(
+                    f"attributes[{index}].name must be a non-empty string; got {name!r}"
+                )
+            k = check_int(k, f"attributes[{index}].k", minimum=2, maximum=MAX_K)
+            parsed.append((name, k))
+        names = [n for n, _ in parsed]
+        if len(set(names)) != len(names):
+            raise ValueError(f"attribute names must be distinct; got {names}")
+        object.__setattr__(self, "attributes", tuple(parsed))
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "mechanism": self.name,
+            "epsilon": self.epsilon,
+            "protocol": self.protocol,
+            "attributes": [{"name": n, "k": k} for n, k in self.attributes],
+        }
+
+    # ---- structure ---------------------------------------------------------------------------
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.attributes)
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        return tuple(k for _, k in self.attributes)
+
+    @property
+    def d(self) -> int:
+        return len(self.attributes)
+
+    @property
+    def k(self) -> int:
+        """Items over all attributes (the statistic's support counts)."""
+        return sum(self.ks)
+
+    @cached_property
+    def epsilon_prime(self) -> float:
+        """RS+FD's calibrated GRR epsilon (``calibrate_rsfd``); unused by SPL and SMP."""
+        return calibrate_rsfd(self.epsilon, self.ks)
+
+    @cached_property
+    def oracles(self) -> tuple[FrequencyOracle, ...]:
+        """The oracle of each attribute: at eps/d (SPL), eps (SMP) or GRR at eps' (RS+FD)."""
+        if self.protocol == "spl":
+            return tuple(best_oracle(self.epsilon / self.d, k) for k in self.ks)
+        if self.protocol == "smp":
+            return tuple(best_oracle(self.epsilon, k) for k in self.ks)
+        return tuple(_oracle("grr", self.epsilon_prime, k) for k in self.ks)
+
+    @cached_property
+    def offsets(self) -> npt.NDArray[np.int64]:
+        return np.concatenate([[0], np.cumsum(self.ks)]).astype(np.int64)
+
+    @cached_property
+    def _bytes(self) -> int:
+        return max([1] + [(o.k + 7) // 8 for o in self.oracles if o.name == "oue"])
+
+    @cached_property
+    def report_dtype(self) -> np.dtype[Any]:
+        d = self.d
+        return np.dtype(
+            [
+                ("attribute", np.int64),
+                ("values", np.int64, (d,)),
+                ("bits", np.uint8, (d, self._bytes)),
+            ]
+        )
+
+    def check_tuples(self, values: Any) -> npt.NDArray[np.int64]:
+        array = np.asarray(values)
+        if array.ndim != 2 or array.shape[1] != self.d:
+            raise ValueError(f"values must have shape (n, {self.d}); got shape {array.shape}")
+        if array.size and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer)):
+            raise ValueError(f"values must be integers; got dtype {array.dtype}")
+        array = array.astype(np.int64)
+        for j, (name, k) in enumerate(self.attributes):
+            bad = np.flatnonzero((array[:, j] < 0) | (array[:, j] >= k))
+            if bad.size:
+                raise ValueError(f"values[{int(bad[0])}, {j}] ({name}) must be in [0, {k})")
+        return array
+
+    # ---- device side -------------------------------------------------------------------------
+
+    def _put(self, reports: Reports, rows: Any, j: int, out: Reports) -> None:
+        if self.oracles[j].name == "oue":
+            bits = np.zeros((len(out), self._bytes), dtype=np.uint8)
+            bits[:, : out.shape[1]] = out
+            reports["bits"][rows, j] = bits
+        else:
+            reports["values"][rows, j] = out
+
+    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        x = self.check_tuples(values)
+        n = x.shape[0]
+        reports = np.zeros(n, dtype=self.report_dtype)
+        reports["attribute"] = -1
+        if self.protocol == "spl":
+            for j, oracle in enumerate(self.oracles):
+                self._put(reports, slice(None), j, oracle.perturb(x[:, j], rng=rng))
+            return reports
+        sampled = uniform_below(rng, self.d, n)
+        for j, oracle in enumerate(self.oracles):
+            rows = np.flatnonzero(sampled == j)
+            if rows.size:
+                self._put(reports, rows, j, oracle.perturb(x[rows, j], rng=rng))
+            if self.protocol == "rsfd":
+                fake = np.flatnonzero(sampled != j)
+                reports["values"][fake, j] = uniform_below(rng, self.ks[j], fake.size)
+        if self.protocol == "smp":
+            reports["attribute"] = sampled  # public; RS+FD keeps it hidden (never stored)
+        return reports
+
+    # ---- wire --------------------------------------------------------------------------------
+
+    def _payload(self, row: Any, j: int) -> Any:
+        oracle = self.oracles[j]
+        if oracle.name == "oue":
+            return encode_bits(row["bits"][j][None, : (oracle.k + 7) // 8])[0]
+        return int(row["values"][j])
+
+    def to_wire(self, reports: Reports) -> list[Any]:
+        """SPL, RS+FD: a list of d payloads; SMP: [attribute, payload]. A payload is an integer
+        (GRR) or a base64 bit vector (OUE)."""
+        out: list[Any] = []
+        for row in reports:
+            if self.protocol == "smp":
+                j = int(row["attribute"])
+                out.append([j, self._payload(row, j)])
+            else:
+                out.append([self._payload(row, j) for j in range(self.d)])
+        return out
+
+    def _parse_one(self, value: Any, j: int, row: Any) -> str | None:
+        oracle = self.oracles[j]
+        if oracle.name == "oue":
+            packed, bad = decode_bits([value], oracle.k)
+            if bad:
+                return f"{self.names[j]}: {bad[0].reason}"
+            row["bits"][j][: packed.shape[1]] = packed[0]
+            return None
+        if not is_plain_int(value) or not 0 <= int(value) < oracle.k:
+            return f"{self.names[j]}: report must be an integer in [0, {oracle.k})"
+        row["values"][j] = int(value)
+        return None
+
+    def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
+        good: list[Any] = []
+        errors: list[WireFormatError] = []
+        for index, payload in enumerate(payloads):
+            row = np.zeros((), dtype=self.report_dtype)
+            row["attribute"] = -1
+            problem: str | None
+            if self.protocol == "smp":
+                if not isinstance(payload, (list, tuple)) or len(payload) != 2:
+                    problem = "payload must be [attribute, report]"
+                elif not is_plain_int(payload[0]) or not 0 <= int(payload[0]) < self.d:
+                    problem = f"attribute must be an integer in [0, {self.d}); got {payload[0]!r}"
+                else:
+                    row["attribute"] = int(payload[0])
+                    problem = self._parse_one(payload[1], int(payload[0]), row)
+            elif not isinstance(payload, (list, tuple)) or len(payload) != self.d:
+                problem = f"payload must be a list of {self.d} reports"
+            else:
+                problem = next(
+                    (p for j in range(self.d) if (p := self._parse_one(payload[j], j, row))), None
+                )
+            if problem:
+                errors.append(WireFormatError(index, problem))
+            else:
+                good.append(row)
+        reports = np.array(good, dtype=self.report_dtype).reshape(len(good))
+        return reports, errors
+
+    # ---- server side -------------------------------------------------------------------------
+
+    def empty_statistic(self) -> AggregateStatistic:
+        return AggregateStatistic(np.zeros(self.k + self.d, dtype=np.int64), 0)
+
+    def aggregate(self, reports: Reports) -> AggregateStatistic:
+        """Support counts of every attribute's items, then how many reports carry each one."""
+        counts = np.zeros(self.k + self.d, dtype=np.int64)
+        for j, oracle in enumerate(self.oracles):
+            rows = reports["attribute"] == j if self.protocol == "smp" else slice(None)
+            part = reports[rows]
+            counts[self.k + j] = len(part)
+            if not len(part):
+                continue
+            if oracle.name == "oue":
+                chunk = part["bits"][:, j, : (oracle.k + 7) // 8]
+            else:
+                chunk = part["values"][:, j]
+            counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
+        return AggregateStatistic(counts, len(reports))
+
+    def pq(self, j: int) -> tuple[float, float]:
+        """(p*, q*) of attribute j's support indicator for the protocol's estimator."""
+        oracle = self.oracles[j]
+        p, q = oracle.p_star, oracle.q_star
+        if self.protocol == "rsfd":
+            d, k = self.d, self.ks[j]
+            return p / d + (d - 1) / (d * k), q / d + (d - 1) / (d * k)
+        return p, q
+
+    def estimate(self, statistic: AggregateStatistic, j: int) -> FloatArray:
+        """Unbiased frequencies of attribute j."""
+        if statistic.n <= 0:
+            raise ValueError("cannot estimate from zero reports")
+        counts = np.asarray(statistic.counts, dtype=np.float64)
+        support = counts[self.offsets[j] : self.offsets[j + 1]]
+        p, q = self.pq(j)
+        n = statistic.n
+        if self.protocol == "smp":  # scaled by d/n, not 1/n_j: exactly unbiased
+            return np.asarray(self.d * (support - counts[self.k + j] * q) / (n * (p - q)))
+        return np.asarray((support / n - q) / (p - q))
+
+    def variance(self, n: int, j: int, frequencies: npt.ArrayLike) -> FloatArray:
+        """Exact Var of attribute j's estimates for a fixed population with these frequencies."""
+        f = np.asarray(frequencies, dtype=np.float64)
+        p, q = self.pq(j)
+        noise = (q * (1 - q) + f * (p * (1 - p) - q * (1 - q))) / (n * (p - q) ** 2)
+        if self.protocol == "smp":
+            return np.asarray(self.d * noise + (self.d - 1) * f / n)
+        return np.asarray(noise)
+
+    # ---- privacy -----------------------------------------------------------------------------
+
+    @property
+    def privacy_epsilon(self) -> float:
+        return self.epsilon
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        """The whole-tuple channel: one (tuples, outputs) matrix (SMP: outputs (j, y_j))."""
+        tuples = list(itertools.product(*[range(k) for k in self.ks]))
+        if len(tuples) > MAX_ENUMERATED:
+            raise ValueError(f"{len(tuples)} tuples are too many to enumerate")
+        per = [next(iter(o.channel_matrices())) for o in self.oracles]  # (k_j, outputs_j)
+        if self.protocol == "smp":
+            yield np.array(
+                [np.concatenate([per[j][x[j]] / self.d for j in range(self.d)]) for x in tuples]
+            )
+            return
+        sizes = [m.shape[1] for m in per]
+        if math.prod(sizes) > MAX_ENUMERATED:
+            raise ValueError(f"{math.prod(sizes)} outputs are too many to enumerate")
+        rows = []
+        for x in tuples:
+            if self.protocol == "spl":
+                row = per[0][x[0]]
+                for j in range(1, self.d):
+                    row = np.outer(row, per[j][x[j]]).ravel()
+            else:
+                row = np.zeros(math.prod(sizes))
+                for j in range(self.d):
+                    factors = [
+                        per[i][x[i]] if i == j else np.full(self.ks[i], 1.0 / self.ks[i])
+                        for i in range(self.d)
+                    ]
+                    term = factors[0]
+                    for factor in factors[1:]:
+                        term = np.outer(term, factor).ravel()
+                    row += term / self.d
+            rows.append(row)
+        yield np.array(rows)
+
+    def implemented_epsilon(self) -> float:
+        """max over outputs and tuple pairs of the log ratio (``channel_matrices``)."""
+        (matrix,) = list(self.channel_matrices())
+        high, low = matrix.max(axis=0), matrix.min(axis=0)
+        if np.any((low <= 0) & (high > 0)):
+            return math.inf
+        keep = low > 0
+        return float(np.max(np.log(high[keep]) - np.log(low[keep])))
+
+    def marginal(self, statistic: AggregateStatistic, name: str) -> Marginal:
+        if name not in self.names:
+            raise ValueError(f"attribute must be one of {', '.join(self.names)}; got {name!r}")
+        j = self.names.index(name)
+        f = self.estimate(statistic, j)
+        plug = np.clip(f, 0.0, 1.0)
+        return Marginal(name, f, np.sqrt(np.maximum(self.variance(statistic.n, j, plug), 0.0)))

@@ -1,0 +1,142 @@
+"""Multi-attribute protocols SPL, SMP, RS+FD (Wang et al. 2017; Arcolezi et al. 2021): exact
+privacy over every pair of input tuples, the device side against the declared channel, unbiased
+marginals with their exact variance, the wire and bad configs (docs/math/richer-data.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis.estimation import DocumentedEstimate, estimate
+from analysis.multi import MultiEstimate
+from client_sdk.mechanisms.factory import mechanism_from_config
+from client_sdk.mechanisms.multi import Multi, _worst_rsfd_ratio
+from tests.stats import assert_chi_square, assert_within_z
+
+
+def multi(protocol: str, ks: tuple[int, ...], epsilon: float = 1.0) -> Multi:
+    attributes = [{"name": f"a{j}", "k": k} for j, k in enumerate(ks)]
+    m = mechanism_from_config(
+        {"mechanism": "multi", "epsilon": epsilon, "protocol": protocol, "attributes": attributes}
+    )
+    assert isinstance(m, Multi)
+    return m
+
+
+@pytest.mark.parametrize("protocol", ["spl", "smp", "rsfd"])
+@pytest.mark.parametrize(("ks", "epsilon"), [((2, 3), 1.0), ((3, 4), 2.0), ((2, 2, 3), 0.7)])
+def test_exact_privacy_over_every_pair_of_tuples(
+    protocol: str, ks: tuple[int, ...], epsilon: float
+) -> None:
+    m = multi(protocol, ks, epsilon)
+    (matrix,) = list(m.channel_matrices())
+    assert matrix.shape[0] == math.prod(ks)
+    assert np.allclose(matrix.sum(axis=1), 1.0)
+    worst = m.implemented_epsilon()
+    assert worst <= epsilon * (1 + 1e-9)
+    assert worst == pytest.approx(epsilon, rel=1e-6)  # tight
+
+
+def test_published_rsfd_epsilon_is_weaker_under_whole_tuple_neighbours() -> None:
+    # Arcolezi et al. run GRR at eps' = ln(d(e^eps - 1) + 1); between tuples that differ in every
+    # attribute the ratio is then e^eps' (1.49 at eps = 1, d = 2), not e^eps.
+    ks = (3, 4)
+    published = math.log(2 * math.expm1(1.0) + 1)
+    assert math.log(_worst_rsfd_ratio(published, ks)) == pytest.approx(published, rel=1e-9)
+    assert published == pytest.approx(1.49, abs=0.01)
+    assert multi("rsfd", ks).epsilon_prime == pytest.approx(1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("protocol", ["spl", "smp", "rsfd"])
+def test_device_side_matches_the_declared_channel(protocol: str) -> None:
+    m = multi(protocol, (2, 3))
+    (matrix,) = list(m.channel_matrices())
+    x = (1, 2)
+    reports = m.perturb(np.tile(np.array([x]), (100_000, 1)), rng=np.random.default_rng(4))
+    if protocol == "smp":  # outputs (j, y_j), attribute 0's outputs first
+        index = np.where(
+            reports["attribute"] == 0, reports["values"][:, 0], 2 + reports["values"][:, 1]
+        )
+    else:
+        index = reports["values"][:, 0] * 3 + reports["values"][:, 1]
+    observed = np.bincount(index, minlength=matrix.shape[1])
+    assert_chi_square(observed, matrix[x[0] * 3 + x[1]], what=protocol)
+
+
+@pytest.mark.parametrize("protocol", ["spl", "smp", "rsfd"])
+def test_marginals_unbiased_with_exact_variance(protocol: str) -> None:
+    m = multi(protocol, (3, 5), epsilon=2.0)
+    rng = np.random.default_rng(21)
+    n = 2000
+    x = np.stack([rng.integers(0, 3, n), np.minimum(rng.geometric(0.35, n) - 1, 4)], axis=1)
+    repetitions = 400
+    estimates = {0: np.empty((repetitions, 3)), 1: np.empty((repetitions, 5))}
+    for r in range(repetitions):
+        est = estimate(m, m.perturb(x, rng=rng))
+        for j, name in enumerate(("a0", "a1")):
+            estimates[j][r] = est.marginal(name).frequencies
+    for j, k in enumerate((3, 5)):
+        truth = np.bincount(x[:, j], minlength=k) / n
+        exact = m.variance(n, j, truth)
+        assert_within_z(estimates[j].mean(axis=0), truth, np.sqrt(exact / repetitions))
+        ratios = estimates[j].var(axis=0, ddof=1) / exact
+        assert_within_z(ratios, 1.0, math.sqrt(2 / (repetitions - 1)), what="variance ratio")
+    assert isinstance(est, MultiEstimate)
+    assert isinstance(est, DocumentedEstimate)
+    marginal = est.marginal("a1")
+    assert marginal.frequencies.shape == marginal.std_errors.shape == (5,)
+    assert len(est.to_dict()["marginals"]) == 2
+    assert "a1" in est.format_table()
+
+
+def test_unknown_attribute_and_two_way_marginals_are_refused() -> None:
+    m = multi("smp", (2, 3))
+    est = estimate(m, m.perturb(np.array([[0, 1], [1, 2]]), rng=np.random.default_rng(0)))
+    with pytest.raises(ValueError, match="attribute must be one of a0, a1; got 'os'"):
+        est.marginal("os")
+    with pytest.raises(ValueError, match="1-way marginals only"):
+        est.marginal("a0", "a1")
+
+
+@pytest.mark.parametrize("protocol", ["spl", "smp", "rsfd"])
+def test_wire_round_trip_and_malformed_payloads(protocol: str) -> None:
+    m = multi(protocol, (2, 16))  # a GRR attribute and (for spl, smp) an OUE one
+    reports = m.perturb(np.array([[0, 5], [1, 15], [1, 0]]), rng=np.random.default_rng(2))
+    decoded = m.from_wire(m.to_wire(reports))
+    assert m.aggregate(decoded) == m.aggregate(reports)
+    bad = ["x", [0], [5, 1], [0, -1, 3]]
+    good, errors = m.parse_wire(bad)
+    assert len(good) == 0 and [e.index for e in errors] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"protocol": "xyz"}, "protocol"),
+        ({"attributes": [{"name": "os", "k": 1}]}, r"attributes\[0\]\.k"),
+        ({"attributes": [{"name": "os", "k": 2}, {"name": "os", "k": 3}]}, "distinct"),
+        ({"attributes": [{"name": "os"}]}, r"attributes\[0\]"),
+        ({"attributes": []}, "attributes"),
+    ],
+)
+def test_bad_configs_name_the_field(change: dict[str, object], match: str) -> None:
+    config: dict[str, object] = {
+        "mechanism": "multi",
+        "epsilon": 1.0,
+        "protocol": "spl",
+        "attributes": [{"name": "os", "k": 3}],
+    }
+    config.update(change)
+    with pytest.raises(ValueError, match=match):
+        mechanism_from_config(config)
+
+
+def test_bad_tuples_and_config_round_trip() -> None:
+    m = multi("rsfd", (2, 3))
+    with pytest.raises(ValueError, match=r"shape \(n, 2\)"):
+        m.perturb(np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"values\[1, 1\] \(a1\) must be in \[0, 3\)"):
+        m.perturb(np.array([[0, 1], [1, 3]]))
+    assert mechanism_from_config(m.to_config()) == m
