@@ -15,6 +15,7 @@ from flask import Blueprint, Response, current_app, request, url_for
 from client_sdk.protocol import problem_type
 from collector.dbguard import DatabaseReplaced
 from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_campaign, summarize
+from collector.export import check_day
 from collector.ingest import validate_batch
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
@@ -142,7 +143,8 @@ def upload_reports(name: str) -> dict[str, Any]:
 @bp.get("/campaigns/<name>/estimate")
 @require_admin
 def estimate(name: str) -> dict[str, Any]:
-    """The debiased estimate (``?confidence=0.95``); 422 below ``min_batch_size``."""
+    """The debiased estimate (``?confidence=0.95``; ``?since=&until=``: the reports of those UTC
+    days, ``YYYY-MM-DD``, inclusive); 422 below ``min_batch_size``."""
     confidence_text = request.args.get("confidence", "0.95")
     try:
         confidence = float(confidence_text)
@@ -152,11 +154,21 @@ def estimate(name: str) -> dict[str, Any]:
         raise Problem(
             400, "malformed-request", f"confidence must be in (0, 1); got {confidence_text[:40]!r}"
         ) from None
+    try:
+        since = check_day(request.args.get("since"), "since")
+        until = check_day(request.args.get("until"), "until")
+        if since is not None and until is not None and since > until:
+            raise ValueError(f"since {since} is after until {until}")
+    except ValueError as error:
+        raise Problem(400, "malformed-request", str(error)[:200]) from None
     storage = get_storage()
     campaign = storage.get_campaign(name)
-    statistic = aggregate_campaign(storage, campaign)
+    statistic = aggregate_campaign(storage, campaign, since=since, until=until)
     try:
-        return summarize(campaign, statistic, confidence=confidence)
+        document = summarize(campaign, statistic, confidence=confidence)
+        if since is not None or until is not None:
+            document.update(since=since, until=until)
+        return document
     except (BatchTooSmall, UnsupportedEstimate) as error:
         raise Problem(422, "unprocessable", str(error), n=statistic.n) from None
 

@@ -27,11 +27,18 @@ class BatchTooSmall(ValueError):
     """Fewer reports than the campaign's ``min_batch_size``: no estimate is released."""
 
 
-def aggregate_campaign(storage: Storage, campaign: StoredCampaign) -> AggregateStatistic:
-    """The campaign's mergeable statistic, streamed over stored chunks (memory O(k + chunk))."""
+def aggregate_campaign(
+    storage: Storage,
+    campaign: StoredCampaign,
+    *,
+    since: str | None = None,
+    until: str | None = None,
+) -> AggregateStatistic:
+    """The campaign's mergeable statistic, streamed over stored chunks (memory O(k + chunk));
+    ``since``/``until``: the reports of those UTC days only (inclusive)."""
     mechanism = campaign.mechanism
     statistic = mechanism.empty_statistic()
-    for chunk in storage.iter_report_chunks(campaign.name):
+    for chunk in storage.iter_report_chunks(campaign.name, since=since, until=until):
         statistic = statistic + mechanism.aggregate(chunk)
     return statistic
 

@@ -333,40 +333,81 @@ class Storage:
             )
         return InsertResult(accepted=accepted, duplicate=duplicate)
 
-    def count_reports(self, campaign: str) -> int:
+    def count_reports(
+        self, campaign: str, *, since: str | None = None, until: str | None = None
+    ) -> int:
+        """Stored reports of the campaign; ``since``/``until``: only those UTC days (inclusive)."""
         campaign_id = self._campaign_id(campaign)
-        row = self.db.conn.execute(
-            "SELECT count(*) FROM reports WHERE campaign_id = ?", [campaign_id]
-        ).fetchone()
+        if since is None and until is None:
+            row = self.db.conn.execute(
+                "SELECT count(*) FROM reports WHERE campaign_id = ?", [campaign_id]
+            ).fetchone()
+        else:
+            row = self.db.conn.execute(
+                "SELECT count(*) FROM reports WHERE campaign_id = ? AND day >= ? AND day <= ?",
+                [campaign_id, since or _LOW_DAY, until or _HIGH_DAY],
+            ).fetchone()
         return int(row[0])
 
+    def report_days(
+        self, campaign: str, *, since: str | None = None, until: str | None = None
+    ) -> list[tuple[str, int]]:
+        """``(day, stored reports)`` for each UTC day with reports, in order."""
+        campaign_id = self._campaign_id(campaign)
+        rows = self.db.conn.execute(
+            "SELECT day, count(*) FROM reports WHERE campaign_id = ? AND day >= ? AND day <= ? "
+            "GROUP BY day ORDER BY day",
+            [campaign_id, since or _LOW_DAY, until or _HIGH_DAY],
+        ).fetchall()
+        return [(str(day), int(count)) for day, count in rows]
+
     def iter_payload_chunks(
-        self, campaign: str, *, chunk_size: int = 50_000, after: int = 0, upto: int | None = None
+        self,
+        campaign: str,
+        *,
+        chunk_size: int = 50_000,
+        after: int = 0,
+        upto: int | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> Iterator[list[tuple[int, str, str]]]:
         """Stored rows ``(seq, report_id, payload_json)`` in insertion order, chunk by chunk.
 
         Each chunk is its own short query (keyset pagination on ``seq``), so no read transaction
-        is held open between chunks and memory stays O(chunk).
+        is held open between chunks and memory stays O(chunk). ``since``/``until`` keep the
+        reports of those UTC days (``YYYY-MM-DD``, inclusive; the caller checks the format).
         """
         check_int(chunk_size, "chunk_size", minimum=1)
         campaign_id = self._campaign_id(campaign)
         last = after
         limit = math.inf if upto is None else upto
+        window = "" if since is None and until is None else " AND day >= ? AND day <= ?"
+        days = [] if not window else [since or _LOW_DAY, until or _HIGH_DAY]
         while last < limit:
             rows = self.db.conn.execute(
                 "SELECT seq, report_id, payload FROM reports "
-                "WHERE campaign_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-                [campaign_id, last, _MAX_SQLITE_INT if upto is None else upto, chunk_size],
+                f"WHERE campaign_id = ? AND seq > ? AND seq <= ?{window} ORDER BY seq LIMIT ?",
+                [campaign_id, last, _MAX_SQLITE_INT if upto is None else upto, *days, chunk_size],
             ).fetchall()
             if not rows:
                 return
             yield rows
             last = rows[-1][0]
 
-    def iter_report_chunks(self, campaign: str, *, chunk_size: int = 50_000) -> Iterator[Reports]:
-        """Stored reports, decoded with the campaign mechanism's ``from_wire``, chunk by chunk."""
+    def iter_report_chunks(
+        self,
+        campaign: str,
+        *,
+        chunk_size: int = 50_000,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> Iterator[Reports]:
+        """Stored reports, decoded with the campaign mechanism's ``from_wire``, chunk by chunk
+        (``since``/``until``: only those UTC days, inclusive)."""
         mechanism = self.get_campaign(campaign).mechanism
-        for rows in self.iter_payload_chunks(campaign, chunk_size=chunk_size):
+        for rows in self.iter_payload_chunks(
+            campaign, chunk_size=chunk_size, since=since, until=until
+        ):
             yield decode_rows(mechanism, campaign, rows)
 
     def export_page(self, campaign: str, *, after: int = 0, limit: int = 10_000) -> ExportPage:
@@ -429,6 +470,7 @@ class Storage:
 
 
 _MAX_SQLITE_INT = (1 << 63) - 1
+_LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
 _CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created"
 
 

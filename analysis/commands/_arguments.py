@@ -128,3 +128,13 @@ def add_central_arguments(parser: argparse.ArgumentParser, *, delta_help: str) -
         default="replace",
         help="central neighbouring relation: one user changes value (default) or is added/removed",
     )
+
+
+def add_window_arguments(parser: argparse.ArgumentParser) -> None:
+    """--since and --until: the UTC days of the reports read (inclusive)."""
+    parser.add_argument(
+        "--since", default=None, metavar="YYYY-MM-DD", help="first UTC day of reports (inclusive)"
+    )
+    parser.add_argument(
+        "--until", default=None, metavar="YYYY-MM-DD", help="last UTC day of reports (inclusive)"
+    )

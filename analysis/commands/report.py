@@ -1,10 +1,12 @@
 """``ldp-analyze report``: one self-contained HTML page about a campaign (``analysis.report``).
 
     ldp-analyze report --db collector.db --campaign app-launches --out report.html \\
-        [--postprocess norm-sub] [--delta 1e-6] [--json report.json | --format json]
+        [--postprocess norm-sub] [--delta 1e-6] [--json report.json | --format json] \\
+        [--since YYYY-MM-DD] [--until YYYY-MM-DD]
 
 writes the page (figures embedded as PNG data URIs) and, with ``--json PATH``, the same numbers
-as JSON; ``--format json`` prints them on stdout instead of a one-line summary.
+as JSON; ``--format json`` prints them on stdout instead of a one-line summary. ``--since`` and
+``--until`` keep the reports of those UTC days (inclusive).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from analysis.commands._arguments import (
     add_format_argument,
     add_postprocess_arguments,
     add_source_arguments,
+    add_window_arguments,
 )
 from analysis.gap import DEFAULT_DELTA
 
@@ -43,6 +46,7 @@ def register(subparsers: Any) -> None:
         delta_help=f"delta of the Gaussian baseline, shuffle bound and accounting "
         f"({DEFAULT_DELTA:g})",
     )
+    add_window_arguments(parser)
     parser.add_argument("--json", dest="json_path", help="also write the numbers as JSON here")
     add_format_argument(
         parser,
@@ -71,7 +75,12 @@ def run(args: argparse.Namespace) -> int:
             "categorical campaigns; use `ldp-analyze estimate` for its numbers"
         )
     campaign, raw = load_estimate(
-        args.db, args.campaign, confidence=args.confidence, chunk_size=args.chunk_size
+        args.db,
+        args.campaign,
+        confidence=args.confidence,
+        chunk_size=args.chunk_size,
+        since=args.since,
+        until=args.until,
     )
     report = build_report(
         campaign,
