@@ -101,7 +101,121 @@ def register(subparsers: Any) -> None:
         default=None,
         help="a series: one estimate per UTC day with its standard errors",
     )
+    parser.add_argument(
+        "--range",
+        type=_range_argument,
+        default=None,
+        metavar="LO,HI",
+        help="a range campaign (hierarchical): the frequency of the items LO <= v < HI",
+    )
+    parser.add_argument(
+        "--quantiles",
+        type=_quantiles_argument,
+        default=None,
+        metavar="Q,...",
+        help="quantiles to report, each in (0, 1) (square_wave, hierarchical)",
+    )
+    parser.add_argument(
+        "--marginal",
+        type=_names_argument,
+        default=None,
+        metavar="A[,B]",
+        help="a multi-attribute campaign (multi): the marginal of these attributes",
+    )
     parser.set_defaults(handler=run)
+
+
+def _range_argument(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    try:
+        lo, hi = (int(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--range must be LO,HI (two integers); got {text!r}"
+        ) from None
+    return lo, hi
+
+
+def _quantiles_argument(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--quantiles must be numbers in (0, 1); got {text!r}"
+        ) from None
+    if not all(0 < q < 1 for q in values):
+        raise argparse.ArgumentTypeError(f"--quantiles must be numbers in (0, 1); got {text!r}")
+    return values
+
+
+def _names_argument(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"--marginal must be A or A,B; got {text!r}")
+    return names
+
+
+def query_answers(result: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """The answers to --range, --quantiles and --marginal from an estimate that offers them
+    (``range``, ``quantile``/``quantile_interval``, ``marginal``); a ValueError otherwise."""
+    answers: dict[str, Any] = {}
+    wanted = [
+        ("--range", getattr(args, "range", None), "range"),
+        ("--quantiles", getattr(args, "quantiles", None), "quantile"),
+        ("--marginal", getattr(args, "marginal", None), "marginal"),
+    ]
+    for option, value, method in wanted:
+        if value is None:
+            continue
+        if not hasattr(result, method):
+            raise ValueError(f"campaign {name!r}: {option} does not apply to its estimate")
+        if method == "range":
+            frequency, std_error = result.range(*value)
+            answers["range"] = {
+                "lo": value[0],
+                "hi": value[1],
+                "frequency": frequency,
+                "std_error": std_error,
+            }
+        elif method == "quantile":
+            rows = []
+            for q in value:
+                row: dict[str, Any] = {"q": q, "value": result.quantile(q)}
+                if hasattr(result, "quantile_interval"):
+                    row["ci_low"], row["ci_high"] = result.quantile_interval(q)
+                rows.append(row)
+            answers["quantiles"] = rows
+        else:
+            marginal = result.marginal(*value)
+            answers["marginal"] = {
+                "attributes": list(value),
+                "frequencies": marginal.frequencies,
+                "std_errors": marginal.std_errors,
+            }
+    return json_safe(answers)
+
+
+def format_answers(answers: Mapping[str, Any]) -> str:
+    lines = []
+    if "range" in answers:
+        r = answers["range"]
+        lines.append(
+            f"range [{r['lo']}, {r['hi']}): {_format_number(r['frequency'])} "
+            f"(std error {_format_number(r['std_error'])})"
+        )
+    for row in answers.get("quantiles", []):
+        interval = (
+            f" [{_format_number(row['ci_low'])}, {_format_number(row['ci_high'])}]"
+            if "ci_low" in row
+            else ""
+        )
+        lines.append(f"quantile {row['q']:g}: {_format_number(row['value'])}{interval}")
+    if "marginal" in answers:
+        m = answers["marginal"]
+        lines.append(f"marginal of {', '.join(m['attributes'])}:")
+        for i, (f, se) in enumerate(zip(m["frequencies"], m["std_errors"], strict=True)):
+            lines.append(f"  {i:>6} {_format_number(f):>12} {_format_number(se):>12}")
+    return "".join(line + "\n" for line in lines)
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -511,11 +625,15 @@ def run(args: argparse.Namespace) -> int:
                 f"campaign {campaign.name!r} ({campaign.config['mechanism']}): --postprocess "
                 "and --top apply to frequency estimates of a fixed domain only"
             )
+        answers = query_answers(result, args, campaign.name)
         if args.format == "table":
             sys.stdout.write(result.format_table())
+            if answers:
+                sys.stdout.write("\n" + format_answers(answers))
         else:
-            write_document({"campaign": campaign.name, **result.to_dict()}, args.format)
+            write_document({"campaign": campaign.name, **result.to_dict(), **answers}, args.format)
         return 0
+    query_answers(result, args, campaign.name)  # refuses --range, --quantiles, --marginal here
     if isinstance(result, MeanEstimate):
         if args.postprocess != "base" or args.top is not None:
             raise ValueError(

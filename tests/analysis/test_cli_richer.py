@@ -1,0 +1,72 @@
+"""`ldp-analyze estimate` on the richer-data campaigns: --range, --quantiles and their errors."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from analysis.cli import main
+from client_sdk import mechanism_from_config
+from collector.storage import Storage
+
+SW = {"mechanism": "square_wave", "epsilon": 2.0, "lower": 0.0, "upper": 10.0, "bins": 16}
+HIER = {"mechanism": "hierarchical", "epsilon": 2.0, "k": 16}
+
+
+def _store(db: Path, document: dict[str, Any], values: Any) -> None:
+    mechanism = mechanism_from_config(document["mechanism"])
+    payloads = mechanism.to_wire(mechanism.perturb(values, rng=np.random.default_rng(0)))
+    with Storage(db) as storage:
+        storage.create_campaign(document)
+        storage.insert_reports(
+            document["name"], [(secrets.token_hex(16), json.dumps(p)) for p in payloads]
+        )
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("richer") / "collector.db"
+    rng = np.random.default_rng(1)
+    _store(path, {"name": "load", "mechanism": SW}, rng.uniform(2.0, 6.0, 3000))
+    labels = [f"b{i}" for i in range(16)]
+    _store(path, {"name": "buckets", "mechanism": HIER, "domain": labels}, rng.integers(0, 8, 3000))
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_quantiles_of_a_distribution(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["estimate", "--db", str(db), "--campaign", "load", "--quantiles", "0.5,0.9"]
+    code, out, _ = _run(capsys, *argv, "--format", "json")
+    assert code == 0
+    document = json.loads(out)
+    assert [row["q"] for row in document["quantiles"]] == [0.5, 0.9]
+    assert 3.0 < document["quantiles"][0]["value"] < 5.0
+    assert document["quantiles"][0]["ci_low"] <= document["quantiles"][0]["value"]
+    code, out, _ = _run(capsys, *argv, "--format", "table")
+    assert code == 0 and "quantile 0.9:" in out
+
+
+def test_range_of_a_hierarchical_campaign(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["estimate", "--db", str(db), "--campaign", "buckets", "--range", "0,8"]
+    code, out, _ = _run(capsys, *argv, "--format", "json")
+    assert code == 0
+    answer = json.loads(out)["range"]
+    assert abs(answer["frequency"] - 1.0) < 5 * answer["std_error"]
+    code, out, err = _run(
+        capsys, "estimate", "--db", str(db), "--campaign", "buckets", "--range", "3,17"
+    )
+    assert code == 2 and "lo=3, hi=17" in err
+    code, out, err = _run(
+        capsys, "estimate", "--db", str(db), "--campaign", "load", "--range", "0,1"
+    )
+    assert code == 2 and "--range does not apply" in err
