@@ -65,6 +65,33 @@ def test_epsilon_inf_of_a_memoized_campaign_is_bounded() -> None:
     PrivacyPolicy(max_epsilon_inf=9.0).check("m", mechanism, config_id="x")
 
 
+@pytest.mark.parametrize(
+    ("config", "pseudonymous"),
+    [
+        ({"mechanism": "olh", "epsilon": 1.0, "k": 16}, True),
+        ({"mechanism": "blh", "epsilon": 1.0, "k": 16}, True),
+        ({"mechanism": "grr", "epsilon": 1.0, "k": 16}, False),
+        ({"mechanism": "ss", "epsilon": 1.0, "k": 16}, False),
+    ],
+)
+def test_a_deterministic_pseudonym_needs_allow_pseudonymous_memoization(
+    config: dict[str, object], pseudonymous: bool
+) -> None:
+    """Memoized local hashing resends its hash seed (docs/math/memoization.md): refused unless
+    the app allows it; the same oracle unmemoized, and chains without a pseudonym, pass."""
+    memoized = mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": 2.0}})
+    assert getattr(memoized, "deterministic_pseudonym") is pseudonymous  # noqa: B009
+    DEFAULT_POLICY.check("c", mechanism_from_config(config), config_id="x")
+    PrivacyPolicy(allow_pseudonymous_memoization=True).check("c", memoized, config_id="x")
+    if not pseudonymous:
+        DEFAULT_POLICY.check("c", memoized, config_id="x")
+        return
+    with pytest.raises(PolicyViolation) as caught:
+        DEFAULT_POLICY.check("c", memoized, config_id="x")
+    assert caught.value.field == "allow_pseudonymous_memoization"
+    assert "allow_pseudonymous_memoization" in str(caught.value)
+
+
 def test_allowed_mechanisms_and_pinned_config_ids() -> None:
     mechanism = mechanism_from_config({"mechanism": "olh", "epsilon": 1.0, "k": 16})
     policy = PrivacyPolicy(allowed_mechanisms=frozenset({"grr", "oue"}))

@@ -148,6 +148,30 @@ def test_a_served_campaign_weaker_than_the_policy_sends_nothing(
         assert client.pending() == 1
 
 
+def test_a_memoized_campaign_with_a_deterministic_pseudonym_needs_the_apps_consent(
+    hostile: HostileCollector, tmp_path: Path
+) -> None:
+    """Memoized OLH sends the permanent report's hash seed with every report of a value (a
+    pseudonym of device, campaign and value; docs/math/memoization.md): refused, nothing
+    randomized, unless the app's policy sets allow_pseudonymous_memoization. L-GRR is not."""
+    olh = {"mechanism": "olh", "epsilon": 1.0, "k": 4, "longitudinal": {"epsilon_permanent": 2.0}}
+    grr = {**olh, "mechanism": "grr"}
+    hostile.documents["seeded"] = document("seeded", olh)
+    hostile.documents["plain"] = document("plain", grr)
+    with TelemetryClient(hostile.url, state_dir=tmp_path / "d") as client:
+        with pytest.raises(PolicyViolation) as caught:
+            client.record("seeded", LABELS[1])
+        assert caught.value.field == "allow_pseudonymous_memoization"
+        assert client.pending() == 0
+        client.record("plain", LABELS[1])
+        assert client.pending() == 1
+    consent = PrivacyPolicy(allow_pseudonymous_memoization=True)
+    with TelemetryClient(hostile.url, state_dir=tmp_path / "d2", policy=consent) as client:
+        client.record("seeded", LABELS[1])
+        client.record("seeded", LABELS[1])
+        assert client.pending() == 2
+
+
 def test_the_app_budget_caps_the_campaign_budget(
     start_collector: StartCollector, tmp_path: Path
 ) -> None:
