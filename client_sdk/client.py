@@ -61,6 +61,7 @@ from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.policy import DEFAULT_POLICY, MAX_DOCUMENT_BYTES, PolicyViolation, PrivacyPolicy
 from client_sdk.protocol import campaign_config_id, problem_type
 from client_sdk.randomness import RandomSource
+from client_sdk.sealing import seal_payload
 from client_sdk.secrets_store import DEVICE_SECRET_FILE, DeviceKeys, load_or_create_device_secret
 from client_sdk.state import StateDir
 from client_sdk.transport import make_session, set_deadline
@@ -143,6 +144,7 @@ class Campaign:
                 domain=document.get("domain"),
                 policy=document.get("policy"),
                 min_batch_size=document["min_batch_size"],
+                shuffle=document.get("shuffle"),
             )
             spec = parse_campaign(document, strict=False)
         except (KeyError, TypeError, ValueError) as error:
@@ -248,6 +250,9 @@ class TelemetryClient:
     :param default_policy: a budget (``{"epsilon_per_report", "reports_per_period",
         "period_seconds"}``) for the app's policy, the same as ``policy.budget``.
     :param allow_insecure_http: accept ``http://`` to hosts that are not loopback.
+    :param shuffler_url: the anonymizing shuffler (``ldp-shuffler``); a shuffled campaign's
+        reports are sealed to the collector's key (``client_sdk.sealing``) and sent there only,
+        never to the collector directly.
 
     Safe to share between threads; safe across process restarts (the outbox is durable and
     report ids are fixed at record time).
@@ -268,8 +273,14 @@ class TelemetryClient:
         session: requests.Session | None = None,
         default_policy: Mapping[str, Any] | None = None,
         allow_insecure_http: bool = False,
+        shuffler_url: str | None = None,
     ) -> None:
         self.base_url = _check_base_url(base_url, allow_insecure_http=allow_insecure_http)
+        self.shuffler_url = (
+            None
+            if shuffler_url is None
+            else _check_base_url(shuffler_url, allow_insecure_http=allow_insecure_http)
+        )
         check_int(batch_size, "batch_size", minimum=1)
         self.flush_deadline = check_positive(flush_deadline, "flush_deadline")
         if policy is not None and not isinstance(policy, PrivacyPolicy):
@@ -493,7 +504,10 @@ class TelemetryClient:
         return self._ledger.status(campaign, policy)
 
     def _enqueue(self, campaign: Campaign, payloads: Sequence[Any]) -> list[str]:
-        """Give each payload a fresh random 128-bit id and append them to the outbox durably."""
+        """Give each payload a fresh random 128-bit id and append them to the outbox durably
+        (a shuffled campaign's payloads sealed first: the outbox holds only the envelopes)."""
+        if campaign.document.get("shuffle") is not None:
+            payloads = _seal_all(campaign, payloads)
         raw = secrets.token_bytes(16 * len(payloads)).hex()
         ids = [raw[32 * i : 32 * (i + 1)] for i in range(len(payloads))]
         rows = [
@@ -604,7 +618,15 @@ class TelemetryClient:
             + ",".join(f'{{"id":"{r.report_id}","payload":{r.payload}}}' for r in batch)
             + "]}"
         )
-        url = f"{self.base_url}/v1/campaigns/{urllib.parse.quote(campaign.name, safe='')}/reports"
+        base = self.base_url
+        if campaign.document.get("shuffle") is not None:
+            if self.shuffler_url is None:
+                raise UploadError(
+                    f"campaign {campaign.name!r} is shuffled: give TelemetryClient a "
+                    "shuffler_url (its reports never go to the collector directly)"
+                )
+            base = self.shuffler_url
+        url = f"{base}/v1/campaigns/{urllib.parse.quote(campaign.name, safe='')}/reports"
         return self._session.post(
             url,
             data=body.encode("utf-8"),
@@ -652,6 +674,16 @@ class TelemetryClient:
                 dropped,
                 campaign.config_id,
             )
+
+
+def _seal_all(campaign: Campaign, payloads: Sequence[Any]) -> list[Any]:
+    """Each payload sealed to the public key the shuffled campaign's document carries."""
+    key = campaign.document.get("public_key")
+    if not isinstance(key, dict) or not {"key_id", "key"} <= key.keys():
+        raise CampaignVerificationError(
+            f"campaign {campaign.name!r} is shuffled but its document has no public_key"
+        )
+    return [seal_payload(p, public_key=key["key"], key_id=key["key_id"]) for p in payloads]
 
 
 def _problem(response: requests.Response) -> dict[str, Any] | None:

@@ -7,25 +7,28 @@ import json
 import logging
 import math
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request, url_for
 
-from client_sdk.protocol import problem_type
+from client_sdk.protocol import is_report_id, problem_type
 from collector.dbguard import DatabaseReplaced
 from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_campaign, summarize
 from collector.export import check_day
-from collector.ingest import validate_batch
+from collector.ingest import Rejection, validate_batch
+from collector.keys import EnvelopeOpener, active_key, ensure_key
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
-from collector.storage import CampaignConflict, StorageBusy
+from collector.storage import CampaignConflict, StorageBusy, StoredCampaign
 from collector.web import (
     ensure_same_database,
     get_storage,
     query_int,
     read_json,
     require_admin,
+    require_shuffler,
     storage_opener,
     write_turn,
 )
@@ -52,9 +55,19 @@ def export_error_line(error: Exception) -> str:
     return json.dumps({"error": problem}, separators=(",", ":")) + "\n"
 
 
+def _served(campaign: StoredCampaign) -> dict[str, Any]:
+    """The campaign document; a shuffled one carries the public key devices seal to."""
+    document = campaign.document()
+    if campaign.shuffle is not None:
+        key = active_key(get_storage())
+        if key is not None:
+            document["public_key"] = {"key_id": key[0], "key": key[1]}
+    return document
+
+
 @bp.get("/campaigns")
 def list_campaigns() -> dict[str, Any]:
-    return {"campaigns": [c.document() for c in get_storage().list_campaigns()]}
+    return {"campaigns": [_served(c) for c in get_storage().list_campaigns()]}
 
 
 @bp.post("/campaigns")
@@ -68,13 +81,16 @@ def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
         raise Problem(409, "campaign-conflict", str(error)) from None
     except ValueError as error:
         raise Problem(400, "malformed-request", str(error)) from None
+    if campaign.shuffle is not None:
+        with write_turn():
+            ensure_key(get_storage())
     location = url_for("api.get_campaign", name=campaign.name)
-    return campaign.document(), 201 if created else 200, {"Location": location}
+    return _served(campaign), 201 if created else 200, {"Location": location}
 
 
 @bp.get("/campaigns/<name>")
 def get_campaign(name: str) -> dict[str, Any]:
-    return get_storage().get_campaign(name).document()
+    return _served(get_storage().get_campaign(name))
 
 
 @bp.post("/campaigns/<name>/reports")
@@ -106,6 +122,13 @@ def upload_reports(name: str) -> dict[str, Any]:
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)
+    if campaign.shuffle is not None:
+        raise Problem(
+            409,
+            "shuffled-campaign",
+            f"campaign {name!r} is shuffled: devices upload sealed reports to the shuffler, "
+            "never to the collector directly",
+        )
     if config_id != campaign.config_id:
         raise Problem(
             409,
@@ -137,6 +160,74 @@ def upload_reports(name: str) -> dict[str, Any]:
         "accepted": accepted,
         "duplicate": duplicate,
         "rejected": [r.to_json() for r in batch.rejections],
+    }
+
+
+@bp.post("/campaigns/<name>/batches")
+@require_shuffler
+def upload_batch(name: str) -> dict[str, Any]:
+    """A shuffler's batch ``{"batch_id", "config_id", "reports": [{"id", "payload": envelope}]}``:
+    each envelope is opened and validated on its own (a bad one is rejected by its index), the
+    valid ones stored with the batch size in one transaction; a batch id seen before answers
+    what was stored then (``"replayed": true``) and stores nothing."""
+    body = read_json()
+    if not isinstance(body, dict) or set(body) != {"batch_id", "config_id", "reports"}:
+        raise Problem(
+            400, "malformed-request", "a batch has exactly batch_id, config_id and reports"
+        )
+    batch_id, config_id, reports = body["batch_id"], body["config_id"], body["reports"]
+    if not is_report_id(batch_id):
+        raise Problem(400, "malformed-request", "batch_id must be 32 lowercase hex characters")
+    if not isinstance(reports, list) or not isinstance(config_id, str):
+        raise Problem(400, "malformed-request", "reports must be a list, config_id a string")
+    cap = current_app.config["MAX_BATCH"]
+    if len(reports) > cap:
+        raise Problem(
+            413, "payload-too-large", f"a batch holds at most {cap} reports", max_batch=cap
+        )
+    storage = get_storage()
+    campaign = storage.get_campaign(name)
+    if campaign.shuffle is None:
+        raise Problem(409, "not-shuffled", f"campaign {name!r} does not take shuffled batches")
+    if config_id != campaign.config_id:
+        raise Problem(
+            409, "stale-config", "config_id is not the campaign's", config_id=campaign.config_id
+        )
+    opener = EnvelopeOpener(storage.private_keys())
+    opened: list[Any] = []
+    sealed_errors: list[Rejection] = []
+    for index, entry in enumerate(reports):
+        try:
+            if not isinstance(entry, dict) or set(entry) != {"id", "payload"}:
+                raise ValueError("a report is an object with 'id' and 'payload' (an envelope)")
+            plaintext = opener.open(entry["payload"])
+            opened.append({"id": entry["id"], "payload": json.loads(plaintext)})
+        except ValueError as error:  # includes JSON and UTF-8 errors of the plaintext
+            sealed_errors.append(Rejection(index, "invalid_envelope", str(error)[:300]))
+            opened.append(None)
+    positions = [i for i, entry in enumerate(opened) if entry is not None]
+    batch = validate_batch(campaign.mechanism, [opened[i] for i in positions])
+    rejections = sorted(
+        sealed_errors + [Rejection(positions[r.index], r.code, r.reason) for r in batch.rejections],
+        key=lambda r: r.index,
+    )
+    rejected = Counter(r.code for r in rejections)
+    with write_turn():
+        result, answered, replayed = storage.insert_batch(
+            name,
+            batch_id,
+            batch.rows,
+            size=len(batch.rows),
+            rejections=[r.to_json() for r in rejections],
+            rejected=rejected,
+        )
+    ensure_same_database()
+    return {
+        "batch_id": batch_id,
+        "accepted": result.accepted,
+        "duplicate": result.duplicate,
+        "rejected": answered,
+        "replayed": replayed,
     }
 
 

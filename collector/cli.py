@@ -3,6 +3,7 @@
     ldp-collector init-db --db collector.db
     ldp-collector serve --db collector.db --host 127.0.0.1 --port 8000 --workers 2
     ldp-collector campaign create --file campaign.json --db collector.db
+    ldp-collector keys rotate --db collector.db
     ldp-collector export --db collector.db --campaign NAME --out DIR [--since DAY] [--until DAY]
 
 ``serve`` opens a database that ``init-db`` made (or creates one with ``--create``) and serves
@@ -18,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from collector.cli_checks import check_database_path, check_port_free, database_error_message
 from collector.server import LOGGER_CLASS, WORKER_CLASS
 from collector.settings import ENV_PREFIX
 from collector.storage import CampaignConflict, Storage
@@ -71,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     init_db.add_argument("--db", required=True)
     init_db.set_defaults(handler=_init_db)
 
+    keys = commands.add_parser("keys", help="the X25519 key pairs devices seal reports to")
+    keys_commands = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (("list", "list the key pairs"), ("rotate", "make a new active pair")):
+        sub = keys_commands.add_parser(action, help=text)
+        sub.add_argument("--db", required=True)
+        sub.set_defaults(handler=_keys)
+
     campaign = commands.add_parser("campaign", help="manage campaigns directly in the database")
     campaign_commands = campaign.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = campaign_commands.add_parser("create", help="create a campaign from a JSON file")
@@ -93,16 +103,44 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_arguments(args)
         return int(args.handler(args))
+    except sqlite3.Error as error:  # what the path checks cannot see: a damaged file, a full disk
+        message = database_error_message("--db", getattr(args, "db", None), error)
+        print(f"ldp-collector {args.command}: error: {message}", file=sys.stderr)
+        return 2
     except (ValueError, LookupError, OSError, RuntimeError) as error:
         print(f"ldp-collector {args.command}: error: {error}", file=sys.stderr)
         return 2
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuse a bad --db or a busy --port in one line naming the flag (``collector.cli_checks``)."""
+    db = getattr(args, "db", None)
+    if isinstance(db, str):
+        check_database_path(db, must_exist=args.command not in ("init-db", "serve"))
+    if args.command == "serve" and 0 <= args.port <= 65535:
+        check_port_free(args.host, args.port)
+
+
 def _init_db(args: argparse.Namespace) -> int:
+    from collector.keys import ensure_key
+
     with Storage(args.db) as storage:
         version = storage.migrate()
-    print(f"database {args.db} is at schema version {version}")
+        key_id = ensure_key(storage)
+    print(f"database {args.db} is at schema version {version} (active key {key_id})")
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from collector.keys import create_key
+
+    with Storage(args.db, create=False) as storage:
+        if args.action == "rotate":
+            print(f"new active key {create_key(storage)} (older keys still open their reports)")
+        for key_id, public, created, active in storage.list_keys():
+            print(f"{key_id} {'active ' if active else 'retired'} {created} {public}")
     return 0
 
 

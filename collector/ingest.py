@@ -17,7 +17,7 @@ from typing import Any
 from client_sdk.mechanisms import Mechanism, WireFormatError
 from client_sdk.protocol import is_report_id
 
-REJECTION_CODES = ("malformed_report", "invalid_id", "invalid_payload")
+REJECTION_CODES = ("malformed_report", "invalid_id", "invalid_payload", "invalid_envelope")
 _REPORT_FIELDS = {"id", "payload"}
 
 

@@ -72,8 +72,42 @@ def _migration_1_initial(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_2_shuffle(db: sqlite_utils.Database) -> None:
+    # A shuffled campaign's central target (JSON), the deployment's X25519 key pairs (the newest
+    # active one is served; retired ones still open old envelopes), and the shuffler batches
+    # received: their size is what the central guarantee is computed from, their id makes a
+    # forwarded batch idempotent.
+    db.execute("ALTER TABLE campaigns ADD COLUMN shuffle TEXT")
+    db.execute(
+        """
+        CREATE TABLE keys (
+            key_id TEXT PRIMARY KEY,
+            public_key TEXT NOT NULL,
+            private_key TEXT NOT NULL,
+            created TEXT NOT NULL,
+            active INTEGER NOT NULL
+        )
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE batches (
+            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+            batch_id TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            accepted INTEGER NOT NULL,
+            duplicate INTEGER NOT NULL,
+            rejected TEXT NOT NULL,  -- JSON list of the rejections answered
+            day TEXT NOT NULL,
+            PRIMARY KEY (campaign_id, batch_id)
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
+    (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -36,6 +36,8 @@ _TITLES = {
     "database-unavailable": "Database unavailable",
     "rate-limited": "Too many reports",
     "internal-error": "Internal server error",
+    "shuffled-campaign": "Campaign takes shuffled batches only",
+    "not-shuffled": "Campaign is not shuffled",
 }
 
 _SLUG_BY_STATUS = {

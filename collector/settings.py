@@ -89,6 +89,7 @@ def _synchronous(name: str, value: Any) -> str:
 SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "DB": (None, _optional_text),
     "ADMIN_TOKEN": (None, _optional_text),
+    "SHUFFLER_TOKEN": (None, _optional_text),
     "MAX_BATCH": (10_000, _positive_int),
     "MAX_CONTENT_LENGTH": (16 * 1024 * 1024, _positive_int),
     "BUSY_TIMEOUT": (5.0, _positive_float),

@@ -46,6 +46,7 @@ from client_sdk.mechanisms import Mechanism, Reports, mechanism_from_config
 from client_sdk.mechanisms._validation import check_int
 from client_sdk.protocol import campaign_config_id, is_report_id
 from client_sdk.sqlite import connect, immediate
+from collector.calibration import calibrate_campaign
 from collector.migrations import SCHEMA_VERSION, SchemaError, check_schema, migrate, schema_version
 
 __all__ = [
@@ -97,10 +98,11 @@ class StoredCampaign:
     config_id: str
     min_batch_size: int
     created: str
+    shuffle: dict[str, Any] | None = None
 
     def document(self) -> dict[str, Any]:
         """The JSON document the HTTP API serves (``config_id`` included)."""
-        return {
+        document = {
             "name": self.name,
             "mechanism": self.config,
             "domain": self.domain,
@@ -109,6 +111,9 @@ class StoredCampaign:
             "config_id": self.config_id,
             "created": self.created,
         }
+        if self.shuffle is not None:
+            document["shuffle"] = self.shuffle
+        return document
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,12 +239,13 @@ class Storage:
         The same content again is idempotent (``created`` is ``False``); different content for
         an existing name raises :class:`CampaignConflict`. Invalid documents raise ``ValueError``.
         """
-        normalized = normalize_campaign(document)
+        normalized = normalize_campaign(calibrate_campaign(document))
         content_id = campaign_config_id(
             mechanism=normalized["mechanism"],
             domain=normalized["domain"],
             policy=normalized["policy"],
             min_batch_size=normalized["min_batch_size"],
+            shuffle=normalized.get("shuffle"),
         )
         with self._write() as conn:
             row = conn.execute(
@@ -256,7 +262,7 @@ class Storage:
             created = _now()
             conn.execute(
                 "INSERT INTO campaigns (name, config_id, mechanism, domain, policy, "
-                "min_batch_size, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "min_batch_size, created, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     normalized["name"],
                     content_id,
@@ -265,6 +271,7 @@ class Storage:
                     None if normalized["policy"] is None else canonical_json(normalized["policy"]),
                     normalized["min_batch_size"],
                     created,
+                    None if "shuffle" not in normalized else canonical_json(normalized["shuffle"]),
                 ],
             )
         return self.get_campaign(normalized["name"]), True
@@ -310,28 +317,117 @@ class Storage:
                 raise ValueError(
                     f"reports must be (32 lowercase hex id, JSON text) pairs; got {report_id!r}"
                 )
+        with self._write() as conn:
+            return self._insert(conn, campaign, reports, rejected, day)
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        campaign: str,
+        reports: Sequence[tuple[str, str]],
+        rejected: Mapping[str, int] | None,
+        day: str | None,
+    ) -> InsertResult:
         bucket = day if day is not None else _today()
+        campaign_id = self._campaign_id(campaign)
+        before = conn.total_changes
+        # executemany with INSERT OR IGNORE: the ignored rows are the duplicates, counted
+        # through total_changes (sqlite-utils' insert_all does not report them).
+        conn.executemany(
+            "INSERT OR IGNORE INTO reports (campaign_id, report_id, payload, day) "
+            "VALUES (?, ?, ?, ?)",
+            [(campaign_id, report_id, payload, bucket) for report_id, payload in reports],
+        )
+        accepted = conn.total_changes - before
+        duplicate = len(reports) - accepted
+        increments = [("accepted", "", accepted), ("duplicate", "", duplicate)]
+        increments += [("rejected", code, count) for code, count in (rejected or {}).items()]
+        conn.executemany(
+            "INSERT INTO counters (campaign_id, name, label, value) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (campaign_id, name, label) "
+            "DO UPDATE SET value = value + excluded.value",
+            [(campaign_id, n, label, v) for n, label, v in increments if v],
+        )
+        return InsertResult(accepted=accepted, duplicate=duplicate)
+
+    def insert_batch(
+        self,
+        campaign: str,
+        batch_id: str,
+        reports: Sequence[tuple[str, str]],
+        *,
+        size: int,
+        rejections: Sequence[Mapping[str, Any]] = (),
+        rejected: Mapping[str, int] | None = None,
+    ) -> tuple[InsertResult, list[dict[str, Any]], bool]:
+        """Store a shuffler batch once: ``(result, rejections, replayed)``.
+
+        A batch id already stored answers what was stored the first time (``replayed``) and
+        stores nothing: a shuffler retrying after a lost acknowledgment never duplicates. The
+        batch's ``size`` (its valid reports) is kept for the central guarantee.
+        """
+        for report_id, payload in reports:
+            if not is_report_id(report_id) or not isinstance(payload, str):
+                raise ValueError(
+                    f"reports must be (32 lowercase hex id, JSON text) pairs; got {report_id!r}"
+                )
         with self._write() as conn:
             campaign_id = self._campaign_id(campaign)
-            before = conn.total_changes
-            # executemany with INSERT OR IGNORE: the ignored rows are the duplicates, counted
-            # through total_changes (sqlite-utils' insert_all does not report them).
-            conn.executemany(
-                "INSERT OR IGNORE INTO reports (campaign_id, report_id, payload, day) "
-                "VALUES (?, ?, ?, ?)",
-                [(campaign_id, report_id, payload, bucket) for report_id, payload in reports],
+            row = conn.execute(
+                "SELECT accepted, duplicate, rejected FROM batches "
+                "WHERE campaign_id = ? AND batch_id = ?",
+                [campaign_id, batch_id],
+            ).fetchone()
+            if row is not None:
+                stored = InsertResult(accepted=int(row[0]), duplicate=int(row[1]))
+                return stored, json.loads(row[2]), True
+            result = self._insert(conn, campaign, reports, rejected, None)
+            conn.execute(
+                "INSERT INTO batches (campaign_id, batch_id, size, accepted, duplicate, "
+                "rejected, day) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    campaign_id,
+                    batch_id,
+                    size,
+                    result.accepted,
+                    result.duplicate,
+                    canonical_json(list(rejections)),
+                    _today(),
+                ],
             )
-            accepted = conn.total_changes - before
-            duplicate = len(reports) - accepted
-            increments = [("accepted", "", accepted), ("duplicate", "", duplicate)]
-            increments += [("rejected", code, count) for code, count in (rejected or {}).items()]
-            conn.executemany(
-                "INSERT INTO counters (campaign_id, name, label, value) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (campaign_id, name, label) "
-                "DO UPDATE SET value = value + excluded.value",
-                [(campaign_id, n, label, v) for n, label, v in increments if v],
+        return result, [dict(r) for r in rejections], False
+
+    def batch_sizes(self, campaign: str) -> list[int]:
+        """The sizes of the shuffler batches received for ``campaign``, in batch id order."""
+        campaign_id = self._campaign_id(campaign)
+        rows = self.db.conn.execute(
+            "SELECT size FROM batches WHERE campaign_id = ? ORDER BY batch_id", [campaign_id]
+        ).fetchall()
+        return [int(row[0]) for row in rows]
+
+    # -- key pairs (collector.keys)
+
+    def add_key(self, key_id: str, public_key: str, private_key: str) -> None:
+        """Store a new key pair and make it the only active one (older ones still open)."""
+        with self._write() as conn:
+            conn.execute("UPDATE keys SET active = 0")
+            conn.execute(
+                "INSERT INTO keys (key_id, public_key, private_key, created, active) "
+                "VALUES (?, ?, ?, ?, 1)",
+                [key_id, public_key, private_key, _now()],
             )
-        return InsertResult(accepted=accepted, duplicate=duplicate)
+
+    def list_keys(self) -> list[tuple[str, str, str, bool]]:
+        """``(key_id, public_key, created, active)`` of every key pair, oldest first."""
+        rows = self.db.conn.execute(
+            "SELECT key_id, public_key, created, active FROM keys ORDER BY created, key_id"
+        ).fetchall()
+        return [(str(a), str(b), str(c), bool(d)) for a, b, c, d in rows]
+
+    def private_keys(self) -> dict[str, str]:
+        """key id -> private key (base64url) of every key pair, retired ones included."""
+        rows = self.db.conn.execute("SELECT key_id, private_key FROM keys").fetchall()
+        return {str(a): str(b) for a, b in rows}
 
     def count_reports(
         self, campaign: str, *, since: str | None = None, until: str | None = None
@@ -471,7 +567,7 @@ class Storage:
 
 _MAX_SQLITE_INT = (1 << 63) - 1
 _LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
-_CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created"
+_CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created, shuffle"
 
 
 def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any]]) -> Reports:
@@ -491,7 +587,8 @@ def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any
 
 
 def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
-    name, content_id, mechanism_json, domain_json, policy_json, min_batch_size, created = row
+    name, content_id, mechanism_json, domain_json, policy_json, min_batch_size, created = row[:7]
+    shuffle_json = row[7]
     mechanism = _mechanism_for(mechanism_json)
     return StoredCampaign(
         name=name,
@@ -502,6 +599,7 @@ def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
         config_id=content_id,
         min_batch_size=int(min_batch_size),
         created=created,
+        shuffle=None if shuffle_json is None else json.loads(shuffle_json),
     )
 
 

@@ -128,10 +128,18 @@ def require_admin(view: F) -> F:
     The token is compared in constant time (``hmac.compare_digest``). Without a configured
     token every admin request is refused.
     """
+    return _require_token(view, "ADMIN_TOKEN", "admin")
 
+
+def require_shuffler(view: F) -> F:
+    """As :func:`require_admin`, for the shuffler's ``LDP_SHUFFLER_TOKEN``."""
+    return _require_token(view, "SHUFFLER_TOKEN", "shuffler")
+
+
+def _require_token(view: F, setting: str, role: str) -> F:
     @functools.wraps(view)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        expected = current_app.config.get("ADMIN_TOKEN")
+        expected = current_app.config.get(setting)
         challenge = 'Bearer realm="ldp-collector"'
         header = request.headers.get("Authorization", "")
         scheme, _, presented = header.partition(" ")
@@ -139,21 +147,21 @@ def require_admin(view: F) -> F:
             raise Problem(
                 401,
                 "unauthorized",
-                "the admin API is disabled: the collector has no LDP_ADMIN_TOKEN",
+                f"the {role} API is disabled: the collector has no LDP_{setting}",
                 headers={"WWW-Authenticate": challenge},
             )
         if scheme.lower() != "bearer" or not presented.strip():
             raise Problem(
                 401,
                 "unauthorized",
-                "this route needs 'Authorization: Bearer <admin token>'",
+                f"this route needs 'Authorization: Bearer <{role} token>'",
                 headers={"WWW-Authenticate": challenge},
             )
         if not hmac.compare_digest(presented.strip().encode(), expected.encode()):
             raise Problem(
                 401,
                 "unauthorized",
-                "the admin token is not valid",
+                f"the {role} token is not valid",
                 headers={"WWW-Authenticate": challenge + ', error="invalid_token"'},
             )
         return view(*args, **kwargs)

@@ -1,0 +1,70 @@
+"""The deployment's X25519 key pairs for sealed reports (PyNaCl sealed boxes; Bittau et al.,
+"Prochlo", SOSP 2017): ``ldp-collector init-db`` makes the first, ``ldp-collector keys rotate``
+a new active one; retired private keys stay, so envelopes sealed to them still open.
+
+The private keys live in the collector's database file: protect it as the reports themselves.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+
+from nacl.exceptions import CryptoError
+from nacl.public import PrivateKey, SealedBox
+
+from client_sdk.sealing import key_id_of, parse_envelope
+from collector.storage import Storage
+
+__all__ = ["EnvelopeOpener", "active_key", "create_key", "ensure_key"]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def create_key(storage: Storage) -> str:
+    """A new key pair, now the active one; its key id."""
+    private = PrivateKey.generate()
+    public = bytes(private.public_key)
+    key_id = key_id_of(public)
+    storage.add_key(key_id, _b64(public), _b64(bytes(private)))
+    return key_id
+
+
+def ensure_key(storage: Storage) -> str:
+    """The active key id, after creating the first key pair if there is none."""
+    current = active_key(storage)
+    return current[0] if current is not None else create_key(storage)
+
+
+def active_key(storage: Storage) -> tuple[str, str] | None:
+    """``(key_id, public key base64url)`` devices seal to, or ``None`` without keys."""
+    for key_id, public, _created, active in reversed(storage.list_keys()):
+        if active:
+            return key_id, public
+    return None
+
+
+class EnvelopeOpener:
+    """Opens envelopes with any of the deployment's private keys."""
+
+    def __init__(self, private_keys: Mapping[str, str]) -> None:
+        self._boxes = {kid: SealedBox(PrivateKey(_unb64(k))) for kid, k in private_keys.items()}
+
+    def open(self, envelope: object) -> bytes:
+        """The plaintext; ``ValueError`` for a malformed, unknown-key or tampered envelope."""
+        key_id, sealed = parse_envelope(envelope)
+        box = self._boxes.get(key_id)
+        if box is None:
+            raise ValueError(f"no key pair with key_id {key_id}")
+        try:
+            return bytes(box.decrypt(sealed))
+        except CryptoError:
+            raise ValueError(
+                "the envelope does not open (tampered or sealed to another key)"
+            ) from None

@@ -1,0 +1,1 @@
+"""The anonymizing shuffler."""

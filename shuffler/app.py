@@ -1,0 +1,162 @@
+"""The shuffler's Flask app: devices' sealed uploads in, health and metrics out.
+
+``POST /v1/campaigns/<name>/reports`` takes the body a device sends the collector, with each
+payload a sealed envelope (``client_sdk.sealing``): ``{"config_id", "reports": [{"id",
+"payload": envelope}]}``. The campaign must be shuffled and the config current (both read from
+the collector's campaign document, cached briefly); each report's shape is checked (the
+envelope's content cannot be: it is sealed to the collector), the good ones committed, then
+acknowledged ``{"accepted", "duplicate", "rejected"}``. Errors are problem+json (the
+collector's handlers, ``collector.problems``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import requests
+from flask import Blueprint, Flask, Response, current_app
+
+from client_sdk.protocol import is_report_id
+from client_sdk.sealing import parse_envelope
+from collector.problems import Problem, register_error_handlers
+from collector.web import read_json
+from shuffler.storage import ShufflerStorage
+
+__all__ = ["create_app"]
+
+bp = Blueprint("shuffler", __name__)
+PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CAMPAIGN_TTL = 30.0
+_local = threading.local()
+
+
+def create_app(config: Mapping[str, Any]) -> Flask:
+    """The app. ``config``: ``DB``, ``COLLECTOR`` (base URL); optional ``MAX_BATCH`` (10000),
+    ``MAX_CONTENT_LENGTH`` (16 MiB), ``RETRY_AFTER`` (1)."""
+    app = Flask(__name__, static_folder=None)
+    app.config.update(
+        {"MAX_BATCH": 10_000, "MAX_CONTENT_LENGTH": 16 * 1024 * 1024, "RETRY_AFTER": 1}
+    )
+    app.config.update(config)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    ShufflerStorage(app.config["DB"]).close()  # creates the schema once, before any request
+    app.extensions["ldp_campaigns"] = {}
+    register_error_handlers(app)
+    app.register_blueprint(bp)
+    return app
+
+
+def _storage() -> ShufflerStorage:
+    storage = getattr(_local, "storage", None)
+    if storage is None or getattr(_local, "db", None) != current_app.config["DB"]:
+        storage = ShufflerStorage(current_app.config["DB"])
+        _local.storage, _local.db = storage, current_app.config["DB"]
+    return storage
+
+
+def campaign_document(name: str) -> dict[str, Any]:
+    """The collector's document for ``name`` (cached ``CAMPAIGN_TTL`` s); 404 if unknown, 503 if
+    the collector does not answer."""
+    cache: dict[str, tuple[float, dict[str, Any]]] = current_app.extensions["ldp_campaigns"]
+    hit = cache.get(name)
+    if hit is not None and time.monotonic() - hit[0] < CAMPAIGN_TTL:
+        return hit[1]
+    url = f"{current_app.config['COLLECTOR'].rstrip('/')}/v1/campaigns/{name}"
+    try:
+        response = requests.get(url, timeout=10)
+    except requests.RequestException:
+        raise Problem(
+            503,
+            "overloaded",
+            "the collector does not answer; retry later",
+            headers={"Retry-After": "5"},
+        ) from None
+    if response.status_code == 404:
+        raise Problem(404, "not-found", f"no campaign named {name!r}")
+    if response.status_code != 200:
+        raise Problem(503, "overloaded", "the collector refused the campaign lookup")
+    document = dict(response.json())
+    cache[name] = (time.monotonic(), document)
+    return document
+
+
+@bp.post("/v1/campaigns/<name>/reports")
+def upload(name: str) -> dict[str, Any]:
+    body = read_json()
+    if not isinstance(body, dict) or set(body) != {"config_id", "reports"}:
+        raise Problem(400, "malformed-request", "the body has exactly config_id and reports")
+    config_id, reports = body["config_id"], body["reports"]
+    if not isinstance(config_id, str) or not isinstance(reports, list):
+        raise Problem(400, "malformed-request", "config_id must be a string, reports a list")
+    cap = current_app.config["MAX_BATCH"]
+    if len(reports) > cap:
+        raise Problem(413, "payload-too-large", f"a batch holds at most {cap} reports")
+    document = campaign_document(name)
+    if document.get("shuffle") is None:
+        raise Problem(409, "not-shuffled", f"campaign {name!r} is not shuffled")
+    if config_id != document.get("config_id"):
+        raise Problem(
+            409,
+            "stale-config",
+            "config_id is not the campaign's current config; refetch it",
+            config_id=document.get("config_id"),
+        )
+    good: list[tuple[str, str]] = []
+    rejected: list[dict[str, Any]] = []
+    for index, entry in enumerate(reports):
+        reason = None
+        if not isinstance(entry, dict) or set(entry) != {"id", "payload"}:
+            reason = ("malformed_report", "a report has 'id' and 'payload' only")
+        elif not is_report_id(entry["id"]):
+            reason = ("invalid_id", "id must be 32 lowercase hex characters")
+        else:
+            try:
+                parse_envelope(entry["payload"])
+            except ValueError as error:
+                reason = ("invalid_envelope", str(error))
+        if reason is not None:
+            rejected.append({"index": index, "code": reason[0], "reason": reason[1]})
+        else:
+            good.append((entry["id"], json.dumps(entry["payload"], separators=(",", ":"))))
+    accepted, duplicate = _storage().accept(name, config_id, good) if good else (0, 0)
+    return {"accepted": accepted, "duplicate": duplicate, "rejected": rejected}
+
+
+@bp.get("/healthz")
+def healthz() -> dict[str, Any]:
+    return {"status": "ok"}
+
+
+@bp.get("/readyz")
+def readyz() -> dict[str, Any]:
+    try:
+        _storage().pending_counts()
+    except Exception as error:
+        raise Problem(
+            503, "database-unavailable", f"the database is unavailable: {error}"
+        ) from None
+    return {"status": "ready"}
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    """Reports waiting per campaign (below ``min_batch`` they are never forwarded) and
+    reports in batches formed but not yet acknowledged (Prometheus text)."""
+    storage = _storage()
+    lines = [
+        "# HELP ldp_shuffler_pending_reports Sealed reports waiting for a batch.",
+        "# TYPE ldp_shuffler_pending_reports gauge",
+    ]
+    for campaign, count in sorted(storage.pending_counts().items()):
+        escaped = campaign.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'ldp_shuffler_pending_reports{{campaign="{escaped}"}} {count}')
+    lines += [
+        "# HELP ldp_shuffler_in_flight_reports Reports in batches not yet acknowledged.",
+        "# TYPE ldp_shuffler_in_flight_reports gauge",
+        f"ldp_shuffler_in_flight_reports {storage.in_flight()}",
+    ]
+    return Response("\n".join(lines) + "\n", content_type=PROMETHEUS_MEDIA_TYPE)

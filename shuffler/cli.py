@@ -1,0 +1,141 @@
+"""``ldp-shuffler``: the anonymizing shuffler between devices and the collector.
+
+    ldp-shuffler init-db --db shuffler.db
+    ldp-shuffler serve --db shuffler.db --collector http://127.0.0.1:8000 --port 8100
+    ldp-shuffler forward --db shuffler.db --collector URL   # the forwarder alone
+
+``serve`` runs the app under gunicorn (the collector's gthread worker and address-free logger,
+``collector.server``) and the forwarder beside it in a child process of the same process group.
+The collector token is ``LDP_SHUFFLER_TOKEN`` (the same variable on the collector). It prints
+``ldp-shuffler: serving http://HOST:PORT`` once it listens. No access log: the shuffler keeps
+nothing about who sent what.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from collector.server import LOGGER_CLASS, WORKER_CLASS
+from shuffler.storage import ShufflerStorage
+
+TOKEN_ENV = "LDP_SHUFFLER_TOKEN"
+MIN_TOKEN_LENGTH = 16
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ldp-shuffler", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    init_db = commands.add_parser("init-db", help="create the shuffler's database")
+    init_db.add_argument("--db", required=True)
+    init_db.set_defaults(handler=_init_db)
+    for name, handler in (("serve", _serve), ("forward", _forward)):
+        sub = commands.add_parser(name, help=f"{name} (see the module docstring)")
+        sub.add_argument("--db", required=True)
+        sub.add_argument("--collector", required=True, help="the collector's base URL")
+        sub.add_argument("--max-batch", type=int, default=10_000)
+        sub.add_argument("--interval", type=float, default=0.2, help="seconds between rounds")
+        if name == "serve":
+            sub.add_argument("--host", default="127.0.0.1")
+            sub.add_argument("--port", type=int, default=8100)
+            sub.add_argument("--workers", type=int, default=2)
+            sub.add_argument("--threads", type=int, default=4)
+            sub.add_argument("--log-level", default="warning")
+        sub.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (ValueError, LookupError, OSError, RuntimeError) as error:
+        print(f"ldp-shuffler {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _init_db(args: argparse.Namespace) -> int:
+    ShufflerStorage(args.db).close()
+    print(f"shuffler database {args.db} is ready")
+    return 0
+
+
+def _token() -> str:
+    token = os.environ.get(TOKEN_ENV, "")
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(f"set {TOKEN_ENV} to a secret of at least {MIN_TOKEN_LENGTH} characters")
+    return token
+
+
+def _forward(args: argparse.Namespace) -> int:
+    from shuffler.forwarder import Forwarder
+
+    logging.basicConfig(level=logging.INFO, format="ldp-shuffler forward: %(message)s")
+    forwarder = Forwarder(
+        args.db, args.collector, _token(), max_batch=args.max_batch, interval=args.interval
+    )
+    forwarder.run()
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    _token()
+    from shuffler.app import create_app
+
+    app = create_app({"DB": args.db, "COLLECTOR": args.collector, "MAX_BATCH": args.max_batch})
+    command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
+    command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
+    command += ["--interval", str(args.interval)]
+    forwarder = subprocess.Popen(command)  # same process group: a SIGKILL takes both
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    options: dict[str, Any] = {
+        "bind": f"{host}:{args.port}",
+        "workers": args.workers,
+        "threads": args.threads,
+        "worker_class": WORKER_CLASS,
+        "logger_class": LOGGER_CLASS,
+        "preload_app": True,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": args.log_level,
+        "proc_name": "ldp-shuffler",
+        "when_ready": _announce,
+        "control_socket_disable": True,
+    }
+    try:
+        _GunicornApp(app, options).run()
+    finally:
+        forwarder.terminate()
+        forwarder.wait(10)
+    return 0
+
+
+def _announce(server: Any) -> None:
+    for listener in server.LISTENERS:
+        host, port = listener.sock.getsockname()[:2]
+        print(f"ldp-shuffler: serving http://{host}:{port}", flush=True)
+
+
+class _GunicornApp(BaseApplication):  # type: ignore[misc]
+    def __init__(self, app: Any, options: dict[str, Any]) -> None:
+        self._app, self._options = app, options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            if key in self.cfg.settings:
+                self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self._app
+
+
+if __name__ == "__main__":
+    sys.exit(main())
