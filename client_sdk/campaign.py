@@ -294,6 +294,13 @@ def check_domain(mechanism: Mechanism, domain: Any) -> tuple[str, ...] | None:
                 + (f"{len(domain)}" if isinstance(domain, list) else describe(domain))
             )
         return _labels(domain)
+    if kind == "record":
+        if domain is not None:
+            raise ValueError(
+                f"domain must be absent for the multi-attribute mechanism {mechanism.name!r} "
+                f"(each attribute's labels are in its config); got {describe(domain)}"
+            )
+        return None
     if kind == "category":
         k: int = getattr(mechanism, "k")  # noqa: B009 -- every category mechanism has k
         if not isinstance(domain, list):

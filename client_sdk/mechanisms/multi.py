@@ -103,7 +103,8 @@ class Marginal:
 @dataclasses.dataclass(frozen=True, eq=True)
 class Multi(Mechanism):
     """Config: ``{"mechanism": "multi", "epsilon", "protocol": "spl"|"smp"|"rsfd",
-    "attributes": [{"name": "os", "k": 4}, ...]}``."""
+    "attributes": [{"name": "os", "k": 4, "labels": [...]}, ...]}`` (``labels`` optional: the
+    labels a device records for the attribute; without them it records indices)."""
 
     name: ClassVar[str] = "multi"
     value_kind: ClassVar[Literal["category", "number", "string", "record"]] = "record"
@@ -126,47 +127,112 @@ class Multi(Mechanism):
             raise ValueError(
                 f"attributes must have 1 to {MAX_ATTRIBUTES} entries; got {len(attributes)}"
             )
-        parsed: list[tuple[str, int]] = []
+        parsed: list[tuple[str, int, tuple[str, ...] | None]] = []
         for index, entry in enumerate(attributes):
-            if isinstance(entry, Mapping):
-                if set(entry) != {"name", "k"}:
-                    raise ValueError(
-                        f"attributes[{index}] must have exactly the keys name and k; "
-                        f"got {sorted(map(str, entry))}"
+            if not isinstance(entry, Mapping) or not {"name", "k"} <= set(entry) <= {
+                "name",
+                "k",
+                "labels",
+            }:
+                raise ValueError(
+                    f"attributes[{index}] must be {{name, k}} and optionally labels; got "
+                    + (
+                        f"keys {sorted(map(str, entry))}"
+                        if isinstance(entry, Mapping)
+                        else repr(entry)
                     )
-                name, k = entry["name"], entry["k"]
-            elif isinstance(entry, (tuple, list)) and len(entry) == 2:
-                name, k = entry
-            else:
-                raise ValueError(f"attributes[{index}] must be {{name, k}}; got {entry!r}")
+                )
+            name, k = entry["name"], entry["k"]
             if not isinstance(name, str) or not name or len(name) > 64:
                 raise ValueError(
                     f"attributes[{index}].name must be a non-empty string; got {name!r}"
                 )
             k = check_int(k, f"attributes[{index}].k", minimum=2, maximum=MAX_K)
-            parsed.append((name, k))
-        names = [n for n, _ in parsed]
+            labels = entry.get("labels")
+            if labels is not None:
+                if (
+                    not isinstance(labels, (list, tuple))
+                    or len(labels) != k
+                    or not all(isinstance(label, str) for label in labels)
+                    or len(set(labels)) != k
+                ):
+                    raise ValueError(
+                        f"attributes[{index}].labels must be {k} distinct strings (k={k}); "
+                        f"got {len(labels) if isinstance(labels, (list, tuple)) else repr(labels)}"
+                    )
+                labels = tuple(labels)
+            parsed.append((name, k, labels))
+        names = [n for n, _, _ in parsed]
         if len(set(names)) != len(names):
             raise ValueError(f"attribute names must be distinct; got {names}")
         object.__setattr__(self, "attributes", tuple(parsed))
 
     def to_config(self) -> dict[str, Any]:
+        attributes: list[dict[str, Any]] = []
+        for name, k, labels in self.attributes:
+            entry: dict[str, Any] = {"name": name, "k": k}
+            if labels is not None:
+                entry["labels"] = list(labels)
+            attributes.append(entry)
         return {
             "mechanism": self.name,
             "epsilon": self.epsilon,
             "protocol": self.protocol,
-            "attributes": [{"name": n, "k": k} for n, k in self.attributes],
+            "attributes": attributes,
         }
+
+    def encode_records(self, records: Sequence[Any]) -> npt.NDArray[np.int64]:
+        """Records (mappings attribute -> label, or -> index when the attribute has no labels)
+        as the (n, d) tuples ``perturb`` takes. A missing or unknown attribute, or a value that is
+        not a label (index) of its attribute, is a ValueError naming the position and attribute,
+        never the value (error messages end up in logs)."""
+        out = np.empty((len(records), self.d), dtype=np.int64)
+        names = set(self.names)
+        indices = [
+            None if labels is None else {label: i for i, label in enumerate(labels)}
+            for _, _, labels in self.attributes
+        ]
+        for position, record in enumerate(records):
+            if not isinstance(record, Mapping):
+                raise ValueError(
+                    f"the value at position {position} must be a mapping attribute -> value; "
+                    f"got a {type(record).__name__}"
+                )
+            unknown = [str(key) for key in record if key not in names]
+            if unknown:
+                raise ValueError(
+                    f"the value at position {position} has unknown attribute(s) "
+                    f"{', '.join(map(repr, unknown[:3]))}; "
+                    f"the attributes are {', '.join(self.names)}"
+                )
+            for j, (name, k, _) in enumerate(self.attributes):
+                if name not in record:
+                    raise ValueError(f"the value at position {position} misses attribute {name!r}")
+                value, index = record[name], indices[j]
+                if index is not None:
+                    code = index.get(value) if isinstance(value, str) else None
+                    what = f"one of its {k} labels"
+                else:
+                    ok = is_plain_int(value) and 0 <= int(value) < k
+                    code = int(value) if ok else None
+                    what = f"an integer in [0, {k})"
+                if code is None:
+                    raise ValueError(
+                        f"the value at position {position}, attribute {name!r} "
+                        f"(a {type(value).__name__}) must be {what}"
+                    )
+                out[position, j] = code
+        return out
 
     # ---- structure ---------------------------------------------------------------------------
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(n for n, _ in self.attributes)
+        return tuple(n for n, _, _ in self.attributes)
 
     @property
     def ks(self) -> tuple[int, ...]:
-        return tuple(k for _, k in self.attributes)
+        return tuple(k for _, k, _ in self.attributes)
 
     @property
     def d(self) -> int:
@@ -217,7 +283,7 @@ class Multi(Mechanism):
         if array.size and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer)):
             raise ValueError(f"values must be integers; got dtype {array.dtype}")
         array = array.astype(np.int64)
-        for j, (name, k) in enumerate(self.attributes):
+        for j, (name, k, _) in enumerate(self.attributes):
             bad = np.flatnonzero((array[:, j] < 0) | (array[:, j] >= k))
             if bad.size:
                 raise ValueError(f"values[{int(bad[0])}, {j}] ({name}) must be in [0, {k})")

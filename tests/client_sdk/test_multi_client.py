@@ -1,0 +1,62 @@
+"""A multi-attribute campaign through the client: a device records a mapping attribute -> label;
+a missing or unknown attribute or label is a ValueError, nothing is queued, nothing is echoed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.estimation import estimate
+from client_sdk import TelemetryClient
+from collector.storage import Storage
+from tests.client_sdk.test_client import Collector
+
+OS = ["android", "ios", "linux"]
+CAMPAIGN = {
+    "name": "devices",
+    "mechanism": {
+        "mechanism": "multi",
+        "epsilon": 4.0,
+        "protocol": "smp",
+        "attributes": [{"name": "os", "k": 3, "labels": OS}, {"name": "tier", "k": 2}],
+    },
+}
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[Collector]:
+    server = Collector(tmp_path / "collector.db")
+    server.create(CAMPAIGN)
+    yield server
+    server.stop()
+
+
+def test_records_reach_the_collector_and_estimate(collector: Collector, tmp_path: Path) -> None:
+    with TelemetryClient(collector.url, state_dir=tmp_path / "device", batch_size=200) as client:
+        records = [{"os": OS[i % 3], "tier": i % 2} for i in range(600)]
+        client.record_many("devices", records)
+        client.flush()
+        assert client.pending() == 0
+    with Storage(collector.db, create=False) as storage:
+        mechanism = storage.get_campaign("devices").mechanism
+        result = estimate(mechanism, list(storage.iter_report_chunks("devices")))
+    marginal = result.marginal("os")
+    assert marginal.frequencies.shape == (3,)
+    assert np.all(np.abs(marginal.frequencies - 1 / 3) <= 5.5 * marginal.std_errors)
+
+
+def test_bad_records_queue_nothing_and_echo_nothing(collector: Collector, tmp_path: Path) -> None:
+    with TelemetryClient(collector.url, state_dir=tmp_path / "device") as client:
+        with pytest.raises(ValueError, match="misses attribute 'tier'"):
+            client.record_many("devices", [{"os": "ios", "tier": 0}, {"os": "ios"}])
+        with pytest.raises(ValueError, match="unknown attribute"):
+            client.record("devices", {"os": "ios", "tier": 1, "country": "fr"})
+        with pytest.raises(ValueError, match="attribute 'os'") as error:
+            client.record("devices", {"os": "windows-secret", "tier": 1})
+        assert "windows-secret" not in str(error.value)
+        with pytest.raises(ValueError, match=r"attribute 'tier' \(a int\) must be an integer"):
+            client.record("devices", {"os": "ios", "tier": 7})
+        assert client.pending() == 0
