@@ -81,6 +81,12 @@ class Memoizing(Protocol):
     ``epsilon_inf`` is what unlimited reports of one distinct value reveal (the ledger charges it
     once per memo key); ``memo_keys`` names, for the ledger, the distinct memoized draw each value
     uses. ``perturb(values, *, permanent, rng=None)`` gives one report per value.
+
+    Each memoized mechanism also states what an observer can link across its reports:
+    ``linkability`` (a sentence with the implemented figures) and ``deterministic_pseudonym``
+    (True when every report of a value carries the same public part; the app's
+    ``PrivacyPolicy`` then refuses it unless allowed). docs/math/memoization.md, "What an
+    observer can link".
     """
 
     @property
