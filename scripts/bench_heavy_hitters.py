@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from analysis.discovery import discover_pem, discover_sfp, estimate_sketch
+from analysis.selection import top_k
 from client_sdk.mechanisms.pem import PEM
 from client_sdk.mechanisms.sfp import SFP
 from client_sdk.mechanisms.sketch import CMS, HCMS, StringSketch
@@ -84,12 +85,22 @@ def main() -> None:
     parser.add_argument("--eps", type=float, nargs="+", default=[2.0, 4.0, 8.0])
     parser.add_argument("--sketch-n", type=int, default=100_000)
     parser.add_argument("--sketch-runs", type=int, default=12)
+    parser.add_argument("--central-only", action="store_true", help="skip the local protocols")
     args = parser.parse_args()
     rng = np.random.default_rng(20261201)
     words = vocabulary(rng, args.vocabulary)
     values, counts = population(rng, words, args.n)
     print(f"n = {args.n}, vocabulary {len(words)}, distinct held {np.count_nonzero(counts)}")
+    order = np.argsort(-counts, kind="stable")
     for epsilon in args.eps:
+        for k in (20, 50):
+            # The central curator at the same total epsilon: k peeling exponential mechanisms at
+            # epsilon / k each over the public vocabulary (the law of one-shot Gumbel top-k).
+            picked = set(top_k(counts, k, epsilon / k, rng=rng))
+            recall = len(picked & set(order[:k].tolist())) / k
+            print(f"eps {epsilon:g} central top-{k} (exponential mechanism): recall {recall:.2f}")
+        if args.central_only:
+            continue
         pem = PEM(epsilon=epsilon, max_length=8)
         reports = pem.perturb(values, rng=rng)
         start = time.perf_counter()
@@ -112,6 +123,8 @@ def main() -> None:
             + discovery_figures("sfp", result, words, counts)
             + f", decode {decode:.1f} s (aggregate excluded), encode {rate:,.0f}/s (CSPRNG)"
         )
+    if args.central_only:
+        return
     for cls in (CMS, HCMS):
         ratio = sketch_ratio(cls, words, args.sketch_n, args.sketch_runs)
         print(
