@@ -1,0 +1,60 @@
+"""A real ``ldp-shuffler serve`` subprocess for the demo, tests and benchmarks
+(``collector.process.ServerProcess``: announces its URL, answers ``/healthz``, SIGKILL of the
+whole process group, gunicorn and forwarder together)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from collector.process import ServerProcess, entry_point
+
+__all__ = ["ShufflerProcess"]
+
+
+class ShufflerProcess(ServerProcess):
+    """``ldp-shuffler serve --db DB --collector URL`` on 127.0.0.1 with ``LDP_SHUFFLER_TOKEN``."""
+
+    name = "shuffler"
+    ready_prefix = "ldp-shuffler: serving"
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str],
+        collector: str,
+        *,
+        token: str | None = None,
+        workers: int = 2,
+        port: int = 0,
+        interval: float = 0.2,
+        log_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.db = os.fspath(db)
+        self.collector = collector
+        self.token = token or secrets.token_urlsafe(32)
+        self.workers = workers
+        self.interval = interval
+        super().__init__(
+            log_dir=log_dir if log_dir is not None else Path(self.db).parent,
+            port=port,
+            env={"LDP_SHUFFLER_TOKEN": self.token},
+        )
+
+    def arguments(self) -> list[str]:
+        return [
+            *entry_point("ldp-shuffler", "shuffler.cli"),
+            "serve",
+            "--db",
+            self.db,
+            "--collector",
+            self.collector,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+            "--interval",
+            str(self.interval),
+        ]

@@ -1,0 +1,169 @@
+"""Three real processes: a collector and a shuffler (gunicorn, real SQLite, real HTTP) and the
+SDK in this process. Devices seal each randomized report to the collector's key; the shuffler
+sees only envelopes, forwards at least ``min_batch`` at once with fresh ids in a CSPRNG order;
+the collector opens, validates and stores them with the batch size."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from client_sdk.amplification import closed_form_epsilon, numerical_epsilon
+from client_sdk.client import TelemetryClient
+from client_sdk.sealing import seal_payload
+from collector.process import CollectorProcess
+from shuffler.process import ShufflerProcess
+from tests.e2e.conftest import stored_ids
+
+CENTRAL_EPSILON, DELTA, MIN_BATCH = 1.0, 1e-6, 200
+CAMPAIGN = {
+    "name": "theme-shuffled",
+    "mechanism": {"mechanism": "grr", "k": 4},
+    "domain": ["light", "dark", "system", "contrast"],
+    "shuffle": {"min_batch": MIN_BATCH, "central_epsilon": CENTRAL_EPSILON, "delta": DELTA},
+}
+
+
+class Deployment:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.collector = CollectorProcess(root / "collector.db", workers=1, log_dir=root)
+        self.shuffler: ShufflerProcess | None = None
+
+    def start(self) -> None:
+        self.collector.start()
+        self.shuffler = ShufflerProcess(
+            self.root / "shuffler.db", self.collector.url, workers=1, log_dir=self.root
+        )
+        self.collector.env["LDP_SHUFFLER_TOKEN"] = self.shuffler.token
+        self.collector.restart()
+        self.shuffler.collector = self.collector.url
+        self.shuffler.start()
+        self.document = self.collector.create_campaign(CAMPAIGN)
+
+    def stop(self) -> None:
+        if self.shuffler is not None:
+            self.shuffler.stop()
+        self.collector.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    deployment = Deployment(tmp_path_factory.mktemp("shuffle"))
+    deployment.start()
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+def _wait_for(predicate: Any, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_campaign_is_calibrated_to_its_central_target(deployment: Deployment) -> None:
+    epsilon0 = deployment.document["mechanism"]["epsilon"]
+    assert deployment.document["shuffle"] == CAMPAIGN["shuffle"]
+    assert {"key_id", "key"} <= deployment.document["public_key"].keys()
+    # Meets the target at min_batch, and 1% more local epsilon would not.
+    assert numerical_epsilon(epsilon0, MIN_BATCH, DELTA) <= CENTRAL_EPSILON * (1 + 1e-4)
+    assert numerical_epsilon(epsilon0 * 1.01, MIN_BATCH, DELTA) > CENTRAL_EPSILON
+    assert epsilon0 > 1.5  # amplification buys a larger local epsilon than the central one
+    closed, reason = closed_form_epsilon(epsilon0, MIN_BATCH, DELTA)
+    assert closed is None or closed >= CENTRAL_EPSILON, reason  # the looser bound
+
+
+def test_devices_through_the_shuffler_to_the_collector(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    assert deployment.shuffler is not None
+    name = CAMPAIGN["name"]
+    labels = CAMPAIGN["domain"]
+    with TelemetryClient(
+        deployment.collector.url,
+        state_dir=tmp_path / "device",
+        shuffler_url=deployment.shuffler.url,
+    ) as client:
+        first = client.record_many(name, [labels[i % 4] for i in range(150)])
+        assert client.flush() == 150
+        # Below min_batch: nothing forwarded, and /metrics says how many wait.
+        time.sleep(1.5)
+        assert stored_ids(deployment.collector.db, name) == []
+        metrics = requests.get(f"{deployment.shuffler.url}/metrics", timeout=10).text
+        assert f'ldp_shuffler_pending_reports{{campaign="{name}"}} 150' in metrics
+        second = client.record_many(name, [labels[i % 4] for i in range(100)])
+        assert client.flush() == 100
+    assert _wait_for(lambda: len(stored_ids(deployment.collector.db, name)) == 250)
+    stored = stored_ids(deployment.collector.db, name)
+    device_ids = set(first) | set(second)
+    assert len(set(stored)) == 250 and not set(stored) & device_ids  # fresh ids
+    conn = sqlite3.connect(deployment.collector.db)
+    sizes = [row[0] for row in conn.execute("SELECT size FROM batches")]
+    conn.close()
+    assert sizes == [250]
+    # The shuffler keeps neither a device id nor a plaintext payload, in its database or logs.
+    assert _wait_for(lambda: "ldp_shuffler_in_flight_reports 0" in _metrics(deployment))
+    texts = [p.read_bytes() for p in deployment.root.glob("shuffler*")]
+    blob = b"".join(texts)
+    assert not any(report_id.encode() in blob for report_id in device_ids)
+    assert b'"payload"' not in blob and b"light" not in blob
+
+
+def _metrics(deployment: Deployment) -> str:
+    assert deployment.shuffler is not None
+    return requests.get(f"{deployment.shuffler.url}/metrics", timeout=10).text
+
+
+def test_direct_uploads_to_a_shuffled_campaign_are_refused(deployment: Deployment) -> None:
+    response = requests.post(
+        f"{deployment.collector.url}/v1/campaigns/{CAMPAIGN['name']}/reports",
+        json={"config_id": deployment.document["config_id"], "reports": []},
+        timeout=10,
+    )
+    assert response.status_code == 409
+    assert response.json()["type"] == "urn:ldp-telemetry:problem:shuffled-campaign"
+
+
+def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
+    deployment: Deployment,
+) -> None:
+    assert deployment.shuffler is not None
+    key = deployment.document["public_key"]
+    good = seal_payload(2, public_key=key["key"], key_id=key["key_id"])
+    bad = seal_payload(1, public_key=key["key"], key_id=key["key_id"])
+    sealed = bytearray(bad["sealed"].encode())
+    sealed[40] = ord("A") if sealed[40] != ord("A") else ord("B")
+    bad = {**bad, "sealed": sealed.decode()}
+    out_of_range = seal_payload(7, public_key=key["key"], key_id=key["key_id"])
+    ids = [f"{i:032x}" for i in range(1, 4)]
+    body = {
+        "batch_id": "ab" * 16,
+        "config_id": deployment.document["config_id"],
+        "reports": [
+            {"id": i, "payload": p} for i, p in zip(ids, [good, bad, out_of_range], strict=True)
+        ],
+    }
+    url = f"{deployment.collector.url}/v1/campaigns/{CAMPAIGN['name']}/batches"
+    unauthorized = requests.post(url, json=body, timeout=10)
+    assert unauthorized.status_code == 401
+    headers = {"Authorization": f"Bearer {deployment.shuffler.token}"}
+    answer = requests.post(url, json=body, headers=headers, timeout=10).json()
+    assert answer["accepted"] == 1 and not answer["replayed"]
+    assert [(r["index"], r["code"]) for r in answer["rejected"]] == [
+        (1, "invalid_envelope"),
+        (2, "invalid_payload"),
+    ]
+    again = requests.post(url, json=body, headers=headers, timeout=10).json()
+    assert again["replayed"] and again["accepted"] == 1
+    assert stored_ids(deployment.collector.db, CAMPAIGN["name"]).count(ids[0]) == 1
