@@ -193,6 +193,15 @@ def upload_batch(name: str) -> dict[str, Any]:
         raise Problem(
             409, "stale-config", "config_id is not the campaign's", config_id=campaign.config_id
         )
+    min_batch = int(campaign.shuffle["min_batch"])
+    if len(reports) < min_batch:
+        raise Problem(
+            422,
+            "unprocessable",
+            f"a shuffled batch of campaign {name!r} holds at least shuffle.min_batch = "
+            f"{min_batch} reports; got {len(reports)} (smaller batches are not amplified enough)",
+            min_batch=min_batch,
+        )
     opener = EnvelopeOpener(storage.private_keys())
     opened: list[Any] = []
     sealed_errors: list[Rejection] = []

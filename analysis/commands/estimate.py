@@ -213,8 +213,13 @@ def format_answers(answers: Mapping[str, Any]) -> str:
     if "marginal" in answers:
         m = answers["marginal"]
         lines.append(f"marginal of {', '.join(m['attributes'])}:")
-        for i, (f, se) in enumerate(zip(m["frequencies"], m["std_errors"], strict=True)):
-            lines.append(f"  {i:>6} {_format_number(f):>12} {_format_number(se):>12}")
+        frequencies, std_errors = np.asarray(m["frequencies"]), np.asarray(m["std_errors"])
+        for cell in np.ndindex(frequencies.shape):  # a 2-way marginal: one line per cell
+            label = ",".join(str(i) for i in cell)
+            lines.append(
+                f"  {label:>8} {_format_number(float(frequencies[cell])):>12} "
+                f"{_format_number(float(std_errors[cell])):>12}"
+            )
     return "".join(line + "\n" for line in lines)
 
 
@@ -631,7 +636,12 @@ def run(args: argparse.Namespace) -> int:
             if answers:
                 sys.stdout.write("\n" + format_answers(answers))
         else:
-            write_document({"campaign": campaign.name, **result.to_dict(), **answers}, args.format)
+            write_document(
+                with_central(
+                    {"campaign": campaign.name, **result.to_dict(), **answers}, args, campaign
+                ),
+                args.format,
+            )
         return 0
     query_answers(result, args, campaign.name)  # refuses --range, --quantiles, --marginal here
     if isinstance(result, MeanEstimate):
@@ -640,13 +650,34 @@ def run(args: argparse.Namespace) -> int:
                 f"campaign {campaign.name!r} is numeric ({campaign.config['mechanism']}): "
                 "--postprocess and --top apply to categorical campaigns only"
             )
-        write_document(mean_document(campaign, result), args.format)
+        write_document(with_central(mean_document(campaign, result), args, campaign), args.format)
         return 0
     if args.postprocess != "base":
         result = postprocess(
             result, args.postprocess, campaign.mechanism, replicates=args.replicates, seed=args.seed
         )
-    write_document(
-        frequency_document(campaign, result, top=args.top, alpha=args.alpha), args.format
-    )
+    document = frequency_document(campaign, result, top=args.top, alpha=args.alpha)
+    write_document(with_central(document, args, campaign), args.format)
     return 0
+
+
+def with_central(
+    document: dict[str, Any], args: argparse.Namespace, campaign: StoredCampaign
+) -> dict[str, Any]:
+    """A shuffled campaign's document with ``"central": {"epsilon", "delta", ...}``: the central
+    guarantee of the batches the collector actually received (their real sizes, the smallest
+    one binding; ``collector.calibration.central_guarantee``), beside the local epsilon each
+    report carries (what holds if the shuffler colluded with the collector). It assumes a
+    shuffler that does not collude; reports it dropped only shrink the batches counted here,
+    and reports it injected could only be in the batch sizes too (docs/math/central-and-shuffle.md).
+    """
+    if campaign.shuffle is None or uses_shards(args):
+        return document
+    from collector.calibration import central_guarantee
+    from collector.storage import Storage
+
+    with Storage(args.db[0], create=False) as storage:
+        sizes = storage.batch_sizes(campaign.name)
+    epsilon0 = float(campaign.config["epsilon"])
+    central = central_guarantee(epsilon0, sizes, float(campaign.shuffle["delta"]))
+    return {**document, "central": central}

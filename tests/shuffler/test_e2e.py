@@ -5,6 +5,7 @@ the collector opens, validates and stores them with the batch size."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -146,24 +147,49 @@ def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
     sealed[40] = ord("A") if sealed[40] != ord("A") else ord("B")
     bad = {**bad, "sealed": sealed.decode()}
     out_of_range = seal_payload(7, public_key=key["key"], key_id=key["key_id"])
-    ids = [f"{i:032x}" for i in range(1, 4)]
+    rest = [seal_payload(i % 4, public_key=key["key"], key_id=key["key_id"]) for i in range(197)]
+    envelopes = [good, bad, out_of_range, *rest]
+    ids = [f"{i:032x}" for i in range(1, MIN_BATCH + 1)]
     body = {
         "batch_id": "ab" * 16,
         "config_id": deployment.document["config_id"],
-        "reports": [
-            {"id": i, "payload": p} for i, p in zip(ids, [good, bad, out_of_range], strict=True)
-        ],
+        "reports": [{"id": i, "payload": p} for i, p in zip(ids, envelopes, strict=True)],
     }
     url = f"{deployment.collector.url}/v1/campaigns/{CAMPAIGN['name']}/batches"
     unauthorized = requests.post(url, json=body, timeout=10)
     assert unauthorized.status_code == 401
     headers = {"Authorization": f"Bearer {deployment.shuffler.token}"}
+    small = {**body, "batch_id": "cd" * 16, "reports": body["reports"][: MIN_BATCH - 1]}
+    too_small = requests.post(url, json=small, headers=headers, timeout=10)
+    assert too_small.status_code == 422 and too_small.json()["min_batch"] == MIN_BATCH
     answer = requests.post(url, json=body, headers=headers, timeout=10).json()
-    assert answer["accepted"] == 1 and not answer["replayed"]
+    assert answer["accepted"] == MIN_BATCH - 2 and not answer["replayed"]
     assert [(r["index"], r["code"]) for r in answer["rejected"]] == [
         (1, "invalid_envelope"),
         (2, "invalid_payload"),
     ]
     again = requests.post(url, json=body, headers=headers, timeout=10).json()
-    assert again["replayed"] and again["accepted"] == 1
+    assert again["replayed"] and again["accepted"] == MIN_BATCH - 2
     assert stored_ids(deployment.collector.db, CAMPAIGN["name"]).count(ids[0]) == 1
+
+
+def test_the_estimate_states_the_central_guarantee_of_the_batches_received(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the pipeline test: batches of 250 (the SDK's) and of 198 valid reports (the
+    tampering test's); the smaller one binds."""
+    from analysis.cli import main
+
+    name = CAMPAIGN["name"]
+    assert (
+        main(["estimate", "--db", deployment.collector.db, "--campaign", name, "--format", "json"])
+        == 0
+    )
+    document = json.loads(capsys.readouterr().out)
+    central = document["central"]
+    epsilon0 = deployment.document["mechanism"]["epsilon"]
+    assert central["delta"] == DELTA and central["local_epsilon"] == epsilon0
+    assert central["batches"] == 2 and central["smallest_batch"] == MIN_BATCH - 2
+    assert central["epsilon"] == numerical_epsilon(epsilon0, MIN_BATCH - 2, DELTA)
+    # Two reports fewer than the target's min_batch: slightly above the central target.
+    assert CENTRAL_EPSILON < central["epsilon"] < CENTRAL_EPSILON * 1.05
