@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.estimation import FloatArray, ReportSource, aggregate, json_safe, z_value
-from client_sdk.mechanisms.base import AggregateStatistic, ChannelMap
+from analysis.streaming import ReportSource, aggregate, json_safe, z_value
+from client_sdk.mechanisms.base import AggregateStatistic, ChannelMap, FloatArray
 from client_sdk.mechanisms.square_wave import SquareWave
 
 DEFAULT_TOLERANCE = 1e-3

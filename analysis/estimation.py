@@ -11,8 +11,7 @@ disagree.
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy.typing as npt
 
 from analysis.discovery import discover, estimate_sketch
 from analysis.rappor import decode
-from analysis.streaming import ReportSource, aggregate, z_value
+from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
 from client_sdk.mechanisms.numeric import NumericMechanism
 
@@ -302,21 +301,3 @@ def estimate(
     """
     check_estimable(mechanism, candidates)
     return ESTIMATORS[mechanism.estimate_kind](mechanism, reports, confidence, candidates)
-
-
-def json_safe(value: Any) -> Any:
-    """Numbers and arrays as JSON values; NaN and infinities as null."""
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return json_safe(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    return value

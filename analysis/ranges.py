@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.estimation import FloatArray, ReportSource, aggregate, json_safe, z_value
-from client_sdk.mechanisms.base import AggregateStatistic
+from analysis.streaming import ReportSource, aggregate, json_safe, z_value
+from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.hierarchical import Hierarchical
 from client_sdk.mechanisms.simplex import project_simplex
 

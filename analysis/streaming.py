@@ -7,7 +7,8 @@ reports there are. Every estimator of ``analysis`` starts here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from statistics import NormalDist
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from client_sdk.mechanisms.base import AggregateStatistic, Mechanism
 
-__all__ = ["ReportSource", "aggregate", "z_value"]
+__all__ = ["ReportSource", "aggregate", "json_safe", "z_value"]
 
 ReportSource = Any
 """A numpy array of reports (one chunk), an iterable of such chunks, or an AggregateStatistic."""
@@ -50,3 +51,21 @@ def z_value(confidence: float) -> float:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
     return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def json_safe(value: Any) -> Any:
+    """Numbers and arrays as JSON values; NaN and infinities as null."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value

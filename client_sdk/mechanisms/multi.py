@@ -113,6 +113,7 @@ class Multi(Mechanism):
     epsilon: float
     protocol: str
     attributes: Any
+    marginals: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -166,6 +167,40 @@ class Multi(Mechanism):
         if len(set(names)) != len(names):
             raise ValueError(f"attribute names must be distinct; got {names}")
         object.__setattr__(self, "attributes", tuple(parsed))
+        if self.marginals is not None:
+            object.__setattr__(self, "marginals", self._check_marginals(self.marginals, names))
+
+    def _check_marginals(self, marginals: Any, names: list[str]) -> tuple[tuple[str, ...], ...]:
+        if self.protocol != "smp":
+            raise ValueError(
+                "marginals are estimated by partitioning devices over the tables (protocol "
+                f"'smp'); got marginals with protocol {self.protocol!r}"
+            )
+        if not isinstance(marginals, (list, tuple)) or not 1 <= len(marginals) <= MAX_ATTRIBUTES:
+            raise ValueError(f"marginals must be a list of attribute lists; got {marginals!r}")
+        tables: list[tuple[str, ...]] = []
+        for index, table in enumerate(marginals):
+            if (
+                not isinstance(table, (list, tuple))
+                or not 2 <= len(table) <= 3
+                or len(set(map(str, table))) != len(table)
+            ):
+                raise ValueError(
+                    f"marginals[{index}] must list 2 or 3 distinct attributes; got {table!r}"
+                )
+            for name in table:
+                if name not in names:
+                    raise ValueError(
+                        f"marginals[{index}]: attribute must be one of {', '.join(names)}; "
+                        f"got {name!r}"
+                    )
+            size = math.prod(k for n, k, _ in self.attributes if n in table)
+            if size > MAX_K:
+                raise ValueError(f"marginals[{index}] has {size} cells, more than {MAX_K}")
+            tables.append(tuple(table))
+        if len(set(tables)) != len(tables):
+            raise ValueError(f"marginals must be distinct; got {marginals!r}")
+        return tuple(tables)
 
     def to_config(self) -> dict[str, Any]:
         attributes: list[dict[str, Any]] = []
@@ -174,12 +209,15 @@ class Multi(Mechanism):
             if labels is not None:
                 entry["labels"] = list(labels)
             attributes.append(entry)
-        return {
+        config: dict[str, Any] = {
             "mechanism": self.name,
             "epsilon": self.epsilon,
             "protocol": self.protocol,
             "attributes": attributes,
         }
+        if self.marginals is not None:
+            config["marginals"] = [list(table) for table in self.marginals]
+        return config
 
     def encode_records(self, records: Sequence[Any]) -> npt.NDArray[np.int64]:
         """Records (mappings attribute -> label, or -> index when the attribute has no labels)
@@ -238,10 +276,34 @@ class Multi(Mechanism):
     def d(self) -> int:
         return len(self.attributes)
 
+    @cached_property
+    def units(self) -> tuple[tuple[int, ...], ...]:
+        """What a report covers: one attribute each, or (with ``marginals``) one table each, as
+        attribute indices."""
+        if self.marginals is None:
+            return tuple((j,) for j in range(self.d))
+        return tuple(tuple(self.names.index(n) for n in table) for table in self.marginals)
+
+    @property
+    def u(self) -> int:
+        return len(self.units)
+
+    @cached_property
+    def sizes(self) -> tuple[int, ...]:
+        """Cells of each unit (k_j for an attribute, the product for a table)."""
+        return tuple(math.prod(self.ks[j] for j in unit) for unit in self.units)
+
+    def unit_values(self, x: npt.NDArray[np.int64], unit: int) -> npt.NDArray[np.int64]:
+        """The mixed-radix cell of each tuple in a unit (row-major over its attributes)."""
+        out = np.zeros(x.shape[0], dtype=np.int64)
+        for j in self.units[unit]:
+            out = out * self.ks[j] + x[:, j]
+        return out
+
     @property
     def k(self) -> int:
-        """Items over all attributes (the statistic's support counts)."""
-        return sum(self.ks)
+        """Cells over all units (the statistic's support counts)."""
+        return sum(self.sizes)
 
     @cached_property
     def epsilon_prime(self) -> float:
@@ -254,12 +316,12 @@ class Multi(Mechanism):
         if self.protocol == "spl":
             return tuple(best_oracle(self.epsilon / self.d, k) for k in self.ks)
         if self.protocol == "smp":
-            return tuple(best_oracle(self.epsilon, k) for k in self.ks)
+            return tuple(best_oracle(self.epsilon, size) for size in self.sizes)
         return tuple(_oracle("grr", self.epsilon_prime, k) for k in self.ks)
 
     @cached_property
     def offsets(self) -> npt.NDArray[np.int64]:
-        return np.concatenate([[0], np.cumsum(self.ks)]).astype(np.int64)
+        return np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
 
     @cached_property
     def _bytes(self) -> int:
@@ -267,7 +329,7 @@ class Multi(Mechanism):
 
     @cached_property
     def report_dtype(self) -> np.dtype[Any]:
-        d = self.d
+        d = self.u
         return np.dtype(
             [
                 ("attribute", np.int64),
@@ -308,11 +370,11 @@ class Multi(Mechanism):
             for j, oracle in enumerate(self.oracles):
                 self._put(reports, slice(None), j, oracle.perturb(x[:, j], rng=rng))
             return reports
-        sampled = uniform_below(rng, self.d, n)
+        sampled = uniform_below(rng, self.u, n)
         for j, oracle in enumerate(self.oracles):
             rows = np.flatnonzero(sampled == j)
             if rows.size:
-                self._put(reports, rows, j, oracle.perturb(x[rows, j], rng=rng))
+                self._put(reports, rows, j, oracle.perturb(self.unit_values(x[rows], j), rng=rng))
             if self.protocol == "rsfd":
                 fake = np.flatnonzero(sampled != j)
                 reports["values"][fake, j] = uniform_below(rng, self.ks[j], fake.size)
@@ -363,8 +425,8 @@ class Multi(Mechanism):
             if self.protocol == "smp":
                 if not isinstance(payload, (list, tuple)) or len(payload) != 2:
                     problem = "payload must be [attribute, report]"
-                elif not is_plain_int(payload[0]) or not 0 <= int(payload[0]) < self.d:
-                    problem = f"attribute must be an integer in [0, {self.d}); got {payload[0]!r}"
+                elif not is_plain_int(payload[0]) or not 0 <= int(payload[0]) < self.u:
+                    problem = f"attribute must be an integer in [0, {self.u}); got {payload[0]!r}"
                 else:
                     row["attribute"] = int(payload[0])
                     problem = self._parse_one(payload[1], int(payload[0]), row)
@@ -384,11 +446,11 @@ class Multi(Mechanism):
     # ---- server side -------------------------------------------------------------------------
 
     def empty_statistic(self) -> AggregateStatistic:
-        return AggregateStatistic(np.zeros(self.k + self.d, dtype=np.int64), 0)
+        return AggregateStatistic(np.zeros(self.k + self.u, dtype=np.int64), 0)
 
     def aggregate(self, reports: Reports) -> AggregateStatistic:
         """Support counts of every attribute's items, then how many reports carry each one."""
-        counts = np.zeros(self.k + self.d, dtype=np.int64)
+        counts = np.zeros(self.k + self.u, dtype=np.int64)
         for j, oracle in enumerate(self.oracles):
             rows = reports["attribute"] == j if self.protocol == "smp" else slice(None)
             part = reports[rows]
@@ -420,7 +482,7 @@ class Multi(Mechanism):
         p, q = self.pq(j)
         n = statistic.n
         if self.protocol == "smp":  # scaled by d/n, not 1/n_j: exactly unbiased
-            return np.asarray(self.d * (support - counts[self.k + j] * q) / (n * (p - q)))
+            return np.asarray(self.u * (support - counts[self.k + j] * q) / (n * (p - q)))
         return np.asarray((support / n - q) / (p - q))
 
     def variance(self, n: int, j: int, frequencies: npt.ArrayLike) -> FloatArray:
@@ -429,7 +491,28 @@ class Multi(Mechanism):
         p, q = self.pq(j)
         noise = (q * (1 - q) + f * (p * (1 - p) - q * (1 - q))) / (n * (p - q) ** 2)
         if self.protocol == "smp":
-            return np.asarray(self.d * noise + (self.d - 1) * f / n)
+            return np.asarray(self.u * noise + (self.u - 1) * f / n)
+        return np.asarray(noise)
+
+    def sum_variance(
+        self, n: int, j: int, masks: npt.ArrayLike, frequencies: npt.ArrayLike
+    ) -> FloatArray:
+        """Exact Var of sum_{v in S} f_v over unit j's estimates for each row S of ``masks``
+        (boolean, (rows, cells)), for a fixed population with these cell frequencies (SMP: the
+        assignment adds (u - 1) f_S / n, as for one cell)."""
+        s_mask = np.atleast_2d(np.asarray(masks, dtype=bool))
+        f = np.asarray(frequencies, dtype=np.float64)
+        p, q = self.pq(j)
+        f_s = s_mask @ f
+        if self.oracles[j].name == "oue" and self.protocol != "rsfd":  # independent bits
+            per_cell = f * p * (1 - p) + (1 - f) * q * (1 - q)
+            noise = (s_mask @ per_cell) / (n * (p - q) ** 2)
+        else:  # one reported cell: Bernoulli P1 for holders in S, P0 for the others
+            size = s_mask.sum(axis=1)
+            p1, p0 = p + (size - 1) * q, size * q
+            noise = (f_s * p1 * (1 - p1) + (1 - f_s) * p0 * (1 - p0)) / (n * (p - q) ** 2)
+        if self.protocol == "smp":
+            return np.asarray(self.u * noise + (self.u - 1) * f_s / n)
         return np.asarray(noise)
 
     # ---- privacy -----------------------------------------------------------------------------
@@ -446,7 +529,15 @@ class Multi(Mechanism):
         per = [next(iter(o.channel_matrices())) for o in self.oracles]  # (k_j, outputs_j)
         if self.protocol == "smp":
             yield np.array(
-                [np.concatenate([per[j][x[j]] / self.d for j in range(self.d)]) for x in tuples]
+                [
+                    np.concatenate(
+                        [
+                            per[j][self.unit_values(np.array([x]), j)[0]] / self.u
+                            for j in range(self.u)
+                        ]
+                    )
+                    for x in tuples
+                ]
             )
             return
         sizes = [m.shape[1] for m in per]

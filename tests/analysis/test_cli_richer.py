@@ -70,3 +70,27 @@ def test_range_of_a_hierarchical_campaign(db: Path, capsys: pytest.CaptureFixtur
         capsys, "estimate", "--db", str(db), "--campaign", "load", "--range", "0,1"
     )
     assert code == 2 and "--range does not apply" in err
+
+
+def test_two_way_marginal_of_a_multi_campaign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "multi.db"
+    config = {
+        "mechanism": "multi",
+        "epsilon": 2.0,
+        "protocol": "smp",
+        "attributes": [{"name": "os", "k": 3}, {"name": "version", "k": 2}],
+        "marginals": [["os", "version"]],
+    }
+    rng = np.random.default_rng(3)
+    _store(db, {"name": "devices", "mechanism": config}, rng.integers(0, 2, (2000, 2)))
+    argv = ["estimate", "--db", str(db), "--campaign", "devices", "--marginal", "os,version"]
+    code, out, _ = _run(capsys, *argv, "--format", "json")
+    assert code == 0
+    answer = json.loads(out)["marginal"]
+    assert np.asarray(answer["frequencies"]).shape == (3, 2)
+    code, out, _ = _run(capsys, *argv, "--format", "table")
+    assert code == 0 and "marginal of os, version:" in out and "2,1" in out
+    code, _, err = _run(capsys, *argv[:-1], "os,country", "--format", "json")
+    assert code == 2 and "'country'" in err

@@ -96,7 +96,7 @@ def test_unknown_attribute_and_two_way_marginals_are_refused() -> None:
     est = estimate(m, m.perturb(np.array([[0, 1], [1, 2]]), rng=np.random.default_rng(0)))
     with pytest.raises(ValueError, match="attribute must be one of a0, a1; got 'os'"):
         est.marginal("os")
-    with pytest.raises(ValueError, match="1-way marginals only"):
+    with pytest.raises(ValueError, match="need the config's 'marginals'"):
         est.marginal("a0", "a1")
 
 
@@ -140,3 +140,96 @@ def test_bad_tuples_and_config_round_trip() -> None:
     with pytest.raises(ValueError, match=r"values\[1, 1\] \(a1\) must be in \[0, 3\)"):
         m.perturb(np.array([[0, 1], [1, 3]]))
     assert mechanism_from_config(m.to_config()) == m
+
+
+def tables_mechanism(epsilon: float = 2.0) -> Multi:
+    m = mechanism_from_config(
+        {
+            "mechanism": "multi",
+            "epsilon": epsilon,
+            "protocol": "smp",
+            "attributes": [{"name": "os", "k": 3}, {"name": "v", "k": 2}, {"name": "c", "k": 4}],
+            "marginals": [["os", "v"], ["v", "c"], ["os", "c"]],
+        }
+    )
+    assert isinstance(m, Multi)
+    return m
+
+
+def test_tables_exact_privacy_and_config() -> None:
+    m = mechanism_from_config(
+        {
+            "mechanism": "multi",
+            "epsilon": 1.0,
+            "protocol": "smp",
+            "attributes": [{"name": "os", "k": 2}, {"name": "v", "k": 2}, {"name": "c", "k": 2}],
+            "marginals": [["os", "v"], ["v", "c"]],
+        }
+    )
+    assert isinstance(m, Multi)
+    assert m.implemented_epsilon() == pytest.approx(1.0, rel=1e-9)
+    assert m.implemented_epsilon() <= 1.0 + 1e-12
+    assert mechanism_from_config(m.to_config()) == m
+
+
+def test_tables_unbiased_with_exact_variance_and_consistent() -> None:
+    m = tables_mechanism()
+    rng = np.random.default_rng(31)
+    n = 3000
+    x = np.stack(
+        [rng.integers(0, 3, n), rng.integers(0, 2, n), np.minimum(rng.geometric(0.4, n) - 1, 3)],
+        axis=1,
+    )
+    x[:, 1] = np.where(rng.random(n) < 0.7, x[:, 0] % 2, x[:, 1])  # correlated os and v
+    repetitions = 300
+    raw = np.empty((repetitions, 6))
+    sums = np.empty((repetitions, 3))
+    for r in range(repetitions):
+        est = estimate(m, m.perturb(x, rng=rng))
+        raw[r] = m.estimate(est.statistic, 0)  # the (os, v) table, unbiased
+        sums[r] = est._raw_tables[0].sum(axis=1)  # its raw 1-way sums over v
+    truth = np.bincount(x[:, 0] * 2 + x[:, 1], minlength=6) / n
+    exact = m.variance(n, 0, truth)
+    assert_within_z(raw.mean(axis=0), truth, np.sqrt(exact / repetitions), what="cells")
+    ratios = raw.var(axis=0, ddof=1) / exact
+    assert_within_z(ratios, 1.0, math.sqrt(2 / (repetitions - 1)), what="cell variance ratio")
+    masks = np.array(
+        [
+            [True, True, False, False, False, False],
+            [False, False, True, True, False, False],
+            [False, False, False, False, True, True],
+        ]
+    )
+    exact_sums = m.sum_variance(n, 0, masks, truth)
+    ratios = sums.var(axis=0, ddof=1) / exact_sums
+    assert_within_z(ratios, 1.0, math.sqrt(2 / (repetitions - 1)), what="sum variance ratio")
+    # consistency: non-negative tables summing to one whose shared 1-way marginals agree
+    tables = est.tables
+    assert all(np.all(t >= 0) and t.sum() == pytest.approx(1.0) for t in tables)
+    os_from_first, os_from_third = tables[0].sum(axis=1), tables[2].sum(axis=1)
+    assert np.abs(os_from_first - os_from_third).max() < 2e-3
+    marginal = est.marginal("v", "os")
+    assert marginal.frequencies.shape == marginal.std_errors.shape == (2, 3)
+    assert np.allclose(marginal.frequencies, tables[0].T)
+    one_way = est.marginal("c")
+    assert one_way.frequencies.shape == (4,) and np.all(one_way.std_errors > 0)
+    assert len(est.to_dict()["tables"]) == 3
+
+
+def test_tables_bad_configs_and_queries() -> None:
+    base = {
+        "mechanism": "multi",
+        "epsilon": 1.0,
+        "protocol": "smp",
+        "attributes": [{"name": "os", "k": 3}, {"name": "v", "k": 2}, {"name": "c", "k": 2}],
+    }
+    with pytest.raises(ValueError, match=r"marginals\[0\]: attribute must be one of .*'x'"):
+        mechanism_from_config({**base, "marginals": [["os", "x"]]})
+    with pytest.raises(ValueError, match="protocol 'spl'"):
+        mechanism_from_config({**base, "protocol": "spl", "marginals": [["os", "v"]]})
+    m = mechanism_from_config({**base, "marginals": [["os", "v"]]})
+    est = estimate(m, m.perturb(np.array([[0, 1, 0], [2, 0, 1]]), rng=np.random.default_rng(0)))
+    with pytest.raises(ValueError, match=r"no table .* covers c"):
+        est.marginal("c")
+    with pytest.raises(ValueError, match=r"no table .* covers os, c"):
+        est.marginal("os", "c")
