@@ -193,3 +193,58 @@ def test_the_estimate_states_the_central_guarantee_of_the_batches_received(
     assert central["epsilon"] == numerical_epsilon(epsilon0, MIN_BATCH - 2, DELTA)
     # Two reports fewer than the target's min_batch: slightly above the central target.
     assert CENTRAL_EPSILON < central["epsilon"] < CENTRAL_EPSILON * 1.05
+
+
+def test_hostile_input_to_the_shuffler_answers_problems_never_5xx(
+    deployment: Deployment,
+) -> None:
+    assert deployment.shuffler is not None
+    plain = {"name": "plain", "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 2}}
+    plain["domain"] = ["a", "b"]
+    deployment.collector.create_campaign(plain)
+    base = f"{deployment.shuffler.url}/v1/campaigns"
+    config_id = deployment.document["config_id"]
+    envelope = {"key_id": "0" * 16, "sealed": "AAAA"}
+    cases: list[tuple[str, Any, int]] = [
+        (CAMPAIGN["name"], b"not json", 400),
+        (CAMPAIGN["name"], [], 400),
+        (CAMPAIGN["name"], {"config_id": config_id}, 400),
+        (CAMPAIGN["name"], {"config_id": 5, "reports": []}, 400),
+        (CAMPAIGN["name"], {"config_id": "x", "reports": []}, 409),
+        ("no-such-campaign", {"config_id": config_id, "reports": []}, 404),
+        ("plain", {"config_id": config_id, "reports": []}, 409),
+        (CAMPAIGN["name"], {"config_id": config_id, "reports": [{"id": "x"}] * 20_000}, 413),
+    ]
+    for name, body, status in cases:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        response = requests.post(
+            f"{base}/{name}/reports",
+            data=data,
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+        )
+        assert response.status_code == status, (name, body if len(data) < 200 else "...")
+        assert response.headers["Content-Type"] == "application/problem+json"
+    reports = [
+        {"id": "f" * 32, "payload": envelope},
+        {"id": "F" * 32, "payload": envelope},
+        {"id": "e" * 32, "payload": {"key_id": "0" * 16}},
+        {"id": "d" * 32, "payload": {**envelope, "sealed": "x" * 70_000}},
+        {"id": "c" * 32, "payload": envelope, "extra": 1},
+        "not an object",
+    ]
+    answer = requests.post(
+        f"{base}/{CAMPAIGN['name']}/reports",
+        json={"config_id": config_id, "reports": reports},
+        timeout=10,
+    ).json()
+    assert answer["accepted"] == 1
+    assert [r["code"] for r in answer["rejected"]] == [
+        "invalid_id",
+        "invalid_envelope",
+        "invalid_envelope",
+        "malformed_report",
+        "malformed_report",
+    ]
+    assert requests.get(f"{deployment.shuffler.url}/nope", timeout=10).status_code == 404
+    assert requests.get(f"{deployment.shuffler.url}/readyz", timeout=10).status_code == 200
