@@ -667,9 +667,10 @@ def with_central(
     """A shuffled campaign's document with ``"central": {"epsilon", "delta", ...}``: the central
     guarantee of the batches the collector actually received (their real sizes, the smallest
     one binding; ``collector.calibration.central_guarantee``), beside the local epsilon each
-    report carries (what holds if the shuffler colluded with the collector). It assumes a
-    shuffler that does not collude; reports it dropped only shrink the batches counted here,
-    and reports it injected could only be in the batch sizes too (docs/math/central-and-shuffle.md).
+    report carries (what holds if the shuffler colluded with the collector). The central
+    figure assumes a shuffler that neither colludes with the collector nor injects reports:
+    reports it drops only shrink the batches counted here, but injected ones would inflate them
+    and understate epsilon (docs/shuffler.md, docs/math/central-and-shuffle.md).
     """
     if campaign.shuffle is None or uses_shards(args):
         return document
