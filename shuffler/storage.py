@@ -93,23 +93,25 @@ class ShufflerStorage:
     ) -> tuple[int, int]:
         """Store ``(device report id, envelope JSON)`` pairs in one committed transaction;
         ``(accepted, duplicate)`` (a device id seen before for the campaign is a duplicate)."""
-        accepted = 0
+        digests = [self._digest(campaign, report_id) for report_id, _ in reports]
         with immediate(self.conn) as conn:
-            for report_id, envelope in reports:
-                before = conn.total_changes
-                conn.execute(
-                    "INSERT OR IGNORE INTO seen (digest) VALUES (?)",
-                    [self._digest(campaign, report_id)],
-                )
-                if conn.total_changes == before:
-                    continue
-                conn.execute(
-                    "INSERT INTO pending (fresh_id, campaign, config_id, envelope) "
-                    "VALUES (?, ?, ?, ?)",
-                    [secrets.token_hex(16), campaign, config_id, envelope],
-                )
-                accepted += 1
-        return accepted, len(reports) - accepted
+            seen: set[str] = set()
+            for start in range(0, len(digests), 500):  # SQLite's bound-parameter limit
+                chunk = digests[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                query = f"SELECT digest FROM seen WHERE digest IN ({marks})"
+                seen.update(row[0] for row in conn.execute(query, chunk))
+            fresh: list[tuple[str, str]] = []
+            for digest, (_, envelope) in zip(digests, reports, strict=True):
+                if digest not in seen:
+                    seen.add(digest)  # a repeat within the upload is a duplicate too
+                    fresh.append((digest, envelope))
+            conn.executemany("INSERT INTO seen (digest) VALUES (?)", [(d,) for d, _ in fresh])
+            conn.executemany(
+                "INSERT INTO pending (fresh_id, campaign, config_id, envelope) VALUES (?, ?, ?, ?)",
+                [(secrets.token_hex(16), campaign, config_id, env) for _, env in fresh],
+            )
+        return len(fresh), len(reports) - len(fresh)
 
     def pending_counts(self) -> dict[str, int]:
         """Reports per campaign not yet in a batch (what ``/metrics`` says waits)."""
