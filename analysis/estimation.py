@@ -241,6 +241,14 @@ def _multi(
     return estimate_multi(mechanism, reports, confidence=confidence)
 
 
+def _key_value(
+    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
+) -> Any:
+    from analysis.key_value import estimate_key_value  # imported on use, like the others
+
+    return estimate_key_value(mechanism, reports, confidence=confidence)
+
+
 def _require(mechanism: Any, interface: type, kind: str) -> None:
     if not isinstance(mechanism, interface):
         raise TypeError(
@@ -258,6 +266,7 @@ ESTIMATORS: dict[str, Estimator] = {
     "distribution": _distribution,
     "range": _range,
     "multi": _multi,
+    "key-value": _key_value,
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
 

@@ -1,0 +1,86 @@
+"""Key-value estimates from PCKV reports (Gu et al., USENIX Security 2020;
+docs/math/richer-data.md): per key, the frequency with its exact standard error and the mean
+with a delta-method standard error."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from analysis.streaming import ReportSource, aggregate, json_safe, z_value
+from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
+from client_sdk.mechanisms.pckv import PCKV
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyValueEstimate:
+    frequencies: FloatArray
+    frequency_std_errors: FloatArray
+    means: FloatArray
+    mean_std_errors: FloatArray
+    n: int
+    confidence: float
+    mechanism: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        z = z_value(self.confidence)
+        return json_safe(
+            {
+                "n": self.n,
+                "mechanism": self.mechanism,
+                "confidence": self.confidence,
+                "keys": [
+                    {
+                        "key": i,
+                        "frequency": f,
+                        "frequency_std_error": fs,
+                        "frequency_ci": [f - z * fs, f + z * fs],
+                        "mean": m,
+                        "mean_std_error": ms,
+                        "mean_ci": [m - z * ms, m + z * ms],
+                    }
+                    for i, (f, fs, m, ms) in enumerate(
+                        zip(
+                            self.frequencies,
+                            self.frequency_std_errors,
+                            self.means,
+                            self.mean_std_errors,
+                            strict=True,
+                        )
+                    )
+                ],
+            }
+        )
+
+    def format_table(self) -> str:
+        lines = [
+            f"n = {self.n}; PCKV",
+            f"{'key':>6} {'frequency':>10} {'std_error':>10} {'mean':>8} {'std_error':>10}",
+        ]
+        for i in range(self.frequencies.size):
+            lines.append(
+                f"{i:>6} {self.frequencies[i]:>10.4f} {self.frequency_std_errors[i]:>10.4f} "
+                f"{self.means[i]:>8.4f} {self.mean_std_errors[i]:>10.4f}"
+            )
+        return "\n".join(lines)
+
+
+def estimate_key_value(
+    mechanism: PCKV, reports: ReportSource | AggregateStatistic, *, confidence: float = 0.95
+) -> KeyValueEstimate:
+    statistic = aggregate(mechanism, reports)
+    frequencies = mechanism.frequencies(statistic)
+    plug = np.clip(frequencies, 0.0, 1.0)
+    variance = mechanism.frequency_variance(statistic.n, plug)
+    means, mean_errors = mechanism.means(statistic)
+    return KeyValueEstimate(
+        frequencies=frequencies,
+        frequency_std_errors=np.sqrt(np.maximum(variance, 0.0)),
+        means=means,
+        mean_std_errors=mean_errors,
+        n=statistic.n,
+        confidence=confidence,
+        mechanism=mechanism.to_config(),
+    )
