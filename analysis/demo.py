@@ -10,6 +10,11 @@
 4. Estimates read back from the database (``analysis.dataset`` + ``analysis.estimate``), with
    95% intervals beside the truth, the intervals' coverage and the run time.
 
+``ldp-demo --collector URL --campaign NAME [--devices N] [--reports-per-device R]`` instead
+feeds a campaign of a running collector with a simulated fleet (:func:`feed_collector`): each
+simulated device sends at most the campaign policy's ``reports_per_period`` reports, randomized
+with the OS CSPRNG by the campaign's own mechanism, and uploaded in batches over HTTP.
+
 The collector runs as ``collector.process.CollectorProcess`` (a collector subprocess you can
 start, kill and restart), which the end-to-end tests and the benchmark use too.
 """
@@ -183,6 +188,121 @@ def run_demo(
     )
 
 
+FEED_BATCH = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedResult:
+    """What :func:`feed_collector` sent."""
+
+    campaign: str
+    devices: int
+    reports: int
+    accepted: int
+    seconds: float
+
+    def summary(self) -> str:
+        rate = self.reports / self.seconds if self.seconds > 0 else float("nan")
+        return (
+            f"campaign {self.campaign}: {self.devices:,} simulated devices sent {self.reports:,} "
+            f"reports, {self.accepted:,} accepted ({self.seconds:.1f} s, {rate:,.0f} reports/s)"
+        )
+
+
+def simulated_values(mechanism: Any, domain: Sequence[str] | None, n: int, *, seed: int) -> Any:
+    """``n`` raw values a simulated fleet holds: a Zipf population over the domain's labels,
+    or numbers from a Beta(2, 5) on the mechanism's ``[lower, upper]`` (a simulation: seeded)."""
+    rng = np.random.default_rng(seed)
+    if mechanism.value_kind == "number":
+        if getattr(mechanism, "dim", None) is not None:
+            raise ValueError("ldp-demo --collector simulates scalar numeric campaigns only")
+        lower, upper = float(mechanism.lower), float(mechanism.upper)
+        return list(lower + (upper - lower) * rng.beta(2.0, 5.0, size=n))
+    if not domain:
+        raise ValueError(
+            f"campaign mechanism {mechanism.name!r} has no domain to draw simulated values from"
+        )
+    index = zipf_population(n, len(domain), seed=seed)
+    return [domain[i] for i in index]
+
+
+def feed_collector(
+    url: str,
+    campaign_name: str,
+    *,
+    devices: int = 1_000,
+    reports_per_device: int = 1,
+    seed: int = 0,
+) -> FeedResult:
+    """Send a simulated fleet's reports to a campaign of a running collector.
+
+    Each device holds one value (:func:`simulated_values`) and reports it ``reports_per_device``
+    times, never more than the campaign policy's ``reports_per_period`` (what its ledger would
+    allow in one period). Reports are randomized with the OS CSPRNG by the campaign's mechanism,
+    exactly as ``TelemetryClient`` does, and uploaded with fresh random ids. Memoized campaigns
+    need each device's own secret: simulate them through ``TelemetryClient`` instead.
+    """
+    import secrets
+
+    import requests
+
+    from client_sdk.client import Campaign
+    from client_sdk.mechanisms.memoization import is_memoized
+
+    if devices < 1:
+        raise ValueError(f"--devices must be at least 1; got {devices}")
+    if reports_per_device < 1:
+        raise ValueError(f"--reports-per-device must be at least 1; got {reports_per_device}")
+    started = time.perf_counter()
+    base = url.rstrip("/")
+    with requests.Session() as session:
+        try:
+            response = session.get(f"{base}/v1/campaigns/{campaign_name}", timeout=10)
+        except requests.RequestException as error:
+            raise RuntimeError(f"--collector {url}: cannot reach the collector ({error})") from None
+        if response.status_code == 404:
+            raise LookupError(
+                f"--campaign: the collector at {url} has no campaign {campaign_name!r}"
+            )
+        response.raise_for_status()
+        campaign = Campaign.from_document(response.json(), name=campaign_name)
+        mechanism = campaign.mechanism
+        if is_memoized(mechanism):
+            raise ValueError(
+                f"campaign {campaign_name!r} is memoized ({mechanism.name}): each device needs "
+                "its own secret; simulate it with TelemetryClient, one state_dir per device"
+            )
+        per_device = reports_per_device
+        if campaign.policy is not None:
+            per_device = min(per_device, int(campaign.policy["reports_per_period"]))
+        values = simulated_values(mechanism, campaign.domain, devices, seed=seed)
+        encoded = campaign.encode([v for v in values for _ in range(per_device)])
+        accepted = 0
+        for start in range(0, len(encoded), FEED_BATCH):
+            chunk = encoded[start : start + FEED_BATCH]
+            payloads = mechanism.to_wire(mechanism.perturb(chunk))  # rng=None: the OS CSPRNG
+            body = {
+                "config_id": campaign.config_id,
+                "reports": [{"id": secrets.token_hex(16), "payload": p} for p in payloads],
+            }
+            answer = session.post(
+                f"{base}/v1/campaigns/{campaign_name}/reports", json=body, timeout=60
+            )
+            if answer.status_code != 200:
+                raise RuntimeError(
+                    f"--collector {url}: upload refused with {answer.status_code}: "
+                    f"{answer.text[:300]}"
+                )
+            accepted += int(answer.json()["accepted"])
+    return FeedResult(
+        campaign=campaign_name,
+        devices=devices,
+        reports=len(encoded),
+        accepted=accepted,
+        seconds=time.perf_counter() - started,
+    )
+
+
 def print_summary(result: DemoResult, *, top: int = 15, file: Any = None) -> None:
     """The demo's final summary: the top items beside the truth, coverage, the gap to the central
     model, run time (the one place it is printed)."""
@@ -260,7 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ldp-demo",
         description="End-to-end demo: collector, simulated fleet over HTTP, estimates.",
     )
-    parser.add_argument("--devices", type=int, default=100_000, help="fleet size (100,000)")
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        help="fleet size (100,000; with --collector 1,000)",
+    )
     parser.add_argument(
         "--mechanism",
         default=None,
@@ -270,6 +395,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated population")
     parser.add_argument("--clients", type=int, default=4, help="client processes (4)")
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
+    parser.add_argument(
+        "--collector",
+        default=None,
+        metavar="URL",
+        help="feed this running collector's --campaign with a simulated fleet instead",
+    )
+    parser.add_argument("--campaign", default=None, help="the campaign to feed (with --collector)")
+    parser.add_argument(
+        "--reports-per-device",
+        type=int,
+        default=1,
+        help="reports each simulated device sends, at most the policy's reports_per_period (1)",
+    )
     parser.add_argument(
         "--report",
         dest="report_path",
@@ -286,8 +424,30 @@ def _optional_path(text: str) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    options = vars(args)
+    collector, campaign = options.pop("collector"), options.pop("campaign")
+    reports_per_device = options.pop("reports_per_device")
+    if (collector is None) != (campaign is None):
+        print("ldp-demo: error: --collector and --campaign go together", file=sys.stderr)
+        return 2
+    if collector is not None:
+        try:
+            fed = feed_collector(
+                collector,
+                campaign,
+                devices=1_000 if args.devices is None else args.devices,
+                reports_per_device=reports_per_device,
+                seed=args.seed,
+            )
+        except (ValueError, LookupError, RuntimeError, OSError) as error:
+            print(f"ldp-demo: error: {error}", file=sys.stderr)
+            return 2
+        print(fed.summary())
+        return 0
+    if options["devices"] is None:
+        options["devices"] = 100_000
     try:
-        result = run_demo(**vars(args))
+        result = run_demo(**options)
     except (ValueError, RuntimeError, OSError) as error:
         print(f"ldp-demo: error: {error}", file=sys.stderr)
         return 2
