@@ -31,7 +31,12 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
 from analysis.dashboard import auth
-from analysis.dashboard.data import CampaignCache, CampaignState, open_read_only
+from analysis.dashboard.data import (
+    CampaignCache,
+    CampaignState,
+    estimate_document,
+    open_read_only,
+)
 from analysis.dashboard.views import render
 from analysis.estimation import json_safe
 from analysis.gap import utility_gap
@@ -233,6 +238,8 @@ def api_campaigns() -> dict[str, Any]:
 
 @bp.get("/api/campaigns/<name>")
 def api_campaign(name: str) -> Response | dict[str, Any]:
+    if "since" in request.args or "until" in request.args:
+        return _api_window(name)
     try:
         state = _ext()["cache"].campaign(_storage(), name)
     except CampaignNotFound as error:
@@ -251,6 +258,44 @@ def api_campaign(name: str) -> Response | dict[str, Any]:
         "reports": [state.days[d] for d in sorted(state.days)],
     }
     document["gap"] = central_gap(state)
+    return document
+
+
+def _api_window(name: str) -> Response | dict[str, Any]:
+    """``?since=&until=`` (UTC days, inclusive): the estimate over those days only, computed on
+    request (the live cache holds the whole campaign). Below ``min_batch_size``: n only."""
+    from analysis.commands.estimate import check_window
+
+    try:
+        since, until = check_window(request.args.get("since"), request.args.get("until"))
+    except ValueError as error:
+        return _problem(400, "bad-window", str(error).replace("--", ""))
+    storage = _storage()
+    try:
+        campaign = storage.get_campaign(name)
+    except LookupError as error:
+        return _problem(404, "campaign-not-found", str(error))
+    n = storage.count_reports(name, since=since, until=until)
+    document: dict[str, Any] = {
+        "name": name,
+        "since": since,
+        "until": until,
+        "n": n,
+        "min_batch_size": campaign.min_batch_size,
+        "status": "released" if n >= campaign.min_batch_size else "collecting",
+    }
+    if n < campaign.min_batch_size:
+        return document
+    mechanism = campaign.mechanism
+    statistic = mechanism.empty_statistic()
+    for chunk in storage.iter_report_chunks(name, since=since, until=until):
+        statistic = statistic + mechanism.aggregate(chunk)
+    try:
+        estimate = estimate_document(campaign, statistic, confidence=_ext()["cache"].confidence)
+    except ValueError as error:
+        return _problem(422, "no-estimate", str(error))
+    document["estimate"] = estimate
+    document["display"] = render(estimate)
     return document
 
 
