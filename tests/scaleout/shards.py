@@ -44,6 +44,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "upper": 4.0,
         "bins": 8,
     },
+    "multi": {
+        "mechanism": "multi",
+        "epsilon": 2.0,
+        "protocol": "smp",
+        "attributes": [{"name": "os", "k": 3}, {"name": "tier", "k": 12}],
+    },
+    "pckv": {"mechanism": "pckv", "epsilon": 2.0, "k": 6, "padding": 2},
     "longitudinal-olh": {
         "mechanism": "olh",
         "epsilon": 1.0,
@@ -71,6 +78,14 @@ def random_reports(mechanism: Mechanism, n: int, rng: np.random.Generator) -> li
         values: Any = rng.integers(0, getattr(mechanism, "k", 2), n)
     elif mechanism.value_kind == "number":
         values = rng.uniform(0.0, 10.0, n)
+    elif mechanism.value_kind == "record" and hasattr(mechanism, "ks"):  # multi: index tuples
+        values = np.stack([rng.integers(0, k, n) for k in getattr(mechanism, "ks")], axis=1)  # noqa: B009
+    elif mechanism.value_kind == "record":  # pckv: a few keys with values in [-1, 1]
+        keys = getattr(mechanism, "k")  # noqa: B009 -- the record mechanism's key count
+        values = [
+            {int(j): float(rng.uniform(-1, 1)) for j in rng.choice(keys, 2, replace=False)}
+            for _ in range(n)
+        ]
     else:
         values = [RAPPOR_CANDIDATES[i] for i in rng.integers(0, len(RAPPOR_CANDIDATES), n)]
     independent = getattr(mechanism, "perturb_independent_devices", None) or getattr(
