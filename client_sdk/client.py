@@ -470,12 +470,16 @@ class TelemetryClient:
                 keys = DeviceKeys(self._secret, memo_scope(campaign.name, mechanism))
                 memoizing: Any = mechanism
                 memo_keys = list(memoizing.memo_keys(encoded, permanent=keys))
-                reports = memoizing.perturb(encoded, permanent=keys, rng=self._rng)
+                reports = self._perturb(campaign, encoded, permanent=keys)
                 cost = float(memoizing.epsilon_inf)
             else:
                 memo_keys = [None] * len(encoded)
-                reports = mechanism.perturb(encoded, rng=self._rng)
                 cost = mechanism.privacy_epsilon
+                if mechanism.uses_device_choices:
+                    keys = DeviceKeys(self._secret, memo_scope(campaign.name, mechanism))
+                    reports = self._perturb(campaign, encoded, permanent=keys)
+                else:
+                    reports = self._perturb(campaign, encoded)
         payloads = mechanism.to_wire(reports)
         policy = self.policy.effective_budget(campaign.policy)
         if policy is not None:
@@ -488,6 +492,13 @@ class TelemetryClient:
                 ],
             )
         return payloads
+
+    def _perturb(self, campaign: Campaign, encoded: npt.NDArray[Any], **keys: Any) -> Any:
+        """The mechanism's ``perturb``; a value it refuses is named by campaign, not shown."""
+        try:
+            return campaign.mechanism.perturb(encoded, rng=self._rng, **keys)
+        except ValueError as error:
+            raise ValueError(f"campaign {campaign.name!r}: {error}") from None
 
     # ---- the user-visible privacy log -------------------------------------------------------
 

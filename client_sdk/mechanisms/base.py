@@ -150,6 +150,12 @@ class Mechanism(abc.ABC):
     Campaign validation, the client and the estimators dispatch on it, never on a
     mechanism's name."""
 
+    uses_device_choices: ClassVar[bool] = False
+    """True for a mechanism that makes a per-device choice (PEM's level, say) from a keyed
+    source passed as ``perturb(..., permanent=...)`` rather than from ``rng``: a device then
+    makes the same choice in every report of a campaign, and the choice never depends on the
+    value. The client passes its keyed source to such mechanisms."""
+
     estimate_kind: ClassVar[str]
     """Which estimator of ``analysis`` reads this mechanism's statistic (``"frequencies"``,
     ``"mean"``, ``"rappor"``...): the key of ``analysis.estimation.ESTIMATORS``. A mechanism with a

@@ -103,6 +103,7 @@ class PEM(Mechanism):
     g: int | None = None
 
     name: ClassVar[str] = "pem"
+    uses_device_choices: ClassVar[bool] = True
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     estimate_kind: ClassVar[str] = "discovery"
 

@@ -536,3 +536,25 @@ def test_unknown_labels_are_not_echoed(hostile: HostileCollector, tmp_path: Path
     assert secret_value not in str(caught.value)
     assert json.dumps(secret_value) not in str(caught.value)
     assert np.isfinite(len(str(caught.value)))
+
+
+def test_a_device_keeps_one_discovery_level_per_campaign(
+    hostile: HostileCollector, tmp_path: Path
+) -> None:
+    """PEM's level comes from the device's keyed source: the same in every report of one
+    campaign (so reports cannot be steered level by level by the values), whatever the value."""
+    pem = {"mechanism": "pem", "epsilon": 2.0, "max_length": 4}
+    hostile.documents["words"] = document("words", pem, domain=None)
+    levels = set()
+    with TelemetryClient(hostile.url, state_dir=tmp_path / "d") as client:
+        client.record_many("words", ["ab", "cd", "xyz", "", "abcd"] * 4)
+        with pytest.raises(ValueError, match=r"'words'.*max_length") as caught:
+            client.record("words", "much too long")
+        assert "much too long" not in str(caught.value)
+        connection = sqlite3.connect(tmp_path / "d" / OUTBOX_FILE)
+        try:
+            for (payload,) in connection.execute("SELECT payload FROM outbox"):
+                levels.add(json.loads(payload)["level"])
+        finally:
+            connection.close()
+    assert len(levels) == 1
