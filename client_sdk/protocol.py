@@ -54,6 +54,7 @@ PROBLEM_TYPES: dict[str, str] = {
         "internal-error",  # 500: a bug; no known bad input reaches it
         "shuffled-campaign",  # 409: a direct upload to a campaign that only takes shuffled batches
         "not-shuffled",  # 409: a shuffler batch or upload for a campaign without "shuffle"
+        "campaign-closed",  # 410: the campaign was closed to new reports (estimates remain)
     )
 }
 """Stable RFC 9457 ``type`` URIs, by short name."""

@@ -122,6 +122,13 @@ def upload_reports(name: str) -> dict[str, Any]:
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)
+    if storage.closed_at(name) is not None:
+        raise Problem(
+            410,
+            "campaign-closed",
+            f"campaign {name!r} was closed on {storage.closed_at(name)} and takes no more "
+            "reports; its estimates stay available",
+        )
     if campaign.shuffle is not None:
         raise Problem(
             409,
@@ -187,6 +194,13 @@ def upload_batch(name: str) -> dict[str, Any]:
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)
+    if storage.closed_at(name) is not None:
+        raise Problem(
+            410,
+            "campaign-closed",
+            f"campaign {name!r} was closed on {storage.closed_at(name)} and takes no more "
+            "reports; its estimates stay available",
+        )
     if campaign.shuffle is None:
         raise Problem(409, "not-shuffled", f"campaign {name!r} does not take shuffled batches")
     if config_id != campaign.config_id:

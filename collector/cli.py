@@ -3,6 +3,7 @@
     ldp-collector init-db --db collector.db
     ldp-collector serve --db collector.db --host 127.0.0.1 --port 8000 --workers 2
     ldp-collector campaign create --file campaign.json --db collector.db
+    ldp-collector campaign list|show|close --db collector.db [--name NAME]
     ldp-collector keys rotate --db collector.db
     ldp-collector export --db collector.db --campaign NAME --out DIR [--since DAY] [--until DAY]
 
@@ -87,6 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--file", required=True, help="campaign JSON document ('-': stdin)")
     create.add_argument("--db", required=True)
     create.set_defaults(handler=_campaign_create)
+    listing = campaign_commands.add_parser("list", help="every campaign: mechanism, n, status")
+    listing.add_argument("--db", required=True)
+    listing.set_defaults(handler=_campaign_list)
+    for action, text, handler in (
+        ("show", "a campaign's document, reports per day and status", _campaign_show),
+        ("close", "close a campaign to new reports (its estimates stay)", _campaign_close),
+    ):
+        sub = campaign_commands.add_parser(action, help=text)
+        sub.add_argument("--db", required=True)
+        sub.add_argument("--name", required=True, help="the campaign's name")
+        sub.set_defaults(handler=handler)
 
     export = commands.add_parser(
         "export", help="export a campaign's reports to Parquet, partitioned by day"
@@ -118,7 +130,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
     """Refuse a bad --db or a busy --port in one line naming the flag (``collector.cli_checks``)."""
     db = getattr(args, "db", None)
     if isinstance(db, str):
-        check_database_path(db, must_exist=args.command not in ("init-db", "serve"))
+        creates = args.command in ("init-db", "serve") or getattr(args, "action", "") == "create"
+        check_database_path(db, must_exist=not creates)
     if args.command == "serve" and 0 <= args.port <= 65535:
         check_port_free(args.host, args.port)
 
@@ -164,6 +177,54 @@ def _campaign_create(args: argparse.Namespace) -> int:
     print(
         f"campaign {campaign.name!r} {'created' if created else 'already exists (same content)'}",
         file=sys.stderr,
+    )
+    return 0
+
+
+def _campaign_list(args: argparse.Namespace) -> int:
+    with Storage(args.db, create=False) as storage:
+        counts = storage.report_counts()
+        rows = [
+            (
+                c.name,
+                str(c.config.get("mechanism")),
+                f"{c.mechanism.privacy_epsilon:g}",
+                str(counts.get(c.name, 0)),
+                str(c.min_batch_size),
+                "closed" if storage.closed_at(c.name) else "open",
+            )
+            for c in storage.list_campaigns()
+        ]
+    header = ("name", "mechanism", "epsilon", "reports", "min_batch", "status")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _campaign_show(args: argparse.Namespace) -> int:
+    with Storage(args.db, create=False) as storage:
+        campaign = storage.get_campaign(args.name)
+        days = storage.report_days(args.name)
+        closed = storage.closed_at(args.name)
+    document = {
+        **campaign.document(),
+        "reports": sum(n for _, n in days),
+        "reports_per_day": dict(days),
+        "status": "closed" if closed else "open",
+        "closed": closed,
+    }
+    print(json.dumps(document, indent=2))
+    return 0
+
+
+def _campaign_close(args: argparse.Namespace) -> int:
+    with Storage(args.db, create=False) as storage:
+        closed, changed = storage.close_campaign(args.name)
+    state = "closed" if changed else "was already closed"
+    print(
+        f"campaign {args.name!r} {state} at {closed}: uploads are refused (410 campaign-closed); "
+        "its reports and estimates stay"
     )
     return 0
 

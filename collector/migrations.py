@@ -105,9 +105,23 @@ def _migration_2_shuffle(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_3_closed(db: sqlite_utils.Database) -> None:
+    # A closed campaign takes no more reports; its reports and estimates stay. A table of its
+    # own, so the campaign rows (and their config_id) never change.
+    db.execute(
+        """
+        CREATE TABLE closed_campaigns (
+            campaign_id INTEGER PRIMARY KEY REFERENCES campaigns (id),
+            closed TEXT NOT NULL
+        )
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
+    (3, "closed campaigns", _migration_3_closed),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -285,6 +285,26 @@ class Storage:
             raise CampaignNotFound(name)
         return _campaign_from_row(row)
 
+    def close_campaign(self, name: str) -> tuple[str, bool]:
+        """Close a campaign to new reports; return when it closed and whether it was open."""
+        with self._write() as conn:
+            campaign_id = self._campaign_id(name)
+            changed = conn.execute(
+                "INSERT OR IGNORE INTO closed_campaigns (campaign_id, closed) VALUES (?, ?)",
+                [campaign_id, _now()],
+            ).rowcount
+            row = conn.execute(
+                "SELECT closed FROM closed_campaigns WHERE campaign_id = ?", [campaign_id]
+            ).fetchone()
+        return str(row[0]), bool(changed)
+
+    def closed_at(self, name: str) -> str | None:
+        """When the campaign was closed to new reports (``None``: it is open)."""
+        row = self.db.conn.execute(
+            "SELECT closed FROM closed_campaigns WHERE campaign_id = ?", [self._campaign_id(name)]
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def list_campaigns(self) -> list[StoredCampaign]:
         rows = self.db.execute(f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY name")
         return [_campaign_from_row(row) for row in rows.fetchall()]
