@@ -43,7 +43,9 @@ from client_sdk.mechanisms.base import (
 from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.randomness import RandomSource, uniform_below
 
-MAX_K = 1 << 14
+MAX_K = 1 << 11
+"""The consistency map is a dense k x nodes matrix from a k x k solve: k up to 2048 (32 MB for
+the solve), the range-query sizes of Cormode, Kulkarni & Srivastava."""
 MAX_BRANCHING = 16
 
 
