@@ -25,6 +25,7 @@ SECTIONS: dict[str, str] = {
     "numeric": "bench_numeric",
     "longitudinal": "bench_longitudinal",
     "analysis": "bench_analysis",
+    "peers": "bench_peers",  # pure-ldp, multi-freq-ldpy in their own venv (bench_peers.py)
 }
 
 
