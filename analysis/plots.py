@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 __all__ = [
     "figure_png",
     "new_figure",
+    "plain_name",
     "plot_error_comparison",
     "plot_error_curve",
     "plot_frequencies",
@@ -34,6 +35,33 @@ COLOURS = {
     "central_gaussian": "#8172B3",
     "shuffle": "#937860",
 }
+
+
+PLAIN_NAMES = {
+    "raw (unbiased)": "unbiased estimate",
+    "base": "unbiased estimate",
+    "base-pos": "negatives set to zero (base-pos)",
+    "norm": "shifted to sum to one (norm)",
+    "norm-sub": "clipped and rescaled to sum to one (norm-sub)",
+    "norm-mul": "rescaled to sum to one (norm-mul)",
+    "norm-cut": "smallest cut to sum to one (norm-cut)",
+    "mle": "maximum likelihood (mle)",
+    "ldp": "local DP (this campaign)",
+    "central_laplace": "central curator, Laplace",
+    "central_gaussian": "central curator, Gaussian",
+    "shuffle": "shuffled reports",
+    "exact": "exact (privacy-loss distribution)",
+    "basic": "basic composition (sum)",
+    "advanced": "advanced composition (Dwork, Rothblum, Vadhan)",
+    "kov": "optimal homogeneous (Kairouz, Oh, Viswanath)",
+    "rdp": "Renyi DP bound",
+}
+"""Legend and axis names in plain words (a figure is read by people who do not know the codes)."""
+
+
+def plain_name(name: str) -> str:
+    """The plain name of a series (``PLAIN_NAMES``), else the name with spaces for ``_``."""
+    return PLAIN_NAMES.get(name, name.replace("_", " "))
 
 
 def new_figure(width: float = 8.0, height: float = 4.2) -> Figure:
@@ -83,27 +111,38 @@ def plot_frequencies(
             width,
             yerr=errors,
             capsize=2,
-            label=name,
+            label=plain_name(name),
             color=palette[index % len(palette)],
             error_kw={"elinewidth": 0.8},
         )
     if truth is not None:
+        # A hollow diamond: a horizontal tick would read as an error bar's cap.
         ax.scatter(
             positions,
             np.asarray(truth, dtype=float),
-            marker="_",
-            s=200,
-            zorder=3,
-            color=COLOURS["truth"],
-            label="truth",
+            marker="D",
+            s=36,
+            zorder=4,
+            facecolors="white",
+            edgecolors=COLOURS["truth"],
+            linewidths=1.4,
+            label="true frequency",
         )
     ax.axhline(0.0, color="#999999", linewidth=0.6)
+    names = [_short(str(label)) for label in labels]
+    # Horizontal while the names fit side by side; slanted (anchored at their end) when not.
+    crowded = count > 12 or sum(len(name) for name in names) > 90
     ax.set_xticks(
-        positions, [_short(str(label)) for label in labels], rotation=60, ha="right", fontsize=8
+        positions,
+        names,
+        rotation=45 if crowded else 0,
+        ha="right" if crowded else "center",
+        rotation_mode="anchor" if crowded else "default",
+        fontsize=8,
     )
     ax.set_ylabel("frequency")
     ax.set_title(f"Top {count} items, {round(100 * confidence, 4):g}% intervals")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     return ax
 
 
@@ -121,7 +160,13 @@ def plot_error_comparison(
     names = list(expected)
     positions = np.arange(len(names))
     colours = [COLOURS.get(name, "#777777") for name in names]
-    ax.bar(positions, [expected[name] for name in names], 0.6, color=colours, label="expected")
+    ax.bar(
+        positions,
+        [expected[name] for name in names],
+        0.6,
+        color=colours,
+        label="exact standard error (bar)",
+    )
     if observed:
         points = [(i, observed[name]) for i, name in enumerate(names) if name in observed]
         ax.scatter(
@@ -132,17 +177,22 @@ def plot_error_comparison(
             zorder=3,
             label="observed RMSE",
         )
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     for position, name in zip(positions, names, strict=True):
+        # Above the bar and its observed point, so the number never covers the marker.
+        top = max(expected[name], (observed or {}).get(name, 0.0))
         ax.annotate(
             f"{expected[name]:.2e}",
-            (position, expected[name]),
+            (position, top),
+            xytext=(0, 7),
+            textcoords="offset points",
             ha="center",
             va="bottom",
             fontsize=8,
         )
+    ax.margins(y=0.15)
     ax.set_yscale("log")
-    ax.set_xticks(positions, [name.replace("_", " ") for name in names])
+    ax.set_xticks(positions, [plain_name(name) for name in names], fontsize=8)
     ax.set_ylabel("standard error of one frequency")
     ax.set_title("Local versus central error at this n and epsilon")
     return ax
@@ -156,7 +206,7 @@ def plot_error_curve(ax: Axes, curve: Mapping[str, npt.ArrayLike], *, marked_n: 
             ax.plot(
                 n,
                 np.asarray(curve[name], dtype=float),
-                label=name.replace("_", " "),
+                label=plain_name(name),
                 color=COLOURS[name],
                 linewidth=1.8,
             )
@@ -203,7 +253,7 @@ def plot_privacy(
             y,
             linestyle=styles.get(name, "-"),
             linewidth=2.0 if name == "exact" else 1.2,
-            label=name,
+            label=plain_name(name),
         )
     if marked is not None:
         ax.axvline(marked, color="#444444", linestyle="--", linewidth=1.0)
