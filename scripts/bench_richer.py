@@ -22,11 +22,13 @@ import time
 import numpy as np
 
 from analysis.distribution import estimate_distribution
+from analysis.key_value import estimate_key_value
 from analysis.multi import estimate_multi
 from analysis.ranges import estimate_ranges
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.hierarchical import Hierarchical
 from client_sdk.mechanisms.multi import Multi
+from client_sdk.mechanisms.pckv import PCKV
 from client_sdk.mechanisms.square_wave import SquareWave
 from client_sdk.mechanisms.unary import OUE
 
@@ -190,6 +192,41 @@ def throughput(n: int, rng: np.random.Generator) -> None:
     estimate_ranges(h, reports)
     t5 = time.perf_counter()
     print(f"hierarchical k=1024: perturb {t4 - t3:.2f}, aggregate + consistency {t5 - t4:.2f}")
+    ks = (2, 4, 6, 10, 15, 20)
+    names = [f"a{j}" for j in range(len(ks))]
+    tuples = np.stack([rng.integers(0, k, n) for k in ks], axis=1)
+    for protocol, marginals in (("rsfd", None), ("smp", list(itertools.combinations(names, 2)))):
+        config: dict[str, object] = {
+            "mechanism": "multi",
+            "epsilon": 2.0,
+            "protocol": protocol,
+            "attributes": [{"name": nm, "k": k} for nm, k in zip(names, ks, strict=True)],
+        }
+        if marginals is not None:
+            config["marginals"] = [list(pair) for pair in marginals]
+        multi = mechanism_from_config(config)
+        assert isinstance(multi, Multi)
+        t6 = time.perf_counter()
+        reports = multi.perturb(tuples, rng=rng)
+        t7 = time.perf_counter()
+        result = estimate_multi(multi, reports)
+        if marginals is not None:
+            _ = result.tables
+        t8 = time.perf_counter()
+        label = "multi smp, 15 tables" if marginals else "multi rsfd"
+        print(f"{label}: perturb {t7 - t6:.2f}, aggregate + estimate {t8 - t7:.2f}")
+    pckv = mechanism_from_config({"mechanism": "pckv", "epsilon": 2.0, "k": 64, "padding": 2})
+    assert isinstance(pckv, PCKV)
+    records = [{int(i % 64): 0.5, int((7 * i) % 64): -0.25} for i in range(n)]
+    t9 = time.perf_counter()
+    reports = pckv.perturb(records, rng=rng)
+    t10 = time.perf_counter()
+    estimate_key_value(pckv, reports)
+    t11 = time.perf_counter()
+    print(
+        f"pckv k=64: perturb {t10 - t9:.2f} (a Python loop picks each sampled pair), "
+        f"aggregate + estimate {t11 - t10:.2f}"
+    )
 
 
 def main() -> None:
@@ -198,8 +235,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--throughput-n", type=int, default=1_000_000)
     parser.add_argument("--marginals-only", action="store_true")
+    parser.add_argument("--throughput-only", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(2020)
+    if args.throughput_only:
+        throughput(args.throughput_n, rng)
+        return
     if not args.marginals_only:
         square_wave_figures(args.n, rng)
     if not args.marginals_only:
