@@ -225,7 +225,7 @@ def upload_batch(name: str) -> dict[str, Any]:
                 raise ValueError("a report is an object with 'id' and 'payload' (an envelope)")
             plaintext = opener.open(entry["payload"])
             opened.append({"id": entry["id"], "payload": json.loads(plaintext)})
-        except ValueError as error:  # includes JSON and UTF-8 errors of the plaintext
+        except (ValueError, RecursionError) as error:  # JSON, UTF-8, nesting of the plaintext
             sealed_errors.append(Rejection(index, "invalid_envelope", str(error)[:300]))
             opened.append(None)
     positions = [i for i, entry in enumerate(opened) if entry is not None]

@@ -5,6 +5,7 @@ the collector opens, validates and stores them with the batch size."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import requests
+from nacl.public import PublicKey, SealedBox
 
 from client_sdk.amplification import closed_form_epsilon, numerical_epsilon
 from client_sdk.client import TelemetryClient
@@ -170,14 +172,36 @@ def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
     ]
     again = requests.post(url, json=body, headers=headers, timeout=10).json()
     assert again["replayed"] and again["accepted"] == MIN_BATCH - 2
+    # A device may seal anything: deeply nested or non-UTF-8 plaintexts are rejected alone.
+    box = SealedBox(PublicKey(base64.urlsafe_b64decode(key["key"] + "=" * (-len(key["key"]) % 4))))
+    odd = [b"[" * 60_000, b"\xff\xfe", b"{}"]
+    sealed_odd = [
+        {"key_id": key["key_id"], "sealed": base64.urlsafe_b64encode(box.encrypt(p)).decode()}
+        for p in odd
+    ]
+    hostile = {
+        **body,
+        "batch_id": "ef" * 16,
+        "reports": [
+            {"id": f"{i + 1000:032x}", "payload": p}
+            for i, p in enumerate(sealed_odd + rest[: MIN_BATCH - 3])
+        ],
+    }
+    answer = requests.post(url, json=hostile, headers=headers, timeout=10)
+    assert answer.status_code == 200
+    assert [(r["index"], r["code"]) for r in answer.json()["rejected"]] == [
+        (0, "invalid_envelope"),
+        (1, "invalid_envelope"),
+        (2, "invalid_payload"),
+    ]
     assert stored_ids(deployment.collector.db, CAMPAIGN["name"]).count(ids[0]) == 1
 
 
 def test_the_estimate_states_the_central_guarantee_of_the_batches_received(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """After the pipeline test: batches of 250 (the SDK's) and of 198 valid reports (the
-    tampering test's); the smaller one binds."""
+    """After the pipeline test: batches of 250 (the SDK's) and of 198 and 197 valid reports (the
+    tampering test's); the smallest one binds."""
     from analysis.cli import main
 
     name = CAMPAIGN["name"]
@@ -189,8 +213,8 @@ def test_the_estimate_states_the_central_guarantee_of_the_batches_received(
     central = document["central"]
     epsilon0 = deployment.document["mechanism"]["epsilon"]
     assert central["delta"] == DELTA and central["local_epsilon"] == epsilon0
-    assert central["batches"] == 2 and central["smallest_batch"] == MIN_BATCH - 2
-    assert central["epsilon"] == numerical_epsilon(epsilon0, MIN_BATCH - 2, DELTA)
+    assert central["batches"] == 3 and central["smallest_batch"] == MIN_BATCH - 3
+    assert central["epsilon"] == numerical_epsilon(epsilon0, MIN_BATCH - 3, DELTA)
     # Two reports fewer than the target's min_batch: slightly above the central target.
     assert CENTRAL_EPSILON < central["epsilon"] < CENTRAL_EPSILON * 1.05
 
