@@ -98,22 +98,15 @@ class Forwarder:
     def run_once(self) -> int:
         """Resend open batches, form new ones where ``min_batch`` are pending, send them;
         how many batches were acknowledged."""
-        sent = 0
-        for batch in self.storage.open_batches():
-            if not self.send(batch):
-                return sent
-            sent += 1
+        sent = sum(self.send(batch) for batch in self.storage.open_batches())
         for campaign, count in self.storage.pending_counts().items():
             minimum = self.min_batch(campaign)
             if minimum is None or count < minimum:
                 continue
             while self.storage.form_batch(campaign, minimum, self.max_batch) is not None:
                 pass
-        for batch in self.storage.open_batches():
-            if not self.send(batch):
-                return sent
-            sent += 1
-        return sent
+        # One refused batch (kept, and retried next round) never holds back the others.
+        return sent + sum(self.send(batch) for batch in self.storage.open_batches())
 
     def run(self) -> None:
         """Loop until :meth:`stop`; errors are logged (without content) and retried."""
