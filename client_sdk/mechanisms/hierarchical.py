@@ -40,6 +40,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
+from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.randomness import RandomSource, uniform_below
 
@@ -75,6 +76,9 @@ class Hierarchical(Mechanism):
     name: ClassVar[str] = "hierarchical"
     value_kind: ClassVar[Literal["category", "number", "string"]] = "category"
     estimate_kind: ClassVar[str] = "range"
+    uses_device_choices: ClassVar[bool] = True
+    """The level: one per device and campaign from the client's keyed source (``permanent``),
+    from ``rng`` per report in simulation; never from the value."""
 
     epsilon: float
     k: int
@@ -142,12 +146,24 @@ class Hierarchical(Mechanism):
 
     # ---- device side -------------------------------------------------------------------------
 
-    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
-        """One (level, report) per value; the level is uniform on 1..h, drawn from ``rng``."""
+    def perturb(
+        self,
+        values: Any,
+        *,
+        rng: RandomSource | None = None,
+        permanent: KeyedSource | None = None,
+    ) -> Reports:
+        """One (level, report) per value; the level is uniform on 1..h: the device's (from
+        ``permanent``) or drawn from ``rng`` per report."""
         items = check_values(values, self.k)
         n = items.size
         reports = np.zeros(n, dtype=self.report_dtype)
-        levels = uniform_below(rng, self.height, n) + 1
+        if permanent is not None:
+            keys = check_keyed_source(permanent, self.name)
+            level = int(uniform_below(keys.source("hierarchical:level", 0), self.height, 1)[0])
+            levels = np.full(n, level + 1, dtype=np.int64)
+        else:
+            levels = uniform_below(rng, self.height, n) + 1
         reports["level"] = levels
         for level, oracle in enumerate(self.oracles, start=1):
             mask = levels == level

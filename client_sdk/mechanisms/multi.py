@@ -46,6 +46,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
+from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.randomness import RandomSource, uniform_below
 
@@ -109,6 +110,9 @@ class Multi(Mechanism):
     name: ClassVar[str] = "multi"
     value_kind: ClassVar[Literal["category", "number", "string", "record"]] = "record"
     estimate_kind: ClassVar[str] = "multi"
+    uses_device_choices: ClassVar[bool] = True
+    """SMP's and RS+FD's sampled unit: one per device and campaign from the client's keyed
+    source (``permanent``), from ``rng`` per report in simulation; never from the values."""
 
     epsilon: float
     protocol: str
@@ -361,7 +365,13 @@ class Multi(Mechanism):
         else:
             reports["values"][rows, j] = out
 
-    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+    def perturb(
+        self,
+        values: Any,
+        *,
+        rng: RandomSource | None = None,
+        permanent: KeyedSource | None = None,
+    ) -> Reports:
         x = self.check_tuples(values)
         n = x.shape[0]
         reports = np.zeros(n, dtype=self.report_dtype)
@@ -370,7 +380,12 @@ class Multi(Mechanism):
             for j, oracle in enumerate(self.oracles):
                 self._put(reports, slice(None), j, oracle.perturb(x[:, j], rng=rng))
             return reports
-        sampled = uniform_below(rng, self.u, n)
+        if permanent is not None:
+            keys = check_keyed_source(permanent, self.name)
+            device_unit = int(uniform_below(keys.source("multi:unit", 0), self.u, 1)[0])
+            sampled = np.full(n, device_unit, dtype=np.int64)
+        else:
+            sampled = uniform_below(rng, self.u, n)
         for j, oracle in enumerate(self.oracles):
             rows = np.flatnonzero(sampled == j)
             if rows.size:

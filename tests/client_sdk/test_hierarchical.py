@@ -141,3 +141,16 @@ def test_bad_configs_name_the_field(field: str, value: object) -> None:
 def test_config_round_trip() -> None:
     m = tree(2.0, 100)
     assert mechanism_from_config(m.to_config()) == m
+
+
+def test_a_device_keeps_its_level_from_its_keyed_source() -> None:
+    from client_sdk.secrets_store import DeviceKeys
+
+    m = tree(1.0, 16, 4)
+    levels = set()
+    for device in range(12):
+        keys = DeviceKeys(bytes([device]) * 32, "hierarchical-test")
+        reports = m.perturb(np.arange(16), rng=np.random.default_rng(device), permanent=keys)
+        assert len(set(reports["level"].tolist())) == 1  # one level per device and campaign
+        levels.add(int(reports["level"][0]))
+    assert levels == {1, 2}  # and devices spread over the levels

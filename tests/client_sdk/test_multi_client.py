@@ -3,10 +3,10 @@ a missing or unknown attribute or label is a ValueError, nothing is queued, noth
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from analysis.estimation import estimate
@@ -36,16 +36,19 @@ def collector(tmp_path: Path) -> Iterator[Collector]:
 
 def test_records_reach_the_collector_and_estimate(collector: Collector, tmp_path: Path) -> None:
     with TelemetryClient(collector.url, state_dir=tmp_path / "device", batch_size=200) as client:
-        records = [{"os": OS[i % 3], "tier": i % 2} for i in range(600)]
+        records = [{"os": OS[i % 3], "tier": i % 2} for i in range(60)]
         client.record_many("devices", records)
         client.flush()
         assert client.pending() == 0
+    stored = [json.loads(payload) for _, payload in collector.stored()]
+    assert len(stored) == 60
+    # SMP's attribute is the device's, from its keyed source: the same in every report
+    assert len({payload[0] for payload in stored}) == 1
     with Storage(collector.db, create=False) as storage:
         mechanism = storage.get_campaign("devices").mechanism
         result = estimate(mechanism, list(storage.iter_report_chunks("devices")))
     marginal = result.marginal("os")
-    assert marginal.frequencies.shape == (3,)
-    assert np.all(np.abs(marginal.frequencies - 1 / 3) <= 5.5 * marginal.std_errors)
+    assert marginal.frequencies.shape == marginal.std_errors.shape == (3,)
 
 
 def test_bad_records_queue_nothing_and_echo_nothing(collector: Collector, tmp_path: Path) -> None:
