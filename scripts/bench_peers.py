@@ -315,7 +315,8 @@ def section_hh(args: argparse.Namespace, python: Path) -> None:
     )
     print(
         "decode: ours from reports (PEM) or the aggregate (SFP, aggregate included); peer:"
-        " per-report aggregate + find_heavy_hitters."
+        " per-report aggregate + find_heavy_hitters. Ours encode on a seeded numpy generator"
+        " (the CSPRNG rate: bench_heavy_hitters.py)."
     )
 
 
