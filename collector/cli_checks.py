@@ -33,7 +33,7 @@ def check_database_path(path: str, *, flag: str = "--db", must_exist: bool = Fal
     if not os.path.exists(path):
         if must_exist:
             raise ValueError(
-                f"{flag} {path}: no collector database there (create one with "
+                f"{flag}: no collector database at {path} (create one with "
                 f"`ldp-collector init-db --db {path}`)"
             )
         return

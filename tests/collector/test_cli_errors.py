@@ -74,7 +74,7 @@ def test_a_db_in_a_missing_folder_or_a_folder(tmp_path: Path, capsys: Any) -> No
         capsys,
         analyze,
         ["estimate", "--db", str(absent), "--campaign", "x"],
-        f"--db {absent}: no collector database there",
+        f"--db: no collector database at {absent}",
     )
 
 
