@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from client_sdk import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle, WireFormatError
 from tests import stats
-from tests.client_sdk.cases import SMALL_CONFIGS, config_id
+from tests.client_sdk.mechanisms.cases import SMALL_CONFIGS, config_id
 
 
 @pytest.fixture(params=SMALL_CONFIGS, ids=config_id)
