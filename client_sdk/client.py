@@ -78,6 +78,10 @@ class CampaignVerificationError(ValueError):
     """A fetched campaign whose content does not match its ``config_id`` (or this SDK)."""
 
 
+class CampaignClosedError(ValueError):
+    """The collector closed this campaign to new reports; nothing more is recorded for it."""
+
+
 class CampaignChangedError(CampaignVerificationError):
     """The collector now serves another configuration under a campaign name this device uses.
 
@@ -320,6 +324,7 @@ class TelemetryClient:
         self._session = session or make_session(retries=retries, backoff_factor=backoff_factor)
         self._campaigns: dict[str, Campaign] = {}
         self._changed: dict[str, tuple[str, str]] = {}  # name -> (accepted, served) config ids
+        self._closed: set[str] = set()
         self._campaigns_lock = threading.Lock()
         self._rng_lock = threading.Lock()  # a numpy Generator is not thread-safe
         self._flush_lock = threading.Lock()
@@ -354,6 +359,8 @@ class TelemetryClient:
         app's policy (:class:`~client_sdk.policy.PolicyViolation` otherwise).
         """
         with self._campaigns_lock:
+            if name in self._closed:
+                raise CampaignClosedError(f"campaign {name!r} was closed by the collector")
             if name in self._changed:
                 raise CampaignChangedError(name, *self._changed[name])
             if not refresh and name in self._campaigns:
@@ -612,6 +619,19 @@ class TelemetryClient:
                 info = self.campaign(name, refresh=True)
                 self._drop_other_configs(info)
                 continue
+            if response.status_code == 410 and kind == problem_type("campaign-closed"):
+                # Closed for good: the queued reports can never be delivered. Drop them, say so
+                # in the privacy log, and record nothing more for it.
+                dropped = self._outbox.drop_campaign(name)
+                self._ledger.note(
+                    name,
+                    f"campaign closed by the collector; {dropped} queued reports dropped unsent",
+                )
+                with self._campaigns_lock:
+                    self._closed.add(name)
+                    self._campaigns.pop(name, None)
+                logger.warning("campaign %r is closed: dropped %d queued reports", name, dropped)
+                return acknowledged
             if response.status_code == 413 and batch_size > 1:
                 batch_size = max(1, batch_size // 2)  # the collector's cap is lower: split
                 continue

@@ -125,6 +125,12 @@ class Outbox:
         with self._lock, immediate(self._conn):
             self._conn.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in seqs])
 
+    def drop_campaign(self, campaign: str) -> int:
+        """Delete every queued report of a campaign; return how many."""
+        with self._lock, immediate(self._conn):
+            cursor = self._conn.execute("DELETE FROM outbox WHERE campaign = ?", [campaign])
+            return int(cursor.rowcount)
+
     def drop_other_configs(self, campaign: str, config_id: str) -> int:
         """Delete the campaign's reports made under another config; return how many."""
         with self._lock:

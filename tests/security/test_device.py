@@ -31,6 +31,7 @@ from client_sdk import TelemetryClient
 from client_sdk.budget import LEDGER_FILE, BudgetExceededError
 from client_sdk.client import (
     CampaignChangedError,
+    CampaignClosedError,
     CampaignVerificationError,
     UploadError,
     memo_scope,
@@ -39,7 +40,7 @@ from client_sdk.ledger_seal import HEAD_FILE
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.outbox import OUTBOX_FILE, OutboxError
 from client_sdk.policy import PolicyViolation, PrivacyPolicy
-from client_sdk.protocol import campaign_config_id
+from client_sdk.protocol import campaign_config_id, problem_type
 from client_sdk.state import StateDirLockedError
 from tests.security.conftest import StartCollector
 
@@ -90,6 +91,11 @@ class HostileCollector:
         def reports(name: str) -> Any:
             self.uploads += 1
             body = flask.request.get_json()
+            if self.upload_status == 410:
+                problem = {"type": problem_type("campaign-closed"), "status": 410}
+                return flask.Response(
+                    json.dumps(problem), status=410, mimetype="application/problem+json"
+                )
             if self.upload_status != 200:
                 headers = {"Retry-After": self.retry_after} if self.retry_after else {}
                 return flask.Response("{}", status=self.upload_status, headers=headers)
@@ -558,3 +564,17 @@ def test_a_device_keeps_one_discovery_level_per_campaign(
         finally:
             connection.close()
     assert len(levels) == 1
+
+
+def test_a_closed_campaign_drops_its_queue_and_records_nothing_more(
+    hostile: HostileCollector, tmp_path: Path
+) -> None:
+    hostile.documents["c"] = document("c", {"mechanism": "grr", "epsilon": 1.0, "k": 4})
+    with TelemetryClient(hostile.url, state_dir=tmp_path / "d") as client:
+        client.record_many("c", ["red", "blue"])
+        hostile.upload_status = 410
+        assert client.flush() == 0
+        assert client.pending() == 0
+        assert any("closed" in (e.event or "") for e in client.privacy_log("c"))
+        with pytest.raises(CampaignClosedError):
+            client.record("c", "red")
