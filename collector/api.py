@@ -21,7 +21,7 @@ from collector.ingest import Rejection, validate_batch
 from collector.keys import EnvelopeOpener, active_key, ensure_key
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
-from collector.storage import CampaignConflict, StorageBusy, StoredCampaign
+from collector.storage import CampaignConflict, Storage, StorageBusy, StoredCampaign
 from collector.web import (
     ensure_same_database,
     get_storage,
@@ -122,13 +122,7 @@ def upload_reports(name: str) -> dict[str, Any]:
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)
-    if storage.closed_at(name) is not None:
-        raise Problem(
-            410,
-            "campaign-closed",
-            f"campaign {name!r} was closed on {storage.closed_at(name)} and takes no more "
-            "reports; its estimates stay available",
-        )
+    _refuse_if_closed(storage, name)
     if campaign.shuffle is not None:
         raise Problem(
             409,
@@ -194,13 +188,7 @@ def upload_batch(name: str) -> dict[str, Any]:
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)
-    if storage.closed_at(name) is not None:
-        raise Problem(
-            410,
-            "campaign-closed",
-            f"campaign {name!r} was closed on {storage.closed_at(name)} and takes no more "
-            "reports; its estimates stay available",
-        )
+    _refuse_if_closed(storage, name)
     if campaign.shuffle is None:
         raise Problem(409, "not-shuffled", f"campaign {name!r} does not take shuffled batches")
     if config_id != campaign.config_id:
@@ -325,3 +313,15 @@ def export_reports(name: str) -> Response:
         next_url = url_for("api.export_reports", name=name, after=page.cursor, limit=limit)
         response.headers["Link"] = f'<{next_url}>; rel="next"'
     return response
+
+
+def _refuse_if_closed(storage: Storage, name: str) -> None:
+    """410 ``campaign-closed`` for a campaign closed to new reports (its estimates remain)."""
+    closed = storage.closed_at(name)
+    if closed is not None:
+        raise Problem(
+            410,
+            "campaign-closed",
+            f"campaign {name!r} was closed on {closed} and takes no more reports; its estimates "
+            "stay available",
+        )
