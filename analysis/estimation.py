@@ -11,20 +11,16 @@ disagree.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+import importlib
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from analysis.discovery import discover, estimate_sketch
-from analysis.rappor import decode
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
 from client_sdk.mechanisms.numeric import NumericMechanism
-
-if TYPE_CHECKING:
-    from client_sdk.mechanisms.rappor import RAPPOR
 
 __all__ = [
     "ESTIMATORS",
@@ -180,98 +176,38 @@ class DocumentedEstimate(Protocol):
     def format_table(self) -> str: ...
 
 
-Estimator = Callable[[Any, ReportSource, float, Sequence[str] | None], Any]
-"""``(mechanism, reports, confidence, candidates) -> estimate``."""
+@dataclasses.dataclass(frozen=True)
+class Estimator:
+    """Where an estimate kind's estimator lives: ``"module:function"``, imported on first use
+    (as the mechanism registry does), so this module imports none of the estimator modules and
+    they may import it. The function is called as ``f(mechanism, reports, confidence=c)``, or
+    ``f(mechanism, reports, candidates, confidence=c)`` when ``needs_candidates``."""
 
+    target: str
+    needs_candidates: bool = False
 
-def _frequencies(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> FrequencyEstimate:
-    _require(mechanism, FrequencyOracle, "frequencies")
-    return estimate_frequencies(mechanism, reports, confidence=confidence)
-
-
-def _mean(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> MeanEstimate:
-    _require(mechanism, NumericMechanism, "mean")
-    return estimate_mean(mechanism, reports, confidence=confidence)
-
-
-def _rappor(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> Any:
-    # decode() checks the mechanism's kind and reads its Bloom-filter methods.
-    return decode(cast("RAPPOR", mechanism), reports, list(candidates or ()), confidence=confidence)
-
-
-def _sketch(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> Any:
-    return estimate_sketch(mechanism, reports, list(candidates or ()), confidence=confidence)
-
-
-def _discovery(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> Any:
-    return discover(mechanism, reports, confidence=confidence)
-
-
-def _distribution(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> Any:
-    from analysis.distribution import estimate_distribution  # imports this module
-
-    return estimate_distribution(mechanism, reports, confidence=confidence)
-
-
-def _range(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> Any:
-    from analysis.ranges import estimate_ranges  # it imports this module
-
-    return estimate_ranges(mechanism, reports, confidence=confidence)
-
-
-def _multi(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> Any:
-    from analysis.multi import estimate_multi  # it imports this module
-
-    return estimate_multi(mechanism, reports, confidence=confidence)
-
-
-def _key_value(
-    mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str] | None
-) -> Any:
-    from analysis.key_value import estimate_key_value  # imported on use, like the others
-
-    return estimate_key_value(mechanism, reports, confidence=confidence)
-
-
-def _require(mechanism: Any, interface: type, kind: str) -> None:
-    if not isinstance(mechanism, interface):
-        raise TypeError(
-            f"mechanism {mechanism.name!r} has estimate_kind {kind!r} but not the interface "
-            f"that estimator reads ({interface.__name__})"
-        )
+    def __call__(
+        self, mechanism: Any, reports: ReportSource, confidence: float, candidates: Sequence[str]
+    ) -> Any:
+        module_name, _, function_name = self.target.partition(":")
+        function = getattr(importlib.import_module(module_name), function_name)
+        if self.needs_candidates:
+            return function(mechanism, reports, list(candidates), confidence=confidence)
+        return function(mechanism, reports, confidence=confidence)
 
 
 ESTIMATORS: dict[str, Estimator] = {
-    "frequencies": _frequencies,
-    "mean": _mean,
-    "rappor": _rappor,
-    "sketch": _sketch,
-    "discovery": _discovery,
-    "distribution": _distribution,
-    "range": _range,
-    "multi": _multi,
-    "key-value": _key_value,
+    "frequencies": Estimator("analysis.estimation:estimate_frequencies"),
+    "mean": Estimator("analysis.estimation:estimate_mean"),
+    "rappor": Estimator("analysis.rappor:decode", needs_candidates=True),
+    "sketch": Estimator("analysis.discovery:estimate_sketch", needs_candidates=True),
+    "discovery": Estimator("analysis.discovery:discover"),
+    "distribution": Estimator("analysis.distribution:estimate_distribution"),
+    "range": Estimator("analysis.ranges:estimate_ranges"),
+    "multi": Estimator("analysis.multi:estimate_multi"),
+    "key-value": Estimator("analysis.key_value:estimate_key_value"),
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
-
-NEEDS_CANDIDATES = frozenset({"rappor", "sketch"})
-"""Estimate kinds that are read against a candidate list (``candidates=``)."""
 
 
 def check_estimable(mechanism: Mechanism, candidates: Sequence[str] | None = None) -> None:
@@ -283,7 +219,7 @@ def check_estimable(mechanism: Mechanism, candidates: Sequence[str] | None = Non
     kind = getattr(mechanism, "estimate_kind", None)
     if kind not in ESTIMATORS:
         raise ValueError(f"mechanism {mechanism.name!r} has no estimator")
-    if kind in NEEDS_CANDIDATES and not candidates:
+    if ESTIMATORS[kind].needs_candidates and not candidates:
         raise ValueError(
             f"mechanism {mechanism.name!r} records strings and is estimated against a candidate "
             "list, and none was given: pass candidates (`ldp-analyze estimate` uses the "
@@ -309,4 +245,4 @@ def estimate(
     memory O(k + chunk)), or an already merged :class:`AggregateStatistic`.
     """
     check_estimable(mechanism, candidates)
-    return ESTIMATORS[mechanism.estimate_kind](mechanism, reports, confidence, candidates)
+    return ESTIMATORS[mechanism.estimate_kind](mechanism, reports, confidence, candidates or ())
