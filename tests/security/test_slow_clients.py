@@ -18,12 +18,16 @@ HALF_REQUEST = (
 )
 
 
-def probe_successes(url: str) -> int:
-    """How many of ``PROBES`` health probes are answered within a second each."""
+def probe_successes(url: str, attempts: int = 1) -> int:
+    """How many of ``PROBES`` health probes are answered within a second, each given
+    ``attempts`` tries (a worker that gunicorn restarts under load can drop one connection)."""
     answered = 0
     for _ in range(PROBES):
-        with contextlib.suppress(requests.RequestException):
-            answered += requests.get(f"{url}/healthz", timeout=1).status_code == 200
+        for _ in range(attempts):
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    answered += 1
+                    break
     return answered
 
 
@@ -79,7 +83,8 @@ def test_a_stalled_body_is_answered_408_and_frees_its_thread(
                     answer += chunk
             assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
             assert b"application/problem+json" in answer
-        assert probe_successes(collector.url) == PROBES
+        # Held threads answered 0 of 20 probes for ~30 s before the fix; freed ones answer all.
+        assert probe_successes(collector.url, attempts=3) == PROBES
     finally:
         for sock in slow:
             sock.close()
