@@ -25,10 +25,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gunicorn.app.base import BaseApplication
-
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
-from collector.server import LOGGER_CLASS, WORKER_CLASS
+from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX
 from collector.storage import CampaignConflict, Storage
 
@@ -287,7 +285,7 @@ def _serve(args: argparse.Namespace) -> int:
         # the collector needs none, and two collectors on a host would take each other's.
         "control_socket_disable": True,
     }
-    _GunicornApp(app, options).run()
+    GunicornApp(app, options).run()
     return 0
 
 
@@ -311,24 +309,6 @@ def _announce(args: argparse.Namespace) -> Any:
         )
 
     return when_ready
-
-
-class _GunicornApp(BaseApplication):  # type: ignore[misc]
-    """gunicorn run programmatically on an already built app (``BaseApplication``)."""
-
-    def __init__(self, app: Any, options: dict[str, Any]) -> None:
-        self._app = app
-        self._options = options
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self._options.items():
-            if key == "control_socket_disable" and key not in self.cfg.settings:
-                continue  # an older gunicorn has no control socket to disable
-            self.cfg.set(key, value)
-
-    def load(self) -> Any:
-        return self._app
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import socket
 import time
 from typing import Any
 
+from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 from gunicorn.http import errors
 from gunicorn.workers.gthread import TConn, ThreadWorker
@@ -191,3 +192,22 @@ class PrivateLogger(Logger):  # type: ignore[misc]
         for log in (self.error_log, self.access_log):
             if not any(isinstance(f, _RedactAddresses) for f in log.filters):
                 log.addFilter(_RedactAddresses())
+
+
+class GunicornApp(BaseApplication):  # type: ignore[misc]
+    """gunicorn run programmatically on an already built app (``BaseApplication``): the
+    collector's ``serve`` and the analysis dashboard."""
+
+    def __init__(self, app: Any, options: dict[str, Any]) -> None:
+        self._app = app
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            if key == "control_socket_disable" and key not in self.cfg.settings:
+                continue  # an older gunicorn has no control socket to disable
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self._app

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from gunicorn.app.base import BaseApplication
+from collector.server import GunicornApp
 
 TOKEN_VARIABLE = "LDP_ADMIN_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         options["post_worker_init"] = _warm(app)
     if args.certfile:
         options.update(certfile=args.certfile, keyfile=args.keyfile)
-    _Server(app, options).run()
+    GunicornApp(app, options).run()
     return 0
 
 
@@ -139,19 +139,3 @@ def _warm(app: Any) -> Any:
         threading.Thread(target=warm, name="ldp-dashboard-warm", daemon=True).start()
 
     return post_worker_init
-
-
-class _Server(BaseApplication):  # type: ignore[misc]
-    """gunicorn run on an already built app."""
-
-    def __init__(self, app: Any, options: dict[str, Any]) -> None:
-        self._app = app
-        self._options = options
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self._options.items():
-            self.cfg.set(key, value)
-
-    def load(self) -> Any:
-        return self._app
