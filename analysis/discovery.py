@@ -18,10 +18,11 @@ import dataclasses
 import io
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special, stats
 
 from analysis.streaming import ReportSource, aggregate, z_value
@@ -37,6 +38,7 @@ __all__ = [
     "ItemsEstimate",
     "discover",
     "discover_pem",
+    "discover_pem_by_support",
     "discover_sfp",
     "estimate_sketch",
 ]
@@ -222,6 +224,15 @@ def _concatenate(mechanism: Any, reports: ReportSource) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.zeros(0, dtype=mechanism.report_dtype)
 
 
+SupportCounter = Callable[[int, npt.NDArray[np.int64]], npt.NDArray[np.int64]]
+"""``support(level, prefixes)``: for the reports of ``level``, how many support each prefix.
+
+``prefixes`` is an int64 array of shape ``(k, PEM.chunk_count(level))``: row j holds prefix j's
+30-bit chunks (``PEM.prefix_chunks``; a prefix of up to 262 bits does not fit one int64). The
+answer is an int64 array of shape ``(k,)``; for reports spread over shards it is the sum of
+``PEM.support_counts(shard_reports, level, prefixes)`` over the shards."""
+
+
 def discover_pem(
     mechanism: PEM,
     reports: ReportSource,
@@ -230,7 +241,33 @@ def discover_pem(
     confidence: float = 0.95,
     alpha: float = ALPHA,
 ) -> ItemsEstimate:
-    """The frequent strings of PEM reports (Wang, Li, Jha; docs/math/heavy-hitters.md).
+    """The frequent strings of PEM reports held in memory (:func:`discover_pem_by_support`)."""
+    array = mechanism._check(_concatenate(mechanism, reports))
+    levels = array["level"].astype(np.int64)
+    per_level = np.bincount(levels, minlength=mechanism.levels).astype(np.int64)
+    by_level = {level: array[levels == level] for level in range(mechanism.levels)}
+
+    def support(level: int, prefixes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return mechanism.support_counts(by_level[level], level, prefixes)
+
+    return discover_pem_by_support(
+        mechanism, per_level, support, top=top, confidence=confidence, alpha=alpha
+    )
+
+
+def discover_pem_by_support(
+    mechanism: PEM,
+    reports_per_level: npt.NDArray[np.int64],
+    support: SupportCounter,
+    *,
+    top: int = TOP,
+    confidence: float = 0.95,
+    alpha: float = ALPHA,
+) -> ItemsEstimate:
+    """The frequent strings of PEM reports (Wang, Li, Jha; docs/math/heavy-hitters.md), from
+    the number of reports at each level and a ``support(level, prefixes)`` callable counting,
+    for the reports of that level, how many support each prefix (wherever they live: in
+    memory, in shards, on workers).
 
     Level 0 scores every plausible ``start_bits`` prefix; each later level scores the ``top``
     best prefixes of the previous level (of positive estimate) extended by every suffix of
@@ -240,12 +277,16 @@ def discover_pem(
     expected number of false discoveries per run is at most ``alpha``. The items are the
     ``top`` best strings of the last level; ``unconfirmed`` those not significant.
     """
-    array = _concatenate(mechanism, reports)
-    n = int(array.size)
+    per_level = np.asarray(reports_per_level, dtype=np.int64)
+    if per_level.shape != (mechanism.levels,):
+        raise ValueError(
+            f"reports_per_level must have one count per level ({mechanism.levels}); "
+            f"got shape {per_level.shape}"
+        )
+    n = int(per_level.sum())
     if n <= 0:
         raise ValueError("cannot discover from zero reports")
     p, q = mechanism.p_star, mechanism.q_star
-    per_level = np.bincount(array["level"].astype(np.int64), minlength=mechanism.levels)
     levels: list[dict[str, Any]] = []
     prefixes = [v for v in range(1 << mechanism.level_bits(0)) if mechanism.plausible(v, 0)]
     kept: list[int] = []
@@ -263,7 +304,12 @@ def discover_pem(
         n_level = int(per_level[level])
         if n_level == 0:
             raise ValueError(f"pem: level {level} has no reports; discovery needs every level")
-        counts = mechanism.support_counts(array, level, prefixes)
+        counts = np.asarray(support(level, mechanism.prefix_chunks(prefixes, level)))
+        if counts.shape != (len(prefixes),):
+            raise ValueError(
+                f"support({level}, ...) returned shape {counts.shape} for {len(prefixes)} prefixes"
+            )
+        counts = counts.astype(np.int64)
         estimates = (counts / n_level - q) / (p - q)
         order = np.argsort(-estimates, kind="stable")
         kept = [prefixes[i] for i in order[:top] if estimates[i] > 0]

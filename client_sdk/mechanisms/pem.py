@@ -362,9 +362,12 @@ class PEM(Mechanism):
         return AggregateStatistic(counts.astype(np.int64), int(array.size))
 
     def support_counts(
-        self, reports: Reports, level: int, prefixes: Sequence[int]
+        self, reports: Reports, level: int, prefixes: npt.NDArray[np.int64] | Sequence[int]
     ) -> npt.NDArray[np.int64]:
         """How many of the level's reports support each prefix (``h_seed(prefix) == y``).
+
+        ``prefixes``: their chunks, an int64 array of shape ``(k, chunk_count(level))``
+        (``prefix_chunks``), or the prefixes as integers of ``level_bits(level)`` bits.
 
         Vectorized over blocks of reports x prefixes. The sum over all chunks but the last is
         computed once per distinct leading chunks (the extended prefixes share their parents'),
@@ -373,10 +376,10 @@ class PEM(Mechanism):
         """
         array = self._check(reports)
         array = array[array["level"] == level]
-        counts = np.zeros(len(prefixes), dtype=np.int64)
-        if not len(prefixes) or not array.size:
+        x = self._candidate_chunks(prefixes, level)
+        counts = np.zeros(x.shape[0], dtype=np.int64)
+        if not x.shape[0] or not array.size:
             return counts
-        x = self.prefix_chunks(prefixes, level)
         leading, parent = np.unique(x[:, :-1], axis=0, return_inverse=True)
         parent = parent.reshape(-1)
         last = x[:, -1]
@@ -386,7 +389,7 @@ class PEM(Mechanism):
         y = array["y"].astype(np.int64)
         low = edges[y]
         width = (edges[y + 1] - low).astype(np.uint64)
-        step = max(1, BLOCK_CELLS // len(prefixes))
+        step = max(1, BLOCK_CELLS // x.shape[0])
         for start in range(0, y.size, step):
             seeds = array["seed"][start : start + step]
             partial = np.broadcast_to(seeds[:, -1:], (seeds.shape[0], len(leading))).copy()
@@ -398,6 +401,19 @@ class PEM(Mechanism):
             r -= low[start : start + step, None]  # r - low as unsigned: below width iff a hit
             counts += (r.view(np.uint64) < width[start : start + step, None]).sum(axis=0)
         return counts
+
+    def _candidate_chunks(
+        self, prefixes: npt.NDArray[np.int64] | Sequence[int], level: int
+    ) -> npt.NDArray[np.int64]:
+        if isinstance(prefixes, np.ndarray) and prefixes.ndim == 2:
+            want = self.chunk_count(level)
+            if prefixes.shape[1] != want or prefixes.dtype != np.int64:
+                raise ValueError(
+                    f"prefix chunks of level {level} must be int64 of shape (k, {want}); "
+                    f"got {prefixes.dtype} {prefixes.shape}"
+                )
+            return prefixes
+        return self.prefix_chunks([int(p) for p in prefixes], level)
 
     def plausible(self, prefix: int, level: int) -> bool:
         """Whether some value has this level-i prefix: a length of at most max_length and zero

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import analysis
-from analysis.discovery import ItemsEstimate, discover_pem
+from analysis.discovery import ItemsEstimate, discover_pem, discover_pem_by_support
 from analysis.estimation import DocumentedEstimate
 from client_sdk.mechanisms.pem import PEM
 
@@ -62,3 +62,33 @@ def test_discovery_needs_reports_not_a_merged_statistic() -> None:
     reports = m.perturb(["a"] * 10, rng=np.random.default_rng(0))
     with pytest.raises(TypeError, match="reads the reports themselves"):
         analysis.estimate(m, m.aggregate(reports))
+
+
+def test_discovery_from_a_support_callable_over_shards_equals_the_in_memory_one() -> None:
+    """The decoder only needs reports per level and support counts: a callable summing
+    brute-force counts (h_seed(prefix) == y, one report at a time) over three shards gives
+    the same estimate as the in-memory reports."""
+    rng = np.random.default_rng(11)
+    values, _ = _zipf_population(rng, 12_000)
+    m = PEM(epsilon=4.0, max_length=4, step_bits=5)
+    reports = m.perturb(values, rng=rng)
+    shards = np.array_split(reports, 3)
+    calls: list[tuple[int, tuple[int, ...]]] = []
+
+    def support(level: int, prefixes: np.ndarray) -> np.ndarray:
+        calls.append((level, prefixes.shape))
+        assert prefixes.dtype == np.int64 and prefixes.shape[1] == m.chunk_count(level)
+        total = np.zeros(prefixes.shape[0], dtype=np.int64)
+        for shard in shards:
+            mine = shard[shard["level"] == level]
+            hashed = m.bucket(mine["seed"][:, None, :], prefixes[None, :, :])
+            total += (hashed == mine["y"][:, None]).sum(axis=0)
+        return total
+
+    per_level = np.bincount(reports["level"], minlength=m.levels).astype(np.int64)
+    by_support = discover_pem_by_support(m, per_level, support, top=20)
+    assert by_support.to_dict() == discover_pem(m, reports, top=20).to_dict()
+    assert [level for level, _ in calls] == list(range(m.levels))
+    assert any(item.significant for item in by_support.items)
+    with pytest.raises(ValueError, match="one count per level"):
+        discover_pem_by_support(m, per_level[:-1], support)
