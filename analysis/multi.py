@@ -1,5 +1,5 @@
-"""Estimates of multi-attribute campaigns (SPL, SMP, RS+FD, CALM-style tables;
-docs/math/richer-data.md).
+"""Estimates of multi-attribute campaigns: SPL, SMP, RS+FD and CALM's marginal tables
+(docs/math/richer-data.md).
 
 Without ``marginals``, each attribute's 1-way marginal comes from the mechanism's unbiased
 estimator with its exact fixed-population variance (``Multi.estimate``, ``Multi.variance``), at
@@ -7,65 +7,169 @@ the plug-in frequencies clipped to [0, 1].
 
 With ``marginals`` (Zhang, Wang, Li, He & Chen, "CALM: consistent adaptive local marginal for
 marginal release under local differential privacy", CCS 2018), devices are partitioned over the
-tables and each table is estimated like an SMP attribute; the tables are then made consistent:
-Norm-Sub (projection onto the simplex) of each table, then for every attribute shared by several
-tables the 1-way sums T_i (over C_i cells each) are replaced by T* = sum(T_i/C_i)/sum(1/C_i),
-adding (T* - T_i)/C_i to each of table i's cells, alternating a few times and ending with Norm-Sub.
-The tables' standard errors are the exact ones of the raw (unbiased, pre-consistency) cells and
-1-way sums: post-processing only averages and clips, so they are conservative up to the clipping.
+tables and each table is estimated like an SMP attribute (unbiased, exact variance); the tables
+are then made consistent (:func:`consistent_tables`): Norm-Sub of each table, then for every
+attribute shared by several tables the 1-way sums T_i (over C_i cells each) are replaced by
+T* = sum(T_i/C_i)/sum(1/C_i), adding (T* - T_i)/C_i to each of table i's cells, alternating a few
+times and ending with Norm-Sub. A marginal no table holds is reconstructed by maximum entropy
+(:func:`max_entropy`): the distribution over its attributes with the largest entropy whose
+projections agree with every table's projection onto the shared attributes (iterative
+proportional fitting).
+
+The public estimate object, :class:`MultiEstimate` (``estimate_kind`` ``"multi"``):
+
+- ``marginal(*names)`` -> :class:`~client_sdk.mechanisms.multi.Marginal` with
+  ``.frequencies`` and ``.std_errors`` (numpy arrays shaped by the attributes' k, axes in the
+  order asked), ``.ci_low``/``.ci_high`` and ``.method``;
+- ``raw_marginal(*names)``: the unbiased cells of a collected table (or a sum of one) with their
+  exact standard errors, before any post-processing;
+- ``tables`` (the consistent tables, in config order), ``to_dict()``, ``format_table()``.
+
+Standard errors: an unbiased cell, and a post-processed cell of a collected table, carry the exact
+standard error of the unbiased cell (``method`` ``unbiased`` / ``consistent``); a reconstructed
+cell carries the bootstrap standard deviation (``max-entropy``). Post-processed cells have
+bias-corrected percentile intervals from a seeded parametric bootstrap (as in
+docs/math/postprocessing.md): devices drawn over the tables, each table's cells from its
+consistent estimate, each oracle's support counts from their exact law (GRR: exact; OUE:
+independent bits), then the whole pipeline re-run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from analysis.postprocess.bootstrap import DEFAULT_REPLICATES, bootstrap_interval
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.multi import Marginal, Multi
 from client_sdk.mechanisms.simplex import project_simplex
 
 CONSISTENCY_ROUNDS = 10
+MAX_ENTROPY_ITERATIONS = 1000
+MAX_ENTROPY_TOLERANCE = 1e-10
+MAX_RECONSTRUCTED_CELLS = 1 << 16
+MAX_SCOPE_CELLS = 4096
+"""A reconstruction brings in neighbouring tables' attributes while the fit has at most this many
+cells (its bootstrap holds one such table per replicate)."""
 
 
-def consistent_tables(
-    tables: list[FloatArray], axes: list[tuple[int, ...]], rounds: int = CONSISTENCY_ROUNDS
+def _norm_sub(batch: FloatArray) -> FloatArray:
+    """Norm-Sub (projection onto the simplex) of each table of a batch (R, *shape)."""
+    flat = batch.reshape(batch.shape[0], -1)
+    return project_simplex(flat)[0].reshape(batch.shape)
+
+
+def consistent_batches(
+    batches: Sequence[FloatArray], axes: Sequence[tuple[int, ...]], rounds: int
 ) -> list[FloatArray]:
-    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes)."""
-    out = [project_simplex(t.ravel())[0].reshape(t.shape) for t in tables]
+    """:func:`consistent_tables` on R tables at once: ``batches[i]`` has shape (R, *table i)."""
+    out = [_norm_sub(np.asarray(t, dtype=np.float64)) for t in batches]
     shared = sorted({a for ax in axes for a in ax if sum(a in other for other in axes) > 1})
     for _ in range(rounds):
         for attribute in shared:
             holders = [i for i, ax in enumerate(axes) if attribute in ax]
             sums, cells = [], []
             for i in holders:
-                position = axes[i].index(attribute)
-                others = tuple(d for d in range(out[i].ndim) if d != position)
+                position = 1 + axes[i].index(attribute)
+                others = tuple(d for d in range(1, out[i].ndim) if d != position)
                 sums.append(out[i].sum(axis=others))
-                cells.append(out[i].size // out[i].shape[position])
+                cells.append(out[i][0].size // out[i].shape[position])
             weights = np.array([1.0 / c for c in cells])
             target = sum(w * t for w, t in zip(weights, sums, strict=True)) / weights.sum()
             for i, total, c in zip(holders, sums, cells, strict=True):
-                position = axes[i].index(attribute)
-                shape = [1] * out[i].ndim
-                shape[position] = -1
+                position = 1 + axes[i].index(attribute)
+                shape = [out[i].shape[0]] + [1] * (out[i].ndim - 1)
+                shape[position] = out[i].shape[position]
                 out[i] = out[i] + ((target - total) / c).reshape(shape)
-        out = [project_simplex(t.ravel())[0].reshape(t.shape) for t in out]
+        out = [_norm_sub(t) for t in out]
     return out
+
+
+def consistent_tables(
+    tables: list[FloatArray], axes: list[tuple[int, ...]], rounds: int = CONSISTENCY_ROUNDS
+) -> list[FloatArray]:
+    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes)."""
+    batches = consistent_batches([t[None] for t in tables], axes, rounds)
+    return [b[0] for b in batches]
+
+
+def project_onto(table: FloatArray, axes: tuple[int, ...], keep: tuple[int, ...]) -> FloatArray:
+    """A batch of tables (R, *shape over ``axes``) summed down to the attributes ``keep`` (in
+    that order)."""
+    positions = [1 + axes.index(a) for a in keep]
+    others = tuple(d for d in range(1, table.ndim) if d not in positions)
+    summed = table.sum(axis=others)
+    order = np.argsort(np.argsort(positions))  # where each kept axis sits after the sum
+    return np.transpose(summed, [0, *(1 + int(i) for i in order)])
+
+
+def max_entropy(
+    target: tuple[int, ...],
+    ks: Sequence[int],
+    batches: Sequence[FloatArray],
+    axes: Sequence[tuple[int, ...]],
+) -> FloatArray:
+    """The maximum-entropy distribution over ``target`` given the tables (R at once).
+
+    Constraints: every table's projection onto its attributes shared with ``target`` (those
+    implied by a larger shared set dropped, equal sets averaged). Iterative proportional fitting
+    from the uniform table converges to the I-projection of the uniform distribution, i.e. the
+    maximum-entropy distribution, when the constraints are consistent (Csiszar, Ann. Probab.
+    1975); the consistent tables agree on shared attributes, so they are up to rounding.
+    """
+    shape = tuple(ks[a] for a in target)
+    if int(np.prod(shape)) > MAX_RECONSTRUCTED_CELLS:
+        raise ValueError(
+            f"a marginal of {int(np.prod(shape))} cells is too large to reconstruct "
+            f"(at most {MAX_RECONSTRUCTED_CELLS})"
+        )
+    replicates = batches[0].shape[0]
+    grouped: dict[tuple[int, ...], list[FloatArray]] = {}
+    for table, ax in zip(batches, axes, strict=True):
+        keep = tuple(a for a in target if a in ax)
+        if keep:
+            grouped.setdefault(keep, []).append(project_onto(table, ax, keep))
+    sets = [s for s in grouped if not any(set(s) < set(o) for o in grouped)]
+    constraints = [(s, np.mean(grouped[s], axis=0)) for s in sets]
+    covered = {a for s in sets for a in s}
+    if covered != set(target):
+        raise ValueError("every attribute of a reconstructed marginal must be in some table")
+    fit = np.full((replicates, *shape), 1.0 / int(np.prod(shape)))
+    for _ in range(MAX_ENTROPY_ITERATIONS):
+        previous = fit
+        for keep, wanted in constraints:
+            current = project_onto(fit, target, keep)
+            ratio = np.divide(wanted, current, out=np.zeros_like(wanted), where=current > 0)
+            positions = [1 + target.index(a) for a in keep]
+            # broadcast the ratio (R, *keep in target order) back over the other axes
+            expand = [replicates] + [1] * len(target)
+            for a in keep:
+                expand[1 + target.index(a)] = ks[a]
+            order = sorted(range(len(keep)), key=lambda i: positions[i])
+            fit = fit * np.transpose(ratio, [0, *(1 + i for i in order)]).reshape(expand)
+        if np.max(np.abs(fit - previous)) < MAX_ENTROPY_TOLERANCE:
+            break
+    return fit
 
 
 @dataclasses.dataclass(frozen=True)
 class MultiEstimate:
-    """Marginals of a multi-attribute campaign; ``marginal(name)`` / ``marginal(a, b)``."""
+    """Marginals of a multi-attribute campaign; ``marginal(name)`` / ``marginal(a, b[, c])``."""
 
     n: int
     confidence: float
     mechanism: dict[str, Any]
     statistic: AggregateStatistic
     oracle: Multi = dataclasses.field(repr=False)
+    replicates: int = DEFAULT_REPLICATES
+    """Bootstrap replicates for the post-processed cells' intervals (0: none, NaN)."""
+    seed: int = 0
 
     @cached_property
     def _raw_tables(self) -> list[FloatArray]:
@@ -80,53 +184,158 @@ class MultiEstimate:
         """The consistent tables (``marginals`` campaigns)."""
         return consistent_tables(self._raw_tables, list(self.oracle.units))
 
+    @cached_property
+    def _replicate_tables(self) -> list[FloatArray]:
+        """The consistent tables of each bootstrap replicate, (R, *table) each."""
+        m = self.oracle
+        rng = np.random.default_rng(self.seed)
+        n, u, reps = self.statistic.n, m.u, self.replicates
+        groups = rng.multinomial(n, np.full(u, 1.0 / u), size=reps)  # devices per table
+        raw = []
+        for j, (unit, table) in enumerate(zip(m.units, self.tables, strict=True)):
+            oracle = m.oracles[j]
+            size = table.size
+            g = np.clip(table.ravel(), 0.0, None)
+            cells = rng.multinomial(groups[:, j], g / g.sum())  # (R, size)
+            p, q = m.pq(j)
+            if oracle.name == "oue":  # independent bits
+                support = rng.binomial(cells, p) + rng.binomial(groups[:, j, None] - cells, q)
+            else:  # GRR: p I + q (J - I) = size q U + (p - q) I
+                moved = rng.binomial(cells, size * q)
+                support = (
+                    cells - moved + rng.multinomial(moved.sum(axis=1), np.full(size, 1 / size))
+                )
+            estimate = u * (support - groups[:, j, None] * q) / (n * (p - q))
+            raw.append(estimate.reshape((reps, *[m.ks[a] for a in unit])))
+        return consistent_batches(raw, list(m.units), CONSISTENCY_ROUNDS)
+
     def _names_to_indices(self, names: tuple[str, ...]) -> tuple[int, ...]:
         m = self.oracle
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"a marginal needs distinct attributes; got {', '.join(names)}")
         for name in names:
             if name not in m.names:
                 raise ValueError(f"attribute must be one of {', '.join(m.names)}; got {name!r}")
         return tuple(m.names.index(n) for n in names)
 
-    def marginal(self, *names: str) -> Marginal:
-        """The marginal of one attribute, or (with ``marginals``) of one of the tables."""
+    def _holding_table(self, wanted: tuple[int, ...]) -> int | None:
+        """The smallest table holding every attribute of ``wanted`` (None: reconstruct)."""
+        m = self.oracle
+        holders = [j for j, unit in enumerate(m.units) if set(wanted) <= set(unit)]
+        return min(holders, key=lambda j: m.sizes[j]) if holders else None
+
+    def _reconstruction_scope(self, wanted: tuple[int, ...]) -> tuple[int, ...]:
+        """The attributes the maximum-entropy fit runs over: ``wanted`` and, while the domain
+        stays within ``MAX_SCOPE_CELLS``, the attributes of the tables that touch them (so that
+        (a, b) from tables (a, c) and (c, b) goes through c instead of assuming independence)."""
+        m = self.oracle
+        scope = list(wanted)
+        for unit in sorted(m.units, key=lambda u: -sum(a in wanted for a in u)):
+            if not any(a in wanted for a in unit):
+                continue
+            extra = [a for a in unit if a not in scope]
+            if np.prod([m.ks[a] for a in scope + extra]) <= MAX_SCOPE_CELLS:
+                scope += extra
+        return tuple(scope)
+
+    def _intervals(self, replicates: FloatArray, estimate: FloatArray) -> tuple[Any, Any]:
+        if self.replicates < 2:
+            nan = np.full(estimate.shape, np.nan)
+            return nan, nan.copy()
+        low, high = bootstrap_interval(
+            replicates.reshape(replicates.shape[0], -1),
+            estimate.ravel(),
+            self.confidence,
+            bias_corrected=True,
+        )
+        return low.reshape(estimate.shape), high.reshape(estimate.shape)
+
+    def raw_marginal(self, *names: str) -> Marginal:
+        """The unbiased cells of a collected table holding ``names`` (summed over its other
+        attributes), axes in the order asked, with their exact standard errors."""
         m = self.oracle
         wanted = self._names_to_indices(names)
         if m.marginals is None:
             if len(names) != 1:
                 raise ValueError(
-                    f"marginals of several attributes need the config's 'marginals' (protocol "
-                    f"'smp'); got {names!r}"
+                    "marginals of several attributes need the config's 'marginals' (protocol "
+                    f"'smp'); got {', '.join(names)}"
                 )
             return m.marginal(self.statistic, names[0])
-        table = next((j for j, unit in enumerate(m.units) if set(wanted) <= set(unit)), None)
-        if table is None or (len(wanted) > 1 and set(wanted) != set(m.units[table])):
+        table = self._holding_table(wanted)
+        if table is None:
             raise ValueError(
                 f"no table of the config's marginals covers {', '.join(names)}; the tables are "
                 + "; ".join(",".join(t) for t in m.marginals)
             )
-        unit = m.units[table]
-        consistent, raw = self.tables[table], self._raw_tables[table]
-        plug = project_simplex(raw.ravel())[0].reshape(raw.shape)
-        n = self.statistic.n
-        if len(wanted) == len(unit):
-            order = [unit.index(a) for a in wanted]
-            se = np.sqrt(np.maximum(m.variance(n, table, plug.ravel()), 0.0)).reshape(raw.shape)
-            return Marginal(
-                ",".join(names),
-                np.transpose(consistent, order),
-                np.transpose(se, order),
-            )
-        position = unit.index(wanted[0])
-        others = tuple(d for d in range(raw.ndim) if d != position)
+        unit, raw = m.units[table], self._raw_tables[table]
+        plug = project_simplex(raw.ravel())[0]
+        kept = tuple(m.ks[a] for a in wanted)
+        order = [unit.index(a) for a in wanted]
+        order += [d for d in range(raw.ndim) if d not in order]
         cells = np.arange(raw.size).reshape(raw.shape)
-        masks = np.array(
-            [
-                np.isin(np.arange(raw.size), np.take(cells, v, axis=position))
-                for v in range(raw.shape[position])
-            ]
+        grouped = np.transpose(cells, order).reshape(int(np.prod(kept)), -1)
+        masks = np.zeros((grouped.shape[0], raw.size), dtype=bool)
+        masks[np.arange(grouped.shape[0])[:, None], grouped] = True
+        variance = m.sum_variance(self.statistic.n, table, masks, plug)
+        frequencies = project_onto(raw[None], unit, wanted)[0]
+        return Marginal(
+            ",".join(names), frequencies, np.sqrt(np.maximum(variance, 0.0)).reshape(kept)
         )
-        variance = m.sum_variance(n, table, masks, plug.ravel())
-        return Marginal(names[0], consistent.sum(axis=others), np.sqrt(np.maximum(variance, 0.0)))
+
+    def marginal(self, *names: str) -> Marginal:
+        """The marginal of one attribute or (with ``marginals``) of 2 or 3 attributes: from the
+        consistent table holding them, else reconstructed by maximum entropy."""
+        m = self.oracle
+        wanted = self._names_to_indices(names)
+        if m.marginals is None:
+            return self.raw_marginal(*names)
+        table = self._holding_table(wanted)
+        if table is not None:
+            unit = m.units[table]
+            frequencies = project_onto(self.tables[table][None], unit, wanted)[0]
+            replicas = (
+                project_onto(self._replicate_tables[table], unit, wanted)
+                if self.replicates >= 2
+                else np.empty((0, *frequencies.shape))
+            )
+            low, high = self._intervals(replicas, frequencies)
+            exact = self.raw_marginal(*names).std_errors
+            return Marginal(",".join(names), frequencies, exact, low, high, "consistent")
+        if len(wanted) > 3:
+            raise ValueError(f"marginals of at most 3 attributes; got {', '.join(names)}")
+        units = list(m.units)
+        scope = self._reconstruction_scope(wanted)
+        try:
+            fit = max_entropy(scope, m.ks, [t[None] for t in self.tables], units)
+            frequencies = project_onto(fit, scope, wanted)[0]
+        except ValueError as error:
+            raise ValueError(
+                f"no table of the config's marginals covers {', '.join(names)} and it cannot be "
+                f"reconstructed: {error}; the tables are "
+                + "; ".join(",".join(t) for t in m.marginals)
+            ) from None
+        if self.replicates >= 2:
+            fits = max_entropy(scope, m.ks, self._replicate_tables, units)
+            replicas = project_onto(fits, scope, wanted)
+            std_errors = replicas.std(axis=0, ddof=1)
+        else:
+            replicas = np.empty((0, *frequencies.shape))
+            std_errors = np.full(frequencies.shape, np.nan)
+        low, high = self._intervals(replicas, frequencies)
+        return Marginal(",".join(names), frequencies, std_errors, low, high, "max-entropy")
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every pair of attributes that lies in a table or can be reconstructed."""
+        m = self.oracle
+        if m.marginals is None:
+            return []
+        covered = {a for unit in m.units for a in unit}
+        return [
+            (m.names[a], m.names[b])
+            for a, b in itertools.combinations(range(m.d), 2)
+            if a in covered and b in covered
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         z = z_value(self.confidence)
@@ -136,18 +345,23 @@ class MultiEstimate:
                 m = self.marginal(name)
             except ValueError:
                 continue  # an attribute in no table
+            lows = m.ci_low if m.ci_low is not None else m.frequencies - z * m.std_errors
+            highs = m.ci_high if m.ci_high is not None else m.frequencies + z * m.std_errors
             out.append(
                 {
                     "attribute": name,
+                    "method": m.method,
                     "items": [
                         {
                             "value": i,
                             "frequency": float(f),
                             "std_error": float(se),
-                            "ci_low": float(f - z * se),
-                            "ci_high": float(f + z * se),
+                            "ci_low": float(lo),
+                            "ci_high": float(hi),
                         }
-                        for i, (f, se) in enumerate(zip(m.frequencies, m.std_errors, strict=True))
+                        for i, (f, se, lo, hi) in enumerate(
+                            zip(m.frequencies, m.std_errors, lows, highs, strict=True)
+                        )
                     ],
                 }
             )
@@ -158,14 +372,25 @@ class MultiEstimate:
             "marginals": out,
         }
         if self.oracle.marginals is not None:
-            document["tables"] = [
-                {
-                    "attributes": list(table),
-                    "frequencies": self.marginal(*table).frequencies,
-                    "std_errors": self.marginal(*table).std_errors,
-                }
-                for table in self.oracle.marginals
-            ]
+            tables = []
+            for table in self.oracle.marginals:
+                marginal = self.marginal(*table)
+                tables.append(
+                    {
+                        "attributes": list(table),
+                        "frequencies": marginal.frequencies,
+                        "std_errors": marginal.std_errors,
+                        "ci_low": marginal.ci_low,
+                        "ci_high": marginal.ci_high,
+                    }
+                )
+            document["tables"] = tables
+            document["intervals"] = (
+                f"parametric bootstrap, {self.replicates} replicates, bias-corrected percentile, "
+                f"seed {self.seed}"
+                if self.replicates >= 2
+                else "not computed (replicates=0)"
+            )
         return json_safe(document)
 
     def format_table(self) -> str:
@@ -180,9 +405,20 @@ class MultiEstimate:
 
 
 def estimate_multi(
-    mechanism: Multi, reports: ReportSource | AggregateStatistic, *, confidence: float = 0.95
+    mechanism: Multi,
+    reports: ReportSource | AggregateStatistic,
+    *,
+    confidence: float = 0.95,
+    replicates: int = DEFAULT_REPLICATES,
+    seed: int = 0,
 ) -> MultiEstimate:
+    """The marginals of a ``multi`` campaign (:class:`MultiEstimate`); ``replicates`` and
+    ``seed`` set the bootstrap of the post-processed cells (drawn on first use)."""
     statistic = aggregate(mechanism, reports)
     if statistic.n <= 0:
         raise ValueError("cannot estimate from zero reports")
-    return MultiEstimate(statistic.n, confidence, mechanism.to_config(), statistic, mechanism)
+    if replicates < 0 or replicates == 1:
+        raise ValueError(f"replicates must be 0 or at least 2; got {replicates!r}")
+    return MultiEstimate(
+        statistic.n, confidence, mechanism.to_config(), statistic, mechanism, replicates, seed
+    )

@@ -52,6 +52,8 @@ from client_sdk.randomness import RandomSource, uniform_below
 
 PROTOCOLS = ("spl", "smp", "rsfd")
 MAX_ATTRIBUTES = 64
+MAX_TABLES = 2016
+"""At most this many marginal tables (every pair of 64 attributes)."""
 MAX_K = 1 << 12
 MAX_ENUMERATED = 1 << 12
 """``channel_matrices`` enumerates at most this many tuples (inputs and outputs)."""
@@ -92,13 +94,187 @@ def calibrate_rsfd(epsilon: float, ks: Sequence[int]) -> float:
     return low
 
 
+Attribute = tuple[str, int, "tuple[str, ...] | None"]
+"""A parsed attribute: its name, k and optional labels."""
+
+
+def parse_attributes(attributes: Any) -> tuple[Attribute, ...]:
+    """The config's ``attributes`` ({name, k, labels?} each), validated; errors name the field."""
+    if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Sequence):
+        raise ValueError(f"attributes must be a list of {{name, k}}; got {attributes!r}")
+    if not 1 <= len(attributes) <= MAX_ATTRIBUTES:
+        raise ValueError(
+            f"attributes must have 1 to {MAX_ATTRIBUTES} entries; got {len(attributes)}"
+        )
+    parsed: list[tuple[str, int, tuple[str, ...] | None]] = []
+    for index, entry in enumerate(attributes):
+        if not isinstance(entry, Mapping) or not {"name", "k"} <= set(entry) <= {
+            "name",
+            "k",
+            "labels",
+        }:
+            raise ValueError(
+                f"attributes[{index}] must be {{name, k}} and optionally labels; got "
+                + (f"keys {sorted(map(str, entry))}" if isinstance(entry, Mapping) else repr(entry))
+            )
+        name, k = entry["name"], entry["k"]
+        if not isinstance(name, str) or not name or len(name) > 64:
+            raise ValueError(f"attributes[{index}].name must be a non-empty string; got {name!r}")
+        k = check_int(k, f"attributes[{index}].k", minimum=2, maximum=MAX_K)
+        labels = entry.get("labels")
+        if labels is not None:
+            if (
+                not isinstance(labels, (list, tuple))
+                or len(labels) != k
+                or not all(isinstance(label, str) for label in labels)
+                or len(set(labels)) != k
+            ):
+                raise ValueError(
+                    f"attributes[{index}].labels must be {k} distinct strings (k={k}); "
+                    f"got {len(labels) if isinstance(labels, (list, tuple)) else repr(labels)}"
+                )
+            labels = tuple(labels)
+        parsed.append((name, k, labels))
+    names = [n for n, _, _ in parsed]
+    if len(set(names)) != len(names):
+        raise ValueError(f"attribute names must be distinct; got {names}")
+    return tuple(parsed)
+
+
+def encode_mapping_records(
+    attributes: Sequence[Attribute], records: Sequence[Any]
+) -> npt.NDArray[np.int64]:
+    """Records (mappings attribute -> label, or -> index when the attribute has no labels)
+    as the (n, d) tuples ``perturb`` takes. A missing or unknown attribute, or a value that is
+    not a label (index) of its attribute, is a ValueError naming the position and attribute,
+    never the value (error messages end up in logs)."""
+    out = np.empty((len(records), len(attributes)), dtype=np.int64)
+    names = {n for n, _, _ in attributes}
+    indices = [
+        None if labels is None else {label: i for i, label in enumerate(labels)}
+        for _, _, labels in attributes
+    ]
+    for position, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            raise ValueError(
+                f"the value at position {position} must be a mapping attribute -> value; "
+                f"got a {type(record).__name__}"
+            )
+        unknown = [str(key) for key in record if key not in names]
+        if unknown:
+            raise ValueError(
+                f"the value at position {position} has unknown attribute(s) "
+                f"{', '.join(map(repr, unknown[:3]))}; "
+                f"the attributes are {', '.join(n for n, _, _ in attributes)}"
+            )
+        for j, (name, k, _) in enumerate(attributes):
+            if name not in record:
+                raise ValueError(f"the value at position {position} misses attribute {name!r}")
+            value, index = record[name], indices[j]
+            if index is not None:
+                code = index.get(value) if isinstance(value, str) else None
+                what = f"one of its {k} labels"
+            else:
+                ok = is_plain_int(value) and 0 <= int(value) < k
+                code = int(value) if ok else None
+                what = f"an integer in [0, {k})"
+            if code is None:
+                raise ValueError(
+                    f"the value at position {position}, attribute {name!r} "
+                    f"(a {type(value).__name__}) must be {what}"
+                )
+            out[position, j] = code
+    return out
+
+
+def cover_pairs(ks: Sequence[int], size: int) -> list[tuple[int, ...]]:
+    """A greedy set of ``size``-attribute tables covering every pair of attributes.
+
+    Deterministic: the first uncovered pair (in order) starts a table, which then takes, one at a
+    time, the attribute covering most uncovered pairs with it (ties: the smaller product of k, then
+    the lower index) while the table stays within ``MAX_K`` cells.
+    """
+    d = len(ks)
+    uncovered = set(itertools.combinations(range(d), 2))
+    tables: list[tuple[int, ...]] = []
+    while uncovered:
+        a, b = min(uncovered)
+        table = [a, b]
+        while len(table) < size:
+            cells = math.prod(ks[j] for j in table)
+            gains = [
+                (-sum((min(c, t), max(c, t)) in uncovered for t in table), ks[c], c)
+                for c in range(d)
+                if c not in table and cells * ks[c] <= MAX_K
+            ]
+            if not gains:
+                break
+            table.append(min(gains)[2])
+        table.sort()
+        tables.append(tuple(table))
+        uncovered -= set(itertools.combinations(table, 2))
+    return tables
+
+
+def pair_cell_variance(
+    epsilon: float, ks: Sequence[int], tables: Sequence[tuple[int, ...]]
+) -> float:
+    """Mean exact variance (times n) of a 2-way cell over every pair of attributes, each from the
+    table holding it with the smallest variance, at uniform frequencies: the noise term by which
+    ``choose_tables`` compares designs (docs/math/richer-data.md)."""
+    m = len(tables)
+    total, cells = 0.0, 0
+    for a, b in itertools.combinations(range(len(ks)), 2):
+        best = math.inf
+        for table in tables:
+            if a not in table or b not in table:
+                continue
+            size = math.prod(ks[j] for j in table)
+            oracle = best_oracle(epsilon, size)
+            summed = size // (ks[a] * ks[b])
+            f_cell, f_s = 1.0 / size, 1.0 / (ks[a] * ks[b])
+            p, q = oracle.p_star, oracle.q_star
+            if oracle.name == "oue":
+                noise = summed * (f_cell * p * (1 - p) + (1 - f_cell) * q * (1 - q))
+            else:
+                p1, p0 = p + (summed - 1) * q, summed * q
+                noise = f_s * p1 * (1 - p1) + (1 - f_s) * p0 * (1 - p0)
+            best = min(best, m * noise / (p - q) ** 2 + (m - 1) * f_s)
+        total += best * ks[a] * ks[b]
+        cells += ks[a] * ks[b]
+    return total / cells
+
+
+def choose_tables(
+    epsilon: float, ks: Sequence[int], size: int | None = None
+) -> list[tuple[int, ...]]:
+    """CALM's choice of the marginal tables (Zhang et al., CCS 2018) for every 2-way marginal.
+
+    Each candidate design is a greedy cover of every pair by tables of ``size`` attributes
+    (``cover_pairs``), so no 2-way marginal needs reconstruction and the noise/reconstruction
+    trade-off reduces to the noise: bigger tables mean fewer groups of devices (m) but cells
+    summed per 2-way cell. Without ``size``, the size in 2..min(d, 8) with the smallest
+    ``pair_cell_variance`` (exact at uniform frequencies) wins; ties go to the smaller size.
+    """
+    sizes = [size] if size is not None else list(range(2, min(len(ks), 8) + 1))
+    designs = [cover_pairs(ks, s) for s in sizes]
+    scores = [pair_cell_variance(epsilon, ks, design) for design in designs]
+    return designs[int(np.argmin(scores))]
+
+
 @dataclasses.dataclass(frozen=True)
 class Marginal:
-    """A 1-way marginal: frequencies and their standard errors, shaped (k,)."""
+    """A marginal: frequencies and standard errors, shaped by its attributes' k (axes in order)."""
 
     name: str
     frequencies: FloatArray
     std_errors: FloatArray
+    ci_low: FloatArray | None = None
+    """Interval bounds where the cells are post-processed (bootstrap; else None)."""
+    ci_high: FloatArray | None = None
+    method: str = "unbiased"
+    """How the cells were obtained: ``unbiased`` (exact standard errors), ``consistent`` (tables
+    made consistent), ``max-entropy`` (reconstructed), both with bootstrap intervals."""
 
 
 @dataclasses.dataclass(frozen=True, eq=True)
@@ -125,51 +301,8 @@ class Multi(Mechanism):
             raise ValueError(
                 f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}"
             )
-        attributes = self.attributes
-        if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Sequence):
-            raise ValueError(f"attributes must be a list of {{name, k}}; got {attributes!r}")
-        if not 1 <= len(attributes) <= MAX_ATTRIBUTES:
-            raise ValueError(
-                f"attributes must have 1 to {MAX_ATTRIBUTES} entries; got {len(attributes)}"
-            )
-        parsed: list[tuple[str, int, tuple[str, ...] | None]] = []
-        for index, entry in enumerate(attributes):
-            if not isinstance(entry, Mapping) or not {"name", "k"} <= set(entry) <= {
-                "name",
-                "k",
-                "labels",
-            }:
-                raise ValueError(
-                    f"attributes[{index}] must be {{name, k}} and optionally labels; got "
-                    + (
-                        f"keys {sorted(map(str, entry))}"
-                        if isinstance(entry, Mapping)
-                        else repr(entry)
-                    )
-                )
-            name, k = entry["name"], entry["k"]
-            if not isinstance(name, str) or not name or len(name) > 64:
-                raise ValueError(
-                    f"attributes[{index}].name must be a non-empty string; got {name!r}"
-                )
-            k = check_int(k, f"attributes[{index}].k", minimum=2, maximum=MAX_K)
-            labels = entry.get("labels")
-            if labels is not None:
-                if (
-                    not isinstance(labels, (list, tuple))
-                    or len(labels) != k
-                    or not all(isinstance(label, str) for label in labels)
-                    or len(set(labels)) != k
-                ):
-                    raise ValueError(
-                        f"attributes[{index}].labels must be {k} distinct strings (k={k}); "
-                        f"got {len(labels) if isinstance(labels, (list, tuple)) else repr(labels)}"
-                    )
-                labels = tuple(labels)
-            parsed.append((name, k, labels))
+        parsed = parse_attributes(self.attributes)
         names = [n for n, _, _ in parsed]
-        if len(set(names)) != len(names):
-            raise ValueError(f"attribute names must be distinct; got {names}")
         object.__setattr__(self, "attributes", tuple(parsed))
         if self.marginals is not None:
             object.__setattr__(self, "marginals", self._check_marginals(self.marginals, names))
@@ -180,17 +313,22 @@ class Multi(Mechanism):
                 "marginals are estimated by partitioning devices over the tables (protocol "
                 f"'smp'); got marginals with protocol {self.protocol!r}"
             )
-        if not isinstance(marginals, (list, tuple)) or not 1 <= len(marginals) <= MAX_ATTRIBUTES:
-            raise ValueError(f"marginals must be a list of attribute lists; got {marginals!r}")
+        if isinstance(marginals, Mapping):
+            return self._chosen_marginals(marginals, names)
+        if not isinstance(marginals, (list, tuple)) or not 1 <= len(marginals) <= MAX_TABLES:
+            raise ValueError(
+                'marginals must be a list of attribute lists or {"cover": 2, "size": ...}; '
+                f"got {marginals!r}"
+            )
         tables: list[tuple[str, ...]] = []
         for index, table in enumerate(marginals):
             if (
                 not isinstance(table, (list, tuple))
-                or not 2 <= len(table) <= 3
+                or not 2 <= len(table) <= 8
                 or len(set(map(str, table))) != len(table)
             ):
                 raise ValueError(
-                    f"marginals[{index}] must list 2 or 3 distinct attributes; got {table!r}"
+                    f"marginals[{index}] must list 2 to 8 distinct attributes; got {table!r}"
                 )
             for name in table:
                 if name not in names:
@@ -205,6 +343,27 @@ class Multi(Mechanism):
         if len(set(tables)) != len(tables):
             raise ValueError(f"marginals must be distinct; got {marginals!r}")
         return tuple(tables)
+
+    def _chosen_marginals(
+        self, spec: Mapping[str, Any], names: list[str]
+    ) -> tuple[tuple[str, ...], ...]:
+        """``{"cover": 2}`` (optionally ``"size": l``): CALM's choice of the tables."""
+        unknown = sorted(set(map(str, spec)) - {"cover", "size"})
+        if unknown or "cover" not in spec:
+            raise ValueError(
+                'marginals as a mapping must be {"cover": 2} and optionally "size"; got '
+                f"keys {sorted(map(str, spec))}"
+            )
+        if spec["cover"] != 2 or isinstance(spec["cover"], bool):
+            raise ValueError(f"marginals.cover must be 2 (every pair); got {spec['cover']!r}")
+        if len(names) < 2:
+            raise ValueError(f"marginals.cover needs at least 2 attributes; got {len(names)}")
+        size = spec.get("size")
+        if size is not None:
+            size = check_int(size, "marginals.size", minimum=2, maximum=min(len(names), 8))
+        ks = tuple(k for _, k, _ in self.attributes)
+        tables = choose_tables(self.epsilon, ks, size)
+        return tuple(tuple(names[a] for a in table) for table in tables)
 
     def to_config(self) -> dict[str, Any]:
         attributes: list[dict[str, Any]] = []
@@ -224,47 +383,8 @@ class Multi(Mechanism):
         return config
 
     def encode_records(self, records: Sequence[Any]) -> npt.NDArray[np.int64]:
-        """Records (mappings attribute -> label, or -> index when the attribute has no labels)
-        as the (n, d) tuples ``perturb`` takes. A missing or unknown attribute, or a value that is
-        not a label (index) of its attribute, is a ValueError naming the position and attribute,
-        never the value (error messages end up in logs)."""
-        out = np.empty((len(records), self.d), dtype=np.int64)
-        names = set(self.names)
-        indices = [
-            None if labels is None else {label: i for i, label in enumerate(labels)}
-            for _, _, labels in self.attributes
-        ]
-        for position, record in enumerate(records):
-            if not isinstance(record, Mapping):
-                raise ValueError(
-                    f"the value at position {position} must be a mapping attribute -> value; "
-                    f"got a {type(record).__name__}"
-                )
-            unknown = [str(key) for key in record if key not in names]
-            if unknown:
-                raise ValueError(
-                    f"the value at position {position} has unknown attribute(s) "
-                    f"{', '.join(map(repr, unknown[:3]))}; "
-                    f"the attributes are {', '.join(self.names)}"
-                )
-            for j, (name, k, _) in enumerate(self.attributes):
-                if name not in record:
-                    raise ValueError(f"the value at position {position} misses attribute {name!r}")
-                value, index = record[name], indices[j]
-                if index is not None:
-                    code = index.get(value) if isinstance(value, str) else None
-                    what = f"one of its {k} labels"
-                else:
-                    ok = is_plain_int(value) and 0 <= int(value) < k
-                    code = int(value) if ok else None
-                    what = f"an integer in [0, {k})"
-                if code is None:
-                    raise ValueError(
-                        f"the value at position {position}, attribute {name!r} "
-                        f"(a {type(value).__name__}) must be {what}"
-                    )
-                out[position, j] = code
-        return out
+        """Records (mappings attribute -> label) as (n, d) tuples (``encode_mapping_records``)."""
+        return encode_mapping_records(self.attributes, records)
 
     # ---- structure ---------------------------------------------------------------------------
 
