@@ -1,9 +1,11 @@
-"""Range queries and quantiles from hierarchical-histogram reports (docs/math/richer-data.md).
+"""Range queries and quantiles from hierarchical-histogram or Haar reports
+(docs/math/richer-data.md).
 
 Hay, Rastogi, Miklau & Suciu, PVLDB 2010; Cormode, Kulkarni & Srivastava, PVLDB 2019. The leaf
-frequencies are the consistent least-squares fit of the node estimates with the known total
-(``Hierarchical.estimate_leaves``: unbiased); a range sum is a fixed linear functional of the
-node estimates, so its exact fixed-population variance is ``Hierarchical.functional_variance``,
+frequencies are the consistent least-squares fit of the mechanism's unbiased linear estimates
+(tree nodes, or Haar coefficients) with the known total (``RangeMechanism.estimate_leaves``:
+unbiased); a range sum is a fixed linear functional of those estimates, so its exact
+fixed-population variance is ``RangeMechanism.functional_variance``,
 evaluated at the plug-in frequencies (the leaves projected onto the simplex, as the frequency
 oracles' standard errors are). Quantiles read the non-negative (projected) leaves.
 """
@@ -11,19 +13,28 @@ oracles' standard errors are). Quantiles read the non-negative (projected) leave
 from __future__ import annotations
 
 import dataclasses
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
-from client_sdk.mechanisms.hierarchical import Hierarchical
+from client_sdk.mechanisms.hierarchical import RangeMechanism
 from client_sdk.mechanisms.simplex import project_simplex
 
 
 @dataclasses.dataclass(frozen=True)
 class RangeEstimate:
-    """Consistent leaf frequencies with exact standard errors, ranges and quantiles."""
+    """Consistent leaf frequencies with exact standard errors, ranges and quantiles.
+
+    ``frequencies`` (k,) sum to one (unbiased, may be negative); ``std_errors`` are their exact
+    standard errors at ``plug_in`` (the leaves projected onto the simplex); ``range(lo, hi)``
+    gives ``(frequency, std_error)`` of the items lo <= v < hi, ``range_variance`` the exact
+    variance at any true frequencies, ``quantile(q)`` an item, ``cdf(r)`` the estimated
+    P[v <= r] with its exact standard error and ``quantile_interval(q)`` the items where the
+    pointwise interval of the CDF first reaches q.
+    """
 
     frequencies: FloatArray
     std_errors: FloatArray
@@ -32,7 +43,7 @@ class RangeEstimate:
     mechanism: dict[str, Any]
     statistic: AggregateStatistic
     plug_in: FloatArray
-    oracle: Hierarchical = dataclasses.field(repr=False)
+    oracle: RangeMechanism = dataclasses.field(repr=False)
 
     @property
     def k(self) -> int:
@@ -62,12 +73,38 @@ class RangeEstimate:
         w, _ = self.oracle.consistency
         return float(self.oracle.functional_variance(w[lo:hi].sum(axis=0), frequencies, self.n)[0])
 
+    def cdf(self, r: int) -> tuple[float, float]:
+        """(P[v <= r], std_error): the range [0, r + 1)."""
+        return self.range(0, r + 1)
+
+    @cached_property
+    def _prefixes(self) -> tuple[FloatArray, FloatArray]:
+        """The unbiased F(r) for every r, with its exact standard error (at the plug-in)."""
+        w, _ = self.oracle.consistency
+        variances = self.oracle.functional_variance(np.cumsum(w, axis=0), self.plug_in, self.n)
+        return np.cumsum(self.frequencies), np.sqrt(np.maximum(variances, 0.0))
+
+    def _first_at_least(self, values: FloatArray, q: float) -> int:
+        above = np.flatnonzero(values >= q - 1e-12)
+        return int(above[0]) if above.size else self.k - 1
+
     def quantile(self, q: float) -> int:
-        """The smallest item r with F(r) = P[v <= r] >= q, on the non-negative leaves."""
+        """The smallest item r with the estimated F(r) = P[v <= r] >= q (F unbiased)."""
         if not 0 < q < 1:
             raise ValueError(f"q must be in (0, 1); got {q!r}")
-        cumulative = np.cumsum(self.plug_in)
-        return min(int(np.searchsorted(cumulative, q - 1e-12, side="left")), self.k - 1)
+        return self._first_at_least(self._prefixes[0], q)
+
+    def quantile_interval(self, q: float) -> tuple[int, int]:
+        """The items where F(r) +- z SE(r) first reaches q: the true q-quantile lies between them
+        with about the ``confidence`` (the exact pointwise errors of F, inverted)."""
+        if not 0 < q < 1:
+            raise ValueError(f"q must be in (0, 1); got {q!r}")
+        cumulative, errors = self._prefixes
+        z = z_value(self.confidence)
+        return (
+            self._first_at_least(cumulative + z * errors, q),
+            self._first_at_least(cumulative - z * errors, q),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         z = z_value(self.confidence)
@@ -76,6 +113,7 @@ class RangeEstimate:
                 "n": self.n,
                 "mechanism": self.mechanism,
                 "confidence": self.confidence,
+                "variant": self.oracle.description,
                 "postprocessing": "consistency (least squares, known total)",
                 "items": [
                     {
@@ -87,29 +125,40 @@ class RangeEstimate:
                     }
                     for i, (f, se) in enumerate(zip(self.frequencies, self.std_errors, strict=True))
                 ],
-                "quantiles": [{"q": q, "value": self.quantile(q)} for q in (0.5, 0.9, 0.99)],
+                "quantiles": [
+                    {
+                        "q": q,
+                        "value": self.quantile(q),
+                        "ci_low": self.quantile_interval(q)[0],
+                        "ci_high": self.quantile_interval(q)[1],
+                    }
+                    for q in (0.5, 0.9, 0.99)
+                ],
             }
         )
 
     def format_table(self) -> str:
         lines = [
-            f"n = {self.n}; hierarchical histogram, B = {self.oracle.b}, h = {self.oracle.height}",
+            f"n = {self.n}; {self.oracle.description}",
             f"{'item':>8} {'frequency':>10} {'std_error':>10}",
         ]
         for i, (f, se) in enumerate(zip(self.frequencies, self.std_errors, strict=True)):
             lines.append(f"{i:>8} {f:>10.4f} {se:>10.4f}")
-        quantiles = ", ".join(f"p{round(100 * q)} = {self.quantile(q)}" for q in (0.5, 0.9, 0.99))
+        quantiles = ", ".join(
+            f"p{round(100 * q)} = {self.quantile(q)} {list(self.quantile_interval(q))}"
+            for q in (0.5, 0.9, 0.99)
+        )
         lines.append(f"quantiles: {quantiles}")
         return "\n".join(lines)
 
 
 def estimate_ranges(
-    mechanism: Hierarchical,
+    mechanism: RangeMechanism,
     reports: ReportSource | AggregateStatistic,
     *,
     confidence: float = 0.95,
 ) -> RangeEstimate:
-    """The consistent leaves of a hierarchical campaign, with exact standard errors."""
+    """The consistent leaves of a range campaign (B-ary or Haar), with exact standard errors."""
     statistic = aggregate(mechanism, reports)
     leaves = mechanism.estimate_leaves(statistic)
     plug_in = project_simplex(leaves)[0]
