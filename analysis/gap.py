@@ -24,12 +24,28 @@ epsilon:
 With ground truth (simulations, the demo), :func:`empirical_gap` measures both errors: the LDP
 one from real perturbed reports, the central one by running the central mechanisms on the true
 histogram (numpy's generator: this is a simulation of a curator, not a device).
+
+**Every estimate kind.** :data:`GAP_KINDS` maps ``Mechanism.estimate_kind`` to the module that
+answers "what would a trusted curator at the same epsilon give for this estimate" (imported on
+use, as :data:`analysis.estimation.ESTIMATORS` does). Each such module defines
+
+- ``exact_gap(mechanism, n, options) -> dict``: the figures that follow from formulas alone
+  (each document says which of its numbers are ``"exact"`` and which need a simulation);
+- ``simulated_gap(mechanism, n, simulation, options, rng) -> dict``: a population drawn as
+  ``simulation`` says (:func:`parse_simulation`), perturbed by the mechanism itself, estimated by
+  its own estimator, and both models' errors measured against the known truth;
+- ``measured_gap(mechanism, estimate, truth, options, rng) -> dict``: the same measurement for
+  an estimate whose truth is known (the demo's report).
+
+:func:`kind_gap` and :func:`simulated_kind_gap` dispatch on the kind.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,18 +61,26 @@ from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
 
 __all__ = [
     "DEFAULT_DELTA",
+    "GAP_KINDS",
     "NEIGHBOURING",
     "EmpiricalGap",
+    "GapOptions",
+    "Simulation",
     "UtilityGap",
     "central_gaussian_sigma",
     "central_gaussian_variance",
     "central_laplace_variance",
     "empirical_gap",
     "error_curve",
+    "gap_module",
+    "kind_gap",
     "laplace_sensitivity",
     "ldp_variance",
+    "measured_kind_gap",
+    "parse_simulation",
     "run_central_gaussian",
     "run_central_laplace",
+    "simulated_kind_gap",
     "users_needed",
     "utility_gap",
 ]
@@ -383,4 +407,175 @@ def empirical_gap(
         central_laplace_expected=central_laplace_variance(epsilon, n, neighbouring),
         central_gaussian_mse=float(np.mean((np.asarray(gaussian) - truth) ** 2)),
         central_gaussian_expected=central_gaussian_variance(epsilon, delta, n, neighbouring),
+    )
+
+
+# ---- every estimate kind -----------------------------------------------------------------------
+
+GAP_KINDS: dict[str, str] = {
+    "frequencies": "analysis.gap_frequencies",
+    "sketch": "analysis.gap_heavy_hitters",
+    "discovery": "analysis.gap_heavy_hitters",
+    "multi": "analysis.gap_multi",
+    "key-value": "analysis.gap_key_value",
+    "distribution": "analysis.gap_distribution",
+    "range": "analysis.gap_ranges",
+}
+"""The gap module of each ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""
+
+SIMULATION_FAMILIES: dict[str, float | None] = {"zipf": 1.1, "uniform": None, "lognormal": 1.0}
+"""Population families of ``--simulate`` and their default parameter (module docstring of each
+gap module says how its kind reads them)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Simulation:
+    """A simulated population: ``zipf[:S]`` (ranks with P(r) proportional to r^-S, default
+    S = 1.1), ``uniform``, or ``lognormal[:SIGMA]`` (numbers: log-normal of median a fifth of the
+    range and shape SIGMA, default 1, clipped to the range)."""
+
+    family: str
+    parameter: float | None
+
+    def describe(self) -> str:
+        return self.family if self.parameter is None else f"{self.family}:{self.parameter:g}"
+
+
+def parse_simulation(spec: str) -> Simulation:
+    """``zipf``, ``zipf:1.3``, ``uniform``, ``lognormal:0.5`` -> :class:`Simulation`."""
+    family, _, rest = str(spec).partition(":")
+    if family not in SIMULATION_FAMILIES:
+        raise ValueError(
+            f"--simulate must be one of {', '.join(SIMULATION_FAMILIES)} (with ':PARAMETER' for "
+            f"zipf and lognormal); got {spec!r}"
+        )
+    parameter = SIMULATION_FAMILIES[family]
+    if rest:
+        if parameter is None:
+            raise ValueError(f"--simulate {family} takes no parameter; got {spec!r}")
+        try:
+            parameter = float(rest)
+        except ValueError:
+            parameter = math.nan
+        if not (0 < parameter < 100):
+            raise ValueError(
+                f"--simulate {family}: the parameter must be in (0, 100); got {rest!r}"
+            )
+    return Simulation(family, parameter)
+
+
+def zipf_weights(size: int, simulation: Simulation) -> FloatArray:
+    """Population shares of ``size`` ranks: Zipf(S) or uniform (the rank order is the index)."""
+    if simulation.family == "zipf":
+        assert simulation.parameter is not None
+        w = np.arange(1, size + 1, dtype=np.float64) ** -simulation.parameter
+    elif simulation.family == "uniform":
+        w = np.ones(size)
+    else:
+        raise ValueError(
+            f"--simulate {simulation.family} draws numbers; this estimate needs zipf or uniform"
+        )
+    return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+@dataclasses.dataclass(frozen=True)
+class GapOptions:
+    """How the central model is taken and, for heavy hitters, which question is asked.
+
+    ``top``: the k of "which are the k most frequent items"; ``threshold``: the frequency T of
+    "which items exceed T" (``None``: the k-th true frequency); ``vocabulary``: the number of
+    distinct strings of a simulated heavy-hitters population (the curator's public candidate
+    list); ``repetitions``: runs of each randomized central mechanism averaged;
+    ``central_epsilon``: the central target of the shuffled column (``None``: the mechanism's
+    epsilon); ``batch_sizes``: a stored shuffled campaign's real batch sizes.
+    """
+
+    delta: float = DEFAULT_DELTA
+    neighbouring: str = "replace"
+    top: int = 10
+    threshold: float | None = None
+    vocabulary: int = 1000
+    repetitions: int = 10
+    central_epsilon: float | None = None
+    batch_sizes: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check_neighbouring(self.neighbouring)
+        check_int(self.top, "top", minimum=1)
+        check_int(self.vocabulary, "vocabulary", minimum=2)
+        check_int(self.repetitions, "repetitions", minimum=1)
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1); got {self.delta!r}")
+        if self.threshold is not None and not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must be a frequency in (0, 1); got {self.threshold!r}")
+        if self.central_epsilon is not None:
+            check_epsilon(self.central_epsilon, "central_epsilon")
+
+
+def gap_module(mechanism: Mechanism) -> types.ModuleType:
+    """The gap module of the mechanism's ``estimate_kind`` (:data:`GAP_KINDS`)."""
+    kind = getattr(mechanism, "estimate_kind", None)
+    if kind not in GAP_KINDS:
+        raise ValueError(
+            f"mechanism {mechanism.name!r} (estimate kind {kind!r}) has no central comparison: "
+            "the gap covers frequency oracles and the estimate kinds "
+            f"{', '.join(sorted(set(GAP_KINDS) - {'frequencies'}))}"
+        )
+    return importlib.import_module(GAP_KINDS[kind])
+
+
+def _document(mechanism: Mechanism, n: int, body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": mechanism.estimate_kind,
+        "mechanism": mechanism.to_config(),
+        "epsilon": mechanism.privacy_epsilon,
+        "n": n,
+        **body,
+    }
+
+
+def kind_gap(mechanism: Mechanism, n: int, options: GapOptions | None = None) -> dict[str, Any]:
+    """The exact central comparison of any estimate kind (:data:`GAP_KINDS`)."""
+    n = check_int(n, "n", minimum=1)
+    options = options or GapOptions()
+    return _document(mechanism, n, gap_module(mechanism).exact_gap(mechanism, n, options))
+
+
+def simulated_kind_gap(
+    mechanism: Mechanism,
+    n: int,
+    simulation: Simulation,
+    options: GapOptions | None = None,
+    *,
+    seed: int | None = 0,
+) -> dict[str, Any]:
+    """Both models measured on one simulated population (numpy's generator seeded by ``seed``
+    perturbs the reports: a simulation of devices, not devices), beside the exact figures."""
+    n = check_int(n, "n", minimum=1)
+    options = options or GapOptions()
+    module = gap_module(mechanism)
+    rng = np.random.default_rng(seed)
+    document = _document(mechanism, n, module.exact_gap(mechanism, n, options))
+    document["simulation"] = {
+        "population": simulation.describe(),
+        "seed": seed,
+        **module.simulated_gap(mechanism, n, simulation, options, rng),
+    }
+    return document
+
+
+def measured_kind_gap(
+    mechanism: Mechanism,
+    estimate: Any,
+    truth: Any,
+    options: GapOptions | None = None,
+    *,
+    seed: int | None = 0,
+) -> dict[str, Any]:
+    """Both models' errors for an estimate whose truth is known (the kind's truth: true counts
+    by item or by string, the true values, the true tables)."""
+    options = options or GapOptions()
+    module = gap_module(mechanism)
+    return dict(
+        module.measured_gap(mechanism, estimate, truth, options, np.random.default_rng(seed))
     )

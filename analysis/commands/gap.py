@@ -1,15 +1,29 @@
-"""``ldp-analyze gap``: what the local model costs against a central curator.
+"""``ldp-analyze gap``: what the local model costs against a central curator, for every estimate.
 
     ldp-analyze gap --mechanism '{"mechanism": "oue", "epsilon": 1, "k": 100}' --n 100000 \\
-        [--delta 1e-6] [--neighbouring replace|add-remove] [--target-std 0.001] --format json
+        [--delta 1e-6] [--neighbouring replace|add-remove] [--target-std 0.001] \\
+        [--central-epsilon 1] --format json
+    ldp-analyze gap --mechanism '{"mechanism": "pem", "epsilon": 4, "max_length": 4}' \\
+        --n 20000 --simulate zipf:1.1 [--top 10] [--threshold 0.01] [--vocabulary 1000] \\
+        [--repetitions 10] [--seed 0]
     ldp-analyze gap --db collector.db --campaign app-launches
 
-prints the per-item variance of the LDP frequency estimate (``ldp_variance``), of the central
-Laplace and analytic Gaussian histograms (``central_laplace_variance``,
-``central_gaussian_variance``), their ratio (``variance_ratio``, the price of locality), the
-users each model needs to match the other, and the central guarantee of the same reports behind
-a shuffler (``shuffle_epsilon``: Feldman, McMillan, Talwar 2021, ``null`` with a reason when
-its condition fails, and the tighter ``shuffle_epsilon_numerical``). See ``analysis.gap``.
+For frequency oracles it prints the per-item variance of the LDP frequency estimate
+(``ldp_variance``), of the central Laplace and analytic Gaussian histograms
+(``central_laplace_variance``, ``central_gaussian_variance``), their ratio (``variance_ratio``,
+the price of locality), the users each model needs to match the other, the central guarantee of
+the same reports behind a shuffler (``shuffle_epsilon``: Feldman, McMillan, Talwar 2021,
+``null`` with a reason when its condition fails, and the tighter ``shuffle_epsilon_numerical``)
+and ``shuffled_column``: local-only, shuffled and curator collection at the same central
+(epsilon, delta) (``--central-epsilon``, default the mechanism's epsilon; a stored shuffled
+campaign uses the batch sizes it received). Other estimate kinds (heavy hitters, marginals,
+key-value, distributions, ranges) print their own comparison (``analysis.gap.GAP_KINDS``).
+
+``--simulate FAMILY[:PARAMETER]`` (``zipf``, default exponent 1.1; ``uniform``; ``lognormal`` for
+numbers) draws a population of n users, perturbs it with the mechanism (numpy's generator seeded
+by ``--seed``: a simulation), estimates with the mechanism's own estimator and adds both models'
+errors measured against the known truth under ``"simulation"``; for heavy hitters, the recall
+and precision of the local decoder beside the central selection mechanisms at the same epsilon.
 """
 
 from __future__ import annotations
@@ -27,8 +41,16 @@ from analysis.commands._arguments import (
 )
 from analysis.commands.estimate import json_safe
 from analysis.dataset import count_reports, load_campaign
-from analysis.gap import DEFAULT_DELTA, users_needed, utility_gap
+from analysis.gap import (
+    DEFAULT_DELTA,
+    GapOptions,
+    kind_gap,
+    parse_simulation,
+    simulated_kind_gap,
+    users_needed,
+)
 from client_sdk.mechanisms import mechanism_from_config
+from client_sdk.mechanisms.base import FrequencyOracle
 
 
 def register(subparsers: Any) -> None:
@@ -36,9 +58,11 @@ def register(subparsers: Any) -> None:
         "gap",
         help="the utility gap between this LDP mechanism and the central model",
         description=(
-            "Compare the LDP frequency-estimate variance with central Laplace and Gaussian "
-            "histograms at the same epsilon, and give the shuffle-model guarantee of the same "
-            "reports. Take the mechanism and n from --mechanism/--n or from a stored campaign."
+            "Compare the LDP estimate's error with a trusted curator's at the same epsilon "
+            "(frequencies, heavy hitters, marginals, key-value, distributions, ranges), and give "
+            "the shuffle-model guarantee of the same reports. Take the mechanism and n from "
+            "--mechanism/--n or from a stored campaign; --simulate measures both models on a "
+            "simulated population."
         ),
     )
     parser.add_argument("--mechanism", help="a mechanism config as JSON")
@@ -54,6 +78,42 @@ def register(subparsers: Any) -> None:
         type=float,
         default=None,
         help="also give the users each model needs for this standard deviation on a frequency",
+    )
+    parser.add_argument(
+        "--central-epsilon",
+        type=float,
+        default=None,
+        help="central target of the shuffled column (default: the mechanism's epsilon)",
+    )
+    parser.add_argument(
+        "--simulate",
+        metavar="FAMILY[:PARAMETER]",
+        default=None,
+        help="measure both models on a simulated population: zipf[:S] (default S 1.1), uniform, "
+        "lognormal[:SIGMA] (numbers)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
+    parser.add_argument(
+        "--top", type=int, default=10, help="heavy hitters: the k of the top-k question (10)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="heavy hitters: the frequency T of 'which items exceed T' (default: the k-th true "
+        "frequency)",
+    )
+    parser.add_argument(
+        "--vocabulary",
+        type=int,
+        default=1000,
+        help="heavy hitters: distinct strings of the simulated population (1000)",
+    )
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=10,
+        help="runs of each randomized central mechanism averaged in a simulation (10)",
     )
     add_format_argument(parser, ("json", "table"))
     parser.set_defaults(handler=run)
@@ -83,30 +143,77 @@ def gap_document(args: argparse.Namespace) -> dict[str, Any]:
         n = args.n
     if not 0 < args.delta < 1:
         raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
+    batch_sizes, delta = None, args.delta
+    if from_db and campaign.shuffle is not None:
+        from collector.storage import Storage
+
+        with Storage(args.db, create=False) as storage:
+            batch_sizes = tuple(storage.batch_sizes(args.campaign)) or None
+        delta = float(campaign.shuffle["delta"])  # the campaign's central target
+    options = _options(args, batch_sizes, delta)
     document: dict[str, Any] = {}
     if from_db:
         document["campaign"] = args.campaign
-    document.update(
-        utility_gap(mechanism, n, delta=args.delta, neighbouring=args.neighbouring).to_dict()
-    )
+    if args.simulate is not None:
+        if from_db:
+            raise ValueError("--simulate draws its own population: give --mechanism and --n")
+        simulation = parse_simulation(args.simulate)
+        document.update(simulated_kind_gap(mechanism, n, simulation, options, seed=args.seed))
+    else:
+        document.update(kind_gap(mechanism, n, options))
     if args.target_std is not None:
+        if not isinstance(mechanism, FrequencyOracle):
+            raise ValueError("--target-std applies to frequency oracles")
         document["users_needed"] = users_needed(
             mechanism, args.target_std, delta=args.delta, neighbouring=args.neighbouring
         )
     return json_safe(document)  # type: ignore[no-any-return]
 
 
+def _options(
+    args: argparse.Namespace, batch_sizes: tuple[int, ...] | None, delta: float
+) -> GapOptions:
+    for name in ("top", "vocabulary", "repetitions"):
+        value = getattr(args, name)
+        if value < 1 or (name == "vocabulary" and value < 2):
+            raise ValueError(f"--{name} must be a positive integer; got {value!r}")
+    if args.threshold is not None and not 0 < args.threshold < 1:
+        raise ValueError(f"--threshold must be a frequency in (0, 1); got {args.threshold!r}")
+    if args.central_epsilon is not None and not 0 < args.central_epsilon <= 40:
+        raise ValueError(f"--central-epsilon must be in (0, 40]; got {args.central_epsilon!r}")
+    return GapOptions(
+        delta=delta,
+        neighbouring=args.neighbouring,
+        top=args.top,
+        threshold=args.threshold,
+        vocabulary=args.vocabulary,
+        repetitions=args.repetitions,
+        central_epsilon=args.central_epsilon,
+        batch_sizes=batch_sizes,
+    )
+
+
 def format_table(document: Mapping[str, Any]) -> str:
-    """Aligned ``name  value`` lines for people."""
+    """Aligned ``name  value`` lines for people (nested figures as ``a.b.c``; lists of records
+    by position, ``a.0.b``)."""
     rows: list[tuple[str, str]] = []
-    for key, value in document.items():
+
+    def walk(prefix: str, value: Any) -> None:
         if isinstance(value, Mapping):
-            if key == "mechanism":
-                rows.append((key, json.dumps(value, sort_keys=True)))
-                continue
-            rows.extend((f"{key}.{k}", _text(v)) for k, v in value.items())
+            if prefix.rpartition(".")[2] in ("mechanism", "shuffled_best_oracle"):
+                rows.append((prefix, json.dumps(value, sort_keys=True)))
+                return
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and any(isinstance(v, Mapping) for v in value):
+            for index, inner in enumerate(value):
+                walk(f"{prefix}.{index}", inner)
+        elif isinstance(value, list):
+            rows.append((prefix, ", ".join(_text(v) for v in value)))
         else:
-            rows.append((key, _text(value)))
+            rows.append((prefix, _text(value)))
+
+    walk("", document)
     width = max(len(name) for name, _ in rows)
     return "".join(f"{name.ljust(width)}  {text}\n" for name, text in rows)
 
