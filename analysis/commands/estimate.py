@@ -150,8 +150,10 @@ def _quantiles_argument(text: str) -> tuple[float, ...]:
 
 def _names_argument(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(","))
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"--marginal must be A or A,B; got {text!r}")
+    if not all(names) or len(names) > 3 or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"--marginal must be A, A,B or A,B,C (distinct attributes); got {text!r}"
+        )
     return names
 
 
@@ -192,6 +194,10 @@ def query_answers(result: Any, args: argparse.Namespace, name: str) -> dict[str,
                 "frequencies": marginal.frequencies,
                 "std_errors": marginal.std_errors,
             }
+            if getattr(marginal, "ci_low", None) is not None:  # post-processed: bootstrap
+                answers["marginal"].update(
+                    ci_low=marginal.ci_low, ci_high=marginal.ci_high, method=marginal.method
+                )
     return json_safe(answers)
 
 
@@ -214,11 +220,18 @@ def format_answers(answers: Mapping[str, Any]) -> str:
         m = answers["marginal"]
         lines.append(f"marginal of {', '.join(m['attributes'])}:")
         frequencies, std_errors = np.asarray(m["frequencies"]), np.asarray(m["std_errors"])
+        low, high = m.get("ci_low"), m.get("ci_high")
         for cell in np.ndindex(frequencies.shape):  # a 2-way marginal: one line per cell
             label = ",".join(str(i) for i in cell)
+            interval = (
+                f" [{_format_number(float(np.asarray(low)[cell]))}, "
+                f"{_format_number(float(np.asarray(high)[cell]))}]"
+                if low is not None
+                else ""
+            )
             lines.append(
                 f"  {label:>8} {_format_number(float(frequencies[cell])):>12} "
-                f"{_format_number(float(std_errors[cell])):>12}"
+                f"{_format_number(float(std_errors[cell])):>12}{interval}"
             )
     return "".join(line + "\n" for line in lines)
 
