@@ -61,7 +61,7 @@ from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.policy import DEFAULT_POLICY, MAX_DOCUMENT_BYTES, PolicyViolation, PrivacyPolicy
 from client_sdk.protocol import campaign_config_id, problem_type
 from client_sdk.randomness import RandomSource
-from client_sdk.sealing import seal_payload
+from client_sdk.sealing import seal_payloads
 from client_sdk.secrets_store import DEVICE_SECRET_FILE, DeviceKeys, load_or_create_device_secret
 from client_sdk.state import StateDir
 from client_sdk.transport import make_session, set_deadline
@@ -717,7 +717,7 @@ def _seal_all(campaign: Campaign, payloads: Sequence[Any]) -> list[Any]:
         raise CampaignVerificationError(
             f"campaign {campaign.name!r} is shuffled but its document has no public_key"
         )
-    return [seal_payload(p, public_key=key["key"], key_id=key["key_id"]) for p in payloads]
+    return seal_payloads(payloads, public_key=key["key"], key_id=key["key_id"])
 
 
 def _problem(response: requests.Response) -> dict[str, Any] | None:

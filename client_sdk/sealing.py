@@ -1,11 +1,16 @@
 """Sealed reports for shuffled campaigns: the device encrypts each randomized payload to the
 collector's X25519 public key with libsodium's sealed boxes (PyNaCl), so the shuffler in between
 sees only ciphertext and cannot read or alter a report (Bittau et al., "Prochlo", SOSP 2017:
-encode, shuffle, analyze; docs/math/central-and-shuffle.md).
+encode, shuffle, analyze; docs/shuffler.md, docs/math/central-and-shuffle.md).
 
 An envelope is ``{"key_id": "<16 hex>", "sealed": "<base64url of the sealed box>"}``; its
-plaintext is the payload's compact JSON. The key id says which of the collector's key pairs
-opens it (old private keys are kept after a rotation).
+plaintext is the payload's compact JSON, padded with spaces to a multiple of
+:data:`PAD_BYTES` so that the envelopes of one campaign have the same size (the shuffler learns
+nothing from a ciphertext's length; JSON ignores the trailing spaces). The key id says which of
+the collector's key pairs opens it (old private keys are kept after a rotation).
+
+The unit sealed is one report: every envelope has its own ephemeral key, so the collector cannot
+tell which envelopes came from the same device (docs/shuffler.md, "What is sealed").
 """
 
 from __future__ import annotations
@@ -14,14 +19,27 @@ import base64
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["ENVELOPE_FIELDS", "KEY_ID_PATTERN", "key_id_of", "parse_envelope", "seal_payload"]
+__all__ = [
+    "ENVELOPE_FIELDS",
+    "KEY_ID_PATTERN",
+    "PAD_BYTES",
+    "check_envelope",
+    "key_id_of",
+    "parse_envelope",
+    "seal_payload",
+    "seal_payloads",
+]
 
 ENVELOPE_FIELDS = frozenset({"key_id", "sealed"})
 KEY_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 MAX_SEALED_CHARS = 64 * 1024
+PAD_BYTES = 64
+"""Plaintexts are padded to a multiple of this many bytes."""
 
+_SEALED_PATTERN = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
@@ -38,22 +56,35 @@ def key_id_of(public_key: bytes) -> str:
     return hashlib.sha256(public_key).hexdigest()[:16]
 
 
-def seal_payload(payload: Any, *, public_key: str, key_id: str) -> dict[str, str]:
-    """The envelope of one payload, sealed to ``public_key`` (base64url, as campaigns serve it).
+def _padded(payload: Any) -> bytes:
+    data = _compact(payload).encode("utf-8")
+    return data + b" " * (-len(data) % PAD_BYTES)
+
+
+def seal_payloads(payloads: Sequence[Any], *, public_key: str, key_id: str) -> list[dict[str, str]]:
+    """The envelopes of ``payloads``, each sealed on its own to ``public_key`` (base64url, as
+    campaigns serve it).
 
     ``ValueError`` when the key does not match its id (a campaign document altered in transit).
     """
-    from nacl.public import PublicKey, SealedBox
+    from nacl.bindings import crypto_box_seal
 
     raw = _b64decode(public_key)
     if len(raw) != 32 or key_id_of(raw) != key_id:
         raise ValueError(f"public_key does not match key_id {key_id[:40]!r}")
-    sealed = SealedBox(PublicKey(raw)).encrypt(_compact(payload).encode("utf-8"))
-    return {"key_id": key_id, "sealed": _b64encode(bytes(sealed))}
+    return [
+        {"key_id": key_id, "sealed": _b64encode(crypto_box_seal(_padded(p), raw))} for p in payloads
+    ]
 
 
-def parse_envelope(envelope: Any) -> tuple[str, bytes]:
-    """``(key_id, sealed bytes)`` of an envelope; ``ValueError`` naming what is wrong."""
+def seal_payload(payload: Any, *, public_key: str, key_id: str) -> dict[str, str]:
+    """The envelope of one payload (:func:`seal_payloads`)."""
+    return seal_payloads([payload], public_key=public_key, key_id=key_id)[0]
+
+
+def check_envelope(envelope: Any) -> tuple[str, str]:
+    """``(key_id, sealed base64url text)`` of a well-formed envelope, without decoding it (what
+    the shuffler checks); ``ValueError`` naming what is wrong."""
     if not isinstance(envelope, dict) or envelope.keys() != ENVELOPE_FIELDS:
         raise ValueError("an envelope is an object with exactly 'key_id' and 'sealed'")
     key_id, sealed = envelope["key_id"], envelope["sealed"]
@@ -61,7 +92,12 @@ def parse_envelope(envelope: Any) -> tuple[str, bytes]:
         raise ValueError("key_id must be 16 lowercase hex characters")
     if not isinstance(sealed, str) or not 0 < len(sealed) <= MAX_SEALED_CHARS:
         raise ValueError(f"sealed must be a base64url string of at most {MAX_SEALED_CHARS} chars")
-    try:
-        return key_id, _b64decode(sealed)
-    except ValueError:
-        raise ValueError("sealed is not valid base64url") from None
+    if _SEALED_PATTERN.fullmatch(sealed) is None or len(sealed) % 4 == 1:
+        raise ValueError("sealed is not valid base64url")
+    return key_id, sealed
+
+
+def parse_envelope(envelope: Any) -> tuple[str, bytes]:
+    """``(key_id, sealed bytes)`` of an envelope; ``ValueError`` naming what is wrong."""
+    key_id, sealed = check_envelope(envelope)
+    return key_id, _b64decode(sealed)

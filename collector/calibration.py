@@ -82,7 +82,11 @@ def central_guarantee(
     epsilon0: float, batch_sizes: list[int], delta: float
 ) -> dict[str, Any] | None:
     """The central (epsilon, delta) of the batches actually received: each user is in one
-    batch, so the guarantee is the worst batch's (the smallest); ``None`` before any batch."""
+    batch, so the guarantee is the worst batch's (the smallest); ``None`` before any batch.
+
+    A batch's size is the count of its valid reports; a batch with none stored nothing and
+    costs nothing, so it is left out."""
+    batch_sizes = [size for size in batch_sizes if size > 0]
     if not batch_sizes:
         return None
     smallest = min(batch_sizes)

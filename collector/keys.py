@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 
+from nacl.bindings import crypto_box_seal_open
 from nacl.exceptions import CryptoError
-from nacl.public import PrivateKey, SealedBox
+from nacl.public import PrivateKey
 
 from client_sdk.sealing import key_id_of, parse_envelope
 from collector.storage import Storage
@@ -54,16 +55,19 @@ class EnvelopeOpener:
     """Opens envelopes with any of the deployment's private keys."""
 
     def __init__(self, private_keys: Mapping[str, str]) -> None:
-        self._boxes = {kid: SealedBox(PrivateKey(_unb64(k))) for kid, k in private_keys.items()}
+        self._pairs: dict[str, tuple[bytes, bytes]] = {}
+        for key_id, private in private_keys.items():
+            secret = PrivateKey(_unb64(private))
+            self._pairs[key_id] = (bytes(secret.public_key), bytes(secret))
 
     def open(self, envelope: object) -> bytes:
         """The plaintext; ``ValueError`` for a malformed, unknown-key or tampered envelope."""
         key_id, sealed = parse_envelope(envelope)
-        box = self._boxes.get(key_id)
-        if box is None:
+        pair = self._pairs.get(key_id)
+        if pair is None:
             raise ValueError(f"no key pair with key_id {key_id}")
         try:
-            return bytes(box.decrypt(sealed))
+            return bytes(crypto_box_seal_open(sealed, pair[0], pair[1]))
         except CryptoError:
             raise ValueError(
                 "the envelope does not open (tampered or sealed to another key)"

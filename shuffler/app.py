@@ -11,7 +11,6 @@ collector's handlers, ``collector.problems``).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Mapping
@@ -21,7 +20,7 @@ import requests
 from flask import Blueprint, Flask, Response, current_app
 
 from client_sdk.protocol import is_report_id
-from client_sdk.sealing import parse_envelope
+from client_sdk.sealing import check_envelope
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
 from shuffler.storage import ShufflerStorage
@@ -105,7 +104,7 @@ def upload(name: str) -> dict[str, Any]:
             "config_id is not the campaign's current config; refetch it",
             config_id=document.get("config_id"),
         )
-    good: list[tuple[str, str]] = []
+    good: list[tuple[str, str, str]] = []
     rejected: list[dict[str, Any]] = []
     for index, entry in enumerate(reports):
         reason = None
@@ -115,13 +114,13 @@ def upload(name: str) -> dict[str, Any]:
             reason = ("invalid_id", "id must be 32 lowercase hex characters")
         else:
             try:
-                parse_envelope(entry["payload"])
+                key_id, sealed = check_envelope(entry["payload"])
             except ValueError as error:
                 reason = ("invalid_envelope", str(error))
         if reason is not None:
             rejected.append({"index": index, "code": reason[0], "reason": reason[1]})
         else:
-            good.append((entry["id"], json.dumps(entry["payload"], separators=(",", ":"))))
+            good.append((entry["id"], key_id, sealed))
     accepted, duplicate = _storage().accept(name, config_id, good) if good else (0, 0)
     return {"accepted": accepted, "duplicate": duplicate, "rejected": rejected}
 

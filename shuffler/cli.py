@@ -42,6 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--collector", required=True, help="the collector's base URL")
         sub.add_argument("--max-batch", type=int, default=10_000)
         sub.add_argument("--interval", type=float, default=0.2, help="seconds between rounds")
+        sub.add_argument(
+            "--max-wait",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="collect up to --max-batch reports, forwarding at the latest this long after "
+            "a campaign's oldest waiting report arrived (never fewer than min_batch); default: "
+            "forward as soon as min_batch wait",
+        )
+        sub.add_argument(
+            "--concurrency", type=int, default=2, help="batches in flight to the collector (2)"
+        )
         if name == "serve":
             sub.add_argument("--host", default="127.0.0.1")
             sub.add_argument("--port", type=int, default=8100)
@@ -79,9 +91,18 @@ def _forward(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="ldp-shuffler forward: %(message)s")
     forwarder = Forwarder(
-        args.db, args.collector, _token(), max_batch=args.max_batch, interval=args.interval
+        args.db,
+        args.collector,
+        _token(),
+        max_batch=args.max_batch,
+        max_wait=args.max_wait,
+        interval=args.interval,
+        concurrency=args.concurrency,
     )
-    forwarder.run()
+    try:
+        forwarder.run()
+    finally:
+        forwarder.close()
     return 0
 
 
@@ -92,7 +113,9 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app({"DB": args.db, "COLLECTOR": args.collector, "MAX_BATCH": args.max_batch})
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
-    command += ["--interval", str(args.interval)]
+    command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
+    if args.max_wait is not None:
+        command += ["--max-wait", str(args.max_wait)]
     forwarder = subprocess.Popen(command)  # same process group: a SIGKILL takes both
     host = f"[{args.host}]" if ":" in args.host else args.host
     options: dict[str, Any] = {

@@ -2,25 +2,41 @@
 report ids, sent to the collector's ``POST /v1/campaigns/<name>/batches`` with the shuffler
 token, deleted only once the collector acknowledged them (Bittau et al., "Prochlo", SOSP 2017).
 
+When a batch leaves (docs/shuffler.md, "Forwarding"):
+
+* without a maximum wait, as soon as ``min_batch`` reports of a campaign wait;
+* with ``max_wait`` seconds, once ``max_batch`` reports wait (a full batch), or once the
+  campaign's oldest waiting report has waited ``max_wait`` seconds, whichever comes first;
+
+and in either case everything that can leaves, cut into nearly equal batches of at most
+``max_batch`` (``shuffler.storage.batch_sizes``). Fewer than ``min_batch`` waiting reports never
+leave, however long they wait: a smaller batch is not amplified enough.
+
 A batch is formed (committed) before it is sent, so a crash of either side resends the same
-batch id and the collector answers it without storing twice. Fewer than ``min_batch`` pending
-reports of a campaign are never forwarded. Logs carry counts only, never an id or a payload.
+batch id and the collector answers it without storing twice. Several batches are in flight at
+once (``concurrency``), so each of the collector's workers opens one. Logs carry counts only,
+never an id or a payload.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
 
-from shuffler.storage import Batch, ShufflerStorage
+from shuffler.storage import Batch, ShufflerStorage, batch_sizes
 
 __all__ = ["Forwarder"]
 
 logger = logging.getLogger(__name__)
+
+DROPPED_STATUSES = frozenset({409, 410})
+"""The collector will never take these batches (a configuration it no longer serves, a closed
+campaign): they are dropped, with their count logged, as the SDK drops such queued reports."""
 
 
 class Forwarder:
@@ -33,21 +49,31 @@ class Forwarder:
         token: str,
         *,
         max_batch: int = 10_000,
+        max_wait: float | None = None,
         interval: float = 0.2,
         timeout: float = 30.0,
+        concurrency: int = 2,
     ) -> None:
+        if max_wait is not None and not max_wait >= 0:
+            raise ValueError(f"max_wait must be a number of seconds >= 0; got {max_wait!r}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1; got {concurrency!r}")
         self.storage = ShufflerStorage(db)
         self.collector = collector.rstrip("/")
-        self.headers = {"Authorization": f"Bearer {token}"}
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.max_batch = max_batch
+        self.max_wait = max_wait
         self.interval = interval
         self.timeout = timeout
+        self.concurrency = concurrency
         self.session = requests.Session()
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="ldp-forward")
         self.stopped = threading.Event()
 
-    def min_batch(self, campaign: str) -> int | None:
-        """The campaign's ``shuffle.min_batch`` from the collector (``None``: not shuffled or
-        the collector does not answer)."""
+    def plan(self, campaign: str) -> tuple[str, int] | None:
+        """The campaign's current ``(config_id, shuffle.min_batch)`` from the collector
+        (``None``: not shuffled, unknown, or the collector does not answer)."""
         try:
             response = self.session.get(
                 f"{self.collector}/v1/campaigns/{campaign}", timeout=self.timeout
@@ -56,66 +82,112 @@ class Forwarder:
             return None
         if response.status_code != 200:
             return None
-        shuffle = response.json().get("shuffle")
-        return int(shuffle["min_batch"]) if isinstance(shuffle, dict) else None
+        document = response.json()
+        shuffle = document.get("shuffle")
+        if not isinstance(shuffle, dict):
+            return None
+        return str(document.get("config_id")), int(shuffle["min_batch"])
 
-    def send(self, batch: Batch) -> bool:
-        """POST one batch; delete it when acknowledged. ``True`` when it was."""
-        batch_id, campaign, config_id, reports = batch
-        body = {
-            "batch_id": batch_id,
-            "config_id": config_id,
-            "reports": [{"id": fresh, "payload": json.loads(env)} for fresh, env in reports],
-        }
+    def due(self, waiting: int, min_batch: int, waited: float) -> list[int]:
+        """The sizes of the batches that leave now, of ``waiting`` reports whose oldest has
+        waited ``waited`` seconds (module docstring)."""
+        if self.max_wait is not None and waited < self.max_wait:
+            full = waiting // self.max_batch
+            return [self.max_batch] * full if self.max_batch >= min_batch else []
+        return batch_sizes(waiting, min_batch, self.max_batch)
+
+    def form_due(self) -> int:
+        """Form every batch that is due; how many."""
+        now = time.time()
+        since = self.storage.waiting_since()
+        plans: dict[str, tuple[str, int] | None] = {}
+        formed = 0
+        for (campaign, config_id), count in self.storage.waiting().items():
+            if campaign not in plans:
+                plans[campaign] = self.plan(campaign)
+            plan = plans[campaign]
+            if plan is None:
+                continue  # keep waiting until the collector says what to do
+            current, min_batch = plan
+            if config_id != current:
+                dropped = self.storage.drop_waiting(campaign, config_id)
+                logger.warning(
+                    "dropped %d waiting reports made under a configuration the collector no "
+                    "longer serves",
+                    dropped,
+                )
+                continue
+            for size in self.due(count, min_batch, now - since.get(campaign, now)):
+                formed += self.storage.form_batch(campaign, config_id, size) is not None
+        return formed
+
+    def _post(self, batch: Batch) -> int | None:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
         try:
-            response = self.session.post(
-                f"{self.collector}/v1/campaigns/{campaign}/batches",
-                json=body,
+            response = session.post(
+                f"{self.collector}/v1/campaigns/{batch.campaign}/batches",
+                data=batch.body.encode("utf-8"),
                 headers=self.headers,
                 timeout=self.timeout,
             )
         except requests.RequestException:
-            logger.warning("the collector did not answer a batch of %d; will retry", len(reports))
-            return False
-        if response.status_code != 200:
-            logger.warning(
-                "the collector answered %d to a batch of %d; will retry",
-                response.status_code,
-                len(reports),
+            return None
+        if response.status_code == 200:
+            result: dict[str, Any] = response.json()
+            logger.info(
+                "forwarded a batch of %d: %d accepted, %d duplicate, %d rejected",
+                batch.size,
+                result.get("accepted", 0),
+                result.get("duplicate", 0),
+                len(result.get("rejected", [])),
             )
-            return False
-        result: dict[str, Any] = response.json()
-        self.storage.delete_batch(batch_id)
-        logger.info(
-            "forwarded a batch of %d: %d accepted, %d duplicate, %d rejected",
-            len(reports),
-            result.get("accepted", 0),
-            result.get("duplicate", 0),
-            len(result.get("rejected", [])),
-        )
-        return True
+        return response.status_code
+
+    def send(self, batches: list[Batch]) -> int:
+        """POST ``batches``, ``concurrency`` at a time; delete each one acknowledged (or one the
+        collector will never take, :data:`DROPPED_STATUSES`). How many were acknowledged."""
+        acknowledged = 0
+        for batch, status in zip(batches, self._pool.map(self._post, batches), strict=True):
+            if status == 200:
+                self.storage.delete_batch(batch.batch_id)
+                acknowledged += 1
+            elif status in DROPPED_STATUSES:
+                self.storage.delete_batch(batch.batch_id)
+                logger.warning(
+                    "the collector refused a batch of %d for good (%d); dropped", batch.size, status
+                )
+            else:
+                # Kept and retried next round; one refused batch never holds back the others.
+                logger.warning(
+                    "the collector %s a batch of %d; will retry",
+                    "did not answer" if status is None else f"answered {status} to",
+                    batch.size,
+                )
+        return acknowledged
 
     def run_once(self) -> int:
-        """Resend open batches, form new ones where ``min_batch`` are pending, send them;
-        how many batches were acknowledged."""
-        sent = sum(self.send(batch) for batch in self.storage.open_batches())
-        for campaign, count in self.storage.pending_counts().items():
-            minimum = self.min_batch(campaign)
-            if minimum is None or count < minimum:
-                continue
-            while self.storage.form_batch(campaign, minimum, self.max_batch) is not None:
-                pass
-        # One refused batch (kept, and retried next round) never holds back the others.
-        return sent + sum(self.send(batch) for batch in self.storage.open_batches())
+        """Form what is due and send every open batch (resent ones included); how many batches
+        were acknowledged."""
+        self.form_due()
+        return self.send(self.storage.open_batches())
 
     def run(self) -> None:
-        """Loop until :meth:`stop`; errors are logged (without content) and retried."""
+        """Loop until :meth:`stop` (at once again after a round that sent something); errors
+        are logged (without content) and retried."""
         while not self.stopped.is_set():
             try:
-                self.run_once()
+                busy = self.run_once() > 0
             except Exception as error:  # keep forwarding after a transient database error
                 logger.warning("forwarding failed (%s); will retry", type(error).__name__)
-            self.stopped.wait(self.interval)
+                busy = False
+            if not busy:
+                self.stopped.wait(self.interval)
 
     def stop(self) -> None:
         self.stopped.set()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.storage.close()

@@ -28,6 +28,8 @@ class ShufflerProcess(ServerProcess):
         workers: int = 2,
         port: int = 0,
         interval: float = 0.2,
+        max_wait: float | None = None,
+        max_batch: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.db = os.fspath(db)
@@ -35,6 +37,8 @@ class ShufflerProcess(ServerProcess):
         self.token = token or secrets.token_urlsafe(32)
         self.workers = workers
         self.interval = interval
+        self.max_wait = max_wait
+        self.max_batch = max_batch
         super().__init__(
             log_dir=log_dir if log_dir is not None else Path(self.db).parent,
             port=port,
@@ -42,6 +46,9 @@ class ShufflerProcess(ServerProcess):
         )
 
     def arguments(self) -> list[str]:
+        extra = [] if self.max_wait is None else ["--max-wait", str(self.max_wait)]
+        if self.max_batch is not None:
+            extra += ["--max-batch", str(self.max_batch)]
         return [
             *entry_point("ldp-shuffler", "shuffler.cli"),
             "serve",
@@ -57,4 +64,5 @@ class ShufflerProcess(ServerProcess):
             str(self.workers),
             "--interval",
             str(self.interval),
+            *extra,
         ]

@@ -1,45 +1,59 @@
-"""The shuffler's SQLite database (sqlite-utils over ``client_sdk.sqlite``): sealed reports
-waiting for a batch, and the batches formed but not yet acknowledged by the collector.
+"""The shuffler's SQLite database (``client_sdk.sqlite``): sealed reports waiting for a batch,
+and the batches formed but not yet acknowledged by the collector.
 
-What is stored, and what is not (Bittau et al., "Prochlo", SOSP 2017): for a pending report,
-a fresh random id (the id the collector will see; ``WITHOUT ROWID``, so the table's order is
-that random id's, not the arrival order), the campaign, its ``config_id``, the sealed envelope
-and, once batched, the batch id. No address, user agent, time, or device report id: a retried
+What is stored, and what is not (Bittau et al., "Prochlo", SOSP 2017): for a waiting report,
+the campaign, its ``config_id``, the envelope's key id and sealed text, under a fresh random
+id (the id the collector will see; ``WITHOUT ROWID``, so the table's order is that random id's,
+not the arrival order). No address, user agent, arrival time, or device report id: a retried
 upload is recognised by a keyed BLAKE2b digest of the device's id (the key is this database's
-own random secret), kept in ``seen``.
+own random secret), kept in ``seen``. Per campaign, one time is kept: when its oldest waiting
+report arrived (``pools``), which the optional maximum wait needs.
 
-A batch is formed in one transaction (its reports marked with the batch id and a position from
-a CSPRNG permutation), forwarded, and deleted only after the collector acknowledged it; a crash
-in between resends the same batch id, which the collector answers idempotently.
+A batch is formed in one transaction: its reports leave ``waiting`` and become one row of
+``batches`` holding the request body the collector will receive, reports in a CSPRNG order. It
+is deleted only after the collector acknowledged it; a crash in between resends the same batch
+id, which the collector answers idempotently.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
-import sqlite_utils
 
 from client_sdk.randomness import SystemRandomSource, uniform_below
 from client_sdk.sqlite import connect, immediate
 
-__all__ = ["Batch", "ShufflerStorage", "csprng_permutation"]
+__all__ = ["Batch", "ShufflerStorage", "batch_sizes", "csprng_permutation"]
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS pending (fresh_id TEXT PRIMARY KEY, campaign TEXT NOT NULL, "
-    "config_id TEXT NOT NULL, envelope TEXT NOT NULL, batch_id TEXT, position INTEGER) "
-    "WITHOUT ROWID",
-    "CREATE INDEX IF NOT EXISTS pending_by_campaign ON pending (campaign, batch_id)",
-    "CREATE TABLE IF NOT EXISTS seen (digest TEXT PRIMARY KEY) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS waiting (campaign TEXT NOT NULL, config_id TEXT NOT NULL, "
+    "fresh_id BLOB NOT NULL, key_id TEXT NOT NULL, sealed TEXT NOT NULL, "
+    "PRIMARY KEY (campaign, config_id, fresh_id)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS seen (digest BLOB PRIMARY KEY) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS pools (campaign TEXT PRIMARY KEY, since REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, campaign TEXT NOT NULL, "
+    "config_id TEXT NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID",
 )
+_CHUNK = 500  # SQLite's bound-parameter limit, with room
 
-Batch = tuple[str, str, str, list[tuple[str, str]]]
-"""``(batch_id, campaign, config_id, [(fresh_id, envelope JSON)] in shuffled order)``."""
+
+class Batch(NamedTuple):
+    """A formed batch: ``body`` is the JSON the collector's batches route receives."""
+
+    batch_id: str
+    campaign: str
+    config_id: str
+    size: int
+    body: str
 
 
 def csprng_permutation(n: int) -> np.ndarray:
@@ -50,10 +64,28 @@ def csprng_permutation(n: int) -> np.ndarray:
         return order
     bounds = np.arange(n, 1, -1, dtype=np.int64)  # draw j_i uniform in [0, n - i)
     draws = uniform_below(SystemRandomSource(), bounds, len(bounds))
+    listed = order.tolist()
     for i, j in enumerate(draws.tolist()):
-        k = i + int(j)
-        order[i], order[k] = order[k], order[i]
-    return order
+        k = i + j
+        listed[i], listed[k] = listed[k], listed[i]
+    return np.asarray(listed, dtype=np.int64)
+
+
+def batch_sizes(waiting: int, min_batch: int, max_batch: int) -> list[int]:
+    """How ``waiting`` reports are cut into batches: as few as ``max_batch`` allows, of nearly
+    equal sizes, each at least ``min_batch``; what cannot make a batch keeps waiting.
+
+    >>> batch_sizes(150, 200, 1000), batch_sizes(2500, 200, 1000), batch_sizes(1050, 1000, 1000)
+    ([], [834, 833, 833], [1000])
+    """
+    if waiting < min_batch or max_batch < min_batch:
+        return []
+    count = -(-waiting // max_batch)
+    while count > 1 and waiting // count < min_batch:
+        count -= 1
+    if -(-waiting // count) > max_batch:  # max_batch < 2 min_batch: full batches only
+        return [max_batch] * (waiting // max_batch)
+    return [waiting // count + (i < waiting % count) for i in range(count)]
 
 
 class ShufflerStorage:
@@ -62,7 +94,6 @@ class ShufflerStorage:
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
         self.path = os.fspath(path)
         conn = connect(self.path, timeout=busy_timeout, synchronous="FULL", wal=True)
-        self.db = sqlite_utils.Database(conn, execute_plugins=False)
         self.conn = conn
         with immediate(conn):
             for statement in SCHEMA:
@@ -84,87 +115,133 @@ class ShufflerStorage:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _digest(self, campaign: str, report_id: str) -> str:
-        data = f"{campaign}\x00{report_id}".encode()
-        return hashlib.blake2b(data, key=self._key, digest_size=16).hexdigest()
+    def _digest(self, campaign: bytes, report_id: str) -> bytes:
+        return hashlib.blake2b(
+            campaign + report_id.encode(), key=self._key, digest_size=16
+        ).digest()
 
     def accept(
-        self, campaign: str, config_id: str, reports: Sequence[tuple[str, str]]
+        self, campaign: str, config_id: str, reports: Sequence[tuple[str, str, str]]
     ) -> tuple[int, int]:
-        """Store ``(device report id, envelope JSON)`` pairs in one committed transaction;
-        ``(accepted, duplicate)`` (a device id seen before for the campaign is a duplicate)."""
-        digests = [self._digest(campaign, report_id) for report_id, _ in reports]
+        """Store ``(device report id, key id, sealed text)`` triples in one committed
+        transaction; ``(accepted, duplicate)`` (a device id seen before for the campaign, or
+        twice in the upload, is a duplicate)."""
+        prefix = campaign.encode() + b"\x00"
+        digests = [self._digest(prefix, report_id) for report_id, _, _ in reports]
         with immediate(self.conn) as conn:
-            seen: set[str] = set()
-            for start in range(0, len(digests), 500):  # SQLite's bound-parameter limit
-                chunk = digests[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                query = f"SELECT digest FROM seen WHERE digest IN ({marks})"
+            seen: set[bytes] = set()
+            for start in range(0, len(digests), _CHUNK):
+                chunk = digests[start : start + _CHUNK]
+                query = f"SELECT digest FROM seen WHERE digest IN ({','.join('?' * len(chunk))})"
                 seen.update(row[0] for row in conn.execute(query, chunk))
-            fresh: list[tuple[str, str]] = []
-            for digest, (_, envelope) in zip(digests, reports, strict=True):
+            fresh_digests: list[tuple[bytes]] = []
+            rows: list[tuple[str, str, bytes, str, str]] = []
+            ids = secrets.token_bytes(16 * len(reports))
+            for digest, (_, key_id, sealed) in zip(digests, reports, strict=True):
                 if digest not in seen:
-                    seen.add(digest)  # a repeat within the upload is a duplicate too
-                    fresh.append((digest, envelope))
-            conn.executemany("INSERT INTO seen (digest) VALUES (?)", [(d,) for d, _ in fresh])
+                    seen.add(digest)
+                    fresh_digests.append((digest,))
+                    start = 16 * len(rows)
+                    rows.append((campaign, config_id, ids[start : start + 16], key_id, sealed))
+            conn.executemany("INSERT INTO seen (digest) VALUES (?)", fresh_digests)
             conn.executemany(
-                "INSERT INTO pending (fresh_id, campaign, config_id, envelope) VALUES (?, ?, ?, ?)",
-                [(secrets.token_hex(16), campaign, config_id, env) for _, env in fresh],
+                "INSERT INTO waiting (campaign, config_id, fresh_id, key_id, sealed) "
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
             )
-        return len(fresh), len(reports) - len(fresh)
+            if rows:
+                conn.execute(
+                    "INSERT OR IGNORE INTO pools (campaign, since) VALUES (?, ?)",
+                    [campaign, time.time()],
+                )
+        return len(rows), len(reports) - len(rows)
+
+    def waiting(self) -> dict[tuple[str, str], int]:
+        """Reports not yet in a batch, per ``(campaign, config_id)``."""
+        rows = self.conn.execute(
+            "SELECT campaign, config_id, count(*) FROM waiting GROUP BY campaign, config_id"
+        ).fetchall()
+        return {(str(a), str(b)): int(c) for a, b, c in rows}
 
     def pending_counts(self) -> dict[str, int]:
         """Reports per campaign not yet in a batch (what ``/metrics`` says waits)."""
-        rows = self.conn.execute(
-            "SELECT campaign, count(*) FROM pending WHERE batch_id IS NULL GROUP BY campaign"
-        ).fetchall()
-        return {str(a): int(b) for a, b in rows}
+        counts: dict[str, int] = {}
+        for (campaign, _), count in self.waiting().items():
+            counts[campaign] = counts.get(campaign, 0) + count
+        return counts
+
+    def waiting_since(self) -> dict[str, float]:
+        """Per campaign with waiting reports, when the oldest of them arrived (UNIX time)."""
+        rows = self.conn.execute("SELECT campaign, since FROM pools").fetchall()
+        return {str(a): float(b) for a, b in rows}
 
     def in_flight(self) -> int:
-        row = self.conn.execute("SELECT count(*) FROM pending WHERE batch_id IS NOT NULL")
-        return int(row.fetchone()[0])
+        """Reports in batches formed and not yet acknowledged."""
+        row = self.conn.execute("SELECT coalesce(sum(size), 0) FROM batches").fetchone()
+        return int(row[0])
 
-    def form_batch(self, campaign: str, min_batch: int, max_batch: int) -> str | None:
-        """Put at least ``min_batch`` (at most ``max_batch``) pending reports of ``campaign`` in
-        a new batch with a CSPRNG order; its id, or ``None`` while fewer wait."""
+    def form_batch(self, campaign: str, config_id: str, size: int) -> str | None:
+        """Put ``size`` waiting reports of ``campaign`` under ``config_id`` (the ones of
+        smallest fresh id: a uniformly random subset) in a new batch, in a CSPRNG order; its
+        id, or ``None`` while fewer wait."""
         with immediate(self.conn) as conn:
             rows = conn.execute(
-                "SELECT fresh_id FROM pending WHERE campaign = ? AND batch_id IS NULL LIMIT ?",
-                [campaign, max_batch],
+                "SELECT fresh_id, key_id, sealed FROM waiting WHERE campaign = ? AND "
+                "config_id = ? ORDER BY fresh_id LIMIT ?",
+                [campaign, config_id, size],
             ).fetchall()
-            if len(rows) < min_batch:
+            if len(rows) < size or size < 1:
                 return None
             batch_id = secrets.token_hex(16)
-            order = csprng_permutation(len(rows))
-            conn.executemany(
-                "UPDATE pending SET batch_id = ?, position = ? WHERE fresh_id = ?",
-                [(batch_id, int(order[i]), row[0]) for i, row in enumerate(rows)],
+            # ids, key ids and base64url text were checked on upload: nothing to escape.
+            reports = ",".join(
+                f'{{"id":"{rows[i][0].hex()}","payload":{{"key_id":"{rows[i][1]}",'
+                f'"sealed":"{rows[i][2]}"}}}}'
+                for i in csprng_permutation(len(rows)).tolist()
             )
+            body = (
+                f'{{"batch_id":"{batch_id}","config_id":{json.dumps(config_id)},'
+                f'"reports":[{reports}]}}'
+            )
+            conn.execute(
+                "INSERT INTO batches (batch_id, campaign, config_id, size, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [batch_id, campaign, config_id, len(rows), body],
+            )
+            conn.execute(
+                "DELETE FROM waiting WHERE campaign = ? AND config_id = ? AND fresh_id <= ?",
+                [campaign, config_id, rows[-1][0]],
+            )
+            self._close_empty_pool(conn, campaign)
         return batch_id
 
     def open_batches(self) -> list[Batch]:
-        """Every batch formed and not yet acknowledged, its reports in their shuffled order."""
+        """Every batch formed and not yet acknowledged."""
         rows = self.conn.execute(
-            "SELECT batch_id, campaign, config_id, fresh_id, envelope FROM pending "
-            "WHERE batch_id IS NOT NULL ORDER BY batch_id, position"
+            "SELECT batch_id, campaign, config_id, size, body FROM batches ORDER BY batch_id"
         ).fetchall()
-        batches: dict[str, Batch] = {}
-        for batch_id, campaign, config_id, fresh_id, envelope in rows:
-            batch = batches.setdefault(batch_id, (batch_id, campaign, config_id, []))
-            batch[3].append((fresh_id, envelope))
-        return list(batches.values())
+        return [Batch(str(a), str(b), str(c), int(d), str(e)) for a, b, c, d, e in rows]
 
     def delete_batch(self, batch_id: str) -> int:
         """Drop an acknowledged batch; how many reports it held."""
         with immediate(self.conn) as conn:
-            cursor = conn.execute("DELETE FROM pending WHERE batch_id = ?", [batch_id])
+            row = conn.execute("SELECT size FROM batches WHERE batch_id = ?", [batch_id])
+            found = row.fetchone()
+            conn.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
+        return 0 if found is None else int(found[0])
+
+    def drop_waiting(self, campaign: str, config_id: str) -> int:
+        """Drop the waiting reports of ``campaign`` made under ``config_id`` (a configuration
+        the collector no longer takes); how many there were."""
+        with immediate(self.conn) as conn:
+            cursor = conn.execute(
+                "DELETE FROM waiting WHERE campaign = ? AND config_id = ?", [campaign, config_id]
+            )
+            self._close_empty_pool(conn, campaign)
             return int(cursor.rowcount)
 
-    def drop_campaign_pending(self, campaign: str) -> None:  # pragma: no cover - operator use
-        with immediate(self.conn) as conn:
-            conn.execute("DELETE FROM pending WHERE campaign = ? AND batch_id IS NULL", [campaign])
-
-
-def is_locked(error: sqlite3.OperationalError) -> bool:
-    message = str(error).lower()
-    return "locked" in message or "busy" in message
+    @staticmethod
+    def _close_empty_pool(conn: sqlite3.Connection, campaign: str) -> None:
+        left = conn.execute("SELECT 1 FROM waiting WHERE campaign = ? LIMIT 1", [campaign])
+        if left.fetchone() is None:
+            conn.execute("DELETE FROM pools WHERE campaign = ?", [campaign])

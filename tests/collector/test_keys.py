@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from client_sdk.sealing import seal_payload
+from client_sdk.sealing import PAD_BYTES, seal_payload
 from collector.cli import main
 from collector.keys import EnvelopeOpener, active_key
 from collector.storage import Storage
@@ -28,7 +28,10 @@ def test_rotation_keeps_old_envelopes_openable(tmp_path: Path) -> None:
         assert [active for *_, active in storage.list_keys()].count(True) == 1
     assert second is not None and second[0] != first[0]
     after = seal_payload([2], public_key=second[1], key_id=second[0])
-    assert opener.open(before) == b'{"v":1}' and opener.open(after) == b"[2]"
+    # Plaintexts are padded with spaces to a multiple of PAD_BYTES: equal sizes, same JSON.
+    assert opener.open(before) == b'{"v":1}'.ljust(PAD_BYTES)
+    assert opener.open(after) == b"[2]".ljust(PAD_BYTES)
+    assert len(before["sealed"]) == len(after["sealed"])
     tampered = {
         **after,
         "sealed": ("B" if after["sealed"][5] != "B" else "C").join(

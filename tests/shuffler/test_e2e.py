@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import requests
 from nacl.public import PublicKey, SealedBox
 
 from client_sdk.amplification import closed_form_epsilon, numerical_epsilon
 from client_sdk.client import TelemetryClient
-from client_sdk.sealing import seal_payload
+from client_sdk.sealing import seal_payload, seal_payloads
 from collector.process import CollectorProcess
 from shuffler.process import ShufflerProcess
 from tests.e2e.conftest import stored_ids
@@ -120,7 +123,75 @@ def test_devices_through_the_shuffler_to_the_collector(
     texts = [p.read_bytes() for p in deployment.root.glob("shuffler*")]
     blob = b"".join(texts)
     assert not any(report_id.encode() in blob for report_id in device_ids)
-    assert b'"payload"' not in blob and b"light" not in blob
+    # (That it holds no plaintext either: test_the_shuffler_keeps_only_ciphertext.)
+
+
+def _upload_sealed(deployment: Deployment, name: str, plaintexts: list[Any], per: int) -> list[str]:
+    """Seal ``plaintexts`` to the collector's key and upload them to the shuffler in order,
+    ``per`` to an upload; the device report ids."""
+    assert deployment.shuffler is not None
+    document = requests.get(f"{deployment.collector.url}/v1/campaigns/{name}", timeout=10).json()
+    key = document["public_key"]
+    envelopes = seal_payloads(plaintexts, public_key=key["key"], key_id=key["key_id"])
+    ids = [secrets.token_hex(16) for _ in plaintexts]
+    for start in range(0, len(ids), per):
+        body = {
+            "config_id": document["config_id"],
+            "reports": [
+                {"id": i, "payload": e}
+                for i, e in zip(
+                    ids[start : start + per], envelopes[start : start + per], strict=True
+                )
+            ],
+        }
+        answer = requests.post(
+            f"{deployment.shuffler.url}/v1/campaigns/{name}/reports", json=body, timeout=30
+        )
+        assert answer.status_code == 200 and answer.json()["accepted"] == len(body["reports"])
+    return ids
+
+
+def test_the_order_the_collector_stores_is_independent_of_the_arrival_order(
+    deployment: Deployment,
+) -> None:
+    """Reports i = 0 .. n-1 arrive in that order in 20 uploads; the collector stores the batch
+    in the order the shuffler forwarded it. Spearman's rho between the two orders: under
+    independence rho sqrt(n - 1) is about N(0, 1), so the test fails with probability 6.3e-5
+    (|z| > 4) for a uniformly random order; an arrival-ordered batch gives rho = 1, z = 31.6."""
+    n = 1000
+    campaign = {
+        "name": "order",
+        "mechanism": {"mechanism": "grr", "k": n},
+        "domain": [f"v{i}" for i in range(n)],
+        "shuffle": {"min_batch": n, "central_epsilon": CENTRAL_EPSILON, "delta": DELTA},
+    }
+    deployment.collector.create_campaign(campaign)
+    _upload_sealed(deployment, "order", list(range(n)), 50)
+    assert _wait_for(lambda: len(stored_ids(deployment.collector.db, "order")) == n)
+    conn = sqlite3.connect(deployment.collector.db)
+    payloads = [
+        json.loads(row[0])
+        for row in conn.execute(
+            "SELECT r.payload FROM reports r JOIN campaigns c ON c.id = r.campaign_id "
+            "WHERE c.name = 'order' ORDER BY r.rowid"
+        )
+    ]
+    conn.close()
+    assert sorted(payloads) == list(range(n))
+    rho = np.corrcoef(np.array(payloads), np.arange(n))[0, 1]
+    assert abs(rho * math.sqrt(n - 1)) < 4.0
+
+
+def test_the_shuffler_keeps_only_ciphertext(deployment: Deployment) -> None:
+    """Distinctive plaintexts (the collector rejects them: not grr payloads) never appear in the
+    shuffler's database files or logs, nor do the device's report ids."""
+    markers = [f"plaintext-marker-{i:04d}" for i in range(MIN_BATCH)]
+    ids = _upload_sealed(deployment, CAMPAIGN["name"], markers, 40)
+    assert _wait_for(lambda: "ldp_shuffler_in_flight_reports 0" in _metrics(deployment))
+    assert _wait_for(lambda: f'campaign="{CAMPAIGN["name"]}"' not in _metrics(deployment))
+    blob = b"".join(p.read_bytes() for p in deployment.root.glob("shuffler*"))
+    assert b"plaintext-marker" not in blob
+    assert not any(i.encode() in blob or bytes.fromhex(i) in blob for i in ids)
 
 
 def _metrics(deployment: Deployment) -> str:

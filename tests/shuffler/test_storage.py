@@ -1,39 +1,61 @@
 """The shuffler's database: duplicates by a keyed digest, batches only from min_batch, an order
-independent of arrival (a rank-correlation test), deletion only of the acknowledged batch."""
+independent of arrival (a rank-correlation test), deletion only of the acknowledged batch; the
+forwarder's batch sizes and its maximum wait."""
 
 from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from shuffler.storage import ShufflerStorage, csprng_permutation
+from shuffler.forwarder import Forwarder
+from shuffler.storage import ShufflerStorage, batch_sizes, csprng_permutation
 
 Z_LIMIT = 4.0
 """|z| beyond 4 for an independent order has probability 6.3e-5 (two-sided normal)."""
 
 
-def _envelope(i: int) -> str:
-    return json.dumps({"key_id": "0" * 16, "sealed": f"marker{i:06d}"})
+def _report(i: int) -> tuple[str, str, str]:
+    return f"{i:032x}", "0" * 16, f"marker{i:06d}"
 
 
 def test_nothing_is_batched_below_min_batch_and_retries_are_duplicates(tmp_path: Path) -> None:
     with ShufflerStorage(tmp_path / "s.db") as storage:
-        reports = [(f"{i:032x}", _envelope(i)) for i in range(9)]
+        reports = [_report(i) for i in range(9)]
         assert storage.accept("c", "cfg", reports) == (9, 0)
-        assert storage.accept("c", "cfg", reports[:3]) == (0, 3)
-        assert storage.form_batch("c", 10, 100) is None
-        assert storage.pending_counts() == {"c": 9}
-        storage.accept("c", "cfg", [(f"{99:032x}", _envelope(99))])
-        batch_id = storage.form_batch("c", 10, 100)
+        assert storage.accept("c", "cfg", reports[:3] + [_report(50)] * 2) == (1, 4)
+        assert storage.form_batch("c", "cfg", 11) is None
+        assert storage.pending_counts() == {"c": 10} and "c" in storage.waiting_since()
+        storage.accept("c", "cfg", [_report(99)])
+        batch_id = storage.form_batch("c", "cfg", 11)
         assert batch_id is not None and storage.pending_counts() == {}
+        assert storage.waiting_since() == {}  # the pool is empty: its time is forgotten
         (batch,) = storage.open_batches()
-        assert batch[0] == batch_id and len(batch[3]) == 10
-        assert storage.delete_batch(batch_id) == 10 and storage.open_batches() == []
+        assert batch.batch_id == batch_id and batch.size == 11 and storage.in_flight() == 11
+        body = json.loads(batch.body)
+        assert body["batch_id"] == batch_id and body["config_id"] == "cfg"
+        assert sorted(r["payload"]["sealed"] for r in body["reports"]) == sorted(
+            r[2] for r in [*reports, _report(50), _report(99)]
+        )
+        device_ids = {r[0] for r in reports}
+        assert not device_ids & {r["id"] for r in body["reports"]}  # fresh ids
+        assert storage.delete_batch(batch_id) == 11 and storage.open_batches() == []
+        assert storage.accept("c", "cfg", reports[:1]) == (0, 1)  # still a duplicate after
     raw = (tmp_path / "s.db").read_bytes()
     assert f"{5:032x}".encode() not in raw  # device ids are never stored
+    conn = sqlite3.connect(tmp_path / "s.db")
+    columns = {
+        table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    conn.close()
+    # Nothing about senders or arrival: no address, agent, time per report, rowid order.
+    assert columns["waiting"] == ["campaign", "config_id", "fresh_id", "key_id", "sealed"]
+    assert columns["seen"] == ["digest"] and columns["pools"] == ["campaign", "since"]
 
 
 def test_the_forwarded_order_is_independent_of_the_arrival_order(tmp_path: Path) -> None:
@@ -42,12 +64,11 @@ def test_the_forwarded_order_is_independent_of_the_arrival_order(tmp_path: Path)
     n = 2000
     with ShufflerStorage(tmp_path / "s.db") as storage:
         for start in range(0, n, 100):  # arrivals in 20 uploads
-            storage.accept(
-                "c", "cfg", [(f"{i:032x}", _envelope(i)) for i in range(start, start + 100)]
-            )
-        assert storage.form_batch("c", n, n) is not None
+            storage.accept("c", "cfg", [_report(i) for i in range(start, start + 100)])
+        assert storage.form_batch("c", "cfg", n) is not None
         (batch,) = storage.open_batches()
-    arrival = np.array([int(json.loads(env)["sealed"][6:]) for _, env in batch[3]])
+    reports = json.loads(batch.body)["reports"]
+    arrival = np.array([int(r["payload"]["sealed"][6:]) for r in reports])
     assert sorted(arrival.tolist()) == list(range(n))
     rho = np.corrcoef(arrival, np.arange(n))[0, 1]  # ranks already: both are permutations
     assert abs(rho * math.sqrt(n - 1)) < Z_LIMIT
@@ -63,3 +84,47 @@ def test_the_permutation_is_uniform_on_three_items() -> None:
     assert len(counts) == 6
     chi2 = sum((c - 5_000) ** 2 / 5_000 for c in counts.values())
     assert chi2 < 25.74
+
+
+@pytest.mark.parametrize(
+    ("waiting", "min_batch", "max_batch"),
+    [
+        (w, m, x)
+        for w in (0, 1, 99, 100, 101, 199, 250, 999, 1000, 5001)
+        for m, x in ((100, 100), (100, 150), (100, 199), (100, 200), (100, 1000), (2, 7))
+    ],
+)
+def test_batch_sizes_never_go_below_min_batch_nor_above_max_batch(
+    waiting: int, min_batch: int, max_batch: int
+) -> None:
+    sizes = batch_sizes(waiting, min_batch, max_batch)
+    assert all(min_batch <= s <= max_batch for s in sizes)
+    assert sum(sizes) <= waiting
+    left = waiting - sum(sizes)
+    # What stays could not have made one more batch, or is below min_batch.
+    assert left < min_batch or (max_batch < 2 * min_batch and left < max_batch)
+    if sizes:
+        assert max(sizes) - min(sizes) <= 1 or max_batch < 2 * min_batch
+
+
+def test_the_maximum_wait_holds_reports_for_bigger_batches_never_below_min_batch(
+    tmp_path: Path,
+) -> None:
+    forwarder = Forwarder(
+        str(tmp_path / "s.db"), "http://127.0.0.1:9", "t" * 16, max_batch=500, max_wait=60.0
+    )
+    try:
+        # Without a maximum wait a batch leaves as soon as min_batch wait.
+        eager = Forwarder(str(tmp_path / "s.db"), "http://127.0.0.1:9", "t" * 16, max_batch=500)
+        assert eager.due(120, 100, 0.0) == [120] and eager.due(99, 100, 1e9) == []
+        eager.close()
+        # With one, reports wait for a full batch until the oldest has waited max_wait ...
+        assert forwarder.due(120, 100, 59.9) == []
+        assert forwarder.due(1100, 100, 0.0) == [500, 500]
+        # ... then everything leaves in batches of at least min_batch; below it nothing does.
+        assert forwarder.due(120, 100, 60.0) == [120]
+        assert forwarder.due(1100, 100, 60.0) == [367, 367, 366]
+        assert forwarder.due(99, 100, 1e9) == []
+        assert forwarder.due(600, 700, 1e9) == []  # max_batch below min_batch
+    finally:
+        forwarder.close()
