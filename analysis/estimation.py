@@ -205,6 +205,7 @@ ESTIMATORS: dict[str, Estimator] = {
     "distribution": Estimator("analysis.distribution:estimate_distribution"),
     "range": Estimator("analysis.ranges:estimate_ranges"),
     "multi": Estimator("analysis.multi:estimate_multi"),
+    "fourier": Estimator("analysis.fourier:estimate_fourier"),
     "key-value": Estimator("analysis.key_value:estimate_key_value"),
 }
 """Estimators by ``Mechanism.estimate_kind``: a new kind of estimate adds one entry."""

@@ -35,6 +35,7 @@ MECHANISMS: dict[str, str] = {
     "square_wave": "client_sdk.mechanisms.square_wave:SquareWave",
     "hierarchical": "client_sdk.mechanisms.hierarchical:Hierarchical",
     "multi": "client_sdk.mechanisms.multi:Multi",
+    "fourier": "client_sdk.mechanisms.fourier:Fourier",
     "pckv": "client_sdk.mechanisms.pckv:PCKV",
 }
 
