@@ -14,11 +14,13 @@ column* compares three ways of collecting the same histogram at the same **centr
 - **trusted curator**: Laplace at epsilon_c (pure, so stronger than the target) and the analytic
   Gaussian at (epsilon_c, delta) on the true histogram.
 
-The LDP variances are the mechanism's own exact f-independent Var*/n at each epsilon (the same
-mechanism rebuilt at epsilon_c and at epsilon0), and, since at a large epsilon0 another oracle may
-be better, the best of GRR and OUE at epsilon0 too. With a simulation (or the truth) each column
-is also measured: the same population perturbed at both local epsilons, the curator run on its
-histogram.
+The exact LDP variances are the mechanism's own f-independent Var*/n at each epsilon (the same
+mechanism rebuilt at epsilon_c and at epsilon0; at a large epsilon0 the f-dependent term of the
+fixed-population variance is no longer negligible, and the measured columns give the exact
+expectation at the true frequencies, ``*_expected``, beside the observed error), and, since at a
+large epsilon0 another oracle may be better, the best of GRR and OUE at epsilon0 too. With a
+simulation (or the truth) each column is also measured: the same population perturbed at both
+local epsilons, the curator run on its histogram.
 """
 
 from __future__ import annotations
@@ -164,9 +166,14 @@ def _measured_shuffled(
     local_only = at_epsilon(mechanism, column["central_epsilon"])
     shuffled = mechanism if options.batch_sizes else at_epsilon(mechanism, column["local_epsilon"])
     observed = {}
-    for name, oracle in (("local_only_mse", local_only), ("shuffled_mse", shuffled)):
+    n = int(items.size)
+    for name, oracle in (("local_only", local_only), ("shuffled", shuffled)):
         estimate = estimate_frequencies(oracle, oracle.perturb(items, rng=rng))
-        observed[name] = _mse(estimate.frequencies, truth)
+        observed[f"{name}_mse"] = _mse(estimate.frequencies, truth)
+        variances = oracle.variance(n, truth)
+        observed[f"{name}_expected"] = float(np.mean(variances))
+        # the standard error of a mean of k squared errors, each about normal
+        observed[f"{name}_mse_std_error"] = float(np.sqrt(2 * np.sum(variances**2)) / truth.size)
     central = column["central_epsilon"]
     laplace = [
         run_central_laplace(counts, central, neighbouring=options.neighbouring, rng=rng)

@@ -1,0 +1,354 @@
+"""The central gap of every estimate kind (analysis.gap.GAP_KINDS;
+docs/math/central-and-shuffle.md).
+
+Exact figures are checked against their formulas; measured ones against their exact expectation
+with stated z tolerances (the mean of m squared errors of Laplace noise of variance v has
+standard error sqrt(5/m) v: E X^4 = 6 v^2 for Laplace; of normal noise sqrt(2/m) v). Heavy
+hitters, in a seeded simulation, against bounds derived from theory: the central peeling
+mechanisms' expected number of misses is at most k beta (analysis.gap_heavy_hitters), the local
+decoder's expected false discoveries at most alpha, and a string whose frequency is twice the
+local detection threshold is found (its z is then at least twice the critical z).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from analysis import cli
+from analysis.estimation import ESTIMATORS
+from analysis.gap import (
+    GAP_KINDS,
+    GapOptions,
+    central_gaussian_sigma,
+    gap_module,
+    kind_gap,
+    parse_simulation,
+    simulated_kind_gap,
+)
+from analysis.gap_heavy_hitters import central_recall_bound, recall_precision, vocabulary
+from analysis.selection import rational_epsilon
+from client_sdk.amplification import calibrate_local_epsilon, numerical_epsilon
+from client_sdk.mechanisms import mechanism_from_config
+from collector.calibration import central_guarantee
+
+Z = 5.0
+
+
+def laplace_mse_tolerance(expected: float, m: int) -> float:
+    return Z * math.sqrt(5.0 / m) * expected
+
+
+def test_the_estimate_kinds_have_gap_modules() -> None:
+    kinds = {"frequencies", "sketch", "discovery", "multi", "key-value", "distribution", "range"}
+    assert set(GAP_KINDS) == kinds and kinds <= set(ESTIMATORS)
+    for target in set(GAP_KINDS.values()):
+        module = importlib.import_module(target)
+        for name in ("exact_gap", "simulated_gap", "measured_gap"):
+            assert callable(getattr(module, name)), (target, name)
+    laplace = mechanism_from_config({"mechanism": "laplace", "epsilon": 1, "lower": 0, "upper": 1})
+    with pytest.raises(ValueError, match=r"'laplace' .*'mean'.* frequency oracles"):
+        gap_module(laplace)
+
+
+def test_simulation_specs() -> None:
+    assert parse_simulation("zipf").parameter == 1.1
+    assert parse_simulation("zipf:1.5").parameter == 1.5
+    assert parse_simulation("uniform").parameter is None
+    for bad in ("pareto", "zipf:x", "zipf:0", "uniform:2"):
+        with pytest.raises(ValueError, match="--simulate"):
+            parse_simulation(bad)
+
+
+# ---- frequencies: the shuffled column ----------------------------------------------------------
+
+
+def test_shuffled_column_exact() -> None:
+    oue = mechanism_from_config({"mechanism": "oue", "epsilon": 1.0, "k": 100})
+    n = 100_000
+    column = kind_gap(oue, n, GapOptions(delta=1e-6))["shuffled_column"]
+    eps0 = calibrate_local_epsilon(1.0, n, 1e-6)
+    assert column["central_epsilon"] == 1.0 and column["local_epsilon"] == eps0
+    assert numerical_epsilon(eps0, n, 1e-6) <= 1.0 * (1 + 1e-3)
+    exact = column["exact"]
+    shuffled = mechanism_from_config({"mechanism": "oue", "epsilon": eps0, "k": 100})
+    assert exact["local_only_variance"] == oue.variance_per_user() / n  # type: ignore[attr-defined]
+    assert exact["shuffled_variance"] == pytest.approx(shuffled.variance_per_user() / n)  # type: ignore[attr-defined]
+    sigma = central_gaussian_sigma(1.0, 1e-6)
+    assert exact["central_gaussian_variance"] == pytest.approx(sigma**2 / n**2)
+    assert exact["central_laplace_variance"] == pytest.approx(8 / n**2)
+    # the order the issue states: local-only >> shuffled >> curator
+    assert exact["local_only_variance"] > 100 * exact["shuffled_variance"]
+    assert exact["shuffled_variance"] > exact["central_gaussian_variance"]
+    assert 0 < exact["share_of_gap_closed"] < 1
+    assert exact["shuffled_best_variance"] <= exact["shuffled_variance"]
+
+
+def test_shuffled_column_of_a_stored_campaign_uses_the_real_batches() -> None:
+    grr = mechanism_from_config({"mechanism": "grr", "epsilon": 5.0, "k": 20})
+    sizes = (3000, 1200, 5000)
+    column = kind_gap(grr, sum(sizes), GapOptions(batch_sizes=sizes))["shuffled_column"]
+    guarantee = central_guarantee(5.0, list(sizes), 1e-6)
+    assert guarantee is not None
+    assert column["central_epsilon"] == guarantee["epsilon"]
+    assert column["local_epsilon"] == 5.0 and column["smallest_batch"] == 1200
+    local_only = mechanism_from_config(
+        {"mechanism": "grr", "epsilon": guarantee["epsilon"], "k": 20}
+    )
+    assert column["exact"]["local_only_variance"] == pytest.approx(
+        local_only.variance_per_user() / sum(sizes)  # type: ignore[attr-defined]
+    )
+    assert column["exact"]["shuffled_variance"] == pytest.approx(
+        grr.variance_per_user() / sum(sizes)  # type: ignore[attr-defined]
+    )
+
+
+def test_shuffled_column_measured_in_simulation() -> None:
+    k, n = 200, 40_000
+    oue = mechanism_from_config({"mechanism": "oue", "epsilon": 1.0, "k": k})
+    document = simulated_kind_gap(oue, n, parse_simulation("zipf"), GapOptions(), seed=3)
+    exact = document["shuffled_column"]["exact"]
+    measured = document["simulation"]["shuffled_column_measured"]
+    # per-item errors are about normal: the mean of k squared errors has the standard error
+    # sqrt(2 sum_v Var_v^2) / k
+    for name in ("local_only", "shuffled"):
+        expected = measured[f"{name}_expected"]  # exact at the true frequencies
+        assert expected >= exact[f"{name}_variance"]  # the f-independent term is a lower bound
+        std_error = measured[f"{name}_mse_std_error"]  # sqrt(2 sum_v Var_v^2) / k
+        assert abs(measured[f"{name}_mse"] - expected) < Z * std_error
+    m = k * 10  # ten runs of the curator over k items
+    expected = exact["central_laplace_variance"]
+    assert abs(measured["central_laplace_mse"] - expected) < laplace_mse_tolerance(expected, m)
+    assert measured["local_over_shuffled"] > 50
+
+
+# ---- heavy hitters ---------------------------------------------------------------------------
+
+
+def test_recall_precision_and_vocabulary() -> None:
+    assert recall_precision(["a", "b", "x"], {"a", "b", "c", "d"}) == {
+        "answered": 3,
+        "correct": 2,
+        "recall": 0.5,
+        "precision": 2 / 3,
+    }
+    assert recall_precision([], {"a"})["precision"] is None
+    words = vocabulary(2000, 3, np.random.default_rng(0))
+    assert len(set(words)) == 2000 and max(len(w) for w in words) <= 3
+    with pytest.raises(ValueError, match="max_length is 1"):
+        vocabulary(2000, 1, np.random.default_rng(0))
+
+
+def test_central_recall_bound_is_below_the_exact_law() -> None:
+    """One round (k = 1): the exponential mechanism picks the top with probability
+    1 / (1 + sum_r exp(-eps (u* - u_r)/2)) exactly, which the bound 1 - beta never exceeds."""
+    scores = np.array([30, 22, 21, 5, 0])
+    for epsilon in (0.2, 0.5, 1.0, 2.0):
+        eps = float(rational_epsilon(epsilon))
+        beta = np.exp(-eps * (30 - scores[1:]) / 2)
+        exact = 1 / (1 + beta.sum())
+        bound = central_recall_bound(scores, 1, epsilon)
+        assert bound == pytest.approx(max(0.0, 1 - beta.sum()))
+        assert bound <= exact
+    assert central_recall_bound(np.array([5, 5, 1]), 1, 1.0) == 0.0  # a tie at the k-th count
+
+
+@pytest.fixture(scope="module")
+def pem_gap() -> dict[str, Any]:
+    pem = mechanism_from_config({"mechanism": "pem", "epsilon": 4.0, "max_length": 4})
+    options = GapOptions(top=10, vocabulary=1000, repetitions=10)
+    return simulated_kind_gap(pem, 20_000, parse_simulation("zipf:1.1"), options, seed=11)
+
+
+def test_heavy_hitters_central_selection_against_its_bound(pem_gap: dict[str, Any]) -> None:
+    top = pem_gap["simulation"]["top_k"]
+    k, runs = top["k"], 10
+    for name, result in top["central"].items():
+        beta = 1 - result["recall_bound"]  # E[misses per run] <= k beta
+        misses = round((1 - result["recall"]) * k * runs)
+        # Markov: P[misses >= 20 E] <= 0.05
+        assert misses <= max(1, 20 * k * beta * runs), name
+        assert result["answered"] == k and result["runs"] == runs
+    svt = pem_gap["simulation"]["above_threshold"]["central"]["sparse_vector"]
+    assert svt["answered"] <= svt["cutoff"] and svt["recall"] is not None
+
+
+def test_heavy_hitters_local_decoder_against_its_guarantees(pem_gap: dict[str, Any]) -> None:
+    simulation = pem_gap["simulation"]
+    # E[false discoveries] <= alpha = 0.05: two or more has probability at most 0.025
+    assert simulation["local_false_discoveries"] <= 1
+    threshold = pem_gap["detection"]["local_frequency"]
+    estimate = simulation["local_estimate"]
+    significant = {item["value"] for item in estimate["items"] if item["significant"]}
+    truth = simulation["top_k"]["truth"]
+    found_frequencies = {item["value"]: item["frequency"] for item in estimate["items"]}
+    n = pem_gap["n"]
+    # the vocabulary is random, so recover the true counts from the population again
+    sure = [
+        value
+        for value in truth
+        if value in found_frequencies and found_frequencies[value] >= 2 * threshold
+    ]
+    assert sure and set(sure) <= significant
+    local = simulation["top_k"]["local"]
+    assert local["correct"] <= local["answered"] <= top_k_size(pem_gap)
+    # the price of locality in selection: the curator's recall is at least the local one's
+    assert simulation["top_k"]["central"]["exponential_mechanism"]["recall"] >= local["recall"]
+    assert n == 20_000
+
+
+def top_k_size(document: dict[str, Any]) -> int:
+    return int(document["simulation"]["top_k"]["k"])
+
+
+def test_heavy_hitter_detection_thresholds_exact() -> None:
+    pem = mechanism_from_config({"mechanism": "pem", "epsilon": 2.0, "max_length": 4})
+    detection = kind_gap(pem, 50_000, GapOptions(vocabulary=500))["detection"]
+    assert detection["central_laplace_frequency"] == pytest.approx(
+        (2 / 2.0) * math.log(500 / (2 * 0.05)) / 50_000
+    )
+    p, q = pem.p_star, pem.q_star  # type: ignore[attr-defined]
+    from scipy.stats import norm
+
+    n_last = 50_000 / pem.levels  # type: ignore[attr-defined]
+    expected = norm.isf(0.05 / 500) * math.sqrt(q * (1 - q) / n_last) / (p - q)
+    assert detection["local_frequency"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_sketch_gap_runs_against_the_vocabulary() -> None:
+    cms = mechanism_from_config(
+        {"mechanism": "cms", "epsilon": 4.0, "m": 1024, "hashes": 16, "max_length": 4}
+    )
+    document = simulated_kind_gap(
+        cms, 10_000, parse_simulation("zipf"), GapOptions(top=5, repetitions=3), seed=2
+    )
+    assert document["kind"] == "sketch" and document["detection"]["local_frequency"] > 0
+    assert document["simulation"]["vocabulary"] == 1000
+    assert len(document["simulation"]["local_estimate"]["items"]) == 1000
+
+
+# ---- marginals, key-value, distributions, ranges ------------------------------------------------
+
+MULTI = {
+    "mechanism": "multi",
+    "epsilon": 2.0,
+    "protocol": "smp",
+    "attributes": [{"name": "os", "k": 3}, {"name": "v", "k": 5}, {"name": "c", "k": 4}],
+    "marginals": [["os", "v"], ["v", "c"]],
+}
+
+
+def test_multi_gap_exact_and_measured() -> None:
+    m = mechanism_from_config(MULTI)
+    n = 20_000
+    document = simulated_kind_gap(m, n, parse_simulation("zipf"), GapOptions(), seed=5)
+    tables = document["tables"]
+    assert [t["attributes"] for t in tables] == [["os", "v"], ["v", "c"]]
+    laplace = 2 * (2 * 2 / 2.0) ** 2 / n**2  # two tables: Delta_1 = 4 under replace
+    sigma = central_gaussian_sigma(2.0, 1e-6)
+    for j, table in enumerate(tables):
+        cells = table["cells"]
+        assert table["ldp_cell_variance"] == pytest.approx(
+            float(np.mean(m.variance(n, j, np.full(cells, 1 / cells))))  # type: ignore[attr-defined]
+        )
+        assert table["central_laplace_cell_variance"] == pytest.approx(laplace)
+        assert table["central_gaussian_cell_variance"] == pytest.approx(2 * sigma**2 / n**2)
+    for table in document["simulation"]["tables"]:
+        cells = 15 if table["attributes"] == ["os", "v"] else 20
+        expected = table["central_laplace_expected"]
+        tolerance = laplace_mse_tolerance(expected, cells * 10)
+        assert abs(table["central_laplace_mse"] - expected) < tolerance
+        # the LDP tables (consistent) are within their exact variance's reach, far above central
+        assert table["ldp_mse"] < 3 * table["ldp_expected"]
+        assert table["ldp_mse"] > 100 * table["central_laplace_mse"]
+
+
+def test_key_value_gap() -> None:
+    m = mechanism_from_config({"mechanism": "pckv", "epsilon": 2.0, "k": 10, "padding": 2})
+    n = 10_000
+    document = simulated_kind_gap(m, n, parse_simulation("zipf"), GapOptions(), seed=7)
+    b = 2 * (2 * 2) / 2.0  # half the budget each, Delta = 2 l under replace
+    assert document["frequency"]["central_laplace_variance"] == pytest.approx(2 * b * b / n**2)
+    assert document["frequency"]["ldp_variance_at_zero"] == pytest.approx(
+        float(m.frequency_variance(n, np.zeros(1))[0])  # type: ignore[attr-defined]
+    )
+    frequency = document["simulation"]["frequency"]
+    expected = frequency["central_laplace_expected"]
+    assert abs(frequency["central_laplace_mse"] - expected) < laplace_mse_tolerance(expected, 100)
+    mean = document["simulation"]["mean"]
+    assert mean["keys"] == 10 and mean["ldp_mse"] > mean["central_laplace_mse"]
+    # the delta method is a first-order figure: the measured error is of its size
+    assert mean["central_laplace_mse"] < 3 * mean["central_laplace_delta_method"]
+
+
+def test_distribution_gap() -> None:
+    m = mechanism_from_config(
+        {"mechanism": "square_wave", "epsilon": 2.0, "lower": 0, "upper": 10, "bins": 16}
+    )
+    n = 20_000
+    document = simulated_kind_gap(m, n, parse_simulation("lognormal"), GapOptions(), seed=1)
+    assert document["central_laplace_bucket_variance"] == pytest.approx(4 * 2 * 1.0 / n**2)
+    simulation = document["simulation"]
+    w1 = simulation["wasserstein_1"]
+    # both CDFs are close to the truth on a range of 10; the curator's much closer
+    assert w1["ldp"] < 0.5 and w1["central_laplace"] < w1["ldp"]
+    bucket = simulation["bucket_mse"]
+    # clipping at zero only removes noise mass from empty buckets: at most the unclipped figure
+    expected = bucket["central_laplace_expected_before_clipping"]
+    assert bucket["central_laplace"] < expected + laplace_mse_tolerance(expected, 16 * 10)
+    assert [q["q"] for q in simulation["quantiles"]] == [0.5, 0.9, 0.99]
+    hierarchical = mechanism_from_config({"mechanism": "hierarchical", "epsilon": 2.0, "k": 16})
+    with pytest.raises(ValueError, match="draws numbers"):
+        simulated_kind_gap(hierarchical, 100, parse_simulation("lognormal"), GapOptions())
+
+
+def test_range_gap_exact_and_measured() -> None:
+    m = mechanism_from_config({"mechanism": "hierarchical", "epsilon": 2.0, "k": 64})
+    n = 20_000
+    document = simulated_kind_gap(m, n, parse_simulation("zipf"), GapOptions(), seed=4)
+    b = 2 / 2.0
+    for row in document["by_length"]:
+        assert row["central_flat"] == pytest.approx(row["length"] * 2 * b * b / n**2)
+    assert document["variance_ratio_to_best_central"] > 100
+    measured = document["simulation"]["range_mse"]
+    for name in ("central_flat", "central_hierarchical"):
+        expected = measured[f"{name}_expected"]
+        # 400 correlated ranges over 10 runs: the 10 runs are the independent units
+        assert abs(measured[name] - expected) < laplace_mse_tolerance(expected, 10)
+    assert measured["ldp"] < 3 * measured["ldp_expected"]
+
+
+# ---- the command -------------------------------------------------------------------------------
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_gap_command_simulates_heavy_hitters(capsys: pytest.CaptureFixture[str]) -> None:
+    config = {"mechanism": "pem", "epsilon": 4.0, "max_length": 4}
+    code, out, _ = _run(
+        capsys, "gap", "--mechanism", json.dumps(config), "--n", "5000", "--simulate",
+        "zipf:1.3", "--top", "5", "--repetitions", "2", "--vocabulary", "300", "--seed", "1",
+    )  # fmt: skip
+    assert code == 0
+    document = json.loads(out)
+    assert document["kind"] == "discovery" and document["simulation"]["population"] == "zipf:1.3"
+    assert document["simulation"]["top_k"]["k"] == 5
+    code, table, _ = _run(
+        capsys, "gap", "--mechanism", json.dumps(config), "--n", "5000", "--format", "table"
+    )
+    assert code == 0 and "detection.central_laplace_frequency" in table
+    code, _, err = _run(
+        capsys, "gap", "--mechanism", json.dumps(config), "--n", "50", "--simulate", "pareto"
+    )
+    assert code == 2 and "--simulate must be one of" in err
+    code, _, err = _run(capsys, "gap", "--mechanism", json.dumps(config), "--n", "50", "--top", "0")
+    assert code == 2 and "--top must be a positive integer" in err
