@@ -17,11 +17,31 @@ no double counting, and one partition's ids and reports fit in memory by constru
 (:func:`choose_bits`). Partition statistics combine in a tree (:func:`tree_reduce`, ``split_every``
 at a time), the same tree in one process and on Dask (``analysis.distributed``), so the result
 is bit-for-bit identical however it is computed, float sums included.
+
+Time windows: ``since``/``until`` (UTC days, inclusive) keep the copies stored on those days; a
+SQLite fragment filters on the stored day, a Parquet source reads only the files of those days
+(the export is partitioned by day, so the other days' files are never opened). ``by_day``
+splits each partition's statistic by the day of the copy kept, so each report counts once in
+the whole series.
+
+Discovery (PEM) chooses which prefixes to score from the previous level: each level is one
+more job over the same partitions, each task counting its de-duplicated reports' support for
+the broadcast candidates (:func:`support_partition`), the counts added in the same tree.
+
+The API, for the CLI and the dashboard (stable): :func:`plan` cuts the work; an engine runs it,
+:class:`LocalEngine` here or ``analysis.distributed.DaskEngine``, or the functions they wrap
+(:func:`aggregate_local`, ``aggregate_distributed``); :func:`estimate_merged` turns a
+:class:`MergedStatistic` into the campaign's estimate (the same as from one database)::
+
+    work = plan("app-launches", ["shard-1.db", "shard-2.db"], ["lake/app-launches"])
+    engine = LocalEngine()
+    result = estimate_merged(engine, work, engine.aggregate(work), confidence=0.95)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import json
 import math
@@ -43,6 +63,8 @@ from collector.storage import Storage, StoredCampaign, decode_rows
 
 __all__ = [
     "DEFAULT_SPLIT_EVERY",
+    "Engine",
+    "LocalEngine",
     "MergedStatistic",
     "ParquetSource",
     "PartitionResult",
@@ -51,8 +73,12 @@ __all__ = [
     "aggregate_local",
     "aggregate_partition",
     "choose_bits",
+    "estimate_merged",
+    "needs_reports",
     "open_sources",
     "plan",
+    "support_local",
+    "support_partition",
     "tree_reduce",
 ]
 
@@ -68,6 +94,9 @@ READ_CHUNK = 50_000
 
 Keys = npt.NDArray[np.uint64]
 """Report ids as an ``(n, 2)`` array of uint64: the high and low halves of the 128-bit id."""
+Days = npt.NDArray[np.int64]
+"""The day each copy was stored, as days since 1970-01-01 (``datetime64[D]`` as int64)."""
+Counts = npt.NDArray[np.int64]
 
 
 # ---- partitions of the id space -----------------------------------------------------------------
@@ -120,8 +149,8 @@ def choose_bits(total_reports: int, report_bytes: int, *, partitions: int | None
 class Fragment(Protocol):
     """What one partition task reads from one source: picklable, small."""
 
-    def read(self, mechanism: Mechanism) -> tuple[Keys, Reports]:
-        """The ids (``(n, 2)`` uint64) and decoded reports of this fragment."""
+    def read(self, mechanism: Mechanism) -> tuple[Keys, Reports, Days]:
+        """The ids (``(n, 2)`` uint64), decoded reports and stored days of this fragment."""
 
 
 class Source(Protocol):
@@ -133,9 +162,13 @@ class Source(Protocol):
 
     def campaign(self, name: str) -> StoredCampaign: ...
 
-    def count(self, name: str) -> int: ...
+    def count(self, name: str, *, since: str | None = None, until: str | None = None) -> int:
+        """Copies stored on the days ``since`` to ``until`` (inclusive; ``None``: open)."""
 
-    def fragments(self, name: str, bits: int) -> list[Fragment | None]: ...
+    def fragments(
+        self, name: str, bits: int, *, since: str | None = None, until: str | None = None
+    ) -> list[Fragment | None]:
+        """One fragment per partition (``None``: nothing of the window there)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,27 +179,35 @@ class SqliteFragment:
     campaign: str
     low: str
     high: str | None
+    since: str | None = None
+    until: str | None = None
 
-    def read(self, mechanism: Mechanism) -> tuple[Keys, Reports]:
+    def read(self, mechanism: Mechanism) -> tuple[Keys, Reports, Days]:
+        windowed = self.since is not None or self.until is not None
         query = (
-            "SELECT r.seq, r.report_id, r.payload FROM reports r"
+            "SELECT r.seq, r.report_id, r.payload, r.day FROM reports r"
             " JOIN campaigns c ON c.id = r.campaign_id"
             " WHERE c.name = ? AND r.report_id >= ?"
             + ("" if self.high is None else " AND r.report_id < ?")
+            + (" AND r.day >= ? AND r.day <= ?" if windowed else "")
             + " ORDER BY r.report_id"
         )
         parameters = [self.campaign, self.low] + ([] if self.high is None else [self.high])
+        if windowed:
+            parameters += [self.since or "0000-00-00", self.until or "9999-99-99"]
         keys: list[Keys] = []
         reports: list[Reports] = []
+        days: list[Days] = []
         with Storage(self.path, create=False) as storage:
             cursor = storage.db.conn.execute(query, parameters)
             while rows := cursor.fetchmany(READ_CHUNK):
                 keys.append(keys_from_bytes(export.ids_to_bytes([row[1] for row in rows])))
+                days.append(day_numbers([row[3] for row in rows]))
                 try:
                     reports.append(decode_rows(mechanism, self.campaign, rows))
                 except ValueError as error:
                     raise ValueError(f"--db {self.path}: {error}") from error
-        return _concatenate(keys, reports)
+        return _concatenate(keys, reports, days)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,31 +224,36 @@ class SqliteSource:
         with Storage(self.path, create=False) as storage:
             return storage.get_campaign(name)
 
-    def count(self, name: str) -> int:
+    def count(self, name: str, *, since: str | None = None, until: str | None = None) -> int:
         with Storage(self.path, create=False) as storage:
-            return storage.count_reports(name)
+            return storage.count_reports(name, since=since, until=until)
 
-    def fragments(self, name: str, bits: int) -> list[Fragment | None]:
+    def fragments(
+        self, name: str, bits: int, *, since: str | None = None, until: str | None = None
+    ) -> list[Fragment | None]:
         return [
-            SqliteFragment(self.path, name, *partition_bounds(p, bits)) for p in range(1 << bits)
+            SqliteFragment(self.path, name, *partition_bounds(p, bits), since=since, until=until)
+            for p in range(1 << bits)
         ]
 
 
 @dataclasses.dataclass(frozen=True)
 class ParquetFragment:
-    """The row groups of Parquet files that may hold ids of one partition."""
+    """The row groups of Parquet files that may hold ids of one partition (with each file's
+    day: the export's hive partition)."""
 
     directory: str
-    pieces: tuple[tuple[str, tuple[int, ...]], ...]
+    pieces: tuple[tuple[str, tuple[int, ...], str], ...]
     partition: int
     bits: int
 
-    def read(self, mechanism: Mechanism) -> tuple[Keys, Reports]:
+    def read(self, mechanism: Mechanism) -> tuple[Keys, Reports, Days]:
         import pyarrow.parquet as pq
 
         keys: list[Keys] = []
         reports: list[Reports] = []
-        for relative, row_groups in self.pieces:
+        days: list[Days] = []
+        for relative, row_groups, day in self.pieces:
             path = Path(self.directory) / relative
             handle = pq.ParquetFile(path)
             table = handle.read_row_groups(list(row_groups))
@@ -219,7 +265,8 @@ class ParquetFragment:
                 raise ValueError(f"--parquet {self.directory}: {relative}: {error}") from error
             keys.append(chunk_keys[mine])
             reports.append(chunk[mine])
-        return _concatenate(keys, reports)
+            days.append(np.full(int(np.count_nonzero(mine)), day_number(day), dtype=np.int64))
+        return _concatenate(keys, reports, days)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,14 +316,25 @@ class ParquetSource:
             created=document.get("created", ""),
         )
 
-    def count(self, name: str) -> int:
-        return self._manifest().rows
+    def _files(self, since: str | None, until: str | None) -> list[dict[str, Any]]:
+        """The manifest's files of the days in the window (the others are never opened)."""
+        return [
+            entry
+            for entry in self._manifest().files
+            if (since is None or _entry_day(entry) >= since)
+            and (until is None or _entry_day(entry) <= until)
+        ]
 
-    def fragments(self, name: str, bits: int) -> list[Fragment | None]:
+    def count(self, name: str, *, since: str | None = None, until: str | None = None) -> int:
+        return sum(int(entry["rows"]) for entry in self._files(since, until))
+
+    def fragments(
+        self, name: str, bits: int, *, since: str | None = None, until: str | None = None
+    ) -> list[Fragment | None]:
         import pyarrow.parquet as pq
 
-        pieces: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(1 << bits)]
-        for entry in self._manifest().files:
+        pieces: list[list[tuple[str, tuple[int, ...], str]]] = [[] for _ in range(1 << bits)]
+        for entry in self._files(since, until):
             metadata = pq.read_metadata(Path(self.directory) / entry["path"])
             export.check_schema_version(
                 metadata.metadata, where=f"--parquet {self.directory}: {entry['path']}"
@@ -293,7 +351,7 @@ class ParquetSource:
                 for p in range(first, last + 1):
                     spans.setdefault(p, []).append(group)
             for p, groups in spans.items():
-                pieces[p].append((entry["path"], tuple(groups)))
+                pieces[p].append((entry["path"], tuple(groups), _entry_day(entry)))
         return [
             ParquetFragment(self.directory, tuple(items), p, bits) if items else None
             for p, items in enumerate(pieces)
@@ -304,10 +362,40 @@ def _partition_of_id(raw: bytes, bits: int) -> int:
     return int.from_bytes(bytes(raw)[:8], "big") >> (64 - bits) if bits else 0
 
 
-def _concatenate(keys: list[Keys], reports: list[Reports]) -> tuple[Keys, Reports]:
+def _entry_day(entry: dict[str, Any]) -> str:
+    """A manifest file's day: its ``day`` field, else its hive directory (``day=YYYY-MM-DD/``)."""
+    if entry.get("day"):
+        return str(entry["day"])
+    for part in Path(entry["path"]).parts:
+        if part.startswith("day="):
+            return part[len("day=") :]
+    raise ValueError(f"manifest file {entry['path']!r} names no day")
+
+
+_EPOCH = datetime.date(1970, 1, 1)
+
+
+def day_number(day: str) -> int:
+    """Days since 1970-01-01 of a ``YYYY-MM-DD`` day."""
+    return (datetime.date.fromisoformat(day) - _EPOCH).days
+
+
+def day_numbers(days: Sequence[str]) -> Days:
+    """:func:`day_number` of each day (vectorized)."""
+    return np.asarray(days, dtype="datetime64[D]").astype(np.int64)
+
+
+def day_name(number: int) -> str:
+    """The ``YYYY-MM-DD`` of a :func:`day_number`."""
+    return (_EPOCH + datetime.timedelta(days=int(number))).isoformat()
+
+
+def _concatenate(
+    keys: list[Keys], reports: list[Reports], days: list[Days]
+) -> tuple[Keys, Reports, Days]:
     if not keys:
-        return np.zeros((0, 2), dtype=np.uint64), np.zeros(0)
-    return np.concatenate(keys), np.concatenate(reports)
+        return np.zeros((0, 2), dtype=np.uint64), np.zeros(0), np.zeros(0, dtype=np.int64)
+    return np.concatenate(keys), np.concatenate(reports), np.concatenate(days)
 
 
 @functools.lru_cache(maxsize=64)
@@ -341,40 +429,81 @@ def open_sources(
 # ---- the partition task and the tree -------------------------------------------------------------
 
 
+DayStatistics = tuple[tuple[str, AggregateStatistic], ...]
+"""``(day, statistic)`` pairs in day order."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PartitionResult:
-    """A partition's statistic (or a merge of several), with how many copies were read."""
+    """A partition's statistic (or a merge of several), with how many copies were read, and
+    (``by_day``) the statistic of each day."""
 
     statistic: AggregateStatistic
     read: int
     duplicates: int
     partitions: int = 1
+    days: DayStatistics = ()
 
 
-def aggregate_partition(
-    config_json: str, fragments: Sequence[Fragment], chunk_size: int = READ_CHUNK
-) -> PartitionResult:
-    """Read one partition from every source, keep each report id once, aggregate.
+def kept_reports(mechanism: Mechanism, fragments: Sequence[Fragment]) -> tuple[Reports, Days, int]:
+    """One partition's reports from every source, each report id once, in id order, with the
+    day of the copy kept and the number of copies read.
 
-    The first copy of an id wins (sources in the order given); kept reports are aggregated in
-    id order, ``chunk_size`` at a time, so the statistic depends only on the set of reports.
+    The first copy of an id wins (sources in the order given), so what is kept depends only on
+    the sources, never on how the work was cut or scheduled.
     """
-    mechanism = _mechanism(config_json)
     parts = [fragment.read(mechanism) for fragment in fragments]
-    parts = [(k, r) for k, r in parts if len(k)]
-    statistic = mechanism.empty_statistic()
+    parts = [part for part in parts if len(part[0])]
     if not parts:
-        return PartitionResult(statistic, 0, 0)
-    keys = np.concatenate([k for k, _ in parts])
-    reports = np.concatenate([r for _, r in parts])
+        return _no_reports(mechanism), np.zeros(0, dtype=np.int64), 0
+    keys = np.concatenate([k for k, _, _ in parts])
+    reports = np.concatenate([r for _, r, _ in parts])
+    days = np.concatenate([d for _, _, d in parts])
     order = np.lexsort((keys[:, 1], keys[:, 0]))  # stable: the earlier copy first
     ordered = keys[order]
     first = np.ones(len(order), dtype=bool)
     first[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
-    kept = reports[order[first]]
-    for start in range(0, len(kept), chunk_size):
-        statistic = statistic + mechanism.aggregate(kept[start : start + chunk_size])
-    return PartitionResult(statistic, len(order), len(order) - len(kept))
+    kept = order[first]
+    return reports[kept], days[kept], len(order)
+
+
+def _no_reports(mechanism: Mechanism) -> Reports:
+    try:
+        return mechanism.from_wire([])
+    except ValueError:
+        return np.zeros(0)
+
+
+def _aggregate(mechanism: Mechanism, reports: Reports, chunk_size: int) -> AggregateStatistic:
+    statistic = mechanism.empty_statistic()
+    for start in range(0, len(reports), chunk_size):
+        statistic = statistic + mechanism.aggregate(reports[start : start + chunk_size])
+    return statistic
+
+
+def aggregate_partition(
+    config_json: str,
+    fragments: Sequence[Fragment],
+    chunk_size: int = READ_CHUNK,
+    *,
+    by_day: bool = False,
+) -> PartitionResult:
+    """Read one partition from every source, keep each report id once, aggregate.
+
+    Kept reports (:func:`kept_reports`) are aggregated in id order, ``chunk_size`` at a time,
+    so the statistic depends only on the set of reports. ``by_day``: also the statistic of
+    each day (the day of the copy kept), in id order within the day.
+    """
+    mechanism = _mechanism(config_json)
+    kept, days, read = kept_reports(mechanism, fragments)
+    statistic = _aggregate(mechanism, kept, chunk_size)
+    per_day: DayStatistics = ()
+    if by_day and len(kept):
+        per_day = tuple(
+            (day_name(day), _aggregate(mechanism, kept[days == day], chunk_size))
+            for day in np.unique(days)
+        )
+    return PartitionResult(statistic, read, read - len(kept), days=per_day)
 
 
 def merge_results(*results: PartitionResult) -> PartitionResult:
@@ -382,12 +511,43 @@ def merge_results(*results: PartitionResult) -> PartitionResult:
     statistic = results[0].statistic
     for result in results[1:]:
         statistic = statistic + result.statistic
+    days: dict[str, AggregateStatistic] = {}
+    for result in results:
+        for day, day_statistic in result.days:
+            days[day] = days[day] + day_statistic if day in days else day_statistic
     return PartitionResult(
         statistic,
         sum(r.read for r in results),
         sum(r.duplicates for r in results),
         sum(r.partitions for r in results),
+        tuple(sorted(days.items())),
     )
+
+
+def support_partition(
+    config_json: str,
+    fragments: Sequence[Fragment],
+    level: int,
+    prefixes: npt.NDArray[np.int64],
+    day: str | None = None,
+) -> Counts:
+    """How many of one partition's reports (de-duplicated as :func:`aggregate_partition` does)
+    at ``level`` support each prefix: ``PEM.support_counts`` (prefixes as the int64 chunk array
+    of ``analysis.discovery.discover_pem_by_support``). ``day``: only the reports whose copy
+    kept was stored that day (the reports of that day of a ``by_day`` aggregate)."""
+    mechanism = _mechanism(config_json)
+    kept, days, _ = kept_reports(mechanism, fragments)
+    if day is not None:
+        kept = kept[days == day_number(day)]
+    return np.asarray(mechanism.support_counts(kept, level, prefixes), dtype=np.int64)  # type: ignore[attr-defined]
+
+
+def add_counts(*counts: Counts) -> Counts:
+    """The sum of partitions' support counts (a node of the tree)."""
+    total = counts[0].copy()
+    for more in counts[1:]:
+        total += more
+    return total
 
 
 T = TypeVar("T")
@@ -418,7 +578,9 @@ class Plan:
     bits: int
     tasks: tuple[tuple[Fragment, ...], ...]
     total: int
-    """Copies stored over all sources (before de-duplication)."""
+    """Copies stored over all sources (before de-duplication), in the window."""
+    since: str | None = None
+    until: str | None = None
 
     @property
     def config_json(self) -> str:
@@ -431,18 +593,27 @@ def plan(
     parquets: Sequence[str] = (),
     *,
     partitions: int | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> Plan:
-    """Open the sources, check they agree, and cut the work into id-range partitions."""
+    """Open the sources, check they agree, and cut the work into id-range partitions.
+
+    ``since``/``until`` (``YYYY-MM-DD``, inclusive): only the copies stored on those UTC days;
+    ``ValueError`` naming ``--since``/``--until`` for a malformed or reversed window.
+    """
+    since, until = export.check_day(since, "--since"), export.check_day(until, "--until")
+    if since is not None and until is not None and since > until:
+        raise ValueError(f"--since {since} is after --until {until}")
     campaign, sources = open_sources(name, dbs, parquets)
-    total = sum(source.count(name) for source in sources)
+    total = sum(source.count(name, since=since, until=until) for source in sources)
     report_bytes = _report_bytes(campaign.mechanism)
     bits = choose_bits(total, report_bytes, partitions=partitions)
-    per_source = [source.fragments(name, bits) for source in sources]
+    per_source = [source.fragments(name, bits, since=since, until=until) for source in sources]
     tasks = tuple(
         tuple(f for f in (fragments[p] for fragments in per_source) if f is not None)
         for p in range(1 << bits)
     )
-    return Plan(campaign, tuple(s.label for s in sources), bits, tasks, total)
+    return Plan(campaign, tuple(s.label for s in sources), bits, tasks, total, since, until)
 
 
 def _report_bytes(mechanism: Mechanism) -> int:
@@ -456,7 +627,11 @@ def _report_bytes(mechanism: Mechanism) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class MergedStatistic:
-    """The de-duplicated statistic of a campaign over its sources, and what it cost."""
+    """The de-duplicated statistic of a campaign over its sources, and what it cost.
+
+    ``days`` (when aggregated ``by_day``): ``(day, statistic)`` in day order, each report in
+    the day of the copy kept, so the days' ``n`` add up to ``statistic.n``.
+    """
 
     campaign: StoredCampaign
     statistic: AggregateStatistic
@@ -464,6 +639,7 @@ class MergedStatistic:
     duplicates: int
     partitions: int
     sources: tuple[str, ...]
+    days: DayStatistics = ()
 
 
 def finish(work: Plan, result: PartitionResult) -> MergedStatistic:
@@ -474,20 +650,119 @@ def finish(work: Plan, result: PartitionResult) -> MergedStatistic:
         duplicates=result.duplicates,
         partitions=result.partitions,
         sources=work.sources,
+        days=result.days,
     )
 
 
 def aggregate_local(
-    work: Plan, *, split_every: int = DEFAULT_SPLIT_EVERY, progress: bool = False
+    work: Plan,
+    *,
+    split_every: int = DEFAULT_SPLIT_EVERY,
+    progress: bool = False,
+    by_day: bool = False,
 ) -> MergedStatistic:
     """Every partition in this process, one after another (memory: one partition).
 
-    ``progress`` shows a bar over the partitions on stderr.
+    ``progress`` shows a bar over the partitions on stderr; ``by_day`` also splits the
+    statistic by day (:attr:`MergedStatistic.days`).
     """
     from tqdm import tqdm
 
     tasks = tqdm(
         work.tasks, unit="partition", desc=work.campaign.name, file=sys.stderr, disable=not progress
     )
-    results = [aggregate_partition(work.config_json, fragments) for fragments in tasks]
+    results = [aggregate_partition(work.config_json, f, by_day=by_day) for f in tasks]
     return finish(work, tree_reduce(results, split_every, merge_results))
+
+
+def support_local(
+    work: Plan,
+    level: int,
+    prefixes: npt.NDArray[np.int64],
+    *,
+    split_every: int = DEFAULT_SPLIT_EVERY,
+    day: str | None = None,
+) -> Counts:
+    """PEM support counts of ``prefixes`` at ``level`` over every partition, in this process
+    (``day``: of that day's reports, as :func:`support_partition`)."""
+    counts = [support_partition(work.config_json, f, level, prefixes, day) for f in work.tasks]
+    return tree_reduce(counts, split_every, add_counts)
+
+
+class Engine(Protocol):
+    """Where a plan runs: :class:`LocalEngine` or ``analysis.distributed.DaskEngine``."""
+
+    def aggregate(self, work: Plan, *, by_day: bool = False) -> MergedStatistic:
+        """The plan's merged statistic (``by_day``: split by day as well)."""
+
+    def support(
+        self, work: Plan, level: int, prefixes: npt.NDArray[np.int64], *, day: str | None = None
+    ) -> Counts:
+        """PEM support counts of ``prefixes`` at ``level`` over the plan's partitions (``day``:
+        of the reports kept with that day, :func:`support_partition`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalEngine:
+    """Every partition task in this process (:func:`aggregate_local`, :func:`support_local`)."""
+
+    split_every: int = DEFAULT_SPLIT_EVERY
+    progress: bool = False
+
+    def aggregate(self, work: Plan, *, by_day: bool = False) -> MergedStatistic:
+        return aggregate_local(
+            work, split_every=self.split_every, progress=self.progress, by_day=by_day
+        )
+
+    def support(
+        self, work: Plan, level: int, prefixes: npt.NDArray[np.int64], *, day: str | None = None
+    ) -> Counts:
+        return support_local(work, level, prefixes, split_every=self.split_every, day=day)
+
+
+def needs_reports(mechanism: Mechanism) -> bool:
+    """Whether the estimate reads the reports again beyond the merged statistic: PEM, whose
+    decoder chooses each level's candidates from the previous level (one more job per level)."""
+    from client_sdk.mechanisms.pem import PEM
+
+    return isinstance(mechanism, PEM)
+
+
+def estimate_merged(
+    engine: Engine,
+    work: Plan,
+    merged: MergedStatistic,
+    *,
+    confidence: float = 0.95,
+    candidates: Sequence[str] | None = None,
+    day: str | None = None,
+) -> Any:
+    """The campaign's estimate from its merged statistic: ``analysis.estimation.estimate``, the
+    same as over one database holding each report once. PEM (:func:`needs_reports`) runs
+    ``analysis.discovery.discover_pem_by_support`` with one support job per level on
+    ``engine``, its reports per level from ``merged``. ``candidates``: RAPPOR's and the
+    sketches' (the campaign's domain); the others ignore them. ``day``: the estimate of that
+    day of a ``by_day`` aggregate (``LookupError`` for a day without reports).
+    """
+    from analysis.estimation import estimate
+
+    statistic = merged.statistic
+    if day is not None:
+        days = dict(merged.days)
+        if day not in days:
+            raise LookupError(f"no reports on {day} (aggregate with by_day=True)")
+        statistic = days[day]
+    mechanism = work.campaign.mechanism
+    if needs_reports(mechanism):
+        from analysis.discovery import discover_pem_by_support
+
+        def support(level: int, prefixes: npt.NDArray[np.int64]) -> Counts:
+            return engine.support(work, level, prefixes, day=day)
+
+        return discover_pem_by_support(
+            mechanism,  # type: ignore[arg-type]
+            statistic.counts,
+            support,
+            confidence=confidence,
+        )
+    return estimate(mechanism, statistic, confidence=confidence, candidates=candidates)

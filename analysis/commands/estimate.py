@@ -30,7 +30,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,12 @@ from analysis.commands._arguments import (
     add_window_arguments,
     positive_int,
 )
-from analysis.commands._shards import add_shard_arguments, merged_statistic, uses_shards
+from analysis.commands._shards import (
+    add_shard_arguments,
+    sharded_days,
+    sharded_estimate,
+    uses_shards,
+)
 from analysis.dataset import (
     StoredCampaign,
     count_reports,
@@ -310,25 +315,12 @@ def estimable_candidates(campaign: StoredCampaign) -> list[str]:
 
 
 def load_sharded_estimate(args: argparse.Namespace) -> tuple[StoredCampaign, Any]:
-    """The raw estimate over every --db and --parquet source, de-duplicated by report id and
-    merged in this process or on --dask (``analysis.commands._shards``, docs/scale-out.md)."""
+    """The raw estimate over every --db and --parquet source (in the --since/--until window),
+    de-duplicated by report id and merged in this process or on --dask
+    (``analysis.commands._shards``, docs/scale-out.md)."""
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1); got {args.confidence!r}")
-    merged = merged_statistic(args, check=estimable_candidates)
-    campaign, statistic = merged.campaign, merged.statistic
-    require_min_batch(statistic.n, campaign.min_batch_size, campaign.name)
-    try:
-        result = estimate(
-            campaign.mechanism,
-            statistic,
-            confidence=args.confidence,
-            candidates=estimable_candidates(campaign),
-        )
-    except TypeError as error:  # discovery (pem, sfp) reads reports, not a merged statistic
-        raise ValueError(
-            f"campaign {campaign.name!r} cannot be estimated from merged shards: {error}"
-        ) from None
-    return campaign, result
+    return sharded_estimate(args, candidates=estimable_candidates)
 
 
 # ---- output ---------------------------------------------------------------------------------
@@ -512,23 +504,17 @@ def daily_series(args: argparse.Namespace) -> dict[str, Any]:
     if args.postprocess != "base" or args.top is not None:
         raise ValueError("--by day gives raw estimates: --postprocess and --top do not apply")
     since, until = check_window(args.since, args.until)
-    db = args.db[0]
-    campaign = load_campaign(db, args.campaign)
-    candidates = estimable_candidates(campaign)
+    points: Iterable[tuple[str, int, Any]]
+    if uses_shards(args):  # several sources: one pass, each report once (docs/scale-out.md)
+        campaign, points = sharded_days(args, candidates=estimable_candidates)
+    else:
+        campaign = load_campaign(args.db[0], args.campaign)
+        points = _database_days(args, campaign, since, until)
     days: list[dict[str, Any]] = []
-    for day, n in report_days(db, args.campaign, since=since, until=until):
-        entry: dict[str, Any] = {"day": day, "n": n}
-        if n < campaign.min_batch_size:
-            entry["estimate"] = None  # nothing but n below the campaign's minimum
-        else:
-            chunks = iter_report_chunks(
-                db, args.campaign, chunk_size=args.chunk_size, since=day, until=day
-            )
-            result = estimate(
-                campaign.mechanism, chunks, confidence=args.confidence, candidates=candidates
-            )
-            entry["estimate"] = _series_point(campaign, result)
-        days.append(entry)
+    for day, n, result in points:
+        # Nothing but n below the campaign's minimum.
+        point = None if result is None else _series_point(campaign, result)
+        days.append({"day": day, "n": n, "estimate": point})
     return json_safe(  # type: ignore[no-any-return]
         {
             "campaign": campaign.name,
@@ -542,6 +528,26 @@ def daily_series(args: argparse.Namespace) -> dict[str, Any]:
             "days": days,
         }
     )
+
+
+def _database_days(
+    args: argparse.Namespace, campaign: StoredCampaign, since: str | None, until: str | None
+) -> Iterator[tuple[str, int, Any]]:
+    """``(day, n, estimate)`` of each day of one --db (``None`` below ``min_batch_size``)."""
+    db = args.db[0]
+    candidates = estimable_candidates(campaign)
+    for day, n in report_days(db, args.campaign, since=since, until=until):
+        if n < campaign.min_batch_size:
+            yield day, n, None
+            continue
+        chunks = iter_report_chunks(
+            db, args.campaign, chunk_size=args.chunk_size, since=day, until=day
+        )
+        yield (
+            day,
+            n,
+            estimate(campaign.mechanism, chunks, confidence=args.confidence, candidates=candidates),
+        )
 
 
 def _series_point(campaign: StoredCampaign, result: Any) -> dict[str, Any]:
@@ -620,9 +626,6 @@ def _aligned(head: str, columns: list[str], rows: list[list[Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    windowed = args.since is not None or args.until is not None or args.by is not None
-    if windowed and uses_shards(args):
-        raise ValueError("--since, --until and --by read one --db (no --parquet or --dask)")
     if args.by == "day":
         write_series(daily_series(args), args.format)
         return 0

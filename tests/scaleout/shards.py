@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,50 @@ CONFIGS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Variants of a registered mechanism that estimate through other code (another protocol or
+# decoder): each must merge and estimate from shards like the default config.
+CONFIGS.update(
+    {
+        "multi-spl": {**CONFIGS["multi"], "protocol": "spl"},
+        "multi-rsfd": {**CONFIGS["multi"], "protocol": "rsfd"},
+    }
+)
+
 RAPPOR_CANDIDATES = [f"site-{i}" for i in range(6)]
+"""RAPPOR's domain, and the candidates of the string sketches (cms, hcms)."""
+
+
+def assert_same_estimate(a: Any, b: Any, *, exact: bool, where: str = "estimate") -> None:
+    """Two estimates equal field by field: bit for bit (``exact``) or to float rounding."""
+    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        for field in dataclasses.fields(a):
+            assert_same_estimate(
+                getattr(a, field.name),
+                getattr(b, field.name),
+                exact=exact,
+                where=f"{where}.{field.name}",
+            )
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        if exact or a.dtype.kind not in "fc":
+            assert a.tobytes() == b.tobytes(), where
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12, err_msg=where)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same_estimate(a[key], b[key], exact=exact, where=f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_estimate(x, y, exact=exact, where=f"{where}[{i}]")
+    elif isinstance(a, float) and not exact:
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12, err_msg=where)
+    elif isinstance(a, float):
+        assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 def campaign_document(name: str, config: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ class SlowFragment:
     inner: Any
     seconds: float
 
-    def read(self, mechanism: Mechanism) -> tuple[Any, Reports]:
+    def read(self, mechanism: Mechanism) -> tuple[Any, Reports, Any]:
         time.sleep(self.seconds)
         return self.inner.read(mechanism)  # type: ignore[no-any-return]
 
