@@ -409,7 +409,13 @@ class TelemetryClient:
 
     def _check_policy(self, campaign: Campaign) -> None:
         try:
-            self.policy.check(campaign.name, campaign.mechanism, config_id=campaign.config_id)
+            self.policy.check(
+                campaign.name,
+                campaign.mechanism,
+                config_id=campaign.config_id,
+                shuffle=campaign.document.get("shuffle"),
+                through_shuffler=self.shuffler_url is not None,
+            )
         except PolicyViolation as violation:
             self._ledger.note(campaign.name, f"campaign refused by the app's policy: {violation}")
             raise

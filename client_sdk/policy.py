@@ -20,6 +20,22 @@ A campaign is refused, with an error naming the field and both values, when:
 * its memoized reports carry a deterministic pseudonym (the same public value in every report of
   a value, see docs/math/memoization.md) and the policy does not allow that.
 
+Shuffled campaigns. A campaign routed through an anonymizing shuffler (``"shuffle":
+{"min_batch", "central_epsilon", "delta"}``, docs/shuffler.md) randomizes each report at a larger
+local epsilon, calibrated so that every shuffled batch of ``min_batch`` reports is
+(central_epsilon, delta)-DP. An app accepts that only by stating a central ceiling,
+``max_central_epsilon`` (and ``max_central_delta``): then a shuffled campaign whose local epsilon
+exceeds ``max_epsilon`` is accepted when
+
+* the client sends it through a shuffler (``TelemetryClient(shuffler_url=...)``),
+* its local epsilon is at most ``max_shuffled_epsilon`` (what still holds if the shuffler
+  colludes with the collector), its mechanism is pure epsilon-LDP and not memoized (the
+  amplification bound assumes independent reports),
+* its declared central target is within the ceiling, and
+* the device's own evaluation of the amplification bound (Feldman, McMillan, Talwar, FOCS 2021;
+  ``client_sdk.amplification.clone_delta``) confirms the declared target at ``min_batch`` for
+  the served local epsilon: the collector's numbers are not trusted.
+
 Budgets. A campaign may carry a budget (``{"epsilon_per_report", "reports_per_period",
 "period_seconds"}``); the app's ``budget`` is the most it grants. Where both exist the stricter
 applies field by field (the smaller epsilon per report, the fewer reports, the longer period), so
@@ -38,7 +54,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from client_sdk.campaign import BudgetPolicy
+from client_sdk.amplification import clone_delta, numerical_epsilon
+from client_sdk.campaign import BudgetPolicy, ShufflePlan
 from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms._validation import check_delta, check_epsilon
 
@@ -59,10 +76,19 @@ class PolicyViolation(ValueError):
     ``policy_value`` what the policy allows.
     """
 
-    def __init__(self, campaign: str, field: str, campaign_value: Any, policy_value: Any) -> None:
+    def __init__(
+        self,
+        campaign: str,
+        field: str,
+        campaign_value: Any,
+        policy_value: Any,
+        *,
+        note: str | None = None,
+    ) -> None:
         super().__init__(
             f"campaign {campaign!r} is refused by the app's privacy policy: {field} is "
             f"{campaign_value!r} in the campaign, the policy allows {policy_value!r}"
+            + ("" if note is None else f" ({note})")
         )
         self.campaign = campaign
         self.field = field
@@ -85,6 +111,12 @@ class PrivacyPolicy:
     :param pinned_config_ids: campaign name -> the only ``config_id`` accepted for it.
     :param allow_pseudonymous_memoization: accept memoized campaigns whose reports carry a
         deterministic pseudonym of (device, campaign, value).
+    :param max_central_epsilon: the largest central epsilon of a shuffled batch the app accepts
+        in exchange for a local epsilon above ``max_epsilon`` (``None``: shuffled campaigns are
+        held to ``max_epsilon`` like any other; module docstring).
+    :param max_central_delta: the largest central delta of a shuffled batch.
+    :param max_shuffled_epsilon: the largest local epsilon of one report of a shuffled campaign
+        accepted under the central ceiling.
     """
 
     max_epsilon: float = 4.0
@@ -94,11 +126,19 @@ class PrivacyPolicy:
     allowed_mechanisms: frozenset[str] | None = None
     pinned_config_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)
     allow_pseudonymous_memoization: bool = False
+    max_central_epsilon: float | None = None
+    max_central_delta: float = 1e-6
+    max_shuffled_epsilon: float = 10.0
 
     def __post_init__(self) -> None:
-        for field in ("max_epsilon", "max_epsilon_inf"):
+        for field in ("max_epsilon", "max_epsilon_inf", "max_shuffled_epsilon"):
             object.__setattr__(self, field, check_epsilon(getattr(self, field), field))
         object.__setattr__(self, "max_delta", check_delta(self.max_delta, "max_delta"))
+        central_delta = check_delta(self.max_central_delta, "max_central_delta", allow_zero=False)
+        object.__setattr__(self, "max_central_delta", central_delta)
+        if self.max_central_epsilon is not None:
+            ceiling = check_epsilon(self.max_central_epsilon, "max_central_epsilon")
+            object.__setattr__(self, "max_central_epsilon", ceiling)
         if self.budget is not None:
             object.__setattr__(self, "budget", BudgetPolicy.from_dict(self.budget))
         if self.allowed_mechanisms is not None:
@@ -118,8 +158,20 @@ class PrivacyPolicy:
                 f"{self.allow_pseudonymous_memoization!r}"
             )
 
-    def check(self, campaign: str, mechanism: Mechanism, *, config_id: str) -> None:
-        """Raise :class:`PolicyViolation` when ``mechanism`` is weaker than this policy."""
+    def check(
+        self,
+        campaign: str,
+        mechanism: Mechanism,
+        *,
+        config_id: str,
+        shuffle: Mapping[str, Any] | None = None,
+        through_shuffler: bool = False,
+    ) -> None:
+        """Raise :class:`PolicyViolation` when ``mechanism`` is weaker than this policy.
+
+        ``shuffle``: the campaign's shuffle target, if any; ``through_shuffler``: whether the
+        client sends its reports through a shuffler (module docstring, "Shuffled campaigns").
+        """
         pinned = self.pinned_config_ids.get(campaign)
         if pinned is not None and pinned != config_id:
             raise PolicyViolation(campaign, "pinned_config_ids", config_id, pinned)
@@ -130,7 +182,9 @@ class PrivacyPolicy:
             )
         epsilon = float(mechanism.privacy_epsilon)
         if not epsilon <= self.max_epsilon:  # also refuses nan
-            raise PolicyViolation(campaign, "max_epsilon", epsilon, self.max_epsilon)
+            if shuffle is None or self.max_central_epsilon is None or not through_shuffler:
+                raise PolicyViolation(campaign, "max_epsilon", epsilon, self.max_epsilon)
+            self._check_central(campaign, mechanism, epsilon, ShufflePlan.from_dict(shuffle))
         delta = float(mechanism.privacy_delta)
         if not delta <= self.max_delta:
             raise PolicyViolation(campaign, "max_delta", delta, self.max_delta)
@@ -143,6 +197,41 @@ class PrivacyPolicy:
             pseudonymous = bool(getattr(mechanism, "deterministic_pseudonym", False))
             if pseudonymous and not self.allow_pseudonymous_memoization:
                 raise PolicyViolation(campaign, "allow_pseudonymous_memoization", True, False)
+
+    def _check_central(
+        self, campaign: str, mechanism: Mechanism, epsilon: float, plan: ShufflePlan
+    ) -> None:
+        """A local epsilon above ``max_epsilon`` bought by shuffling (module docstring)."""
+        assert self.max_central_epsilon is not None
+        if not epsilon <= self.max_shuffled_epsilon:
+            raise PolicyViolation(
+                campaign, "max_shuffled_epsilon", epsilon, self.max_shuffled_epsilon
+            )
+        if float(mechanism.privacy_delta) > 0 or bool(getattr(mechanism, "memoized", False)):
+            raise PolicyViolation(
+                campaign,
+                "max_epsilon",
+                epsilon,
+                self.max_epsilon,
+                note="the amplification bound covers independent pure epsilon-LDP reports only",
+            )
+        if not plan.central_epsilon <= self.max_central_epsilon:
+            raise PolicyViolation(
+                campaign, "max_central_epsilon", plan.central_epsilon, self.max_central_epsilon
+            )
+        if not plan.delta <= self.max_central_delta:
+            raise PolicyViolation(campaign, "max_central_delta", plan.delta, self.max_central_delta)
+        if clone_delta(plan.central_epsilon, epsilon, plan.min_batch) > plan.delta:
+            bound = numerical_epsilon(epsilon, plan.min_batch, plan.delta)
+            raise PolicyViolation(
+                campaign,
+                "max_central_epsilon",
+                bound,
+                self.max_central_epsilon,
+                note=f"the campaign claims central_epsilon {plan.central_epsilon} for batches of "
+                f"{plan.min_batch} at local epsilon {epsilon}; the amplification bound gives "
+                f"{bound:.4g} at delta {plan.delta:g}",
+            )
 
     def effective_budget(self, campaign_budget: Mapping[str, Any] | None) -> BudgetPolicy | None:
         """The stricter of the campaign's budget and the app's, field by field."""
