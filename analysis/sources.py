@@ -335,7 +335,10 @@ class ParquetSource:
 
         pieces: list[list[tuple[str, tuple[int, ...], str]]] = [[] for _ in range(1 << bits)]
         for entry in self._files(since, until):
-            metadata = pq.read_metadata(Path(self.directory) / entry["path"])
+            try:
+                metadata = pq.read_metadata(Path(self.directory) / entry["path"])
+            except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+                raise ValueError(f"--parquet {self.directory}: {entry['path']}: {error}") from None
             export.check_schema_version(
                 metadata.metadata, where=f"--parquet {self.directory}: {entry['path']}"
             )

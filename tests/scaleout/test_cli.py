@@ -71,3 +71,20 @@ def test_mismatched_campaigns_are_refused_naming_both(
     assert code == 2 and "--dask must be local, local:WORKERS or tcp://HOST:PORT" in err
     code, _, err = run(["estimate", "--campaign", "c"], capsys)
     assert code == 2 and "give at least one source: --db PATH or --parquet DIR" in err
+
+
+def test_dask_local_2_through_the_command_line_equals_one_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--dask local:2`` starts its own LocalCluster of two worker processes; a PEM campaign
+    (discovery: one job per level on the cluster) prints what one process prints from one
+    database."""
+    dbs, (lake,), whole = build_shards(tmp_path, "pem")
+    code, single, err = run(["estimate", "--db", str(whole), "--campaign", "c"], capsys)
+    assert code == 0, err
+    argv = ["estimate", "--campaign", "c", "--db", dbs[0], "--db", dbs[1], "--parquet", lake]
+    code, on_dask, err = run([*argv, "--dask", "local:2"], capsys)
+    assert code == 0, err
+    assert json.loads(on_dask) == json.loads(single)
+    assert len(json.loads(single)["levels"]) == 16
+    assert f"{DUPLICATES} duplicate(s) dropped" in err and "on local:2" in err
