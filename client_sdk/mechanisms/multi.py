@@ -453,7 +453,8 @@ class Multi(Mechanism):
 
     @cached_property
     def report_dtype(self) -> np.dtype[Any]:
-        d = self.u
+        """One slot per unit (SPL, RS+FD), or the sampled unit's only (SMP)."""
+        d = 1 if self.protocol == "smp" else self.u
         return np.dtype(
             [
                 ("attribute", np.int64),
@@ -477,13 +478,24 @@ class Multi(Mechanism):
 
     # ---- device side -------------------------------------------------------------------------
 
+    def _groups(self, units: npt.ArrayLike) -> list[npt.NDArray[np.intp]]:
+        """The row indices of each unit (one stable radix sort of the small unit numbers)."""
+        u = np.asarray(units)
+        order = np.argsort(u.astype(np.int16), kind="stable")
+        bounds = np.searchsorted(u[order], np.arange(self.u + 1))
+        return [order[bounds[j] : bounds[j + 1]] for j in range(self.u)]
+
+    def _slot(self, j: int) -> int:
+        """Where unit j's payload sits in a report."""
+        return 0 if self.protocol == "smp" else j
+
     def _put(self, reports: Reports, rows: Any, j: int, out: Reports) -> None:
         if self.oracles[j].name == "oue":
             bits = np.zeros((len(out), self._bytes), dtype=np.uint8)
             bits[:, : out.shape[1]] = out
-            reports["bits"][rows, j] = bits
+            reports["bits"][rows, self._slot(j)] = bits
         else:
-            reports["values"][rows, j] = out
+            reports["values"][rows, self._slot(j)] = out
 
     def perturb(
         self,
@@ -506,8 +518,9 @@ class Multi(Mechanism):
             sampled = np.full(n, device_unit, dtype=np.int64)
         else:
             sampled = uniform_below(rng, self.u, n)
+        groups = self._groups(sampled)
         for j, oracle in enumerate(self.oracles):
-            rows = np.flatnonzero(sampled == j)
+            rows = groups[j]
             if rows.size:
                 self._put(reports, rows, j, oracle.perturb(self.unit_values(x[rows], j), rng=rng))
             if self.protocol == "rsfd":
@@ -522,8 +535,8 @@ class Multi(Mechanism):
     def _payload(self, row: Any, j: int) -> Any:
         oracle = self.oracles[j]
         if oracle.name == "oue":
-            return encode_bits(row["bits"][j][None, : (oracle.k + 7) // 8])[0]
-        return int(row["values"][j])
+            return encode_bits(row["bits"][self._slot(j)][None, : (oracle.k + 7) // 8])[0]
+        return int(row["values"][self._slot(j)])
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """SPL, RS+FD: a list of d payloads; SMP: [attribute, payload]. A payload is an integer
@@ -543,11 +556,11 @@ class Multi(Mechanism):
             packed, bad = decode_bits([value], oracle.k)
             if bad:
                 return f"{self.names[j]}: {bad[0].reason}"
-            row["bits"][j][: packed.shape[1]] = packed[0]
+            row["bits"][self._slot(j)][: packed.shape[1]] = packed[0]
             return None
         if not is_plain_int(value) or not 0 <= int(value) < oracle.k:
             return f"{self.names[j]}: report must be an integer in [0, {oracle.k})"
-        row["values"][j] = int(value)
+        row["values"][self._slot(j)] = int(value)
         return None
 
     def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
@@ -586,16 +599,16 @@ class Multi(Mechanism):
     def aggregate(self, reports: Reports) -> AggregateStatistic:
         """Support counts of every attribute's items, then how many reports carry each one."""
         counts = np.zeros(self.k + self.u, dtype=np.int64)
+        groups = self._groups(reports["attribute"]) if self.protocol == "smp" else None
         for j, oracle in enumerate(self.oracles):
-            rows = reports["attribute"] == j if self.protocol == "smp" else slice(None)
-            part = reports[rows]
-            counts[self.k + j] = len(part)
-            if not len(part):
-                continue
+            rows = groups[j] if groups is not None else slice(None)
             if oracle.name == "oue":
-                chunk = part["bits"][:, j, : (oracle.k + 7) // 8]
+                chunk = reports["bits"][rows, self._slot(j), : (oracle.k + 7) // 8]
             else:
-                chunk = part["values"][:, j]
+                chunk = reports["values"][rows, self._slot(j)]
+            counts[self.k + j] = len(chunk)
+            if not len(chunk):
+                continue
             counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
         return AggregateStatistic(counts, len(reports))
 

@@ -57,7 +57,7 @@ def test_device_side_matches_the_declared_channel(protocol: str) -> None:
     reports = m.perturb(np.tile(np.array([x]), (100_000, 1)), rng=np.random.default_rng(4))
     if protocol == "smp":  # outputs (j, y_j), attribute 0's outputs first
         index = np.where(
-            reports["attribute"] == 0, reports["values"][:, 0], 2 + reports["values"][:, 1]
+            reports["attribute"] == 0, reports["values"][:, 0], 2 + reports["values"][:, 0]
         )
     else:
         index = reports["values"][:, 0] * 3 + reports["values"][:, 1]
