@@ -34,10 +34,9 @@ from analysis.dashboard import auth
 from analysis.dashboard.data import (
     CampaignCache,
     CampaignState,
-    estimate_document,
+    estimate_view,
     open_read_only,
 )
-from analysis.dashboard.views import render
 from analysis.estimation import json_safe
 from analysis.gap import utility_gap
 from client_sdk.mechanisms.base import FrequencyOracle
@@ -252,7 +251,7 @@ def api_campaign(name: str) -> Response | dict[str, Any]:
         return document
     assert state.document is not None
     document["estimate"] = state.document
-    document["display"] = render(state.document)
+    document["display"] = state.display
     document["series"] = {
         "days": sorted(state.days),
         "reports": [state.days[d] for d in sorted(state.days)],
@@ -286,16 +285,13 @@ def _api_window(name: str) -> Response | dict[str, Any]:
     }
     if n < campaign.min_batch_size:
         return document
-    mechanism = campaign.mechanism
-    statistic = mechanism.empty_statistic()
-    for chunk in storage.iter_report_chunks(name, since=since, until=until):
-        statistic = statistic + mechanism.aggregate(chunk)
+    chunks = storage.iter_report_chunks(name, since=since, until=until)
     try:
-        estimate = estimate_document(campaign, statistic, confidence=_ext()["cache"].confidence)
+        estimate, display = estimate_view(campaign, chunks, confidence=_ext()["cache"].confidence)
     except ValueError as error:
         return _problem(422, "no-estimate", str(error))
     document["estimate"] = estimate
-    document["display"] = render(estimate)
+    document["display"] = display
     return document
 
 

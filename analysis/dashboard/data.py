@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from analysis.commands.estimate import estimable_candidates, frequency_document, mean_document
+from analysis.dashboard.views import render
 from analysis.estimation import DocumentedEstimate, MeanEstimate, estimate, json_safe
 from client_sdk.mechanisms.base import AggregateStatistic
 from collector.storage import Storage, StoredCampaign
@@ -28,7 +29,10 @@ from collector.storage import Storage, StoredCampaign
 __all__ = [
     "CampaignCache",
     "CampaignState",
+    "document_of",
     "estimate_document",
+    "estimate_result",
+    "estimate_view",
     "open_read_only",
 ]
 
@@ -42,22 +46,40 @@ def open_read_only(db: str | os.PathLike[str]) -> Storage:
     return storage
 
 
-def estimate_document(
-    campaign: StoredCampaign, statistic: AggregateStatistic, *, confidence: float
-) -> dict[str, Any]:
-    """The ``ldp-analyze estimate --format json`` document of a campaign's statistic.
-
-    The same dispatch as the command (``analysis.estimation.estimate`` with the campaign's
-    candidates) and the same document functions. ``ValueError`` for a campaign that has no
-    estimator (a RAPPOR campaign without a candidate list, say).
-    """
+def estimate_result(campaign: StoredCampaign, reports: Any, *, confidence: float) -> Any:
+    """The raw estimate of a campaign's reports (a statistic, an array or chunks of reports):
+    the same dispatch as ``ldp-analyze estimate`` (``analysis.estimation.estimate`` with the
+    campaign's candidates). ``ValueError`` for a campaign that has no estimator (a RAPPOR
+    campaign without a candidate list, say); ``TypeError`` when the kind reads the reports
+    themselves and a merged statistic was given (PEM discovery)."""
     candidates = estimable_candidates(campaign)
-    result = estimate(campaign.mechanism, statistic, confidence=confidence, candidates=candidates)
+    return estimate(campaign.mechanism, reports, confidence=confidence, candidates=candidates)
+
+
+def document_of(campaign: StoredCampaign, result: Any) -> dict[str, Any]:
+    """The ``ldp-analyze estimate --format json`` document of a raw estimate (the command's own
+    document functions)."""
     if isinstance(result, DocumentedEstimate):
         return json_safe({"campaign": campaign.name, **result.to_dict()})  # type: ignore[no-any-return]
     if isinstance(result, MeanEstimate):
         return mean_document(campaign, result)
     return frequency_document(campaign, result)
+
+
+def estimate_document(
+    campaign: StoredCampaign, statistic: AggregateStatistic, *, confidence: float
+) -> dict[str, Any]:
+    """The ``ldp-analyze estimate --format json`` document of a campaign's statistic."""
+    return document_of(campaign, estimate_result(campaign, statistic, confidence=confidence))
+
+
+def estimate_view(
+    campaign: StoredCampaign, reports: Any, *, confidence: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The estimate document of ``reports`` and its dashboard view (``views.render``)."""
+    result = estimate_result(campaign, reports, confidence=confidence)
+    document = document_of(campaign, result)
+    return document, render(campaign.mechanism.estimate_kind, document, result)
 
 
 @dataclasses.dataclass
@@ -70,6 +92,7 @@ class CampaignState:
     statistic_seq: int = 0
     statistic: AggregateStatistic | None = None
     document: dict[str, Any] | None = None
+    display: dict[str, Any] | None = None
     document_seq: int = -1
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
@@ -127,9 +150,15 @@ class CampaignCache:
             self._update_statistic(storage, state, upto)
             if state.released and state.document_seq != state.statistic_seq:
                 assert state.statistic is not None
-                state.document = estimate_document(
-                    state.campaign, state.statistic, confidence=self.confidence
-                )
+                try:
+                    state.document, state.display = estimate_view(
+                        state.campaign, state.statistic, confidence=self.confidence
+                    )
+                except TypeError:  # discovery reads the reports themselves: all of them again
+                    chunks = _report_chunks(storage, state.campaign, 0, state.statistic_seq)
+                    state.document, state.display = estimate_view(
+                        state.campaign, chunks, confidence=self.confidence
+                    )
                 state.document_seq = state.statistic_seq
         return state
 
@@ -153,7 +182,7 @@ class CampaignCache:
     def _update_days(self, storage: Storage, state: CampaignState, upto: int) -> None:
         if upto < state.seq:  # the database was replaced under us: start again
             state.seq, state.days, state.statistic_seq, state.statistic = 0, {}, 0, None
-            state.document, state.document_seq = None, -1
+            state.document, state.display, state.document_seq = None, None, -1
         if upto == state.seq:
             return
         for day, count in _day_counts(storage, state.campaign.name, state.seq, upto):

@@ -2,7 +2,7 @@
 // No inline script anywhere (the Content-Security-Policy forbids it): the page says what it is
 // through data- attributes on <main id="page">. Chart renderers are chosen by the chart spec's
 // "type" (analysis/dashboard/views.py makes the specs); a new kind of chart is one more entry
-// in CHARTS.
+// in CHARTS. A view's further sections (charts, tables, heatmaps) go under #estimate-sections.
 "use strict";
 
 (function () {
@@ -127,8 +127,12 @@
   };
 
   function extent(spec) {
-    const values = [...spec.low, ...spec.high, ...spec.values, 0].filter((v) => v !== null);
+    const values = [...spec.low, ...spec.high, ...spec.values, 0].filter((v) => v !== null && v !== undefined);
     return { min: Math.min(...values), max: Math.max(...values) };
+  }
+
+  function points(xs, ys) {
+    return xs.map((x, i) => ({ x, y: ys[i] }));
   }
 
   const CHARTS = {
@@ -174,6 +178,48 @@
         },
       },
     }),
+    // A curve with its band (a CDF with bootstrap intervals): the band is filled between the
+    // low and high curves.
+    "band-line": (spec) => ({
+      type: "line",
+      data: {
+        datasets: [
+          {
+            label: spec.band_label,
+            data: points(spec.x, spec.low),
+            borderColor: "rgba(37, 99, 235, 0.25)",
+            borderWidth: 1,
+            pointRadius: 0,
+            fill: false,
+          },
+          {
+            label: `${spec.band_label} (upper)`,
+            data: points(spec.x, spec.high),
+            borderColor: "rgba(37, 99, 235, 0.25)",
+            backgroundColor: "rgba(37, 99, 235, 0.18)",
+            borderWidth: 1,
+            pointRadius: 0,
+            fill: "-1",
+          },
+          {
+            label: spec.label,
+            data: points(spec.x, spec.values),
+            borderColor: "rgb(37, 99, 235)",
+            borderWidth: 2,
+            pointRadius: 0,
+            fill: false,
+          },
+        ],
+      },
+      options: {
+        parsing: true,
+        plugins: { legend: { labels: { filter: (item) => !item.text.endsWith("(upper)") } } },
+        scales: {
+          x: { type: "linear", min: spec.x[0], max: spec.x[spec.x.length - 1] },
+          y: spec.range ? { min: spec.range[0], max: spec.range[1] } : { suggestedMin: 0, suggestedMax: 1 },
+        },
+      },
+    }),
     "day-bars": (spec) => ({
       type: "bar",
       data: {
@@ -190,12 +236,15 @@
     "interval-bars":
       "Bars: estimated frequencies; whiskers: confidence intervals. Unbiased estimates may fall below 0.",
     "interval-points": "Points: estimates; whiskers: confidence intervals; the axis spans the mechanism's range.",
+    "band-line": "Line: the estimated CDF; shaded: its pointwise bootstrap interval.",
   };
 
   const charts = {};
 
   function drawChart(id, spec) {
     const canvas = document.getElementById(id);
+    if (canvas && canvas.parentElement) canvas.parentElement.hidden = !spec;
+    if (!spec) return;
     const build = CHARTS[spec.type];
     if (!canvas || !build || typeof Chart === "undefined") return;
     const config = build(spec);
@@ -208,12 +257,106 @@
     if (existing && existing.config.type === config.type) {
       existing.data.labels = config.data.labels;
       config.data.datasets.forEach((dataset, i) => Object.assign(existing.data.datasets[i], dataset));
+      existing.data.datasets.length = config.data.datasets.length;
       existing.options.scales = config.options.scales;
       existing.update("none");
       return;
     }
     if (existing) existing.destroy();
     charts[id] = new Chart(canvas, config);
+  }
+
+  // A heatmap of a table of estimates (a two-way marginal): one cell per pair of values, its
+  // shade the estimate (clipped to [0, max]), its text the estimate and standard error.
+  function fillHeatmap(table, heatmap) {
+    const max = Math.max(1e-12, ...heatmap.values.flat().filter((v) => v !== null));
+    const corner = document.createElement("th");
+    corner.textContent = `${heatmap.row_name} \\ ${heatmap.column_name}`;
+    const head = document.createElement("tr");
+    head.appendChild(corner);
+    heatmap.columns.forEach((column) => {
+      const th = document.createElement("th");
+      th.textContent = column;
+      th.className = "num";
+      head.appendChild(th);
+    });
+    table.tHead.replaceChildren(head);
+    table.tBodies[0].replaceChildren(
+      ...heatmap.rows.map((rowName, r) => {
+        const tr = document.createElement("tr");
+        const th = document.createElement("th");
+        th.textContent = rowName;
+        tr.appendChild(th);
+        heatmap.values[r].forEach((value, c) => {
+          const td = cell("td", value, true);
+          const error = heatmap.std_errors[r][c];
+          if (error !== null && error !== undefined) td.title = `standard error ${format(error)}; interval [${format(heatmap.ci_low[r][c])}, ${format(heatmap.ci_high[r][c])}]`;
+          const shade = value === null ? 0 : Math.max(0, Math.min(1, value / max));
+          td.style.backgroundColor = `rgba(37, 99, 235, ${(0.08 + 0.72 * shade).toFixed(3)})`;
+          if (shade > 0.6) td.style.color = "#fff";
+          tr.appendChild(td);
+        });
+        return tr;
+      }),
+    );
+  }
+
+  function newTable(className) {
+    const table = document.createElement("table");
+    table.className = className;
+    table.appendChild(document.createElement("thead"));
+    table.appendChild(document.createElement("tbody"));
+    return table;
+  }
+
+  // The view's further sections ({title, hint, chart, table, heatmap}); the DOM is rebuilt only
+  // when their shape changes, so charts update in place between polls.
+  function showSections(container, sections) {
+    const shape = JSON.stringify(sections.map((s) => [s.title, Boolean(s.chart), Boolean(s.table), Boolean(s.heatmap)]));
+    if (container.dataset.shape !== shape) {
+      Object.keys(charts)
+        .filter((id) => id.startsWith("section-chart-"))
+        .forEach((id) => {
+          charts[id].destroy();
+          delete charts[id];
+        });
+      container.replaceChildren(
+        ...sections.map((section, i) => {
+          const part = document.createElement("section");
+          part.className = "estimate-section";
+          part.dataset.index = String(i);
+          const title = document.createElement("h3");
+          title.textContent = section.title;
+          part.appendChild(title);
+          if (section.hint) {
+            const hint = document.createElement("p");
+            hint.className = "hint";
+            hint.textContent = section.hint;
+            part.appendChild(hint);
+          }
+          if (section.chart) {
+            const box = document.createElement("div");
+            box.className = "chart";
+            const canvas = document.createElement("canvas");
+            canvas.id = `section-chart-${i}`;
+            canvas.setAttribute("role", "img");
+            canvas.setAttribute("aria-label", section.title);
+            box.appendChild(canvas);
+            part.appendChild(box);
+          }
+          if (section.table) part.appendChild(newTable("data section-table"));
+          if (section.heatmap) part.appendChild(newTable("data heatmap"));
+          return part;
+        }),
+      );
+      container.dataset.shape = shape;
+    }
+    sections.forEach((section, i) => {
+      const part = container.children[i];
+      if (section.chart) drawChart(`section-chart-${i}`, section.chart);
+      if (section.table) fillTable(part.querySelector("table.section-table"), section.table.columns, section.table.rows);
+      if (section.heatmap) fillHeatmap(part.querySelector("table.heatmap"), section.heatmap);
+    });
   }
 
   function showCampaigns(document_) {
@@ -256,11 +399,12 @@
     const view = d.display;
     page.dataset.view = view.view;
     setText("estimate-title", `${view.title} (${Math.round(100 * d.estimate.confidence)}% intervals)`);
-    document.getElementById("estimate-hint").textContent = HINTS[view.chart.type] || "";
+    document.getElementById("estimate-hint").textContent = view.chart ? HINTS[view.chart.type] || "" : "";
     drawChart("estimate-chart", view.chart);
     fillTable(document.getElementById("estimate-table"), view.table.columns, view.table.rows);
+    showSections(document.getElementById("estimate-sections"), view.sections || []);
     document.getElementById("estimate-notes").replaceChildren(
-      ...view.notes.map((note) => {
+      ...(view.notes || []).map((note) => {
         const li = document.createElement("li");
         li.textContent = note;
         return li;

@@ -72,6 +72,98 @@ def store(db: Path, campaign: dict[str, Any], n: int, *, seed: int, day: str | N
         storage.insert_reports(campaign["name"], rows, day=day)
 
 
+# One campaign of every kind of estimate beyond frequencies and means (``Mechanism.estimate_kind``):
+# name -> (campaign document, values drawn from a seeded generator).
+_WORDS = [f"w{i:02d}" for i in range(1, 41)]
+KIND_CAMPAIGNS: dict[str, dict[str, Any]] = {
+    "discovery": {
+        "name": "search",
+        "mechanism": {"mechanism": "pem", "epsilon": 6.0, "max_length": 3, "step_bits": 6},
+    },
+    "sketch": {
+        "name": "terms",
+        "mechanism": {"mechanism": "cms", "epsilon": 4.0, "m": 256, "hashes": 4, "max_length": 8},
+        "domain": ["w01", "w02", "w03", "absent"],
+    },
+    "distribution": {
+        "name": "load",
+        "mechanism": {
+            "mechanism": "square_wave",
+            "epsilon": 2.0,
+            "lower": 0.0,
+            "upper": 10.0,
+            "bins": 16,
+        },
+    },
+    "range": {
+        "name": "buckets",
+        "mechanism": {"mechanism": "hierarchical", "epsilon": 2.0, "k": 16},
+        "domain": [f"b{i}" for i in range(16)],
+    },
+    "multi": {
+        "name": "devices",
+        "mechanism": {
+            "mechanism": "multi",
+            "epsilon": 2.0,
+            "protocol": "smp",
+            "attributes": [{"name": "os", "k": 3}, {"name": "version", "k": 2}],
+            "marginals": [["os", "version"]],
+        },
+    },
+    "fourier": {
+        "name": "toggles",
+        "mechanism": {
+            "mechanism": "fourier",
+            "epsilon": 2.0,
+            "attributes": [{"name": "wifi"}, {"name": "dark"}, {"name": "beta"}],
+            "order": 2,
+        },
+    },
+    "key-value": {
+        "name": "settings",
+        "mechanism": {"mechanism": "pckv", "epsilon": 2.0, "k": 6, "padding": 2},
+    },
+}
+
+
+def kind_values(kind: str, n: int, rng: np.random.Generator) -> Any:
+    """``n`` true values for the campaign of ``kind`` in :data:`KIND_CAMPAIGNS`."""
+    if kind in ("discovery", "sketch"):
+        return [_WORDS[i] for i in np.minimum(rng.zipf(1.5, n), len(_WORDS)) - 1]
+    if kind == "distribution":
+        return rng.uniform(2.0, 6.0, n)
+    if kind == "range":
+        return rng.integers(0, 8, n)
+    if kind == "multi":
+        return np.stack([rng.choice(3, n, p=[0.5, 0.4, 0.1]), rng.integers(0, 2, n)], axis=1)
+    if kind == "fourier":
+        wifi = rng.random(n) < 0.7
+        return np.stack([wifi, wifi & (rng.random(n) < 0.6), rng.random(n) < 0.2], axis=1).astype(
+            int
+        )
+    keys = rng.integers(0, 6, n)
+    return [{int(k): float(np.clip(0.3 * k - 0.8 + rng.normal(0, 0.2), -1, 1))} for k in keys]
+
+
+def store_kinds(db: Path, n: int = 4000, *, seed: int = 21) -> None:
+    """Every campaign of :data:`KIND_CAMPAIGNS` with ``n`` perturbed reports (min batch 100)."""
+    rng = np.random.default_rng(seed)
+    with Storage(db) as storage:
+        for kind, campaign in KIND_CAMPAIGNS.items():
+            storage.create_campaign({**campaign, "min_batch_size": 100})
+            mechanism = mechanism_from_config(campaign["mechanism"])
+            payloads = mechanism.to_wire(mechanism.perturb(kind_values(kind, n, rng), rng=rng))
+            rows = [(secrets.token_hex(16), json.dumps(p)) for p in payloads]
+            storage.insert_reports(campaign["name"], rows)
+
+
+@pytest.fixture(scope="module")
+def kinds_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("kinds") / "collector.db"
+    store_kinds(db)
+    return db
+
+
 @pytest.fixture
 def seeded_db(tmp_path: Path) -> Path:
     db = tmp_path / "collector.db"

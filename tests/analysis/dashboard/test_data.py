@@ -120,14 +120,14 @@ def test_memoized_mechanisms_show_epsilon_inf(
     assert served["estimate"] == estimate_command(db, "pages", capsys)
 
 
-def test_views_are_chosen_by_the_documents_shape(seeded_db: Path) -> None:
+def test_views_are_chosen_by_the_estimate_kind(seeded_db: Path) -> None:
     with open_read_only(seeded_db) as storage:
         campaign = storage.get_campaign("colors")
         statistic = campaign.mechanism.empty_statistic()
         for chunk in storage.iter_report_chunks("colors"):
             statistic = statistic + campaign.mechanism.aggregate(chunk)
     document = estimate_document(campaign, statistic, confidence=0.9)
-    shown = render(document)
+    shown = render("frequencies", document)
     assert shown["view"] == "frequencies"
     rows = shown["table"]["rows"]
     assert [r[0] for r in rows] == COLORS["domain"]
@@ -139,9 +139,12 @@ def test_views_are_chosen_by_the_documents_shape(seeded_db: Path) -> None:
         "ci_low": [0.8, 1.6],
         "ci_high": [1.2, 2.4],
     }
-    assert render(vector)["table"]["rows"] == [[0, 1.0, 0.1, 0.8, 1.2], [1, 2.0, 0.2, 1.6, 2.4]]
+    assert render("mean", vector)["table"]["rows"] == [
+        [0, 1.0, 0.1, 0.8, 1.2],
+        [1, 2.0, 0.2, 1.6, 2.4],
+    ]
     with pytest.raises(ValueError, match="no dashboard view"):
-        render({"something": "else"})
+        render("something", {"something": "else"})
 
 
 def test_the_database_is_opened_read_only(seeded_db: Path) -> None:
