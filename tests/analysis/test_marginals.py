@@ -1,0 +1,165 @@
+"""CALM marginal tables (Zhang et al., CCS 2018) beyond the raw cells: the choice of the tables,
+their exact privacy, maximum-entropy reconstruction, consistency of every post-processed
+marginal and its bootstrap intervals (docs/math/richer-data.md)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from analysis.multi import MultiEstimate, estimate_multi, max_entropy
+from client_sdk.mechanisms.factory import mechanism_from_config
+from client_sdk.mechanisms.multi import Multi, choose_tables, cover_pairs, pair_cell_variance
+
+
+def calm(ks: tuple[int, ...], marginals: object, epsilon: float = 1.0) -> Multi:
+    m = mechanism_from_config(
+        {
+            "mechanism": "multi",
+            "epsilon": epsilon,
+            "protocol": "smp",
+            "attributes": [{"name": f"a{j}", "k": k} for j, k in enumerate(ks)],
+            "marginals": marginals,
+        }
+    )
+    assert isinstance(m, Multi)
+    return m
+
+
+@pytest.mark.parametrize("ks", [(2,) * 10, (2, 4, 6, 10, 15, 20), (3,) * 7])
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_covers_hold_every_pair(ks: tuple[int, ...], size: int) -> None:
+    tables = cover_pairs(ks, size)
+    pairs = {p for t in tables for p in itertools.combinations(t, 2)}
+    assert pairs == set(itertools.combinations(range(len(ks)), 2))
+    assert all(len(t) <= size for t in tables)
+
+
+def test_the_table_size_follows_the_noise_term() -> None:
+    # many binary attributes at a large epsilon: a few big tables beat 45 pairs
+    binary = (2,) * 10
+    chosen = choose_tables(4.0, binary)
+    assert len(chosen[0]) > 2 and len(chosen) < 45
+    scores = {s: pair_cell_variance(4.0, binary, cover_pairs(binary, s)) for s in range(2, 9)}
+    assert pair_cell_variance(4.0, binary, chosen) == min(scores.values())
+    # large domains: every pair as its own table
+    assert choose_tables(1.0, (2, 4, 6, 10, 15, 20)) == cover_pairs((2, 4, 6, 10, 15, 20), 2)
+    m = calm((2,) * 6, {"cover": 2}, epsilon=4.0)
+    assert m.marginals is not None and len(m.marginals) == len(choose_tables(4.0, (2,) * 6))
+    assert mechanism_from_config(m.to_config()) == m
+    fixed = calm((2, 3, 2, 2), {"cover": 2, "size": 3})
+    assert fixed.marginals is not None and all(len(t) <= 3 for t in fixed.marginals)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_chosen_tables_are_exactly_private_on_whole_tuples(epsilon: float) -> None:
+    m = calm((2, 3, 2), {"cover": 2, "size": 2}, epsilon)
+    worst = m.implemented_epsilon()
+    assert worst <= epsilon + 1e-12 and worst == pytest.approx(epsilon, rel=1e-9)
+    m = calm((2, 2, 2, 2), {"cover": 2, "size": 3}, epsilon)
+    assert m.implemented_epsilon() <= epsilon + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("marginals", "match"),
+    [
+        ({"cover": 3}, r"marginals\.cover must be 2"),
+        ({"cover": 2, "size": 1}, r"marginals\.size must be"),
+        ({"cover": 2, "sizes": 2}, r"marginals as a mapping must be .*'sizes'"),
+        ([["a0", "a0"]], r"marginals\[0\] must list 2 to 8 distinct attributes"),
+        ([["a0", "b"]], r"marginals\[0\]: attribute must be one of .*'b'"),
+        ("pairs", "marginals must be a list"),
+    ],
+)
+def test_bad_marginal_specs_name_the_field(marginals: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        calm((2, 3, 2), marginals)
+
+
+def test_maximum_entropy_recovers_a_markov_chain_from_its_pairs() -> None:
+    rng = np.random.default_rng(2)
+    ks = (3, 4, 2)
+    p01 = rng.dirichlet(np.ones(12)).reshape(3, 4)
+    p2_given_1 = rng.dirichlet(np.ones(2), size=4)  # a0 -- a1 -- a2
+    joint = p01[:, :, None] * p2_given_1[None, :, :]
+    tables = [joint.sum(axis=2)[None], joint.sum(axis=0)[None]]
+    fit = max_entropy((0, 1, 2), ks, tables, [(0, 1), (1, 2)])[0]
+    assert np.allclose(fit, joint, atol=1e-9)
+    # over (a2, a0) alone the tables constrain only the 1-way marginals: independence
+    pair = max_entropy((2, 0), ks, tables, [(0, 1), (1, 2)])[0]
+    assert pair.shape == (2, 3)
+    assert np.allclose(pair, np.outer(joint.sum(axis=(0, 1)), joint.sum(axis=(1, 2))), atol=1e-9)
+
+
+def _population(n: int, rng: np.random.Generator) -> np.ndarray:
+    latent = rng.integers(0, 2, n)
+    x = np.stack(
+        [
+            (rng.integers(0, k, n) * (rng.random(n) < 0.5) + latent * (k // 2)) % k
+            for k in (3, 4, 5)
+        ],
+        axis=1,
+    )
+    return x
+
+
+def test_post_processed_marginals_are_consistent_and_reconstructed() -> None:
+    rng = np.random.default_rng(8)
+    x = _population(60_000, rng)
+    m = calm((3, 4, 5), [["a0", "a1"], ["a1", "a2"]], epsilon=2.0)
+    est = estimate_multi(m, m.perturb(x, rng=rng), replicates=100)
+    assert isinstance(est, MultiEstimate)
+    for names in (("a0", "a1"), ("a2", "a1"), ("a0", "a2"), ("a0", "a1", "a2")):
+        marginal = est.marginal(*names)
+        f = marginal.frequencies
+        assert f.shape == tuple((3, 4, 5)[int(n[1])] for n in names)
+        assert np.all(f >= 0) and f.sum() == pytest.approx(1.0)
+        assert marginal.ci_low is not None and marginal.ci_high is not None
+        assert np.all(marginal.ci_low <= f + 1e-9) and np.all(f <= marginal.ci_high + 1e-9)
+        assert np.all(np.isfinite(marginal.std_errors)) and np.all(marginal.std_errors >= 0)
+    # a0-a2 is not collected: maximum entropy through a1, agreeing with the tables' 1-way sums
+    rebuilt = est.marginal("a0", "a2")
+    assert rebuilt.method == "max-entropy" and est.marginal("a0", "a1").method == "consistent"
+    assert np.allclose(rebuilt.frequencies.sum(axis=1), est.tables[0].sum(axis=1), atol=1e-6)
+    assert np.allclose(rebuilt.frequencies.sum(axis=0), est.tables[1].sum(axis=0), atol=1e-6)
+    assert np.abs(est.tables[0].sum(axis=0) - est.tables[1].sum(axis=1)).max() < 2e-3
+    three = est.marginal("a2", "a0", "a1").frequencies
+    assert np.allclose(three.sum(axis=1), est.tables[1].T, atol=1e-6)
+    # the raw cells are the unbiased ones, with exact standard errors
+    raw = est.raw_marginal("a1", "a0")
+    assert np.allclose(raw.frequencies, est._raw_tables[0].T)
+    with pytest.raises(ValueError, match="no table of the config's marginals covers a0, a2"):
+        est.raw_marginal("a0", "a2")
+
+
+def test_bootstrap_intervals_cover_the_collected_cells() -> None:
+    rng = np.random.default_rng(21)
+    x = _population(40_000, rng)
+    m = calm((3, 4, 5), {"cover": 2}, epsilon=1.0)
+    covered, total = 0, 0
+    for seed in range(3):
+        est = estimate_multi(m, m.perturb(x, rng=rng), replicates=200, seed=seed)
+        for a, b in itertools.combinations(range(3), 2):
+            marginal = est.marginal(f"a{a}", f"a{b}")
+            ks = (3, 4, 5)
+            truth = np.bincount(x[:, a] * ks[b] + x[:, b], minlength=ks[a] * ks[b])
+            truth = truth.reshape(ks[a], ks[b]) / len(x)
+            assert marginal.ci_low is not None and marginal.ci_high is not None
+            covered += int(np.sum((marginal.ci_low <= truth) & (truth <= marginal.ci_high)))
+            total += truth.size
+    # 141 cells of nominal 95% intervals: far below would mean intervals too narrow
+    assert 0.88 <= covered / total <= 1.0
+
+
+def test_unknown_attributes_and_too_many_in_a_reconstruction() -> None:
+    m = calm((2, 3, 2, 2), [["a0", "a1"], ["a2", "a3"]])
+    est = estimate_multi(m, m.perturb(np.zeros((20, 4), int), rng=np.random.default_rng(0)))
+    with pytest.raises(ValueError, match="'zz'"):
+        est.marginal("a0", "zz")
+    with pytest.raises(ValueError, match="at most 3 attributes"):
+        est.marginal("a0", "a1", "a2", "a3")
+    with pytest.raises(ValueError, match="replicates"):
+        estimate_multi(m, est.statistic, replicates=1)
+    assert est.marginal("a1", "a2").method == "max-entropy"
