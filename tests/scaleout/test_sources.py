@@ -84,8 +84,9 @@ def test_the_number_of_partitions_bounds_a_partition_by_memory() -> None:
 # ---- counts that do not overflow ------------------------------------------------------------
 
 
-DISCOVERY = {"pem", "sfp"}
-"""Discovery decides which prefixes to score from the reports: no estimate from a statistic."""
+DISCOVERY = {"pem"}
+"""PEM's decoder chooses which prefixes to score from the reports (tests/scaleout/
+test_discovery.py): its statistic alone is reports per level, checked here for overflow."""
 
 
 def _estimate(mechanism: Any, statistic: AggregateStatistic) -> Any:
@@ -114,7 +115,7 @@ def test_statistics_stay_exact_at_a_trillion_reports(name: str) -> None:
     else:
         np.testing.assert_allclose(merged.counts, small.counts * (factor * 16), rtol=1e-13)
     if name in DISCOVERY:
-        return  # their estimate reads the reports themselves, level by level, not a statistic
+        return  # its estimate reads the reports themselves, level by level
     big, reference = _estimate(mechanism, merged), _estimate(mechanism, small)
     assert big.n == merged.n
     if hasattr(reference, "means"):  # key-value (pckv): key frequencies and per-key means
