@@ -124,7 +124,7 @@ def register(subparsers: Any) -> None:
         "--marginal",
         type=_names_argument,
         default=None,
-        metavar="A[,B]",
+        metavar="A[,B[,C]]",
         help="a multi-attribute campaign (multi): the marginal of these attributes",
     )
     parser.set_defaults(handler=run)
