@@ -4,7 +4,8 @@ Li, Wang, Lopuhaa-Zwakenberg, Li & Skoric, "Estimating numerical distributions u
 differential privacy", SIGMOD 2020 (docs/math/richer-data.md). EMS fits the distribution of the
 grid points through the mechanism's exact channel (``SquareWave.channel``): an EM step (Agrawal &
 Aggarwal, PODS 2001; the step of ``analysis.postprocess.em``), then a smoothing of theta with the
-binomial kernel (1, 2, 1)/4 (ends (2, 1)/3) and a renormalisation, until the log-likelihood of all
+binomial kernel (1, 2, 1)/4 (ends (2, 1)/3) and a renormalisation (``square_wave.ems``, shared
+with the collector's admin estimate), until the log-likelihood of all
 reports gains less than ``tol`` (the authors' threshold, 1e-3). Smoothing biases the fit towards
 smooth densities, which is what makes EMS accurate at small epsilon; there is no closed-form
 variance, so the intervals of the histogram, the CDF and the quantiles are percentile intervals of
@@ -21,68 +22,31 @@ import math
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
-from client_sdk.mechanisms.base import AggregateStatistic, ChannelMap, FloatArray
-from client_sdk.mechanisms.square_wave import SquareWave
+from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
+from client_sdk.mechanisms.square_wave import (
+    EMS_TOLERANCE,
+    SquareWave,
+    ems,
+    grid_cdf,
+    grid_quantile,
+    smooth,
+    to_histogram,
+)
 
-DEFAULT_TOLERANCE = 1e-3
-DEFAULT_MAX_ITERATIONS = 3000
+__all__ = [
+    "DEFAULT_REPLICATES",
+    "DEFAULT_TOLERANCE",
+    "DistributionEstimate",
+    "ems",
+    "estimate_distribution",
+    "smooth",
+    "to_histogram",
+]
+
+DEFAULT_TOLERANCE = EMS_TOLERANCE
 DEFAULT_REPLICATES = 50
-
-
-def smooth(theta: FloatArray) -> FloatArray:
-    """The binomial smoothing (1, 2, 1)/4 on the last axis (ends (2, 1)/3), renormalised."""
-    out = 2.0 * theta
-    out[..., 1:] += theta[..., :-1]
-    out[..., :-1] += theta[..., 1:]
-    out[..., 1:-1] /= 4.0
-    out[..., [0, -1]] /= 3.0
-    return np.asarray(out / out.sum(axis=-1, keepdims=True))
-
-
-def ems(
-    counts: npt.ArrayLike,
-    forward: ChannelMap,
-    backward: ChannelMap,
-    inputs: int,
-    *,
-    tol: float = DEFAULT_TOLERANCE,
-    max_iterations: int = DEFAULT_MAX_ITERATIONS,
-    initial: npt.ArrayLike | None = None,
-    smoothing: bool = True,
-) -> tuple[FloatArray, int]:
-    """EM (with smoothing) for the input distributions of rows of output ``counts``.
-
-    ``counts`` is (outputs,) or (rows, outputs); ``forward`` maps input distributions to output
-    distributions (theta A) and ``backward`` maps functions of the outputs back (A r). Returns theta
-    of shape (rows, inputs) (or (inputs,)) and the number of iterations. A row stops once its
-    log-likelihood (summed over its reports) gains less than ``tol``.
-    """
-    observed = np.atleast_2d(np.asarray(counts, dtype=np.float64))
-    rows = observed.shape[0]
-    if initial is None:
-        theta = np.full((rows, inputs), 1.0 / inputs)
-    else:
-        theta = np.broadcast_to(np.asarray(initial, dtype=np.float64), (rows, inputs)).copy()
-    previous = np.full(rows, -math.inf)
-    active = np.arange(rows)
-    iterations = 0
-    while active.size and iterations < max_iterations:
-        iterations += 1
-        t, obs = theta[active], observed[active]
-        predicted = forward(t)
-        t = t * backward(obs / np.maximum(predicted, 1e-300))
-        t /= t.sum(axis=1, keepdims=True)
-        if smoothing:
-            t = smooth(t)
-        theta[active] = t
-        likelihood = np.sum(obs * np.log(np.maximum(forward(t), 1e-300)), axis=1)
-        done = np.abs(likelihood - previous[active]) < tol
-        previous[active] = likelihood
-        active = active[~done]
-    return (theta if np.ndim(counts) == 2 else theta[0]), iterations
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,35 +76,11 @@ class DistributionEstimate:
 
     # ---- the CDF and quantiles of a grid distribution -----------------------------------------
 
-    def _breakpoints(self, steps: int) -> FloatArray:
-        """Where the CDF of a grid distribution has its kinks, in grid steps: grid point a's mass
-        is spread uniformly over its cell [a - 1/2, a + 1/2] clipped to [0, N]."""
-        return np.concatenate([[0.0], np.arange(steps) + 0.5, [float(steps)]])
-
     def _grid_cdf(self, theta: FloatArray, x: float) -> FloatArray:
-        """P[X <= x], linear inside each grid cell (one value per row of theta)."""
-        rows = np.atleast_2d(theta)
-        steps = rows.shape[1] - 1
-        u = (x - self.lower) / (self.upper - self.lower) * steps
-        points = self._breakpoints(steps)
-        cumulative = np.concatenate([np.zeros((rows.shape[0], 1)), np.cumsum(rows, axis=1)], 1)
-        values = np.array([np.interp(u, points, c) for c in cumulative])
-        return values if theta.ndim == 2 else values[0]
+        return grid_cdf(theta, x, self.lower, self.upper)
 
     def _grid_quantile(self, theta: FloatArray, q: float) -> FloatArray:
-        """The smallest x with P[X <= x] >= q (one value per row of theta)."""
-        rows = np.atleast_2d(theta)
-        steps = rows.shape[1] - 1
-        points = self._breakpoints(steps)
-        out = np.empty(rows.shape[0])
-        for i, row in enumerate(rows):
-            cumulative = np.concatenate([[0.0], np.cumsum(row)])
-            j = int(np.clip(np.searchsorted(cumulative, q, side="left"), 1, steps + 1))
-            low, high = cumulative[j - 1], cumulative[j]
-            share = 0.0 if high <= low else (q - low) / (high - low)
-            out[i] = points[j - 1] + share * (points[j] - points[j - 1])
-        values = self.lower + (self.upper - self.lower) * out / steps
-        return values if theta.ndim == 2 else values[0]
+        return grid_quantile(theta, q, self.lower, self.upper)
 
     def _percentiles(self, samples: FloatArray) -> tuple[float, float]:
         if samples.size == 0:
@@ -239,23 +179,6 @@ class DistributionEstimate:
         return "\n".join(lines)
 
 
-def to_histogram(theta: FloatArray, bins: int) -> FloatArray:
-    """Bucket masses from grid masses (N = bins * r steps): each half of grid point a's cell
-    [a - 1/2, a + 1/2] goes to the bucket it lies in (the outer halves of the end points to the
-    end buckets), so a point on a bucket edge counts half in each."""
-    steps = theta.shape[-1] - 1
-    r = steps // bins
-    cells = np.repeat(np.arange(bins), r)  # grid cell [a - 1/2, a + 1/2] halves by position
-    left = np.concatenate([[0], cells])  # bucket of the lower half of each grid point's cell
-    right = np.concatenate([cells, [bins - 1]])  # bucket of its upper half
-    out = np.zeros((*theta.shape[:-1], bins))
-    for buckets in (left, right):
-        onehot = np.zeros((steps + 1, bins))
-        onehot[np.arange(steps + 1), buckets] = 0.5
-        out += theta @ onehot
-    return np.asarray(out)
-
-
 def estimate_distribution(
     mechanism: SquareWave,
     reports: ReportSource | AggregateStatistic,
@@ -267,10 +190,8 @@ def estimate_distribution(
 ) -> DistributionEstimate:
     """EMS on the reports' output histogram, with a seeded parametric bootstrap."""
     statistic = aggregate(mechanism, reports)
-    mechanism.check_statistic(statistic)
+    theta, iterations = mechanism.fit(statistic, tol=tol)
     maps = (mechanism.forward, mechanism.backward, mechanism.steps + 1)
-    counts = np.asarray(statistic.counts, dtype=np.float64)
-    theta, iterations = ems(counts, *maps, tol=tol)
     rng = np.random.default_rng(seed)
     if replicates > 0:
         fitted = mechanism.forward(theta)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.pckv import PCKV
@@ -16,6 +14,10 @@ from client_sdk.mechanisms.pckv import PCKV
 
 @dataclasses.dataclass(frozen=True)
 class KeyValueEstimate:
+    """Per key (arrays of shape (k,)): ``frequencies`` (unbiased when every record has at most
+    ``padding`` keys) with their exact ``frequency_std_errors``, and ``means`` (a ratio
+    estimator, clipped to [-1, 1]) with delta-method ``mean_std_errors``."""
+
     frequencies: FloatArray
     frequency_std_errors: FloatArray
     means: FloatArray
@@ -56,7 +58,7 @@ class KeyValueEstimate:
 
     def format_table(self) -> str:
         lines = [
-            f"n = {self.n}; PCKV",
+            f"n = {self.n}; PCKV-{'UE' if self.mechanism.get('variant') == 'ue' else 'GRR'}",
             f"{'key':>6} {'frequency':>10} {'std_error':>10} {'mean':>8} {'std_error':>10}",
         ]
         for i in range(self.frequencies.size):
@@ -71,13 +73,10 @@ def estimate_key_value(
     mechanism: PCKV, reports: ReportSource | AggregateStatistic, *, confidence: float = 0.95
 ) -> KeyValueEstimate:
     statistic = aggregate(mechanism, reports)
-    frequencies = mechanism.frequencies(statistic)
-    plug = np.clip(frequencies, 0.0, 1.0)
-    variance = mechanism.frequency_variance(statistic.n, plug)
     means, mean_errors = mechanism.means(statistic)
     return KeyValueEstimate(
-        frequencies=frequencies,
-        frequency_std_errors=np.sqrt(np.maximum(variance, 0.0)),
+        frequencies=mechanism.frequencies(statistic),
+        frequency_std_errors=mechanism.frequency_standard_errors(statistic),
         means=means,
         mean_std_errors=mean_errors,
         n=statistic.n,

@@ -20,8 +20,7 @@ import numpy as np
 
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
-from client_sdk.mechanisms.hierarchical import RangeMechanism
-from client_sdk.mechanisms.simplex import project_simplex
+from client_sdk.mechanisms.hierarchical import RangeMechanism, first_at_least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,19 +79,13 @@ class RangeEstimate:
     @cached_property
     def _prefixes(self) -> tuple[FloatArray, FloatArray]:
         """The unbiased F(r) for every r, with its exact standard error (at the plug-in)."""
-        w, _ = self.oracle.consistency
-        variances = self.oracle.functional_variance(np.cumsum(w, axis=0), self.plug_in, self.n)
-        return np.cumsum(self.frequencies), np.sqrt(np.maximum(variances, 0.0))
-
-    def _first_at_least(self, values: FloatArray, q: float) -> int:
-        above = np.flatnonzero(values >= q - 1e-12)
-        return int(above[0]) if above.size else self.k - 1
+        return self.oracle.prefix_estimates(self.frequencies, self.plug_in, self.n)
 
     def quantile(self, q: float) -> int:
         """The smallest item r with the estimated F(r) = P[v <= r] >= q (F unbiased)."""
         if not 0 < q < 1:
             raise ValueError(f"q must be in (0, 1); got {q!r}")
-        return self._first_at_least(self._prefixes[0], q)
+        return first_at_least(self._prefixes[0], q)
 
     def quantile_interval(self, q: float) -> tuple[int, int]:
         """The items where F(r) +- z SE(r) first reaches q: the true q-quantile lies between them
@@ -102,8 +95,8 @@ class RangeEstimate:
         cumulative, errors = self._prefixes
         z = z_value(self.confidence)
         return (
-            self._first_at_least(cumulative + z * errors, q),
-            self._first_at_least(cumulative - z * errors, q),
+            first_at_least(cumulative + z * errors, q),
+            first_at_least(cumulative - z * errors, q),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,17 +153,14 @@ def estimate_ranges(
 ) -> RangeEstimate:
     """The consistent leaves of a range campaign (B-ary or Haar), with exact standard errors."""
     statistic = aggregate(mechanism, reports)
-    leaves = mechanism.estimate_leaves(statistic)
-    plug_in = project_simplex(leaves)[0]
-    w, _ = mechanism.consistency
-    variances = mechanism.functional_variance(w, plug_in, statistic.n)
+    leaves, plug_in, std_errors = mechanism.leaf_estimates(statistic)
     return RangeEstimate(
         frequencies=leaves,
-        std_errors=np.sqrt(np.maximum(variances, 0.0)),
+        std_errors=std_errors,
         n=statistic.n,
         confidence=confidence,
         mechanism=mechanism.to_config(),
         statistic=statistic,
-        plug_in=np.asarray(plug_in),
+        plug_in=plug_in,
         oracle=mechanism,
     )

@@ -50,6 +50,7 @@ from client_sdk.mechanisms.grid import exp_below
 from client_sdk.mechanisms.hadamard import fwht
 from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
+from client_sdk.mechanisms.simplex import project_simplex
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
@@ -78,6 +79,13 @@ def best_branching(k: int) -> int:
     Kulkarni & Srivastava 2019), h = ceil(log_B k); ties go to the smaller B."""
     scores = {b: (b - 1) * tree_height(k, b) ** 2 for b in range(2, MAX_BRANCHING + 1)}
     return min(scores, key=lambda b: (scores[b], b))
+
+
+def first_at_least(cumulative: FloatArray, q: float) -> int:
+    """The first index where ``cumulative`` reaches q (the last index if it never does): the
+    q-quantile item of an estimated CDF, which need not be monotone."""
+    above = np.flatnonzero(np.asarray(cumulative) >= q - 1e-12)
+    return int(above[0]) if above.size else int(np.size(cumulative)) - 1
 
 
 def least_squares_with_total(design: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -167,6 +175,25 @@ class RangeMechanism(Mechanism):
         """The consistent (least-squares, summing to one) leaf frequencies: unbiased."""
         w, c = self.consistency
         return np.asarray(w @ self.estimates(statistic) + c)
+
+    def leaf_estimates(
+        self, statistic: AggregateStatistic
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(leaves, plug-in, standard errors): the consistent leaves, their projection onto the
+        simplex, and the exact standard errors at that plug-in (as the frequency oracles' are)."""
+        leaves = self.estimate_leaves(statistic)
+        plug_in = np.asarray(project_simplex(leaves)[0])
+        w, _ = self.consistency
+        variances = self.functional_variance(w, plug_in, statistic.n)
+        return leaves, plug_in, np.sqrt(np.maximum(variances, 0.0))
+
+    def prefix_estimates(
+        self, leaves: FloatArray, plug_in: FloatArray, n: int
+    ) -> tuple[FloatArray, FloatArray]:
+        """The unbiased F(r) = P[v <= r] for every r, with its exact standard error."""
+        w, _ = self.consistency
+        variances = self.functional_variance(np.cumsum(w, axis=0), plug_in, n)
+        return np.cumsum(leaves), np.sqrt(np.maximum(variances, 0.0))
 
     @property
     def privacy_epsilon(self) -> float:

@@ -352,6 +352,11 @@ class PCKV(Mechanism):
         p, q = self.b + (self.a - self.b) / self.padding, self.b
         return np.asarray((q * (1 - q) + f * (p * (1 - p) - q * (1 - q))) / (n * (p - q) ** 2))
 
+    def frequency_standard_errors(self, statistic: AggregateStatistic) -> FloatArray:
+        """The exact standard errors at the estimate clipped to [0, 1] (the plug-in)."""
+        plug_in = np.clip(self.frequencies(statistic), 0.0, 1.0)
+        return np.sqrt(np.maximum(self.frequency_variance(statistic.n, plug_in), 0.0))
+
     def means(self, statistic: AggregateStatistic) -> tuple[FloatArray, FloatArray]:
         """(mean, delta-method standard error) per key: m = (N1 - N2) / S with N the 2x2 solve
         of the paper and S = n f / l, clipped to [-1, 1]."""

@@ -19,10 +19,13 @@ channel lives on integers, exactly like the piecewise mechanism of this package
   at most e^eps, so every row of the (N + 1) x (N + W) channel is epsilon-LDP against every other
   (``channel_matrices`` enumerates it; rounding only mixes rows).
 
-The server side keeps the histogram of the N + W outputs (a mergeable statistic); EMS fits the
-distribution of the grid points through the exact channel (``analysis.distribution``), and the
-mean has an unbiased closed form from the same histogram (E[j | a] = slope a + kappa).
-docs/math/richer-data.md has the derivations.
+The server side keeps the histogram of the N + W outputs (a mergeable statistic); EMS
+(:func:`ems`, :meth:`SquareWave.fit`) fits the distribution of the grid points through the exact
+channel, and the mean has an unbiased closed form from the same histogram
+(E[j | a] = slope a + kappa). The fit, the bucket histogram, the CDF and quantiles of a grid
+distribution live here so that the collector's admin estimate and ``analysis.distribution``
+(which adds the bootstrap intervals) compute them one way. docs/math/richer-data.md has the
+derivations.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms._wire import parse_int_payloads
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
+    ChannelMap,
     FloatArray,
     Mechanism,
     Reports,
@@ -53,6 +58,113 @@ EMS_GRID = 1024
 MAX_BINS = 4096
 MAX_ENUMERATED_OUTPUTS = 1 << 13
 """``channel_matrices`` enumerates grids with at most this many outputs."""
+EMS_TOLERANCE = 1e-3
+"""EMS stops once the log-likelihood of all reports gains less than this (the authors' value)."""
+EMS_MAX_ITERATIONS = 3000
+
+
+def smooth(theta: FloatArray) -> FloatArray:
+    """The binomial smoothing (1, 2, 1)/4 on the last axis (ends (2, 1)/3), renormalised."""
+    out = 2.0 * theta
+    out[..., 1:] += theta[..., :-1]
+    out[..., :-1] += theta[..., 1:]
+    out[..., 1:-1] /= 4.0
+    out[..., [0, -1]] /= 3.0
+    return np.asarray(out / out.sum(axis=-1, keepdims=True))
+
+
+def ems(
+    counts: npt.ArrayLike,
+    forward: ChannelMap,
+    backward: ChannelMap,
+    inputs: int,
+    *,
+    tol: float = EMS_TOLERANCE,
+    max_iterations: int = EMS_MAX_ITERATIONS,
+    initial: npt.ArrayLike | None = None,
+    smoothing: bool = True,
+) -> tuple[FloatArray, int]:
+    """EM (with smoothing) for the input distributions of rows of output ``counts``.
+
+    ``counts`` is (outputs,) or (rows, outputs); ``forward`` maps input distributions to output
+    distributions (theta A) and ``backward`` maps functions of the outputs back (A r). Returns theta
+    of shape (rows, inputs) (or (inputs,)) and the number of iterations. A row stops once its
+    log-likelihood (summed over its reports) gains less than ``tol``. The EM step is Agrawal &
+    Aggarwal's (PODS 2001), the smoothing Li et al.'s EMS (SIGMOD 2020).
+    """
+    observed = np.atleast_2d(np.asarray(counts, dtype=np.float64))
+    rows = observed.shape[0]
+    if initial is None:
+        theta = np.full((rows, inputs), 1.0 / inputs)
+    else:
+        theta = np.broadcast_to(np.asarray(initial, dtype=np.float64), (rows, inputs)).copy()
+    previous = np.full(rows, -math.inf)
+    active = np.arange(rows)
+    iterations = 0
+    while active.size and iterations < max_iterations:
+        iterations += 1
+        t, obs = theta[active], observed[active]
+        predicted = forward(t)
+        t = t * backward(obs / np.maximum(predicted, 1e-300))
+        t /= t.sum(axis=1, keepdims=True)
+        if smoothing:
+            t = smooth(t)
+        theta[active] = t
+        likelihood = np.sum(obs * np.log(np.maximum(forward(t), 1e-300)), axis=1)
+        done = np.abs(likelihood - previous[active]) < tol
+        previous[active] = likelihood
+        active = active[~done]
+    return (theta if np.ndim(counts) == 2 else theta[0]), iterations
+
+
+def to_histogram(theta: FloatArray, bins: int) -> FloatArray:
+    """Bucket masses from grid masses (N = bins * r steps): each half of grid point a's cell
+    [a - 1/2, a + 1/2] goes to the bucket it lies in (the outer halves of the end points to the
+    end buckets), so a point on a bucket edge counts half in each."""
+    steps = theta.shape[-1] - 1
+    r = steps // bins
+    cells = np.repeat(np.arange(bins), r)  # grid cell [a - 1/2, a + 1/2] halves by position
+    left = np.concatenate([[0], cells])  # bucket of the lower half of each grid point's cell
+    right = np.concatenate([cells, [bins - 1]])  # bucket of its upper half
+    out = np.zeros((*theta.shape[:-1], bins))
+    for buckets in (left, right):
+        onehot = np.zeros((steps + 1, bins))
+        onehot[np.arange(steps + 1), buckets] = 0.5
+        out += theta @ onehot
+    return np.asarray(out)
+
+
+def _breakpoints(steps: int) -> FloatArray:
+    """Where the CDF of a grid distribution has its kinks, in grid steps: grid point a's mass
+    is spread uniformly over its cell [a - 1/2, a + 1/2] clipped to [0, N]."""
+    return np.concatenate([[0.0], np.arange(steps) + 0.5, [float(steps)]])
+
+
+def grid_cdf(theta: FloatArray, x: float, lower: float, upper: float) -> FloatArray:
+    """P[X <= x] of grid distributions on [lower, upper], linear inside each grid cell (one value
+    per row of theta)."""
+    rows = np.atleast_2d(theta)
+    steps = rows.shape[1] - 1
+    u = (x - lower) / (upper - lower) * steps
+    points = _breakpoints(steps)
+    cumulative = np.concatenate([np.zeros((rows.shape[0], 1)), np.cumsum(rows, axis=1)], 1)
+    values = np.array([np.interp(u, points, c) for c in cumulative])
+    return values if theta.ndim == 2 else values[0]
+
+
+def grid_quantile(theta: FloatArray, q: float, lower: float, upper: float) -> FloatArray:
+    """The smallest x with P[X <= x] >= q (one value per row of theta)."""
+    rows = np.atleast_2d(theta)
+    steps = rows.shape[1] - 1
+    points = _breakpoints(steps)
+    cumulative = np.concatenate([np.zeros((rows.shape[0], 1)), np.cumsum(rows, axis=1)], 1)
+    j = np.clip((cumulative < q).sum(axis=1), 1, steps + 1)  # first index with cumulative >= q
+    index = np.arange(rows.shape[0])
+    low, high = cumulative[index, j - 1], cumulative[index, j]
+    share = np.where(high <= low, 0.0, (q - low) / np.where(high <= low, 1.0, high - low))
+    out = points[j - 1] + share * (points[j] - points[j - 1])
+    values = lower + (upper - lower) * out / steps
+    return values if theta.ndim == 2 else values[0]
 
 
 def square_wave_b(epsilon: float) -> float:
@@ -186,6 +298,18 @@ class SquareWave(Mechanism):
         prefix = np.concatenate([np.zeros((*r.shape[:-1], 1)), np.cumsum(r, axis=-1)], axis=-1)
         window = prefix[..., w : w + self.steps + 1] - prefix[..., : self.steps + 1]
         return np.asarray(p_low * prefix[..., -1:] + (p_high - p_low) * window)
+
+    def fit(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        tol: float = EMS_TOLERANCE,
+        initial: npt.ArrayLike | None = None,
+    ) -> tuple[FloatArray, int]:
+        """EMS on the output histogram: (grid-point distribution (N + 1,), iterations)."""
+        self.check_statistic(statistic)
+        counts = np.asarray(statistic.counts, dtype=np.float64)
+        return ems(counts, self.forward, self.backward, self.steps + 1, tol=tol, initial=initial)
 
     def output_estimates(self) -> FloatArray:
         """The unbiased estimate of the value that each output stands for (E = the grid value)."""
