@@ -289,6 +289,11 @@ class ParquetSource:
 
     def campaign(self, name: str) -> StoredCampaign:
         path = Path(self.directory) / export.CAMPAIGN_DOCUMENT
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"--parquet {self.directory}: no {export.CAMPAIGN_DOCUMENT} "
+                "(not an export directory: ldp-collector export --out DIR writes one)"
+            )
         document = json.loads(path.read_text(encoding="utf-8"))
         if document.get("name") != name:
             raise LookupError(

@@ -69,6 +69,8 @@ def test_sources_of_different_campaign_configs_are_refused(tmp_path: Path) -> No
         sources.plan("d", parquets=[str(tmp_path / "lake")])
     with pytest.raises(ValueError, match="give at least one source"):
         sources.plan("c")
+    with pytest.raises(FileNotFoundError, match=r"--parquet .*nowhere: no _campaign\.json"):
+        sources.plan("c", parquets=[str(tmp_path / "nowhere")])
 
 
 def test_the_number_of_partitions_bounds_a_partition_by_memory() -> None:
