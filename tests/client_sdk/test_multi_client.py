@@ -63,3 +63,41 @@ def test_bad_records_queue_nothing_and_echo_nothing(collector: Collector, tmp_pa
         with pytest.raises(ValueError, match=r"attribute 'tier' \(a int\) must be an integer"):
             client.record("devices", {"os": "ios", "tier": 7})
         assert client.pending() == 0
+
+
+FLAGS = {
+    "name": "flags",
+    "mechanism": {
+        "mechanism": "fourier",
+        "epsilon": 2.0,
+        "attributes": [{"name": "wifi", "labels": ["off", "on"]}, {"name": "dark"}],
+        "order": 2,
+    },
+    "policy": {"epsilon_per_report": 2.0, "reports_per_period": 100, "period_seconds": 86400},
+}
+
+
+def test_fourier_records_reach_the_collector_and_estimate(
+    collector: Collector, tmp_path: Path
+) -> None:
+    collector.create(FLAGS)
+    with TelemetryClient(collector.url, state_dir=tmp_path / "device", batch_size=200) as client:
+        client.record_many("flags", [{"wifi": ["off", "on"][i % 2], "dark": 1} for i in range(40)])
+        with pytest.raises(ValueError, match="unknown attribute"):
+            client.record("flags", {"wifi": "on", "dark": 1, "os": "x"})
+        with pytest.raises(ValueError, match="attribute 'wifi'") as error:
+            client.record("flags", {"wifi": "maybe-secret", "dark": 1})
+        assert "maybe-secret" not in str(error.value)
+        client.flush()
+        assert client.pending() == 0
+        # the ledger: one charge of epsilon per report sent
+        charged = [e.epsilon_charged for e in client.privacy_log("flags") if e.event is None]
+        assert len(charged) == 40 and all(c == pytest.approx(2.0) for c in charged)
+    stored = [json.loads(payload) for _, payload in collector.stored()][-40:]
+    assert all(len(payload) == 2 and payload[1] in (0, 1) for payload in stored)
+    # the sampled coefficient is the device's, from its keyed source: the same in every report
+    assert len({payload[0] for payload in stored}) == 1
+    with Storage(collector.db, create=False) as storage:
+        mechanism = storage.get_campaign("flags").mechanism
+        result = estimate(mechanism, list(storage.iter_report_chunks("flags")))
+    assert result.marginal("dark", "wifi").frequencies.shape == (2, 2)
