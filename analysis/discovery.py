@@ -370,23 +370,24 @@ def discover_sfp(
     """The frequent strings of SFP reports (Apple 2017; docs/math/heavy-hitters.md).
 
     From the merged statistic alone: at each offset, the ``2 * top`` (tag, byte) fragments with
-    the largest positive estimates are kept; the strings whose tag has a kept fragment at every
-    offset are assembled (at most ``MAX_ASSEMBLED`` per tag), and confirmed against the word
-    sketch, whose randomness is independent of the fragments': its estimates are unbiased given
-    the assembled candidates, and a candidate is significant when its z over the null standard
-    error exceeds z_{1 - alpha / candidates} (Bonferroni), so E[false discoveries] <= alpha.
+    the largest positive estimates (Hadamard response over the 65,536 fragments) are kept; the
+    strings whose tag has a kept fragment at every offset are assembled (at most
+    ``MAX_ASSEMBLED`` per tag), and confirmed against the word sketch, whose randomness is
+    independent of the fragments': its estimates are unbiased given the assembled candidates,
+    and a candidate is significant when its z over the null standard error exceeds
+    z_{1 - alpha / candidates} (Bonferroni), so E[false discoveries] <= alpha (with the
+    collisions of the word sketch's hashes as a random family's: heavy-hitters.md).
     """
     statistic = aggregate(mechanism, reports)
     if statistic.n <= 0:
         raise ValueError("cannot discover from zero reports")
     word, fragments = mechanism.split(statistic)
-    sketch = mechanism.fragment_sketch
     kept: list[dict[int, list[int]]] = []
     levels: list[dict[str, Any]] = []
     for offset, fragment in enumerate(fragments):
         by_tag: dict[int, list[int]] = {}
         if fragment.n:
-            estimates = sketch.estimate_from_table(fragment, mechanism.fragment_table)
+            estimates = mechanism.fragment_counts(fragment)
             order = np.argsort(-estimates, kind="stable")[: 2 * top]
             for row in order[estimates[order] > 0]:
                 by_tag.setdefault(int(row) // 256, []).append(int(row) % 256)

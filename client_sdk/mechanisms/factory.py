@@ -35,8 +35,11 @@ def mechanism_from_config(config: Mapping[str, Any]) -> Mechanism:
     return _registered(name).from_config(config)
 
 
-def memoized_from_config(config: Mapping[str, Any]) -> Memoized:
+def memoized_from_config(config: Mapping[str, Any]) -> Mechanism:
     """Build the memoized mechanism of a config carrying ``"longitudinal"``.
+
+    A string mechanism (cms, hcms, pem, sfp) is built as its ``longitudinal_variant()`` (keyed
+    by the string: client_sdk/mechanisms/strings.py).
 
     ``{"mechanism": "auto", ...}`` picks, among the registered candidates, the one whose
     *composed* channel has the least exact total error at these (epsilon, E); candidates whose
@@ -76,6 +79,17 @@ def memoized_from_config(config: Mapping[str, Any]) -> Memoized:
     cls = _registered(name)
     if cls.memoizes_itself:
         raise ValueError(f"{name!r} has its own memoization; it cannot take 'longitudinal'")
+    variant = getattr(cls, "longitudinal_variant", None)
+    if variant is not None:  # a string mechanism: its own memoized class (strings.py)
+        if "allow_pseudonym" in settings:
+            raise ValueError(
+                f"longitudinal.allow_pseudonym applies to 'auto' over frequency oracles, not to "
+                f"{name!r}"
+            )
+        plain = {key: value for key, value in inner_config.items() if key != "epsilon"}
+        return variant().from_config(  # type: ignore[no-any-return]
+            {**plain, "epsilon": epsilon, "epsilon_permanent": permanent}
+        )
     if not issubclass(cls, FrequencyOracle):
         raise ValueError(f"longitudinal applies to frequency oracles; {name!r} is not one")
     shape = cls.resolved_shape
@@ -140,6 +154,7 @@ def _select_memoized(
                 LONGITUDINAL_FIELD: {"epsilon_permanent": inner_config["epsilon"]},
             }
         )
+        assert isinstance(candidate, Memoized)
         if candidate.deterministic_pseudonym and not allow_pseudonym:
             raise ValueError(f"{name}: a deterministic pseudonym, not allowed")  # rank skips it
         return candidate

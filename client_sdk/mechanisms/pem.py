@@ -48,18 +48,25 @@ from client_sdk.mechanisms.base import (
     WireFormatError,
     claim_event,
 )
-from client_sdk.mechanisms.grr import keep_or_other, other_probability
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.grr import compose_keep, keep_or_other, other_probability
+from client_sdk.mechanisms.memoization import (
+    MAX_THRESHOLD,
+    KeyedSource,
+    check_keyed_source,
+    largest_threshold,
+    log_fraction,
+)
 from client_sdk.mechanisms.privacy import ChannelEvent, PrivacyEvent
-from client_sdk.mechanisms.sketch import distinct_strings
+from client_sdk.mechanisms.strings import MemoizedStrings, distinct_strings, memo_label
 from client_sdk.randomness import (
+    WORD_SPAN,
     RandomSource,
     probability_threshold,
     threshold_probability,
     uniform_below,
 )
 
-__all__ = ["CHUNK_BITS", "PEM", "PRIME"]
+__all__ = ["CHUNK_BITS", "PEM", "PRIME", "MemoizedPEM"]
 
 PRIME = (1 << 31) - 1
 CHUNK_BITS = 30
@@ -103,6 +110,12 @@ class PEM(Mechanism):
     g: int | None = None
 
     name: ClassVar[str] = "pem"
+
+    @staticmethod
+    def longitudinal_variant() -> type[MemoizedPEM]:
+        """The class of this mechanism under ``"longitudinal"``."""
+        return MemoizedPEM
+
     uses_device_choices: ClassVar[bool] = True
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     estimate_kind: ClassVar[str] = "discovery"
@@ -474,3 +487,105 @@ class PEM(Mechanism):
 
     def implemented_epsilon(self) -> float:
         return FrequencyOracle.implemented_epsilon(self)  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoizedPEM(MemoizedStrings, PEM):
+    """PEM under ``"longitudinal"`` (client_sdk/mechanisms/strings.py).
+
+    The device's level comes from its keyed source (as for plain PEM on a device); the PRR of a
+    string is the whole level report (seed, y) of PEM at epsilon_permanent (keep probability p1),
+    drawn from the string's stream; each report sends the PRR's seed and re-randomizes y by
+    randomized response over the g buckets (keep p2). Given the seed this is L-GRR over [g]
+    (RAPPOR's chain; local_hashing.py's L-LH): one report keeps the bucket with
+    P' = p1 p2 + (1 - p1) q2, q2 = (1 - p2)/(g - 1), so epsilon_1 = ln(P'(g - 1)/(1 - P')), and
+    the decoder's p* and q* are those of P'. ``g`` defaults to round(e^epsilon + 1) for the
+    one-report epsilon, which makes the composed channel exactly OLH's at epsilon.
+    """
+
+    epsilon_permanent: float = dataclasses.field(kw_only=True)
+    deterministic_pseudonym: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_permanent()
+        _ = self._again_threshold  # refuse impossible configs now
+
+    @cached_property
+    def permanent(self) -> PEM:
+        return PEM(
+            self.epsilon_permanent,
+            self.max_length,
+            start_bits=self.start_bits,
+            step_bits=self.step_bits,
+            g=self.g,
+        )
+
+    @cached_property
+    def _again_threshold(self) -> int:
+        assert self.g is not None
+        p1, g = self.permanent.keep_probability, self.g
+
+        def ratio(threshold: int) -> Fraction:
+            big, small = compose_keep(p1, threshold_probability(threshold), g)
+            return big / small
+
+        return largest_threshold(
+            ratio, -(-WORD_SPAN // g), MAX_THRESHOLD, Fraction(math.exp(self.epsilon))
+        )
+
+    @property
+    def again_keep_probability(self) -> Fraction:
+        """p2: the instantaneous step's keep probability."""
+        return threshold_probability(self._again_threshold)
+
+    @cached_property
+    def keep_probability(self) -> Fraction:  # type: ignore[override]
+        """P' of one report (the composed randomized response over the g buckets)."""
+        assert self.g is not None
+        return compose_keep(self.permanent.keep_probability, self.again_keep_probability, self.g)[0]
+
+    @property
+    def epsilon_one(self) -> float:
+        assert self.g is not None
+        p = self.keep_probability
+        return log_fraction(p / other_probability(p, self.g))
+
+    def permanent_reports(self, distinct: Sequence[bytes], keys: KeyedSource) -> Reports:
+        level = self.level_of(keys)
+        plain = self.permanent
+        out = np.zeros(len(distinct), dtype=self.report_dtype)
+        out["level"] = level
+        if not distinct:
+            return out
+        x = self.chunks(self.value_bits(distinct), level)
+        count = self.chunk_count(level)
+        assert self.g is not None
+        for i, raw in enumerate(distinct):
+            stream = keys.source(memo_label("pem:", raw), 0)
+            seed = uniform_below(stream, PRIME, self.seed_width)
+            seed[count:-1] = 0
+            bucket = self.bucket(seed[None, :], x[i : i + 1])
+            out["seed"][i] = seed
+            out["y"][i] = keep_or_other(stream, bucket, plain._keep_threshold, self.g)[0]
+        return out
+
+    def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
+        out = np.array(permanent, copy=True)
+        assert self.g is not None
+        out["y"] = keep_or_other(rng, out["y"].astype(np.int64), self._again_threshold, self.g)
+        return out
+
+    @property
+    def resend_probability(self) -> float:
+        return float(self.again_keep_probability)
+
+    @property
+    def linkability(self) -> str:
+        return (
+            "the level is the device's for the campaign; the hash seed is the permanent "
+            "response's, sent unchanged with every report of the string: a deterministic "
+            "pseudonym of (device, campaign, string), as memoized local hashing's (the device's "
+            "policy refuses it unless allow_pseudonymous_memoization); y equals the permanent "
+            f"y with probability p2 = {float(self.again_keep_probability):.4g}"
+        )

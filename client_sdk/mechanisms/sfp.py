@@ -1,27 +1,37 @@
-"""SFP: Apple's sequence fragment puzzle, discovery of strings with two sketches.
+"""SFP: Apple's sequence fragment puzzle, discovery of strings from a word sketch and fragments.
 
 Apple Differential Privacy Team, "Learning with Privacy at Scale", Apple Machine Learning
 Journal 1(8), 2017; docs/math/heavy-hitters.md. A device holding the string w (at most
 ``max_length`` bytes of UTF-8, padded with zero bytes to ``max_length``) sends, in one report:
 
-1. ``word``: an HCMS report (``client_sdk.mechanisms.sketch.HCMS``) of w at epsilon/2;
+1. ``word``: an HCMS report (``client_sdk.mechanisms.sketch.HCMS``) of w at epsilon_word;
 2. ``offset``: l uniform in [0, max_length), independent of w, in the clear;
-3. ``fragment``: an HCMS report at epsilon/2, in the sketch of offset l, of the three bytes
-   0xFF || tag(w) || w_padded[l], where tag(w) is the first byte of BLAKE2b(w, key = TAG_KEY ||
-   seed) (0xFF, never a byte of UTF-8, keeps fragment strings apart from words).
+3. ``fragment``: a Hadamard-response report (``client_sdk.mechanisms.hadamard.HR``) at
+   epsilon_fragment of the fragment 256 * tag(w) + w_padded[l], where tag(w) is the first byte
+   of BLAKE2b(w, key = TAG_KEY || seed): a frequency oracle over the 65,536 (tag, byte) pairs.
 
-Privacy: the two HCMS reports use independent randomness and the offset is independent of the
-value, so by basic composition a report is (epsilon/2 + epsilon/2) = epsilon-LDP; the tag
-travels only inside the randomized fragment. The word sketch and every offset's fragment sketch
-are mergeable integer statistics, so the server decodes from the merged statistic alone
-(``analysis.discovery.discover_sfp``).
+The budget: epsilon_fragment = ``fragment_share`` * epsilon and epsilon_word = epsilon -
+epsilon_fragment (default share 3/4: a fragment is estimated from the 1/max_length of the
+reports at its offset, the word from all of them). Privacy: the two reports use independent
+randomness and the offset is independent of the value, so by basic composition a report is
+(epsilon_word + epsilon_fragment) = epsilon-LDP; the tag travels only inside the randomized
+fragment.
+
+Why these two oracles (Apple's paper uses CMS/HCMS for both): the fragment domain is small and
+known, so it needs no hashing, and Hadamard response estimates all 65,536 fragments of an offset
+from its output histogram with one fast Walsh-Hadamard transform and a variance close to local
+hashing's that falls with epsilon (a one-bit HCMS fragment's variance never falls below one per
+report, and its hash collisions were what kept recall flat). The word sketch is one-bit HCMS of
+width 65,536: its collision variance, n^2 sum f^2 / (m hashes), is then small beside the noise.
+Both statistics are integer histograms that merge by addition, so the server decodes from the
+merged statistic alone (``analysis.discovery.discover_sfp``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -30,36 +40,56 @@ import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms._wire import is_plain_int
-from client_sdk.mechanisms.base import AggregateStatistic, Mechanism, Reports, WireFormatError
-from client_sdk.mechanisms.sketch import HCMS, MAX_SEED, distinct_strings
+from client_sdk.mechanisms.base import (
+    AggregateStatistic,
+    FloatArray,
+    FrequencyOracle,
+    Mechanism,
+    Reports,
+    WireFormatError,
+)
+from client_sdk.mechanisms.hadamard import HR
+from client_sdk.mechanisms.longitudinal import Memoized
+from client_sdk.mechanisms.memoization import KeyedSource
+from client_sdk.mechanisms.sketch import HCMS, MAX_SEED, MemoizedHCMS, device_choice
+from client_sdk.mechanisms.strings import MemoizedStrings, distinct_strings
 from client_sdk.randomness import RandomSource, uniform_below_32
 
-__all__ = ["SFP", "TAG_KEY"]
+__all__ = ["SFP", "TAG_KEY", "MemoizedSFP"]
 
 TAG_KEY = b"ldp-telemetry/sfp-tag/v1"
 MAX_LENGTH = 32
-FRAGMENT_PREFIX = b"\xff"
+FRAGMENTS = 256 * 256
+"""The fragment domain: (tag, byte) pairs, fragment = 256 * tag + byte."""
+DEFAULT_SHARE = 0.75
 
 
 @dataclasses.dataclass(frozen=True)
 class SFP(Mechanism):
     """The sequence fragment puzzle (module docstring).
 
-    Config fields: ``epsilon`` (split equally between the word and the fragment); ``max_length``
-    bytes (1 to 32); ``m`` and ``hashes`` of the word sketch; ``fragment_m`` the width of each
-    offset's fragment sketch (same ``hashes``); ``seed`` of the hash family and the tag.
+    Config fields: ``epsilon``; ``max_length`` bytes (1 to 32); ``m`` and ``hashes`` of the word
+    sketch (default 65536 and 16); ``fragment_share`` the share of epsilon the fragment gets
+    (in (0, 1), default 0.75); ``fragment_blocks`` the fragment oracle's HR blocks (resolved for
+    epsilon_fragment when omitted, then kept); ``seed`` of the hash family and the tag.
     """
 
     epsilon: float
     max_length: int
-    m: int = 1024
+    m: int = 1 << 16
     hashes: int = 16
-    fragment_m: int = 1024
+    fragment_share: float = DEFAULT_SHARE
+    fragment_blocks: int | None = None
     seed: int = 0
 
     name: ClassVar[str] = "sfp"
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     estimate_kind: ClassVar[str] = "discovery"
+
+    @staticmethod
+    def longitudinal_variant() -> type[MemoizedSFP]:
+        """The class of this mechanism under ``"longitudinal"``."""
+        return MemoizedSFP
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -67,25 +97,38 @@ class SFP(Mechanism):
         object.__setattr__(self, "max_length", length)
         seed = check_int(self.seed, "seed", minimum=0, maximum=MAX_SEED - 1)
         object.__setattr__(self, "seed", seed)
+        share = self.fragment_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+            raise ValueError(f"fragment_share must be a number in (0, 1); got {share!r}")
+        object.__setattr__(self, "fragment_share", float(share))
         self.word_sketch  # noqa: B018 -- validates m and hashes, naming the field
-        self.fragment_sketch  # noqa: B018
+        try:
+            blocks = HR(self.epsilon_fragment, FRAGMENTS, blocks=self.fragment_blocks).blocks
+        except ValueError as error:
+            raise ValueError(f"fragment_{error}") from None
+        object.__setattr__(self, "fragment_blocks", blocks)
+
+    @property
+    def epsilon_fragment(self) -> float:
+        return self.fragment_share * self.epsilon
+
+    @property
+    def epsilon_word(self) -> float:
+        return self.epsilon - self.epsilon_fragment
 
     @cached_property
     def word_sketch(self) -> HCMS:
-        """The HCMS of whole words, at epsilon/2."""
-        return HCMS(self.epsilon / 2, self.m, self.hashes, self.max_length, self.seed)
+        """The HCMS of whole words, at epsilon_word."""
+        return HCMS(self.epsilon_word, self.m, self.hashes, self.max_length, self.seed)
 
     @cached_property
-    def fragment_sketch(self) -> HCMS:
-        """The HCMS of each offset's (tag, byte) fragments, at epsilon/2."""
-        try:
-            return HCMS(self.epsilon / 2, self.fragment_m, self.hashes, 3, self.seed)
-        except ValueError as error:  # the word sketch checked the rest: this is m
-            raise ValueError(f"fragment_{error}") from None
+    def fragment_oracle(self) -> FrequencyOracle:
+        """Hadamard response over the (tag, byte) fragments, at epsilon_fragment."""
+        return HR(self.epsilon_fragment, FRAGMENTS, blocks=self.fragment_blocks)
 
     @property
     def privacy_epsilon(self) -> float:
-        return self.word_sketch.privacy_epsilon + self.fragment_sketch.privacy_epsilon
+        return self.word_sketch.privacy_epsilon + self.fragment_oracle.privacy_epsilon
 
     @property
     def offsets(self) -> int:
@@ -97,15 +140,14 @@ class SFP(Mechanism):
         digest = b"".join(hashlib.blake2b(v, digest_size=1, key=key).digest() for v in values)
         return np.frombuffer(digest, dtype=np.uint8).astype(np.int64)
 
-    @staticmethod
-    def fragment_string(tag: int, byte: int) -> bytes:
-        return FRAGMENT_PREFIX + bytes([tag, byte])
-
-    @cached_property
-    def fragment_table(self) -> npt.NDArray[np.int64]:
-        """``hash_table`` of every fragment string, row 256 * tag + byte."""
-        strings = [self.fragment_string(t, b) for t in range(256) for b in range(256)]
-        return self.fragment_sketch.hash_table(strings)
+    def fragments(
+        self, distinct: Sequence[bytes], offsets: npt.NDArray[np.int64], inverse: Any
+    ) -> npt.NDArray[np.int64]:
+        """256 * tag + byte at ``offsets`` of the words ``distinct[inverse]``."""
+        padded = np.zeros((len(distinct), self.max_length), dtype=np.int64)
+        for i, value in enumerate(distinct):
+            padded[i, : len(value)] = np.frombuffer(value, dtype=np.uint8)
+        return np.asarray(256 * self.tags(distinct)[inverse] + padded[inverse, offsets])
 
     # ---- device side ---------------------------------------------------------------------
 
@@ -122,15 +164,10 @@ class SFP(Mechanism):
         word = self.word_sketch
         out["word"] = word.perturb_buckets(*word.encoded_buckets(distinct, inverse, rng), rng)
         offsets = uniform_below_32(rng, self.offsets, n) if self.offsets > 1 else np.zeros(n, int)
-        padded = np.zeros((len(distinct), self.max_length), dtype=np.int64)
-        for i, value in enumerate(distinct):
-            padded[i, : len(value)] = np.frombuffer(value, dtype=np.uint8)
-        fragment_rows = 256 * self.tags(distinct)[inverse] + padded[inverse, offsets]
-        sketch = self.fragment_sketch
-        rows = uniform_below_32(rng, self.hashes, n) if self.hashes > 1 else np.zeros(n, int)
-        buckets = self.fragment_table[fragment_rows, rows]
         out["offset"] = offsets
-        out["fragment"] = sketch.perturb_buckets(rows, buckets, rng)
+        out["fragment"] = self.fragment_oracle.perturb(
+            self.fragments(distinct, offsets, inverse), rng=rng
+        )
         return out
 
     # ---- wire ------------------------------------------------------------------------------
@@ -140,6 +177,10 @@ class SFP(Mechanism):
         if array.dtype != self.report_dtype or array.ndim != 1:
             raise ValueError(f"reports must be a 1-D array of dtype {self.report_dtype}")
         return array
+
+    @property
+    def fragment_outputs(self) -> int:
+        return int(self.fragment_oracle.empty_statistic().counts.size)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         array = self._check(reports)
@@ -154,7 +195,7 @@ class SFP(Mechanism):
         limits = {
             "offset": self.offsets,
             "word": self.word_sketch.outputs,
-            "fragment": self.fragment_sketch.outputs,
+            "fragment": self.fragment_outputs,
         }
         for index, payload in enumerate(payloads):
             if not isinstance(payload, dict) or set(payload) != set(limits):
@@ -194,17 +235,19 @@ class SFP(Mechanism):
         return self.word_sketch.outputs
 
     def empty_statistic(self) -> AggregateStatistic:
-        size = self._word_cells + self.offsets * self.fragment_sketch.outputs
+        size = self._word_cells + self.offsets * self.fragment_outputs
         return AggregateStatistic(np.zeros(size, dtype=np.int64), 0)
 
     def aggregate(self, reports: Reports) -> AggregateStatistic:
-        """One integer vector: the word sketch's counts, then each offset's fragment counts."""
+        """One integer vector: the word sketch's counts, then each offset's fragment histogram."""
         array = self._check(reports)
         word = self.word_sketch.aggregate(array["word"]).counts.ravel()
-        cells = self.fragment_sketch.outputs
-        keys = array["offset"].astype(np.int64) * cells + array["fragment"]
-        if keys.size and (array["fragment"].min() < 0 or array["fragment"].max() >= cells):
+        cells = self.fragment_outputs
+        if array.size and (array["fragment"].min() < 0 or array["fragment"].max() >= cells):
             raise ValueError(f"fragment reports must be in [0, {cells})")
+        if array.size and (array["offset"].min() < 0 or array["offset"].max() >= self.offsets):
+            raise ValueError(f"offsets must be in [0, {self.offsets})")
+        keys = array["offset"].astype(np.int64) * cells + array["fragment"]
         fragments = np.bincount(keys, minlength=self.offsets * cells)
         return AggregateStatistic(np.concatenate([word, fragments]).astype(np.int64), array.size)
 
@@ -215,6 +258,136 @@ class SFP(Mechanism):
         counts = np.asarray(statistic.counts)
         word_shape = self.word_sketch.empty_statistic().counts.shape
         word = AggregateStatistic(counts[: self._word_cells].reshape(word_shape), statistic.n)
-        shape = self.fragment_sketch.empty_statistic().counts.shape
         blocks = counts[self._word_cells :].reshape(self.offsets, -1)
-        return word, [AggregateStatistic(b.reshape(shape), int(b.sum())) for b in blocks]
+        return word, [AggregateStatistic(b.copy(), int(b.sum())) for b in blocks]
+
+    def fragment_counts(self, fragment: AggregateStatistic) -> FloatArray:
+        """The estimated count of every (tag, byte) fragment at one offset (row 256 tag + byte)."""
+        if not fragment.n:
+            return np.zeros(FRAGMENTS)
+        return np.asarray(
+            self.fragment_oracle.estimate_frequencies(fragment) * fragment.n, dtype=np.float64
+        )
+
+    def fragment_variance(self, fragment: AggregateStatistic, counts: FloatArray) -> FloatArray:
+        """Var of ``fragment_counts`` at the counts given (the oracle's exact variance)."""
+        n = fragment.n
+        f = np.clip(np.asarray(counts, dtype=np.float64) / max(n, 1), 0.0, 1.0)
+        return np.asarray(self.fragment_oracle.variance(n, f) * n * n, dtype=np.float64)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoizedSFP(MemoizedStrings, SFP):
+    """SFP under ``"longitudinal"`` (client_sdk/mechanisms/strings.py).
+
+    epsilon and epsilon_permanent are split by ``fragment_share`` alike. The device's offset is
+    fixed by its keyed source; the word part is memoized HCMS (sketch.py: the device's cell, the
+    sign memoized per string) and the fragment part memoized Hadamard response (longitudinal.py:
+    the PRR memoized per fragment value, the mixture chain). A report is
+    (epsilon_1 word + epsilon_1 fragment) <= epsilon-LDP; all reports of one string reveal at most
+    the two PRRs: epsilon_inf = epsilon_permanent.
+    """
+
+    epsilon_permanent: float = dataclasses.field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_permanent()
+
+    @cached_property
+    def permanent(self) -> SFP:
+        return SFP(
+            self.epsilon_permanent,
+            self.max_length,
+            m=self.m,
+            hashes=self.hashes,
+            fragment_share=self.fragment_share,
+            fragment_blocks=self.fragment_blocks,
+            seed=self.seed,
+        )
+
+    @cached_property
+    def word_sketch(self) -> MemoizedHCMS:  # type: ignore[override]
+        return MemoizedHCMS(
+            self.epsilon_word,
+            self.m,
+            self.hashes,
+            self.max_length,
+            self.seed,
+            epsilon_permanent=self.epsilon_permanent - self.fragment_share * self.epsilon_permanent,
+        )
+
+    @cached_property
+    def fragment_oracle(self) -> Memoized:  # type: ignore[override]
+        inner = HR(
+            self.fragment_share * self.epsilon_permanent, FRAGMENTS, blocks=self.fragment_blocks
+        )
+        return Memoized(inner=inner, epsilon=self.epsilon_fragment)
+
+    @property
+    def epsilon_one(self) -> float:
+        return self.word_sketch.epsilon_one + self.fragment_oracle.epsilon_one
+
+    def channel_matrices(self) -> Iterator[FloatArray]:
+        """Not one matrix: the word and fragment channels are checked each on its own."""
+        raise ValueError("sfp: check word_sketch and fragment_oracle, each exactly")
+
+    def permanent_reports(self, distinct: Sequence[bytes], keys: KeyedSource) -> Reports:
+        out = np.zeros(len(distinct), dtype=self.report_dtype)
+        if not distinct:
+            return out
+        offset = device_choice(keys, "sfp:offset", self.offsets)
+        word = self.word_sketch
+        row, column = word.cell(WordKeys(keys))
+        buckets = word.hash_table(distinct)[:, row]
+        out["word"] = word.permanent_of_buckets(buckets, (row, column), distinct, WordKeys(keys))
+        out["offset"] = offset
+        fragments = self.fragments(
+            distinct, np.full(len(distinct), offset), np.arange(len(distinct))
+        )
+        out["fragment"] = self.fragment_oracle.permanent_responses(fragments, permanent=keys)
+        return out
+
+    def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
+        out = np.array(permanent, copy=True)
+        out["word"] = self.word_sketch.instantaneous(out["word"], rng)
+        out["fragment"] = self.fragment_oracle._chain.instantaneous(out["fragment"], rng)
+        return out
+
+    def perturb_independent_devices(self, values: Any, *, rng: RandomSource | None = None) -> Any:
+        return self.instantaneous(self.permanent.perturb(values, rng=rng), rng)
+
+    @property
+    def resend_probability(self) -> float:
+        return self.word_sketch.resend_probability * self.fragment_oracle.resend_probability
+
+    @property
+    def linkability(self) -> str:
+        return (
+            "the offset is the device's for the campaign; word: "
+            + self.word_sketch.linkability
+            + "; fragment: "
+            + self.fragment_oracle.linkability
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WordKeys:
+    """The keyed source with every label under ``sfp/word/``: the word sketch's draws stay
+    apart from the fragment's and from a plain memoized HCMS campaign's."""
+
+    keys: KeyedSource
+
+    @property
+    def scope(self) -> str:
+        return self.keys.scope
+
+    @property
+    def reference_secret(self) -> bytes:
+        return self.keys.reference_secret
+
+    def source(self, label: str, index: int) -> RandomSource:
+        return self.keys.source("sfp/word/" + label, index)
+
+    def key(self, label: str, index: int) -> str:
+        return self.keys.key("sfp/word/" + label, index)

@@ -50,16 +50,35 @@ from client_sdk.mechanisms.base import (
     WireFormatError,
     claim_event,
 )
+from client_sdk.mechanisms.memoization import KeyedSource, log_fraction
 from client_sdk.mechanisms.privacy import ChannelEvent, PrivacyEvent
+from client_sdk.mechanisms.strings import (
+    MemoizedStrings,
+    composed_flip,
+    distinct_strings,
+    flip_again_threshold,
+    memo_label,
+)
 from client_sdk.randomness import (
+    WORD_SPAN,
     RandomSource,
     bernoulli_lazy,
     probability_threshold,
     threshold_probability,
+    uniform_below,
     uniform_below_32,
 )
 
-__all__ = ["CMS", "HCMS", "KEY_PREFIX", "MAX_LENGTH", "StringSketch", "distinct_strings"]
+__all__ = [
+    "CMS",
+    "HCMS",
+    "KEY_PREFIX",
+    "MAX_LENGTH",
+    "MemoizedCMS",
+    "MemoizedHCMS",
+    "StringSketch",
+    "distinct_strings",
+]
 
 KEY_PREFIX = b"ldp-telemetry/sketch/v1"
 """The BLAKE2b key of the hash family starts with this (then the seed)."""
@@ -77,55 +96,6 @@ MAX_ENUMERATED_INPUTS = 4096
 
 CHUNK_CELLS = 1 << 23
 """Report cells randomized per chunk (an 8 MiB boolean array at most)."""
-
-
-def distinct_strings(
-    values: Any, max_length: int, name: str
-) -> tuple[list[bytes], npt.NDArray[np.int64]]:
-    """Distinct values as UTF-8 bytes (first-seen order) and the index of each value among them.
-
-    ``values`` is a sequence of ``str``. A value of more than ``max_length`` bytes is refused
-    with its position, its length and the limit, never its content. Each distinct string is
-    checked and encoded once.
-    """
-    if isinstance(values, (str, bytes)):
-        values = [values]
-    elif isinstance(values, np.ndarray):
-        values = values.tolist()
-    elif not isinstance(values, Sequence):
-        raise ValueError(f"values must be a sequence of strings; got {type(values).__name__}")
-
-    def first_index(test: Any) -> int:
-        return next(i for i, v in enumerate(values) if test(v))
-
-    position: dict[Any, int] = {}
-    try:
-        inverse = np.fromiter(
-            (position.setdefault(v, len(position)) for v in values),
-            dtype=np.int64,
-            count=len(values),
-        )
-    except TypeError:  # an unhashable value: certainly not a string
-        index = first_index(lambda v: not isinstance(v, str))
-        raise ValueError(
-            f"{name}: values[{index}] must be a string; got {type(values[index]).__name__}"
-        ) from None
-    encoded: list[bytes] = []
-    for value in position:
-        if not isinstance(value, str):
-            index = first_index(lambda v, bad=value: v is bad or not isinstance(v, str))
-            raise ValueError(
-                f"{name}: values[{index}] must be a string; got {type(values[index]).__name__}"
-            )
-        raw = value.encode("utf-8")
-        if len(raw) > max_length:
-            index = first_index(lambda v, long=value: isinstance(v, str) and v == long)
-            raise ValueError(
-                f"{name}: values[{index}] is {len(raw)} bytes in UTF-8, more than max_length="
-                f"{max_length}"
-            )
-        encoded.append(raw)
-    return encoded, inverse
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,6 +322,11 @@ class CMS(StringSketch):
 
     name: ClassVar[str] = "cms"
 
+    @staticmethod
+    def longitudinal_variant() -> type[MemoizedCMS]:
+        """The class of this mechanism under ``"longitudinal"``."""
+        return MemoizedCMS
+
     @cached_property
     def _flip_threshold(self) -> int:  # type: ignore[override]
         # Rounded up: (1 - q)/q <= e^(eps/2) per coordinate.
@@ -482,6 +457,11 @@ class HCMS(StringSketch):
 
     name: ClassVar[str] = "hcms"
 
+    @staticmethod
+    def longitudinal_variant() -> type[MemoizedHCMS]:
+        """The class of this mechanism under ``"longitudinal"``."""
+        return MemoizedHCMS
+
     @cached_property
     def _flip_threshold(self) -> int:  # type: ignore[override]
         # Rounded up: (1 - q)/q <= e^eps.
@@ -556,6 +536,191 @@ class HCMS(StringSketch):
             pair = np.stack([weight - p_plus, p_plus], axis=2)
             blocks.append(pair.reshape(len(inputs), -1))
         yield np.concatenate(blocks, axis=1)
+
+
+def device_choice(keys: KeyedSource, label: str, high: int) -> int:
+    """A choice of the device, uniform in [0, high) and independent of its values, fixed per
+    device and campaign by the keyed source (the same for every string it reports)."""
+    return int(uniform_below(keys.source(label, 0), high, 1)[0]) if high > 1 else 0
+
+
+class _MemoizedSketch(MemoizedStrings):
+    """What memoized CMS and HCMS share: the PRR is the sketch at epsilon_permanent with the
+    device's row (and column) fixed; the instantaneous step flips each sign of it again unless
+    kept (probability p2), so one report is the same sketch with the composed flip probability
+    q' = q1 p2 + (1 - q1)(1 - p2) (the estimators and the exact channel use q')."""
+
+    m: int
+    hashes: int
+    seed: int
+    namespace: ClassVar[str] = ""
+    plain: ClassVar[type[StringSketch]]
+    signs_differing: ClassVar[int]
+    """How many signs of one report two inputs can change (cms: 2, hcms: 1)."""
+
+    def _sketch_post_init(self) -> None:
+        self._check_permanent()
+        _ = self._keep_threshold  # refuse impossible configs now
+
+    @cached_property
+    def permanent(self) -> Any:
+        return self.plain(self.epsilon_permanent, self.m, self.hashes, self.max_length, self.seed)
+
+    @cached_property
+    def _keep_threshold(self) -> int:
+        target = Fraction(math.exp(self.epsilon))
+        return flip_again_threshold(self.permanent.flip_probability, target, self.signs_differing)
+
+    @property
+    def keep_probability(self) -> Fraction:
+        """p2: the probability that the instantaneous step keeps a permanent sign."""
+        return threshold_probability(self._keep_threshold)
+
+    @cached_property
+    def flip_probability(self) -> Fraction:  # type: ignore[override]
+        """The composed q' of one report (the estimators and the channel use it)."""
+        return composed_flip(self.permanent.flip_probability, self.keep_probability)
+
+    @property
+    def epsilon_one(self) -> float:
+        q = self.flip_probability
+        return self.signs_differing * log_fraction((1 - q) / q)
+
+    def _flip_again(self, rng: RandomSource | None, shape: int | tuple[int, ...]) -> Any:
+        return bernoulli_lazy(rng, WORD_SPAN - self._keep_threshold, shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoizedCMS(_MemoizedSketch, CMS):
+    """CMS under ``"longitudinal"`` (``_MemoizedSketch``). The device's row is fixed by its keyed
+    source; the PRR's m bits are memoized per string; each report flips every bit again with
+    probability 1 - p2. Two inputs differ in two signs: epsilon_1 = 2 ln((1 - q')/q')."""
+
+    epsilon_permanent: float = dataclasses.field(kw_only=True)
+    plain: ClassVar[type[StringSketch]] = CMS
+    signs_differing: ClassVar[int] = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._sketch_post_init()
+
+    def permanent_reports(self, distinct: Sequence[bytes], keys: KeyedSource) -> Reports:
+        row = device_choice(keys, f"{self.namespace}cms:row", self.hashes)
+        return self.permanent_of_buckets(self.hash_table(distinct)[:, row], row, distinct, keys)
+
+    def permanent_of_buckets(
+        self,
+        buckets: npt.NDArray[np.int64],
+        row: int,
+        distinct: Sequence[bytes],
+        keys: KeyedSource,
+    ) -> Reports:
+        """PRRs of strings whose cell in the device's row is ``buckets``, each drawn from its
+        string's stream (``memo_label``)."""
+        plain = self.permanent
+        out = np.zeros(len(distinct), dtype=self.report_dtype)
+        out["row"] = row
+        for i, raw in enumerate(distinct):
+            stream = keys.source(memo_label(self.namespace, raw), 0)
+            flips = bernoulli_lazy(stream, plain._flip_threshold, self.m)
+            flips[buckets[i]] ^= True
+            out["bits"][i] = np.packbits(flips)
+        return out
+
+    def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
+        out = np.array(permanent, copy=True)
+        step = max(1, CHUNK_CELLS // self.m)
+        for start in range(0, out.size, step):
+            chunk = out["bits"][start : start + step]
+            bits = np.unpackbits(chunk, axis=1, count=self.m).astype(bool)
+            bits ^= self._flip_again(rng, bits.shape)
+            out["bits"][start : start + step] = np.packbits(bits, axis=1)
+        return out
+
+    @property
+    def resend_probability(self) -> float:
+        """Every one of the m bits kept: p2^m."""
+        return float(self.keep_probability) ** self.m
+
+    @property
+    def linkability(self) -> str:
+        p2 = float(self.keep_probability)
+        return (
+            f"the row (one of {self.hashes}) is the device's for the campaign, the same in all "
+            "its reports whatever the string; no component depends on the string "
+            f"deterministically: each of the {self.m} bits equals its permanent bit with "
+            f"probability p2 = {p2:.4g} (the whole report with p2^m = "
+            f"{self.resend_probability:.3g})"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoizedHCMS(_MemoizedSketch, HCMS):
+    """HCMS under ``"longitudinal"`` (``_MemoizedSketch``). The device's row and column are
+    fixed by its keyed source; the PRR's sign is memoized per string; each report flips it again
+    with probability 1 - p2: epsilon_1 = ln((1 - q')/q')."""
+
+    epsilon_permanent: float = dataclasses.field(kw_only=True)
+    plain: ClassVar[type[StringSketch]] = HCMS
+    signs_differing: ClassVar[int] = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._sketch_post_init()
+
+    def cell(self, keys: KeyedSource) -> tuple[int, int]:
+        """The device's (row, column)."""
+        return (
+            device_choice(keys, f"{self.namespace}hcms:row", self.hashes),
+            device_choice(keys, f"{self.namespace}hcms:column", self.m),
+        )
+
+    def permanent_reports(self, distinct: Sequence[bytes], keys: KeyedSource) -> Reports:
+        row, column = self.cell(keys)
+        return self.permanent_of_buckets(
+            self.hash_table(distinct)[:, row], (row, column), distinct, keys
+        )
+
+    def permanent_of_buckets(
+        self,
+        buckets: npt.NDArray[np.int64],
+        cell: tuple[int, int],
+        labels: Sequence[bytes],
+        keys: KeyedSource,
+    ) -> npt.NDArray[np.int64]:
+        """PRRs of strings whose cell in the device's row is ``buckets``, at the device's
+        ``cell``; the sign of string i drawn from the stream of ``labels[i]``."""
+        row, column = cell
+        plus = (np.bitwise_count(np.asarray(buckets, dtype=np.int64) & column) & 1) == 0
+        flips = np.array(
+            [
+                bernoulli_lazy(
+                    keys.source(memo_label(self.namespace, raw), 0),
+                    self.permanent._flip_threshold,
+                    1,
+                )[0]
+                for raw in labels
+            ],
+            dtype=bool,
+        )
+        return ((row * self.m + column) * 2 + (plus ^ flips)).astype(np.int64)
+
+    def instantaneous(self, permanent: Reports, rng: RandomSource | None) -> Reports:
+        reports = np.asarray(permanent, dtype=np.int64)
+        return reports ^ self._flip_again(rng, reports.size).astype(np.int64)
+
+    @property
+    def resend_probability(self) -> float:
+        return float(self.keep_probability)
+
+    @property
+    def linkability(self) -> str:
+        return (
+            f"the row and column (one of {self.hashes * self.m} cells) are the device's for the "
+            "campaign, the same in all its reports whatever the string; the sign equals the "
+            f"permanent sign with probability p2 = {float(self.keep_probability):.4g}: no "
+            "component depends on the string deterministically"
+        )
 
 
 def _walsh_hadamard(rows: FloatArray) -> FloatArray:

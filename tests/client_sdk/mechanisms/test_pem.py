@@ -109,10 +109,10 @@ def test_strings_at_and_over_the_limit_and_malformed_payloads() -> None:
     assert [e.index for e in errors] == list(range(1, 8))
 
 
-def test_campaigns_have_no_domain_and_longitudinal_is_refused() -> None:
+def test_campaigns_have_no_domain_and_may_be_memoized() -> None:
     config = {"mechanism": "pem", "epsilon": 2.0, "max_length": 8}
     assert parse_campaign({"name": "search", "mechanism": config}).domain is None
     with pytest.raises(ValueError, match="domain must be absent for the discovery mechanism"):
         parse_campaign({"name": "search", "mechanism": config, "domain": ["a"]})
-    with pytest.raises(ValueError, match="longitudinal applies to frequency oracles"):
-        mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": 4.0}})
+    memo = mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": 4.0}})
+    assert memo.memoized and memo.epsilon_inf == 4.0  # type: ignore[attr-defined]

@@ -12,24 +12,35 @@ from client_sdk.mechanisms.sfp import SFP
 
 
 def test_config_round_trips_and_the_budget_split_is_exact() -> None:
-    m = SFP(epsilon=3.0, max_length=6, m=64, hashes=4, fragment_m=32)
+    m = SFP(epsilon=3.0, max_length=6, m=64, hashes=4, fragment_share=0.6)
     assert mechanism_from_config(m.to_config()) == m
-    assert m.word_sketch.epsilon == m.fragment_sketch.epsilon == 1.5
-    assert m.privacy_epsilon == 3.0
-    with pytest.raises(ValueError, match="fragment_m must be a power of two"):
-        SFP(epsilon=1.0, max_length=4, fragment_m=48)
+    assert m.to_config()["fragment_blocks"] == m.fragment_oracle.blocks  # resolved, then kept
+    assert m.fragment_oracle.epsilon == pytest.approx(1.8)
+    assert m.word_sketch.epsilon == pytest.approx(1.2)
+    assert m.privacy_epsilon == pytest.approx(3.0)
+    assert SFP(epsilon=4.0, max_length=8).fragment_share == 0.75  # the default split
+    with pytest.raises(ValueError, match="fragment_share must be a number in"):
+        SFP(epsilon=1.0, max_length=4, fragment_share=1.0)
+    with pytest.raises(ValueError, match="fragment_blocks must be one of"):
+        SFP(epsilon=1.0, max_length=4, fragment_blocks=4)
     with pytest.raises(ValueError, match="max_length"):
         SFP(epsilon=1.0, max_length=0)
 
 
-def test_each_half_of_a_report_is_exactly_half_the_budget() -> None:
-    m = SFP(epsilon=2.0, max_length=4, m=4, hashes=2, fragment_m=4)
-    for half in (m.word_sketch, m.fragment_sketch):
-        assert 1.0 - 1e-9 < half.implemented_epsilon() <= 1.0 + 1e-12
+def test_each_part_of_a_report_is_exactly_its_share_of_the_budget() -> None:
+    m = SFP(epsilon=2.0, max_length=4, m=4, hashes=2)
+    word = m.word_sketch
+    assert 0.5 - 1e-9 < word.implemented_epsilon() <= 0.5 + 1e-12
+    # The fragment oracle is Hadamard response over the 65,536 fragments; its channel is
+    # checked exactly at small k in test_hadamard.py, and its claim here is its epsilon.
+    assert m.fragment_oracle.privacy_epsilon == pytest.approx(1.5)
+    fragments = m.fragments([b"ab"], np.array([0, 1, 2]), np.array([0, 0, 0]))
+    tag = int(m.tags([b"ab"])[0])
+    assert fragments.tolist() == [256 * tag + ord("a"), 256 * tag + ord("b"), 256 * tag]
 
 
 def test_wire_statistics_and_malformed_payloads() -> None:
-    m = SFP(epsilon=2.0, max_length=4, m=64, hashes=2, fragment_m=64)
+    m = SFP(epsilon=2.0, max_length=4, m=64, hashes=2)
     rng = np.random.default_rng(0)
     reports = m.perturb(["", "abcd", "é", "日"] * 20, rng=rng)
     assert np.array_equal(m.from_wire(m.to_wire(reports)), reports)
@@ -58,7 +69,7 @@ def test_sfp_discovers_the_heavy_strings_and_nothing_absent() -> None:
     heavy = {"": 9000, "日": 7000, "ab": 6000, "wxyz": 5000}
     tail = [f"{i:04x}" for i in rng.integers(0, 1 << 16, size=13_000)]
     values = [v for v, c in heavy.items() for _ in range(c)] + tail
-    m = SFP(epsilon=8.0, max_length=4, m=1024, hashes=8, fragment_m=1024)
+    m = SFP(epsilon=8.0, max_length=4)  # the default word sketch: 16 x 65536
     result = analysis.estimate(m, m.perturb(values, rng=rng))
     significant = {item.value for item in result.items if item.significant}
     assert set(heavy) <= significant

@@ -164,10 +164,10 @@ def test_analysis_estimates_candidates_with_significance(cls: type[StringSketch]
     assert "apple" in result.format_table()
 
 
-def test_campaigns_carry_candidates_or_nothing_and_longitudinal_is_refused() -> None:
+def test_campaigns_carry_candidates_or_nothing_and_may_be_memoized() -> None:
     config = {"mechanism": "cms", "epsilon": 2.0, "m": 64, "hashes": 4}
     assert parse_campaign({"name": "terms", "mechanism": config}).domain is None
     spec = parse_campaign({"name": "terms", "mechanism": config, "domain": ["a", "b"]})
     assert spec.domain == ("a", "b")
-    with pytest.raises(ValueError, match="longitudinal applies to frequency oracles"):
-        mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": 4.0}})
+    memo = mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": 4.0}})
+    assert memo.memoized and memo.epsilon_inf == 4.0  # type: ignore[attr-defined]
