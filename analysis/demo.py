@@ -10,6 +10,16 @@
 4. Estimates read back from the database (``analysis.dataset`` + ``analysis.estimate``), with
    95% intervals beside the truth, the intervals' coverage and the run time.
 
+``ldp-demo --shuffle`` runs the shuffle model instead (docs/shuffler.md): three processes, the
+collector, an ``ldp-shuffler`` between it and the fleet, and the fleet. The campaign declares a
+central target (``--epsilon`` becomes the central epsilon, at delta 1e-6) for batches of
+``min_batch`` reports (the fleet cut into equal batches of at most 10,000); the collector
+calibrates the local epsilon; the devices accept it through their ``PrivacyPolicy``'s central
+ceiling, seal each report to the collector's key and send it to the shuffler, which forwards
+shuffled batches. The printed gap then shows local-only collection at the same central guarantee,
+the shuffled campaign, and the trusted curator, and how much of the distance to the curator the
+shuffler closes (``analysis.gap``, the shuffled column).
+
 ``ldp-demo --collector URL --campaign NAME [--devices N] [--reports-per-device R]`` instead
 feeds a campaign of a running collector with a simulated fleet (:func:`feed_collector`): each
 simulated device sends at most the campaign policy's ``reports_per_period`` reports, randomized
@@ -23,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import multiprocessing
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -37,13 +49,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from client_sdk import TelemetryClient
+from client_sdk import PrivacyPolicy, TelemetryClient
 from client_sdk.mechanisms import MECHANISMS
 from collector.process import CollectorProcess
 
 CAMPAIGN_NAME = "demo-labels"
 DEFAULT_LABELS = 100
 ZIPF_EXPONENT = 1.1
+SHUFFLE_DELTA = 1e-6
+MAX_SHUFFLED_BATCH = 10_000
+"""The largest batch the demo's shuffler forwards (the collector's default ``LDP_MAX_BATCH``)."""
 
 
 def zipf_population(
@@ -59,11 +74,27 @@ def zipf_population(
 
 
 def run_shard(
-    url: str, campaign: str, state_dir: str, labels: list[str], chunk: int = 10_000
+    url: str,
+    campaign: str,
+    state_dir: str,
+    labels: list[str],
+    chunk: int = 10_000,
+    shuffler_url: str | None = None,
+    central_ceiling: tuple[float, float] | None = None,
 ) -> tuple[int, int]:
-    """One client process: record its devices' labels (CSPRNG) and flush; (recorded, acked)."""
+    """One client process: record its devices' labels (CSPRNG) and flush; (recorded, acked).
+
+    ``shuffler_url`` routes a shuffled campaign through the shuffler; ``central_ceiling``
+    ``(epsilon, delta)`` is the app policy's central ceiling that accepts its local epsilon."""
     acknowledged = 0
-    with TelemetryClient(url, state_dir=state_dir) as client:
+    policy = None
+    if central_ceiling is not None:
+        policy = PrivacyPolicy(
+            max_central_epsilon=central_ceiling[0], max_central_delta=central_ceiling[1]
+        )
+    with TelemetryClient(
+        url, state_dir=state_dir, shuffler_url=shuffler_url, policy=policy
+    ) as client:
         for start in range(0, len(labels), chunk):
             client.record_many(campaign, labels[start : start + chunk])
         acknowledged += client.flush()
@@ -88,6 +119,7 @@ class DemoResult:
     gap: Any = None  # analysis.gap.UtilityGap of this campaign at its n
     empirical_gap: Any = None  # analysis.gap.EmpiricalGap: observed errors of both models
     report_path: str | None = None
+    shuffled: dict[str, Any] | None = None  # the shuffle model's figures (shuffle_summary)
 
     @property
     def coverage(self) -> float:
@@ -95,8 +127,19 @@ class DemoResult:
         return float(np.mean(inside))
 
 
-def default_mechanism() -> str:
-    return "olh" if "olh" in MECHANISMS else "grr"
+def default_mechanism(*, shuffle: bool = False) -> str:
+    """olh (grr without it); grr when shuffled: at the large calibrated local epsilon GRR has
+    the least variance over 100 labels (k - 2 < 3 e^epsilon)."""
+    return "olh" if "olh" in MECHANISMS and not shuffle else "grr"
+
+
+def shuffle_batches(devices: int) -> tuple[int, int]:
+    """``(min_batch, batches)``: the fleet cut into equal batches of at most
+    :data:`MAX_SHUFFLED_BATCH` (``devices % batches`` reports then wait below min_batch)."""
+    if devices < 2:
+        raise ValueError(f"--shuffle needs at least 2 devices; got {devices}")
+    batches = -(-devices // MAX_SHUFFLED_BATCH)
+    return devices // batches, batches
 
 
 def run_demo(
@@ -110,11 +153,13 @@ def run_demo(
     keep: bool = False,
     workdir: str | os.PathLike[str] | None = None,
     report_path: str | os.PathLike[str] | None = None,
+    shuffle: bool = False,
 ) -> DemoResult:
     """Run the whole pipeline and return what it measured (the CLI prints it).
 
     ``report_path``: also write the campaign's HTML report there (with the true histogram, so
     it shows the observed errors of the local and the central models side by side).
+    ``shuffle``: through a shuffler, ``epsilon`` the central target (module docstring).
     """
     from analysis.dataset import count_reports, iter_report_chunks, load_campaign
     from analysis.estimation import estimate
@@ -124,42 +169,71 @@ def run_demo(
     if devices < 1:
         raise ValueError(f"devices must be at least 1; got {devices}")
     started = time.perf_counter()
-    name = mechanism or default_mechanism()
+    name = mechanism or default_mechanism(shuffle=shuffle)
     root = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="ldp-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     db = root / "collector.db"
     domain = [f"item-{i:03d}" for i in range(labels)]
     values = zipf_population(devices, labels, seed=seed)
+    config: dict[str, Any] = {"mechanism": name, "epsilon": epsilon, "k": labels}
+    body: dict[str, Any] = {"name": CAMPAIGN_NAME, "domain": domain, "min_batch_size": 100}
+    fleet: dict[str, Any] = {}
+    collector = CollectorProcess(db, workers=2, log_dir=root)
+    shuffler: Any = contextlib.nullcontext()
+    expected = devices
+    if shuffle:
+        from shuffler.process import ShufflerProcess
+
+        min_batch, batches = shuffle_batches(devices)
+        expected = min_batch * batches
+        del config["epsilon"]  # the collector calibrates it from the central target
+        body["shuffle"] = {
+            "min_batch": min_batch,
+            "central_epsilon": epsilon,
+            "delta": SHUFFLE_DELTA,
+        }
+        collector.env["LDP_SHUFFLER_TOKEN"] = token = secrets.token_urlsafe(32)
+        # max_batch = min_batch: only full batches leave, so the fleet forms exactly `batches`.
+        shuffler = ShufflerProcess(
+            root / "shuffler.db", "", token=token, log_dir=root, max_batch=min_batch
+        )
+        fleet["central_ceiling"] = (epsilon, SHUFFLE_DELTA)
+    body["mechanism"] = config
     try:
-        with CollectorProcess(db, workers=2, log_dir=root) as collector:
-            collector.create_campaign(
-                {
-                    "name": CAMPAIGN_NAME,
-                    "mechanism": {"mechanism": name, "epsilon": epsilon, "k": labels},
-                    "domain": domain,
-                    "min_batch_size": 100,
-                }
-            )
-            shards = np.array_split(values, clients)
-            upload_started = time.perf_counter()
-            context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(clients, mp_context=context) as pool:
-                futures = [
-                    pool.submit(
-                        run_shard,
-                        collector.url,
-                        CAMPAIGN_NAME,
-                        str(root / f"client-{i}"),
-                        [domain[v] for v in shard],
-                    )
-                    for i, shard in enumerate(shards)
-                ]
-                results = [f.result() for f in futures]
-            upload_seconds = time.perf_counter() - upload_started
+        with collector:
+            if shuffle:
+                shuffler.collector = collector.url
+            with shuffler:
+                if shuffle:
+                    fleet["shuffler_url"] = shuffler.url
+                collector.create_campaign(body)
+                shards = np.array_split(values, clients)
+                upload_started = time.perf_counter()
+                context = multiprocessing.get_context("spawn")
+                with concurrent.futures.ProcessPoolExecutor(clients, mp_context=context) as pool:
+                    futures = [
+                        pool.submit(
+                            run_shard,
+                            collector.url,
+                            CAMPAIGN_NAME,
+                            str(root / f"client-{i}"),
+                            [domain[v] for v in shard],
+                            **fleet,
+                        )
+                        for i, shard in enumerate(shards)
+                    ]
+                    results = [f.result() for f in futures]
+                if shuffle:
+                    _wait_for_batches(db, expected, timeout=max(60.0, devices / 500))
+                upload_seconds = time.perf_counter() - upload_started
         campaign = load_campaign(db, CAMPAIGN_NAME)
         stored = count_reports(db, CAMPAIGN_NAME)
         result = estimate(campaign.mechanism, iter_report_chunks(db, CAMPAIGN_NAME))
         true_counts = np.bincount(values, minlength=labels)
+        shuffled = None
+        if shuffle:
+            shuffled = shuffle_summary(db, campaign, result, true_counts, seed=seed)
+            shuffled["waiting"] = devices - stored
         written = None
         if report_path is not None:
             report = build_report(campaign, result, true_counts=true_counts, seed=seed)
@@ -185,7 +259,45 @@ def run_demo(
         # The central mechanisms run on the true histogram (a simulation: the truth is known).
         empirical_gap=empirical_gap(result, true_counts, rng=seed, repetitions=20),
         report_path=written,
+        shuffled=shuffled,
     )
+
+
+def _wait_for_batches(db: Path, expected: int, *, timeout: float) -> None:
+    """Until the collector stored ``expected`` reports (the shuffler forwards asynchronously);
+    ``RuntimeError`` after ``timeout`` seconds."""
+    from analysis.dataset import count_reports
+
+    deadline = time.monotonic() + timeout
+    while count_reports(db, CAMPAIGN_NAME) < expected:
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the shuffler forwarded {count_reports(db, CAMPAIGN_NAME):,} of {expected:,} "
+                f"reports within {timeout:.0f} s"
+            )
+        time.sleep(0.2)
+
+
+def shuffle_summary(
+    db: Path, campaign: Any, result: Any, true_counts: npt.NDArray[np.int64], *, seed: int
+) -> dict[str, Any]:
+    """The shuffled column of ``analysis.gap`` for this campaign (its real batch sizes), with the
+    observed error of the real estimate beside the exact and measured figures."""
+    from analysis.gap import GapOptions, kind_gap, measured_kind_gap
+    from collector.storage import Storage
+
+    with Storage(db, create=False) as storage:
+        sizes = tuple(storage.batch_sizes(CAMPAIGN_NAME))
+    options = GapOptions(delta=float(campaign.shuffle["delta"]), batch_sizes=sizes)
+    exact = kind_gap(campaign.mechanism, result.n, options)["shuffled_column"]
+    measured = measured_kind_gap(campaign.mechanism, result, true_counts, options, seed=seed)
+    truth = true_counts / true_counts.sum()
+    return {
+        "column": exact,
+        "measured": measured.get("shuffled_column_measured"),
+        "observed_mse": float(np.mean((result.frequencies - truth) ** 2)),
+        "batch_sizes": list(sizes),
+    }
 
 
 FEED_BATCH = 500
@@ -328,7 +440,9 @@ def summary_lines(result: DemoResult, *, top: int = 15) -> list[str]:
         f"\ncoverage of the 95% intervals over all {len(result.labels)} items: "
         f"{result.coverage:.0%}   (median std error {np.median(est.std_errors):.4f})"
     )
-    if result.gap is not None:
+    if result.shuffled is not None:
+        lines += shuffle_lines(result)
+    elif result.gap is not None:
         lines += gap_lines(result)
     rate = result.stored / result.upload_seconds if result.upload_seconds > 0 else float("nan")
     lines.append(
@@ -374,6 +488,60 @@ def gap_lines(result: DemoResult) -> list[str]:
     ]
 
 
+def shuffle_lines(result: DemoResult) -> list[str]:
+    """The shuffle model's gap: local-only collection at the same central guarantee, this
+    shuffled campaign, and the trusted curator (``analysis.gap``'s shuffled column)."""
+    assert result.shuffled is not None
+    column, measured = result.shuffled["column"], result.shuffled["measured"] or {}
+    if not column.get("applies"):
+        return [f"\nshuffle model: {column.get('reason')}"]
+    exact = column["exact"]
+    sizes = result.shuffled["batch_sizes"]
+    central, delta = column["central_epsilon"], column["delta"]
+    rows = [
+        (
+            f"local only (each report {central:.3g}-LDP)",
+            exact["local_only_variance"],
+            measured.get("local_only_mse"),
+        ),
+        (
+            f"shuffled (each report {column['local_epsilon']:.3g}-LDP)",
+            exact["shuffled_variance"],
+            result.shuffled["observed_mse"],
+        ),
+        (
+            "central Laplace on the histogram",
+            exact["central_laplace_variance"],
+            measured.get("central_laplace_mse"),
+        ),
+        (
+            "central analytic Gaussian",
+            exact["central_gaussian_variance"],
+            measured.get("central_gaussian_mse"),
+        ),
+    ]
+    waiting = result.shuffled["waiting"]
+    return [
+        f"\nthrough the shuffler: {len(sizes)} batch(es) of {min(sizes):,}-{max(sizes):,} reports "
+        f"(smallest binds); {waiting:,} still wait in the shuffler (below min_batch, never "
+        "forwarded)",
+        f"the gap at the same central guarantee ({central:.3g}, {delta:g})-DP, n = "
+        f"{result.stored:,} (measured: local only and the curator simulated on the true "
+        "histogram; shuffled: this campaign's estimate):",
+        f"{'model':<34} {'std error (exact)':>18} {'RMSE observed':>14}",
+        *(
+            f"{label:<34} {variance**0.5:>18.2e} "
+            f"{'' if mse is None else format(mse**0.5, '.2e'):>14}"
+            for label, variance, mse in rows
+        ),
+        f"local-only / shuffled variance: {exact['local_over_shuffled']:,.0f}x; the shuffler "
+        f"closes {exact['share_of_gap_closed']:.0%} of the distance (log scale) from local-only "
+        "collection to the curator's analytic Gaussian",
+        "(the central guarantee assumes a shuffler that neither colludes with the collector nor "
+        f"injects reports; each report is {column['local_epsilon']:.3g}-LDP regardless)",
+    ]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``ldp-demo`` options; their destinations are :func:`run_demo`'s parameters."""
     parser = argparse.ArgumentParser(
@@ -391,7 +559,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"categorical mechanism (default {default_mechanism()})",
     )
-    parser.add_argument("--epsilon", type=float, default=2.0, help="privacy parameter (2)")
+    parser.add_argument(
+        "--epsilon",
+        type=float,
+        default=2.0,
+        help="privacy parameter (2); with --shuffle the central target",
+    )
+    parser.add_argument(
+        "--shuffle",
+        action="store_true",
+        help="through an anonymizing shuffler (collector, shuffler, fleet: three processes)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated population")
     parser.add_argument("--clients", type=int, default=4, help="client processes (4)")
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
@@ -429,6 +607,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports_per_device = options.pop("reports_per_device")
     if (collector is None) != (campaign is None):
         print("ldp-demo: error: --collector and --campaign go together", file=sys.stderr)
+        return 2
+    if collector is not None and options["shuffle"]:
+        print(
+            "ldp-demo: error: --shuffle runs its own collector; drop --collector", file=sys.stderr
+        )
         return 2
     if collector is not None:
         try:

@@ -29,6 +29,7 @@ from client_sdk.mechanisms import (
     WireFormatError,
     mechanism_from_config,
 )
+from client_sdk.policy import PolicyViolation, PrivacyPolicy
 from client_sdk.randomness import SYSTEM_RANDOM, SystemRandomSource
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "AggregateStatistic",
     "FrequencyOracle",
     "Mechanism",
+    "PolicyViolation",
+    "PrivacyPolicy",
     "SystemRandomSource",
     "TelemetryClient",
     "WireFormatError",

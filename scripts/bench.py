@@ -25,6 +25,7 @@ SECTIONS: dict[str, str] = {
     "numeric": "bench_numeric",
     "longitudinal": "bench_longitudinal",
     "analysis": "bench_analysis",
+    "shuffle": "bench_shuffle",
     "peers": "bench_peers",  # pure-ldp, multi-freq-ldpy in their own venv (bench_peers.py)
 }
 

@@ -1,7 +1,8 @@
 """The shuffle model, measured: throughput device -> shuffler -> collector over loopback, and
 the error of local-only vs shuffled collection at the same central guarantee.
 
-    .venv/bin/python scripts/bench_shuffle.py [--reports 20000] [--skip-throughput]
+    .venv/bin/python scripts/bench_shuffle.py [--reports 60000] [--clients 2] [--skip-throughput]
+    .venv/bin/python scripts/bench.py --only shuffle [--quick]
 
 Accuracy: k = 100 items (a Zipf(1.1) population), central (eps, delta) = (1, 1e-6). Local-only
 collection must randomize at eps = 1 itself; shuffled collection randomizes at the epsilon0 that
@@ -10,10 +11,14 @@ Talwar, FOCS 2021; docs/shuffler.md). Each side uses the frequency oracle of lea
 variance among grr, oue, olh, hr and ss at its epsilon; "exact" is that total variance
 (sum over items of Var[f_v]), "measured" the squared error of one simulated run.
 
-Throughput: one SDK client records and flushes ``--reports`` reports of a shuffled campaign
-to a shuffler (gunicorn, 2 workers) that forwards to a collector (gunicorn, 2 workers), timed
-until the collector stores them all; and the same reports of an unshuffled campaign uploaded
-to the collector directly.
+Throughput: ``--clients`` SDK device processes record ``--reports`` reports of a shuffled
+campaign (sealing each at record time, as a device does), then flush at once to a shuffler
+(gunicorn, 2 workers, and its forwarder) that forwards to a collector (gunicorn, 2 workers),
+timed until the collector stores them all (but what waits below min_batch); and the same
+reports of an unshuffled campaign uploaded to the collector directly. Beside the wall-clock
+rate, the CPU time each part spent per report (the servers' process groups from /proc, the
+devices' flushes), and the rate two idle cores would sustain at that cost: on a shared, loaded
+machine the wall-clock rate says more about the neighbours than about the system.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sqlite3
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +38,7 @@ from client_sdk.amplification import calibrate_local_epsilon
 from client_sdk.mechanisms import Mechanism, mechanism_from_config
 
 K, CENTRAL_EPSILON, DELTA = 100, 1.0, 1e-6
+MIN_BATCH = 1000
 ORACLES = ("grr", "oue", "olh", "hr", "ss")
 
 
@@ -66,8 +73,40 @@ def accuracy(n: int, rng: np.random.Generator) -> None:
     )
 
 
-def throughput(reports: int) -> None:
+def _group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) of the live processes of a process group (/proc)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _client(
+    url: str, shuffler_url: str, name: str, state_dir: str, values: list[str], barrier: Any
+) -> tuple[float, int]:
+    """One device process: record (and, shuffled, seal) its reports, wait for the others, flush;
+    (CPU seconds of the flush, reports acknowledged)."""
     from client_sdk.client import TelemetryClient
+
+    with TelemetryClient(
+        url, state_dir=state_dir, shuffler_url=shuffler_url, batch_size=5000
+    ) as client:
+        client.record_many(name, values)
+        barrier.wait()
+        started = time.process_time()
+        acknowledged = client.flush()
+        return time.process_time() - started, acknowledged
+
+
+def throughput(reports: int, clients: int) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     from collector.process import CollectorProcess
     from shuffler.process import ShufflerProcess
 
@@ -78,48 +117,78 @@ def throughput(reports: int) -> None:
         collector.start()
         shuffler = ShufflerProcess(root / "shuffler.db", collector.url, token=token, log_dir=root)
         shuffler.start()
+        assert collector.process is not None and shuffler.process is not None
+        groups = {"collector": collector.process.pid, "shuffler": shuffler.process.pid}
         try:
             labels = [str(i) for i in range(4)]
             base = {"mechanism": {"mechanism": "grr", "k": 4}, "domain": labels}
-            collector.create_campaign(
-                {
-                    **base,
-                    "name": "shuffled",
-                    "shuffle": {"min_batch": 1000, "central_epsilon": 1.0, "delta": DELTA},
-                }
-            )
-            collector.create_campaign(
-                {
-                    **base,
-                    "name": "direct",
-                    "mechanism": {"mechanism": "grr", "k": 4, "epsilon": 1.0},
-                }
-            )
-            values = [labels[i % 4] for i in range(reports)]
-            rates = {}
+            shuffle = {"min_batch": MIN_BATCH, "central_epsilon": 1.0, "delta": DELTA}
+            collector.create_campaign({**base, "name": "shuffled", "shuffle": shuffle})
+            direct = {"mechanism": "grr", "k": 4, "epsilon": 1.0}
+            collector.create_campaign({**base, "name": "direct", "mechanism": direct})
+            values = [labels[i % 4] for i in range(reports // clients)]
+            total = len(values) * clients
+            figures = {}
+            context = multiprocessing.get_context("spawn")
             for name in ("direct", "shuffled"):
-                with TelemetryClient(
-                    collector.url,
-                    state_dir=root / f"device-{name}",
-                    shuffler_url=shuffler.url,
-                    batch_size=5000,
-                ) as client:
-                    client.record_many(name, values)
+                barrier = context.Manager().Barrier(clients + 1)
+                with ProcessPoolExecutor(clients, mp_context=context) as pool:
+                    futures = [
+                        pool.submit(
+                            _client,
+                            collector.url,
+                            shuffler.url,
+                            name,
+                            str(root / f"device-{name}-{i}"),
+                            values,
+                            barrier,
+                        )
+                        for i in range(clients)
+                    ]
+                    barrier.wait()  # every device has recorded (and sealed) its reports
+                    cpu = {group: _group_cpu(pgid) for group, pgid in groups.items()}
                     start = time.perf_counter()
-                    client.flush()
-                    while _stored(collector.db, name) < reports - (
-                        reports % 1000 if name == "shuffled" else 0
-                    ):
-                        time.sleep(0.02)
-                    rates[name] = reports / (time.perf_counter() - start)
-            print(
-                f"  {reports} reports: direct {rates['direct']:,.0f}/s, shuffled "
-                f"{rates['shuffled']:,.0f}/s end to end "
-                f"(ratio {rates['shuffled'] / rates['direct']:.2f})"
+                    done = [f.result() for f in futures]
+                    while True:
+                        stored = _stored(collector.db, name)
+                        waiting = _waiting(shuffler.db) if name == "shuffled" else 0
+                        if stored + waiting >= total and waiting < MIN_BATCH:
+                            break
+                        time.sleep(0.05)
+                    elapsed = time.perf_counter() - start
+                used = {group: _group_cpu(pgid) - cpu[group] for group, pgid in groups.items()}
+                used["devices"] = sum(seconds for seconds, _ in done)
+                figures[name] = (stored, elapsed, used)
+            for name, (stored, elapsed, used) in figures.items():
+                per_report = {group: 1e6 * seconds / stored for group, seconds in used.items()}
+                parts = ", ".join(f"{group} {us:.0f}" for group, us in per_report.items())
+                all_us = sum(per_report.values())
+                print(
+                    f"  {name:<8} {stored} reports in {elapsed:.2f} s: {stored / elapsed:,.0f}/s "
+                    f"end to end; CPU us/report: {parts} (all {all_us:.0f}: "
+                    f"{2e6 / all_us:,.0f}/s on 2 idle cores)"
+                )
+            (s_stored, s_elapsed, _), (d_stored, d_elapsed, _) = (
+                figures["shuffled"],
+                figures["direct"],
             )
+            ratio = (s_stored / s_elapsed) / (d_stored / d_elapsed)
+            print(f"  shuffled / direct throughput: {ratio:.2f}")
         finally:
             shuffler.stop()
             collector.stop()
+
+
+def _waiting(db: str) -> int:
+    """Reports waiting or in flight in the shuffler (read from its database by this process,
+    so the servers' CPU figures do not include the polling)."""
+    conn = sqlite3.connect(db)
+    try:
+        waiting = conn.execute("SELECT count(*) FROM waiting").fetchone()[0]
+        in_flight = conn.execute("SELECT coalesce(sum(size), 0) FROM batches").fetchone()[0]
+        return int(waiting) + int(in_flight)
+    finally:
+        conn.close()
 
 
 def _stored(db: str, name: str) -> int:
@@ -135,19 +204,31 @@ def _stored(db: str, name: str) -> int:
         conn.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reports", type=int, default=20_000)
-    parser.add_argument("--sizes", default="100000,1000000")
-    parser.add_argument("--skip-throughput", action="store_true")
-    args = parser.parse_args()
+def run(args: argparse.Namespace) -> None:
+    """The section of scripts/bench.py (``--quick``: n = 10^5 only, 20,000 reports)."""
+    quick = getattr(args, "quick", False)
+    sizes = getattr(args, "sizes", "100000" if quick else "100000,1000000")
     rng = np.random.default_rng(20261201)  # the simulated population; devices use the CSPRNG
     print(f"accuracy at central (eps, delta) = ({CENTRAL_EPSILON}, {DELTA:g}), k = {K}:")
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in (int(s) for s in sizes.split(",")):
         accuracy(n, rng)
-    if not args.skip_throughput:
-        print("throughput over loopback (gunicorn, 2 workers each):")
-        throughput(args.reports)
+    if not getattr(args, "skip_throughput", False):
+        reports = getattr(args, "reports", 20_000 if quick else 60_000)
+        clients = getattr(args, "clients", 2)
+        print(
+            f"throughput over loopback (gunicorn, 2 workers each; {clients} device processes, "
+            "sealed at record time, timed from flush to stored):"
+        )
+        throughput(reports, clients)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=60_000)
+    parser.add_argument("--clients", type=int, default=2, help="device processes (2)")
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--skip-throughput", action="store_true")
+    run(parser.parse_args())
 
 
 if __name__ == "__main__":
