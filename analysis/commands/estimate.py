@@ -648,9 +648,9 @@ def run(args: argparse.Namespace) -> int:
             )
         answers = query_answers(result, args, campaign.name)
         if args.format == "table":
-            sys.stdout.write(result.format_table())
+            sys.stdout.write(result.format_table().rstrip("\n") + "\n")
             if answers:
-                sys.stdout.write("\n" + format_answers(answers))
+                sys.stdout.write(format_answers(answers))
         else:
             write_document(
                 with_central(

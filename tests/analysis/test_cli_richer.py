@@ -94,3 +94,41 @@ def test_two_way_marginal_of_a_multi_campaign(
     assert code == 0 and "marginal of os, version:" in out and "2,1" in out
     code, _, err = _run(capsys, *argv[:-1], "os,country", "--format", "json")
     assert code == 2 and "'country'" in err
+
+
+def test_haar_ranges_and_key_value_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "richer.db"
+    haar = {"mechanism": "hierarchical", "epsilon": 2.0, "k": 16, "variant": "haar"}
+    rng = np.random.default_rng(2)
+    _store(
+        db,
+        {"name": "haar", "mechanism": haar, "domain": [f"b{i}" for i in range(16)]},
+        rng.integers(0, 8, 3000),
+    )
+    kv = {"mechanism": "pckv", "epsilon": 2.0, "k": 3, "padding": 2, "variant": "ue"}
+    _store(db, {"name": "kv", "mechanism": kv}, [{0: 0.5}, {1: -0.5, 2: 1.0}] * 1000)
+    argv = ["estimate", "--db", str(db), "--campaign", "haar", "--range", "0,8"]
+    code, out, _ = _run(capsys, *argv, "--quantiles", "0.5,0.9", "--format", "json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["variant"].startswith("Haar wavelet")
+    assert abs(document["range"]["frequency"] - 1.0) < 5 * document["range"]["std_error"]
+    for row in document["quantiles"]:
+        assert row["ci_low"] <= row["value"] <= row["ci_high"]
+    code, out, _ = _run(capsys, *argv, "--format", "table")
+    assert code == 0 and "Haar wavelet" in out and "\nrange [0, 8): " in out
+    code, _, err = _run(capsys, *argv[:-1], "8,8")
+    assert code == 2 and "lo=8, hi=8" in err
+    code, out, _ = _run(
+        capsys, "estimate", "--db", str(db), "--campaign", "kv", "--format", "table"
+    )
+    assert code == 0 and out.startswith("n = 2000; PCKV-UE") and out.endswith("\n")
+    code, out, _ = _run(capsys, "estimate", "--db", str(db), "--campaign", "kv", "--format", "json")
+    keys = json.loads(out)["keys"]
+    assert abs(keys[0]["mean"] - 0.5) < 5 * keys[0]["mean_std_error"]
+    code, _, err = _run(
+        capsys, "estimate", "--db", str(db), "--campaign", "kv", "--quantiles", "0.5"
+    )
+    assert code == 2 and "--quantiles does not apply" in err
