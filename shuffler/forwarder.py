@@ -25,6 +25,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -76,7 +77,7 @@ class Forwarder:
         (``None``: not shuffled, unknown, or the collector does not answer)."""
         try:
             response = self.session.get(
-                f"{self.collector}/v1/campaigns/{campaign}", timeout=self.timeout
+                f"{self.collector}/v1/campaigns/{quote(campaign, safe='')}", timeout=self.timeout
             )
         except requests.RequestException:
             return None
@@ -127,7 +128,7 @@ class Forwarder:
             session = self._local.session = requests.Session()
         try:
             response = session.post(
-                f"{self.collector}/v1/campaigns/{batch.campaign}/batches",
+                f"{self.collector}/v1/campaigns/{quote(batch.campaign, safe='')}/batches",
                 data=batch.body.encode("utf-8"),
                 headers=self.headers,
                 timeout=self.timeout,

@@ -11,6 +11,7 @@ import math
 import secrets
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from nacl.public import PublicKey, SealedBox
 
 from client_sdk.amplification import closed_form_epsilon, numerical_epsilon
@@ -343,3 +346,123 @@ def test_hostile_input_to_the_shuffler_answers_problems_never_5xx(
     ]
     assert requests.get(f"{deployment.shuffler.url}/nope", timeout=10).status_code == 404
     assert requests.get(f"{deployment.shuffler.url}/readyz", timeout=10).status_code == 200
+
+
+def test_a_maximum_wait_forwards_bigger_batches_and_never_below_min_batch(
+    deployment: Deployment,
+) -> None:
+    """A second shuffler with ``--max-wait 3``: 250 waiting reports (min_batch 200, max_batch
+    10,000) stay until the oldest has waited 3 s, then leave as one batch; 150 more never
+    leave, however long they wait."""
+    campaign = {**CAMPAIGN, "name": "waiting"}
+    deployment.collector.create_campaign(campaign)
+    assert deployment.shuffler is not None
+    patient = ShufflerProcess(
+        deployment.root / "patient.db",
+        deployment.collector.url,
+        token=deployment.shuffler.token,
+        workers=1,
+        max_wait=3.0,
+        log_dir=deployment.root,
+    )
+    patient.start()
+    try:
+        original, deployment.shuffler = deployment.shuffler, patient
+        try:
+            started = time.monotonic()
+            _upload_sealed(deployment, "waiting", [i % 4 for i in range(250)], 50)
+            time.sleep(1.5)  # min_batch wait, but not max_batch and not yet 3 s
+            assert stored_ids(deployment.collector.db, "waiting") == []
+            assert _wait_for(lambda: len(stored_ids(deployment.collector.db, "waiting")) == 250)
+            assert time.monotonic() - started >= 3.0
+            _upload_sealed(deployment, "waiting", [i % 4 for i in range(150)], 50)
+            time.sleep(4.5)  # past the maximum wait: still below min_batch
+            assert len(stored_ids(deployment.collector.db, "waiting")) == 250
+            assert 'ldp_shuffler_pending_reports{campaign="waiting"} 150' in _metrics(deployment)
+        finally:
+            deployment.shuffler = original
+    finally:
+        patient.stop()
+    conn = sqlite3.connect(deployment.collector.db)
+    sizes = conn.execute(
+        "SELECT b.size FROM batches b JOIN campaigns c ON c.id = b.campaign_id "
+        "WHERE c.name = 'waiting'"
+    ).fetchall()
+    conn.close()
+    assert sizes == [(250,)]
+
+
+ANY_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=40),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=5), st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+REPORT = st.fixed_dictionaries(
+    {
+        "id": st.one_of(st.just("a" * 32), st.text(max_size=40), ANY_JSON),
+        "payload": st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "key_id": st.one_of(st.just("0" * 16), st.text(max_size=20)),
+                    "sealed": st.one_of(
+                        st.text(alphabet="AB-_=", min_size=1, max_size=60), st.text(max_size=60)
+                    ),
+                }
+            ),
+            ANY_JSON,
+        ),
+    }
+)
+BODIES = st.one_of(
+    ANY_JSON,
+    st.fixed_dictionaries(
+        {
+            "config_id": st.one_of(st.sampled_from(["current", "stale"]), ANY_JSON),
+            "reports": st.one_of(st.lists(st.one_of(REPORT, ANY_JSON), max_size=6), ANY_JSON),
+        }
+    ),
+)
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    name=st.one_of(
+        st.sampled_from([CAMPAIGN["name"], "plain", "no-such-campaign"]), st.text(max_size=12)
+    ),
+    body=BODIES,
+    media_type=st.sampled_from(
+        ["application/json", "text/plain", "application/json; charset=latin-1"]
+    ),
+)
+def test_fuzzed_uploads_to_the_shuffler_never_answer_5xx(
+    deployment: Deployment, name: str, body: Any, media_type: str
+) -> None:
+    """Arbitrary JSON, odd report and envelope shapes, wrong media types and campaign names
+    (derandomized: the same 120 requests every run): every answer is below 500, and an error
+    is a problem document."""
+    assert deployment.shuffler is not None
+    if isinstance(body, dict) and body.get("config_id") == "current":
+        body = {**body, "config_id": deployment.document["config_id"]}
+    quoted = urllib.parse.quote(name, safe="") or "%20"
+    response = requests.post(
+        f"{deployment.shuffler.url}/v1/campaigns/{quoted}/reports",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": media_type},
+        timeout=30,
+    )
+    assert response.status_code < 500, response.text[:300]
+    if response.status_code >= 400:
+        assert response.headers["Content-Type"] == "application/problem+json"
