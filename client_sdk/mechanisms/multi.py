@@ -46,6 +46,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
+from client_sdk.mechanisms.local_hashing import REPORT_DTYPE as LH_REPORT_DTYPE
 from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.randomness import RandomSource, uniform_below
@@ -69,6 +70,17 @@ def _oracle(name: str, epsilon: float, k: int) -> FrequencyOracle:
 def best_oracle(epsilon: float, k: int) -> FrequencyOracle:
     """GRR or OUE over k items at epsilon, whichever has the smaller total variance."""
     return min((_oracle(n, epsilon, k) for n in ("grr", "oue")), key=lambda o: o.total_variance())
+
+
+TABLE_ORACLES = ("grr", "oue", "olh")
+
+
+def table_oracle(epsilon: float, cells: int) -> FrequencyOracle:
+    """The oracle of a marginal table (CALM): GRR, OUE or OLH over its cells, the smallest exact
+    total variance (ties in that order). OLH's integer g and its f term make it the best by up
+    to a few percent at some (eps, cells), e.g. eps = 2 and 4 cells."""
+    candidates = (_oracle(n, epsilon, cells) for n in TABLE_ORACLES)
+    return min(candidates, key=lambda o: o.total_variance())
 
 
 def _worst_rsfd_ratio(epsilon_prime: float, ks: Sequence[int]) -> float:
@@ -230,11 +242,11 @@ def pair_cell_variance(
             if a not in table or b not in table:
                 continue
             size = math.prod(ks[j] for j in table)
-            oracle = best_oracle(epsilon, size)
+            oracle = table_oracle(epsilon, size)
             summed = size // (ks[a] * ks[b])
             f_cell, f_s = 1.0 / size, 1.0 / (ks[a] * ks[b])
             p, q = oracle.p_star, oracle.q_star
-            if oracle.name == "oue":
+            if oracle.name != "grr":  # independent supports (OLH: up to the hash family)
                 noise = summed * (f_cell * p * (1 - p) + (1 - f_cell) * q * (1 - q))
             else:
                 p1, p0 = p + (summed - 1) * q, summed * q
@@ -439,6 +451,8 @@ class Multi(Mechanism):
         """The oracle of each attribute: at eps/d (SPL), eps (SMP) or GRR at eps' (RS+FD)."""
         if self.protocol == "spl":
             return tuple(best_oracle(self.epsilon / self.d, k) for k in self.ks)
+        if self.protocol == "smp" and self.marginals is not None:
+            return tuple(table_oracle(self.epsilon, size) for size in self.sizes)
         if self.protocol == "smp":
             return tuple(best_oracle(self.epsilon, size) for size in self.sizes)
         return tuple(_oracle("grr", self.epsilon_prime, k) for k in self.ks)
@@ -455,13 +469,14 @@ class Multi(Mechanism):
     def report_dtype(self) -> np.dtype[Any]:
         """One slot per unit (SPL, RS+FD), or the sampled unit's only (SMP)."""
         d = 1 if self.protocol == "smp" else self.u
-        return np.dtype(
-            [
-                ("attribute", np.int64),
-                ("values", np.int64, (d,)),
-                ("bits", np.uint8, (d, self._bytes)),
-            ]
-        )
+        fields: list[Any] = [
+            ("attribute", np.int64),
+            ("values", np.int64, (d,)),
+            ("bits", np.uint8, (d, self._bytes)),
+        ]
+        if any(o.name == "olh" for o in self.oracles):  # tables only, hence SMP: one seed
+            fields.append(("seed", np.uint64))
+        return np.dtype(fields)
 
     def check_tuples(self, values: Any) -> npt.NDArray[np.int64]:
         array = np.asarray(values)
@@ -490,7 +505,10 @@ class Multi(Mechanism):
         return 0 if self.protocol == "smp" else j
 
     def _put(self, reports: Reports, rows: Any, j: int, out: Reports) -> None:
-        if self.oracles[j].name == "oue":
+        if self.oracles[j].name == "olh":
+            reports["seed"][rows] = out["seed"]
+            reports["values"][rows, self._slot(j)] = out["y"]
+        elif self.oracles[j].name == "oue":
             bits = np.zeros((len(out), self._bytes), dtype=np.uint8)
             bits[:, : out.shape[1]] = out
             reports["bits"][rows, self._slot(j)] = bits
@@ -536,7 +554,16 @@ class Multi(Mechanism):
         oracle = self.oracles[j]
         if oracle.name == "oue":
             return encode_bits(row["bits"][self._slot(j)][None, : (oracle.k + 7) // 8])[0]
+        if oracle.name == "olh":
+            return oracle.to_wire(self._hashed(row["seed"], row["values"][self._slot(j)]))[0]
         return int(row["values"][self._slot(j)])
+
+    @staticmethod
+    def _hashed(seeds: Any, ys: Any) -> Reports:
+        """OLH's own reports (seed, y) from a table's slots."""
+        out = np.empty(np.size(seeds), dtype=LH_REPORT_DTYPE)
+        out["seed"], out["y"] = np.ravel(seeds), np.ravel(ys)
+        return out
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """SPL, RS+FD: a list of d payloads; SMP: [attribute, payload]. A payload is an integer
@@ -550,16 +577,25 @@ class Multi(Mechanism):
                 out.append([self._payload(row, j) for j in range(self.d)])
         return out
 
+    def _unit_name(self, j: int) -> str:
+        return ",".join(self.names[a] for a in self.units[j])
+
     def _parse_one(self, value: Any, j: int, row: Any) -> str | None:
         oracle = self.oracles[j]
         if oracle.name == "oue":
             packed, bad = decode_bits([value], oracle.k)
             if bad:
-                return f"{self.names[j]}: {bad[0].reason}"
+                return f"{self._unit_name(j)}: {bad[0].reason}"
             row["bits"][self._slot(j)][: packed.shape[1]] = packed[0]
             return None
+        if oracle.name == "olh":
+            hashed, bad = oracle.parse_wire([value])
+            if bad:
+                return f"{self._unit_name(j)}: {bad[0].reason}"
+            row["seed"], row["values"][self._slot(j)] = hashed["seed"][0], hashed["y"][0]
+            return None
         if not is_plain_int(value) or not 0 <= int(value) < oracle.k:
-            return f"{self.names[j]}: report must be an integer in [0, {oracle.k})"
+            return f"{self._unit_name(j)}: report must be an integer in [0, {oracle.k})"
         row["values"][self._slot(j)] = int(value)
         return None
 
@@ -604,6 +640,8 @@ class Multi(Mechanism):
             rows = groups[j] if groups is not None else slice(None)
             if oracle.name == "oue":
                 chunk = reports["bits"][rows, self._slot(j), : (oracle.k + 7) // 8]
+            elif oracle.name == "olh":
+                chunk = self._hashed(reports["seed"][rows], reports["values"][rows, self._slot(j)])
             else:
                 chunk = reports["values"][rows, self._slot(j)]
             counts[self.k + j] = len(chunk)
@@ -652,7 +690,9 @@ class Multi(Mechanism):
         f = np.asarray(frequencies, dtype=np.float64)
         p, q = self.pq(j)
         f_s = s_mask @ f
-        if self.oracles[j].name == "oue" and self.protocol != "rsfd":  # independent bits
+        # OUE: independent bits; OLH: supports taken as independent (an approximation: the
+        # hash family's dependence between three items is left out; cells are exact)
+        if self.oracles[j].name in ("oue", "olh") and self.protocol != "rsfd":
             per_cell = f * p * (1 - p) + (1 - f) * q * (1 - q)
             noise = (s_mask @ per_cell) / (n * (p - q) ** 2)
         else:  # one reported cell: Bernoulli P1 for holders in S, P0 for the others
@@ -674,7 +714,7 @@ class Multi(Mechanism):
         tuples = list(itertools.product(*[range(k) for k in self.ks]))
         if len(tuples) > MAX_ENUMERATED:
             raise ValueError(f"{len(tuples)} tuples are too many to enumerate")
-        per = [next(iter(o.channel_matrices())) for o in self.oracles]  # (k_j, outputs_j)
+        per = [self._unit_channel(o) for o in self.oracles]  # (k_j, outputs_j)
         if self.protocol == "smp":
             yield np.array(
                 [
@@ -710,6 +750,13 @@ class Multi(Mechanism):
                     row += term / self.d
             rows.append(row)
         yield np.array(rows)
+
+    @staticmethod
+    def _unit_channel(oracle: FrequencyOracle) -> FloatArray:
+        """One oracle's channel; OLH's per public seed side by side (each seed equally likely
+        among its check seeds: the ratios given a seed are what matters)."""
+        matrices = list(oracle.channel_matrices())
+        return np.concatenate(matrices, axis=1) / len(matrices)
 
     def implemented_epsilon(self) -> float:
         """max over outputs and tuple pairs of the log ratio (``channel_matrices``)."""

@@ -12,6 +12,7 @@ import pytest
 from analysis.multi import MultiEstimate, estimate_multi, max_entropy
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi, choose_tables, cover_pairs, pair_cell_variance
+from tests.stats import assert_within_z
 
 
 def calm(ks: tuple[int, ...], marginals: object, epsilon: float = 1.0) -> Multi:
@@ -163,3 +164,39 @@ def test_unknown_attributes_and_too_many_in_a_reconstruction() -> None:
     with pytest.raises(ValueError, match="replicates"):
         estimate_multi(m, est.statistic, replicates=1)
     assert est.marginal("a1", "a2").method == "max-entropy"
+
+
+def test_tables_take_the_oracle_of_least_exact_variance() -> None:
+    from client_sdk.mechanisms.multi import table_oracle
+
+    assert [table_oracle(2.0, c).name for c in (4, 40, 300)] == ["grr", "olh", "oue"]
+    for cells in (4, 40, 300):
+        chosen = table_oracle(2.0, cells).total_variance()
+        others = [
+            mechanism_from_config({"mechanism": name, "epsilon": 2.0, "k": cells})
+            for name in ("grr", "oue", "olh")
+        ]
+        assert chosen == min(o.total_variance() for o in others)
+
+
+def test_an_olh_table_private_on_the_wire_and_unbiased_with_exact_variance() -> None:
+    m = calm((5, 8, 2), [["a0", "a1"], ["a1", "a2"]], epsilon=2.0)
+    assert [o.name for o in m.oracles] == ["olh", "grr"]
+    small = calm((5, 8), [["a0", "a1"]], epsilon=2.0)
+    assert small.implemented_epsilon() <= 2.0 + 1e-12  # every tuple pair, per public seed
+    rng = np.random.default_rng(17)
+    n, repetitions = 2000, 300
+    x = np.stack([rng.integers(0, 5, n), np.minimum(rng.geometric(0.3, n) - 1, 7)], axis=1)
+    x = np.concatenate([x, rng.integers(0, 2, (n, 1))], axis=1)
+    reports = m.perturb(x, rng=rng)
+    assert np.array_equal(m.from_wire(m.to_wire(reports)), reports)
+    good, errors = m.parse_wire([[0, {"seed": "zz", "y": 0}], [0, 3]])
+    assert len(good) == 0 and errors[0].reason.startswith("a0,a1: ")
+    cells = np.empty((repetitions, 40))
+    for r in range(repetitions):
+        cells[r] = m.estimate(m.aggregate(m.perturb(x, rng=rng)), 0)
+    truth = np.bincount(x[:, 0] * 8 + x[:, 1], minlength=40) / n
+    exact = m.variance(n, 0, truth)
+    assert_within_z(cells.mean(axis=0), truth, np.sqrt(exact / repetitions), what="OLH cells")
+    ratios = cells.var(axis=0, ddof=1) / exact
+    assert_within_z(ratios, 1.0, np.sqrt(2 / (repetitions - 1)), what="OLH variance ratio")
