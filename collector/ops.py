@@ -9,13 +9,12 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app
 
+from collector import metrics as _metrics
 from collector.dbguard import write_probe
 from collector.problems import Problem
 from collector.web import get_storage
 
 bp = Blueprint("ops", __name__)
-
-PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _COUNTER_HELP = {
     "accepted": "Reports stored (first copy of their id).",
@@ -73,24 +72,67 @@ def _openapi_text() -> bytes:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    """Counters of accepted, duplicate and rejected reports per campaign (Prometheus text).
+    """Prometheus text: requests by route and status and their latency, summed over every
+    gunicorn worker (``collector.metrics``), and, read from the database now, the report
+    counters per campaign, the database's size and the pending work per campaign.
 
-    The counters live in SQLite and are updated in each upload's transaction, so every
-    gunicorn worker serves the same exact totals, and they survive restarts.
+    The report counters live in SQLite and are updated in each upload's transaction, so they
+    are exact whichever worker answers, and survive restarts.
     """
-    lines: list[str] = []
-    by_name: dict[str, list[str]] = {name: [] for name in _COUNTER_HELP}
-    for campaign, name, label, value in get_storage().counters():
-        labels = f'campaign="{_escape(campaign)}"'
-        if name == "rejected":
-            labels += f',reason="{_escape(label)}"'
-        by_name.setdefault(name, []).append(f"ldp_reports_{name}_total{{{labels}}} {value}")
-    for name, samples in by_name.items():
-        lines.append(f"# HELP ldp_reports_{name}_total {_COUNTER_HELP.get(name, name)}")
-        lines.append(f"# TYPE ldp_reports_{name}_total counter")
-        lines.extend(samples)
-    return Response("\n".join(lines) + "\n", content_type=PROMETHEUS_MEDIA_TYPE)
+    storage = get_storage()
+    families = (
+        _metrics.Families(lambda: _report_counters(storage.counters())),
+        _metrics.Families(lambda: _pending(storage)),
+        _metrics.Families(lambda: [_metrics.database_size(current_app.config["DB"], "collector")]),
+    )
+    return Response(_metrics.exposition(*families), content_type=_metrics.PROMETHEUS_MEDIA_TYPE)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def _report_counters(rows: list[tuple[str, str, str, int]]) -> list[Any]:
+    from prometheus_client.core import CounterMetricFamily
+
+    families = {
+        name: CounterMetricFamily(
+            f"ldp_reports_{name}",
+            text,
+            labels=["campaign", "reason"] if name == "rejected" else ["campaign"],
+        )
+        for name, text in _COUNTER_HELP.items()
+    }
+    for campaign, name, label, value in rows:
+        family = families.get(name)
+        if family is not None:
+            family.add_metric([campaign, label] if name == "rejected" else [campaign], value)
+    return list(families.values())
+
+
+def _pending(storage: Any) -> list[Any]:
+    """Per existing campaign: reports stored, the minimum batch, and the reports withheld
+    (stored while the campaign is below its ``min_batch_size``: no estimate is released yet)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    stored = GaugeMetricFamily(
+        "ldp_campaign_reports", "Reports stored per campaign.", labels=["campaign"]
+    )
+    minimum = GaugeMetricFamily(
+        "ldp_campaign_min_batch_size",
+        "The reports a campaign needs before any estimate is released.",
+        labels=["campaign"],
+    )
+    withheld = GaugeMetricFamily(
+        "ldp_campaign_withheld_reports",
+        "Reports waiting for their campaign to reach min_batch_size (0 once released).",
+        labels=["campaign"],
+    )
+    counts = storage.report_counts()
+    for campaign in storage.list_campaigns():
+        n = counts.get(campaign.name, 0)
+        stored.add_metric([campaign.name], n)
+        minimum.add_metric([campaign.name], campaign.min_batch_size)
+        withheld.add_metric([campaign.name], n if n < campaign.min_batch_size else 0)
+    return [stored, minimum, withheld]
+
+
+@bp.record_once
+def _instrument(state: Any) -> None:
+    _metrics.instrument(state.app, "collector")

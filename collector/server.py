@@ -196,11 +196,20 @@ class PrivateLogger(Logger):  # type: ignore[misc]
 
 class GunicornApp(BaseApplication):  # type: ignore[misc]
     """gunicorn run programmatically on an already built app (``BaseApplication``): the
-    collector's ``serve`` and the analysis dashboard."""
+    collector's ``serve``, the shuffler's and the analysis dashboard.
 
-    def __init__(self, app: Any, options: dict[str, Any]) -> None:
+    ``multiprocess_metrics`` (default): Prometheus metrics exact across workers
+    (``collector.metrics``): :meth:`run` makes a fresh private folder for the workers' metric
+    files, gunicorn's ``child_exit`` hook drops a dead worker's live gauges, and the folder is
+    removed when the server stops.
+    """
+
+    def __init__(
+        self, app: Any, options: dict[str, Any], *, multiprocess_metrics: bool = True
+    ) -> None:
         self._app = app
-        self._options = options
+        self._options = dict(options)
+        self._metrics = multiprocess_metrics
         super().__init__()
 
     def load_config(self) -> None:
@@ -211,3 +220,22 @@ class GunicornApp(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         return self._app
+
+    def run(self) -> None:
+        if not self._metrics:
+            super().run()
+            return
+        from collector import metrics
+
+        folder = metrics.multiprocess_folder()
+        given = self.cfg.child_exit
+
+        def child_exit(server: Any, worker: Any) -> None:
+            metrics.worker_exited(worker.pid)
+            given(server, worker)
+
+        self.cfg.set("child_exit", child_exit)
+        try:
+            super().run()
+        finally:  # gunicorn's master ends with SystemExit
+            metrics.remove_folder(folder)

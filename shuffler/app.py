@@ -21,6 +21,7 @@ from flask import Blueprint, Flask, Response, current_app
 
 from client_sdk.protocol import is_report_id
 from client_sdk.sealing import check_envelope
+from collector import metrics as _metrics
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
 from shuffler.storage import ShufflerStorage
@@ -28,7 +29,6 @@ from shuffler.storage import ShufflerStorage
 __all__ = ["create_app"]
 
 bp = Blueprint("shuffler", __name__)
-PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 CAMPAIGN_TTL = 30.0
 _local = threading.local()
 
@@ -46,6 +46,7 @@ def create_app(config: Mapping[str, Any]) -> Flask:
     app.extensions["ldp_campaigns"] = {}
     register_error_handlers(app)
     app.register_blueprint(bp)
+    _metrics.instrument(app, "shuffler")
     return app
 
 
@@ -143,19 +144,31 @@ def readyz() -> dict[str, Any]:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    """Reports waiting per campaign (below ``min_batch`` they are never forwarded) and
-    reports in batches formed but not yet acknowledged (Prometheus text)."""
+    """Requests by route and status with their latency over every worker
+    (``collector.metrics``), reports waiting per campaign (below ``min_batch`` they are never
+    forwarded), reports in batches formed but not yet acknowledged, and the database's size
+    (Prometheus text)."""
+    from prometheus_client.core import GaugeMetricFamily
+
     storage = _storage()
-    lines = [
-        "# HELP ldp_shuffler_pending_reports Sealed reports waiting for a batch.",
-        "# TYPE ldp_shuffler_pending_reports gauge",
-    ]
-    for campaign, count in sorted(storage.pending_counts().items()):
-        escaped = campaign.replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'ldp_shuffler_pending_reports{{campaign="{escaped}"}} {count}')
-    lines += [
-        "# HELP ldp_shuffler_in_flight_reports Reports in batches not yet acknowledged.",
-        "# TYPE ldp_shuffler_in_flight_reports gauge",
-        f"ldp_shuffler_in_flight_reports {storage.in_flight()}",
-    ]
-    return Response("\n".join(lines) + "\n", content_type=PROMETHEUS_MEDIA_TYPE)
+
+    def work() -> list[Any]:
+        pending = GaugeMetricFamily(
+            "ldp_shuffler_pending_reports",
+            "Sealed reports waiting for a batch.",
+            labels=["campaign"],
+        )
+        for campaign, count in sorted(storage.pending_counts().items()):
+            pending.add_metric([campaign], count)
+        in_flight = GaugeMetricFamily(
+            "ldp_shuffler_in_flight_reports",
+            "Reports in batches not yet acknowledged.",
+            value=storage.in_flight(),
+        )
+        return [pending, in_flight]
+
+    text = _metrics.exposition(
+        _metrics.Families(work),
+        _metrics.Families(lambda: [_metrics.database_size(current_app.config["DB"], "shuffler")]),
+    )
+    return Response(text, content_type=_metrics.PROMETHEUS_MEDIA_TYPE)

@@ -21,9 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gunicorn.app.base import BaseApplication
-
-from collector.server import LOGGER_CLASS, WORKER_CLASS
+from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from shuffler.storage import ShufflerStorage
 
 TOKEN_ENV = "LDP_SHUFFLER_TOKEN"
@@ -133,7 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
         "control_socket_disable": True,
     }
     try:
-        _GunicornApp(app, options).run()
+        GunicornApp(app, options).run()  # with metrics exact across workers
     finally:
         forwarder.terminate()
         forwarder.wait(10)
@@ -144,20 +142,6 @@ def _announce(server: Any) -> None:
     for listener in server.LISTENERS:
         host, port = listener.sock.getsockname()[:2]
         print(f"ldp-shuffler: serving http://{host}:{port}", flush=True)
-
-
-class _GunicornApp(BaseApplication):  # type: ignore[misc]
-    def __init__(self, app: Any, options: dict[str, Any]) -> None:
-        self._app, self._options = app, options
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self._options.items():
-            if key in self.cfg.settings:
-                self.cfg.set(key, value)
-
-    def load(self) -> Any:
-        return self._app
 
 
 if __name__ == "__main__":

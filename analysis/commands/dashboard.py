@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         options["post_worker_init"] = _warm(app)
     if args.certfile:
         options.update(certfile=args.certfile, keyfile=args.keyfile)
-    GunicornApp(app, options).run()
+    GunicornApp(app, options, multiprocess_metrics=False).run()  # it serves no /metrics
     return 0
 
 
