@@ -52,6 +52,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "attributes": [{"name": "os", "k": 3}, {"name": "tier", "k": 12}],
     },
     "pckv": {"mechanism": "pckv", "epsilon": 2.0, "k": 6, "padding": 2},
+    "fourier": {
+        "mechanism": "fourier",
+        "epsilon": 2.0,
+        "attributes": [{"name": "wifi"}, {"name": "dark"}, {"name": "beta"}],
+        "order": 2,
+    },
     "longitudinal-olh": {
         "mechanism": "olh",
         "epsilon": 1.0,
@@ -66,6 +72,11 @@ CONFIGS.update(
     {
         "multi-spl": {**CONFIGS["multi"], "protocol": "spl"},
         "multi-rsfd": {**CONFIGS["multi"], "protocol": "rsfd"},
+        "hierarchical-haar": {**CONFIGS["hierarchical"], "variant": "haar"},
+        **{
+            f"longitudinal-{name}": {**CONFIGS[name], "longitudinal": {"epsilon_permanent": 4.0}}
+            for name in ("cms", "hcms", "pem", "sfp")
+        },
     }
 )
 
@@ -122,6 +133,8 @@ def random_reports(mechanism: Mechanism, n: int, rng: np.random.Generator) -> li
         values: Any = rng.integers(0, getattr(mechanism, "k", 2), n)
     elif mechanism.value_kind == "number":
         values = rng.uniform(0.0, 10.0, n)
+    elif mechanism.value_kind == "record" and hasattr(mechanism, "masks"):  # fourier: bits
+        values = rng.integers(0, 2, (n, getattr(mechanism, "d")))  # noqa: B009
     elif mechanism.value_kind == "record" and hasattr(mechanism, "ks"):  # multi: index tuples
         values = np.stack([rng.integers(0, k, n) for k in getattr(mechanism, "ks")], axis=1)  # noqa: B009
     elif mechanism.value_kind == "record":  # pckv: a few keys with values in [-1, 1]

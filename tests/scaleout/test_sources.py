@@ -86,11 +86,6 @@ def test_the_number_of_partitions_bounds_a_partition_by_memory() -> None:
 # ---- counts that do not overflow ------------------------------------------------------------
 
 
-DISCOVERY = {"pem"}
-"""PEM's decoder chooses which prefixes to score from the reports (tests/scaleout/
-test_discovery.py): its statistic alone is reports per level, checked here for overflow."""
-
-
 def _estimate(mechanism: Any, statistic: AggregateStatistic) -> Any:
     from tests.scaleout.shards import RAPPOR_CANDIDATES
 
@@ -116,8 +111,10 @@ def test_statistics_stay_exact_at_a_trillion_reports(name: str) -> None:
         assert np.array_equal(merged.counts, small.counts * (factor * 16))  # no wrap-around
     else:
         np.testing.assert_allclose(merged.counts, small.counts * (factor * 16), rtol=1e-13)
-    if name in DISCOVERY:
-        return  # its estimate reads the reports themselves, level by level
+    if sources.needs_reports(mechanism):
+        # PEM's decoder chooses which prefixes to score from the reports (test_discovery.py):
+        # its statistic alone is the reports per level, checked above.
+        return
     big, reference = _estimate(mechanism, merged), _estimate(mechanism, small)
     assert big.n == merged.n
     if hasattr(reference, "means"):  # key-value (pckv): key frequencies and per-key means
@@ -127,6 +124,8 @@ def test_statistics_stay_exact_at_a_trillion_reports(name: str) -> None:
     elif hasattr(reference, "tables"):  # several attributes (multi): every table
         for table, expected in zip(big.tables, reference.tables, strict=True):
             np.testing.assert_allclose(table, expected, rtol=1e-9, atol=1e-12)
+    elif hasattr(reference, "coefficients"):  # fourier: the Fourier coefficients
+        np.testing.assert_allclose(big.coefficients, reference.coefficients, rtol=1e-9)
     elif hasattr(reference, "frequencies"):
         np.testing.assert_allclose(big.frequencies, reference.frequencies, rtol=1e-9, atol=1e-12)
         assert np.all(np.isfinite(big.std_errors))
