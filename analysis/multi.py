@@ -31,7 +31,7 @@ cell carries the bootstrap standard deviation (``max-entropy``). Post-processed 
 bias-corrected percentile intervals from a seeded parametric bootstrap (as in
 docs/math/postprocessing.md): devices drawn over the tables, each table's cells from its
 consistent estimate, each oracle's support counts from their exact law (GRR: exact; OUE:
-independent bits), then the whole pipeline re-run.
+independent bits; OLH: binomial, exact in each margin), then the whole pipeline re-run.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class MultiEstimate:
             g = np.clip(table.ravel(), 0.0, None)
             cells = rng.multinomial(groups[:, j], g / g.sum())  # (R, size)
             p, q = m.pq(j)
-            if oracle.name == "oue":  # independent bits
+            if oracle.name != "grr":  # OUE: independent bits; OLH: exact in each margin
                 support = rng.binomial(cells, p) + rng.binomial(groups[:, j, None] - cells, q)
             else:  # GRR: p I + q (J - I) = size q U + (p - q) I
                 moved = rng.binomial(cells, size * q)

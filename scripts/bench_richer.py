@@ -7,17 +7,23 @@
   quantiles to compare).
 * Ranges at k = 1024: the MSE of random range queries over repeated runs divided by their exact
   variance, and the exact variance of flat OUE summed over the same ranges.
-* Marginals: 6 attributes (k from 2 to 20), eps 1/2/4: the mean absolute error over every cell of
-  the 15 2-way tables (CALM-style tables, consistent), and of the 1-way marginals by SPL, SMP,
-  RS+FD and from the tables.
+* Marginals: 6 attributes (k from 2 to 20), eps 1/2/4, n = 10^6: the mean absolute error over
+  every cell of the 15 2-way marginals by CALM (tables chosen by its rule, consistent), beside
+  multi-freq-ldpy 0.2.5's SPL, SMP and RS+FD over the pairs (in the venv of bench_peers.py, at
+  ``--peer-n``: its per-report Python loop), and the time per report.
 * Throughput of each new estimator (perturb and estimate) at n = 10^6.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
+import json
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -108,62 +114,144 @@ def range_figures(n: int, trials: int, rng: np.random.Generator) -> None:
         )
 
 
-def marginal_figures(n: int, rng: np.random.Generator) -> None:
-    ks = (2, 4, 6, 10, 15, 20)
-    names = [f"a{j}" for j in range(len(ks))]
-    # correlated attributes: a shared latent class shifts every attribute's distribution
+PEER_DRIVER = """
+import json, sys, time
+from pathlib import Path
+import numpy as np
+from multi_freq_ldpy.mdim_freq_est import RSpFD_solution, SMP_solution, SPL_solution
+folder = Path(sys.argv[1])
+job = json.loads((folder / "job.json").read_text())
+x = np.load(folder / "tuples.npy")
+ks, d = job["ks"], len(job["ks"])
+funcs = {
+    "spl": (SPL_solution.SPL_GRR_Client, SPL_solution.SPL_GRR_Aggregator_MI),
+    "smp": (SMP_solution.SMP_GRR_Client, SMP_solution.SMP_GRR_Aggregator_MI),
+    "rsfd": (RSpFD_solution.RSpFD_GRR_Client, RSpFD_solution.RSpFD_GRR_Aggregator_MI),
+}
+out = {}
+for eps in job["eps"]:
+    for name, (client, aggregator) in funcs.items():
+        client(list(x[0]), ks, d, eps)  # numba compiles here, outside the timing
+        start = time.process_time()
+        reports = [client(list(row), ks, d, eps) for row in x]
+        est = aggregator(reports, ks, d, eps)
+        cpu = time.process_time() - start
+        estimates = [np.asarray(e, dtype=float).tolist() for e in est]
+        out[f"{name}:{eps:g}"] = dict(est=estimates, cpu=cpu)
+(folder / "result.json").write_text(json.dumps(out))
+"""
+"""multi-freq-ldpy's SPL, SMP and RS+FD (GRR) over the pairs as attributes; CPU seconds of
+encoding and aggregating (process time: the machine is shared, wall time is not comparable)."""
+
+
+def _correlated_tuples(ks: tuple[int, ...], n: int, rng: np.random.Generator) -> np.ndarray:
+    """A shared latent class shifts every attribute's (geometric) distribution."""
     latent = rng.integers(0, 3, n)
-    x = np.stack(
+    return np.stack(
         [np.minimum((rng.geometric(0.3, n) - 1 + latent * (k // 3)) % k, k - 1) for k in ks], 1
     )
-    pairs = list(itertools.combinations(range(len(ks)), 2))
-    attributes = [{"name": nm, "k": k} for nm, k in zip(names, ks, strict=True)]
-    print(f"\nMarginals: 6 attributes, k = {ks}, n = {n:,}; mean absolute error")
-    print(
-        f"{'eps':>4} {'2-way tables':>13} {'1-way tables':>13} {'SPL':>8} {'SMP':>8} {'RS+FD':>8}"
+
+
+def _two_way_mae(
+    tables: dict[tuple[int, int], np.ndarray], x: np.ndarray, ks: tuple[int, ...]
+) -> float:
+    errors = []
+    for (a, b), got in tables.items():
+        truth = np.bincount(x[:, a] * ks[b] + x[:, b], minlength=ks[a] * ks[b]) / len(x)
+        errors.append(np.abs(np.ravel(got) - truth))
+    return float(np.concatenate(errors).mean())
+
+
+def _ours(
+    epsilon: float, x: np.ndarray, ks: tuple[int, ...], rng: np.random.Generator
+) -> tuple[float, float, float, int]:
+    """CALM tables chosen by the rule; (MAE, seconds, bootstrap seconds, tables)."""
+    names = [f"a{j}" for j in range(len(ks))]
+    m = mechanism_from_config(
+        {
+            "mechanism": "multi",
+            "epsilon": epsilon,
+            "protocol": "smp",
+            "attributes": [{"name": nm, "k": k} for nm, k in zip(names, ks, strict=True)],
+            "marginals": {"cover": 2},
+        }
     )
+    assert isinstance(m, Multi)
+    start = time.process_time()
+    est = estimate_multi(m, m.perturb(x, rng=rng), replicates=0)  # the bootstrap timed apart
+    tables = {
+        (a, b): est.marginal(names[a], names[b]).frequencies
+        for a, b in itertools.combinations(range(len(ks)), 2)
+    }
+    elapsed = time.process_time() - start
+    start = time.process_time()
+    _ = dataclasses.replace(est, replicates=200)._replicate_tables
+    booted = time.process_time() - start
+    return _two_way_mae(tables, x, ks), elapsed, booted, m.u
+
+
+def marginal_figures(n: int, peer_n: int, rng: np.random.Generator, peers: bool) -> None:
+    """2-way marginals of 6 attributes: CALM (ours) beside multi-freq-ldpy's SPL, SMP and RS+FD
+    (GRR) run over the 15 pairs as attributes (the peer has no marginal protocol: a pair's
+    combined value is one attribute), in the peers' venv of scripts/bench_peers.py."""
+    ks = (2, 4, 6, 10, 15, 20)
+    pairs = list(itertools.combinations(range(len(ks)), 2))
+    x = _correlated_tuples(ks, n, rng)
+    small = x[:peer_n]
+    cells = sum(ks[a] * ks[b] for a, b in pairs)
+    print(
+        f"\nMarginals: 6 attributes, k = {ks}; MAE over all {cells} cells of the 15 2-way "
+        f"marginals; ours n = {n:,} and {peer_n:,}, multi-freq-ldpy n = {peer_n:,} (its first "
+        "tuples)"
+    )
+    peer: dict[str, dict[str, object]] = {}
+    if peers:
+        import bench_peers  # scripts/ is on sys.path when this script runs
+
+        python = bench_peers.ensure_venv(bench_peers.DEFAULT_VENV)
+        pair_x = np.stack([small[:, a] * ks[b] + small[:, b] for a, b in pairs], axis=1)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="ldp-marginal-peer-") as tmp:
+            folder = Path(tmp)
+            (folder / "driver.py").write_text(PEER_DRIVER)
+            np.save(folder / "tuples.npy", pair_x)
+            job = {"eps": [1.0, 2.0, 4.0], "ks": [ks[a] * ks[b] for a, b in pairs]}
+            (folder / "job.json").write_text(json.dumps(job))
+            subprocess.run([str(python), str(folder / "driver.py"), str(folder)], check=True)
+            peer = json.loads((folder / "result.json").read_text())
+        print(f"(peer subprocess {time.perf_counter() - started:.0f} s)")
+    header = (
+        f"{'eps':>4} {'tables':>6} {'ours':>9} {'ours@peer n':>11} {'SPL':>9} {'SMP':>9} "
+        f"{'RS+FD':>9} {'ours us/rep':>11} {'best peer us/rep':>16} {'speed-up':>8} {'boot s':>6}"
+    )
+    print(header)
     for epsilon in (1.0, 2.0, 4.0):
-        tables = mechanism_from_config(
-            {
-                "mechanism": "multi",
-                "epsilon": epsilon,
-                "protocol": "smp",
-                "attributes": attributes,
-                "marginals": [[names[a], names[b]] for a, b in pairs],
-            }
-        )
-        assert isinstance(tables, Multi)
-        est = estimate_multi(tables, tables.perturb(x, rng=rng))
-        two_way = []
-        for a, b in pairs:
-            truth = np.bincount(x[:, a] * ks[b] + x[:, b], minlength=ks[a] * ks[b]) / n
-            got = est.marginal(names[a], names[b]).frequencies.ravel()
-            two_way.append(np.abs(got - truth))
-        one_way = {}
-        for protocol in ("tables", "spl", "smp", "rsfd"):
-            if protocol == "tables":
-                e = est
-            else:
-                m = mechanism_from_config(
-                    {
-                        "mechanism": "multi",
-                        "epsilon": epsilon,
-                        "protocol": protocol,
-                        "attributes": attributes,
-                    }
-                )
-                assert isinstance(m, Multi)
-                e = estimate_multi(m, m.perturb(x, rng=rng))
-            errors = [
-                np.abs(e.marginal(nm).frequencies - np.bincount(x[:, j], minlength=ks[j]) / n)
-                for j, nm in enumerate(names)
-            ]
-            one_way[protocol] = float(np.concatenate(errors).mean())
+        mae, seconds, booted, count = _ours(epsilon, x, ks, rng)
+        mae_small, _, _, _ = _ours(epsilon, small, ks, rng)
+        peer_mae, peer_rate = {}, {}
+        for protocol in ("spl", "smp", "rsfd"):
+            entry = peer.get(f"{protocol}:{epsilon:g}")
+            if entry is None:
+                continue
+            est = [np.asarray(e, dtype=float) for e in entry["est"]]  # type: ignore[attr-defined]
+            peer_mae[protocol] = _two_way_mae(dict(zip(pairs, est, strict=True)), small, ks)
+            peer_rate[protocol] = float(entry["cpu"]) / peer_n * 1e6  # type: ignore[arg-type]
+        ours_rate = seconds / n * 1e6
+        best = min(peer_mae, key=lambda p: peer_mae[p]) if peer_mae else None
+        fastest = min(peer_rate.values()) if peer_rate else float("nan")
         print(
-            f"{epsilon:>4g} {float(np.concatenate(two_way).mean()):>13.5f} "
-            f"{one_way['tables']:>13.5f} {one_way['spl']:>8.5f} {one_way['smp']:>8.5f} "
-            f"{one_way['rsfd']:>8.5f}"
+            f"{epsilon:>4g} {count:>6} {mae:>9.5f} {mae_small:>11.5f} "
+            + " ".join(f"{peer_mae.get(p, float('nan')):>9.5f}" for p in ("spl", "smp", "rsfd"))
+            + f" {ours_rate:>11.2f} {fastest:>16.2f} {fastest / ours_rate:>8.1f} {booted:>6.1f}"
+            + (f"  (best peer: {best})" if best else "")
         )
+    print(
+        "CPU microseconds per report. ours: perturb + aggregate + consistent tables (boot s:\n"
+        "CPU seconds of the 200-replicate bootstrap of the post-processed cells, apart);\n"
+        "peers: encode + aggregate with their MI post-processing (clip, renormalise);\n"
+        "speed-up: the fastest peer's time per report over ours. The peer's RS+FD uses its\n"
+        "amplified epsilon' (not eps-LDP on whole tuples)."
+    )
 
 
 def throughput(n: int, rng: np.random.Generator) -> None:
@@ -235,6 +323,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--throughput-n", type=int, default=1_000_000)
     parser.add_argument("--marginals-only", action="store_true")
+    parser.add_argument("--marginal-n", type=int, default=1_000_000)
+    parser.add_argument("--peer-n", type=int, default=100_000)
+    parser.add_argument("--no-peers", action="store_true", help="skip multi-freq-ldpy")
     parser.add_argument("--throughput-only", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(2020)
@@ -245,7 +336,7 @@ def main() -> None:
         square_wave_figures(args.n, rng)
     if not args.marginals_only:
         range_figures(args.n, args.trials, rng)
-    marginal_figures(args.n, rng)
+    marginal_figures(args.marginal_n, args.peer_n, rng, not args.no_peers)
     if not args.marginals_only:
         throughput(args.throughput_n, rng)
 

@@ -485,10 +485,11 @@ class Multi(Mechanism):
         if array.size and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer)):
             raise ValueError(f"values must be integers; got dtype {array.dtype}")
         array = array.astype(np.int64)
-        for j, (name, k, _) in enumerate(self.attributes):
-            bad = np.flatnonzero((array[:, j] < 0) | (array[:, j] >= k))
-            if bad.size:
-                raise ValueError(f"values[{int(bad[0])}, {j}] ({name}) must be in [0, {k})")
+        outside = (array < 0) | (array >= np.array(self.ks, dtype=np.int64))
+        if outside.any():
+            row, j = (int(v) for v in np.argwhere(outside)[0])
+            name, k, _ = self.attributes[j]
+            raise ValueError(f"values[{row}, {j}] ({name}) must be in [0, {k})")
         return array
 
     # ---- device side -------------------------------------------------------------------------
@@ -536,6 +537,8 @@ class Multi(Mechanism):
             sampled = np.full(n, device_unit, dtype=np.int64)
         else:
             sampled = uniform_below(rng, self.u, n)
+        if self.protocol == "smp":
+            return self._perturb_smp(x, sampled, rng)
         groups = self._groups(sampled)
         for j, oracle in enumerate(self.oracles):
             rows = groups[j]
@@ -544,8 +547,38 @@ class Multi(Mechanism):
             if self.protocol == "rsfd":
                 fake = np.flatnonzero(sampled != j)
                 reports["values"][fake, j] = uniform_below(rng, self.ks[j], fake.size)
-        if self.protocol == "smp":
-            reports["attribute"] = sampled  # public; RS+FD keeps it hidden (never stored)
+        return reports  # RS+FD's sampled attribute stays hidden (never stored)
+
+    def _perturb_smp(
+        self, x: npt.NDArray[np.int64], sampled: npt.NDArray[np.int64], rng: RandomSource | None
+    ) -> Reports:
+        """SMP's reports: each device's unit (public) and that unit's oracle report, built in
+        plain arrays and packed into the structured reports once."""
+        n = x.shape[0]
+        columns = np.ascontiguousarray(x.T)
+        values = np.zeros(n, dtype=np.int64)
+        bits = np.zeros((n, self._bytes), dtype=np.uint8)
+        seeds = np.zeros(n, dtype=np.uint64)
+        for j, rows in enumerate(self._groups(sampled)):
+            if not rows.size:
+                continue
+            cells = columns[self.units[j][0]][rows]
+            for a in self.units[j][1:]:
+                cells = cells * self.ks[a] + columns[a][rows]
+            oracle = self.oracles[j]
+            out = oracle.perturb(cells, rng=rng)
+            if oracle.name == "oue":
+                bits[rows, : out.shape[1]] = out
+            elif oracle.name == "olh":
+                seeds[rows], values[rows] = out["seed"], out["y"]
+            else:
+                values[rows] = out
+        reports = np.empty(n, dtype=self.report_dtype)
+        reports["attribute"] = sampled
+        reports["values"][:, 0] = values
+        reports["bits"][:, 0] = bits
+        if "seed" in self.report_dtype.names:  # type: ignore[operator]
+            reports["seed"] = seeds
         return reports
 
     # ---- wire --------------------------------------------------------------------------------
