@@ -1,4 +1,4 @@
-"""Estimates of Fourier-marginal campaigns (``fourier``; docs/math/richer-data.md).
+"""Estimates of Fourier-marginal campaigns (``fourier``; docs/math/marginals.md).
 
 Cormode, Kulkarni & Srivastava, "Marginal release under local differential privacy", SIGMOD 2018.
 

@@ -1,5 +1,5 @@
 """Estimates of multi-attribute campaigns: SPL, SMP, RS+FD and CALM's marginal tables
-(docs/math/richer-data.md).
+(docs/math/richer-data.md, docs/math/marginals.md).
 
 Without ``marginals``, each attribute's 1-way marginal comes from the mechanism's unbiased
 estimator with its exact fixed-population variance (``Multi.estimate``, ``Multi.variance``), at

@@ -1,6 +1,6 @@
 """Marginals of many binary attributes from sampled Fourier coefficients (docs/math/).
 
-See docs/math/richer-data.md. Cormode, Kulkarni & Srivastava, "Marginal release under local
+See docs/math/marginals.md. Cormode, Kulkarni & Srivastava, "Marginal release under local
 differential privacy", SIGMOD 2018.
 
 For x in {0, 1}^d and a set alpha of attributes, the Fourier (Hadamard) coefficient is

@@ -22,6 +22,11 @@ configured order). Privacy is stated for *whole tuples*: any two tuples are neig
 
 Estimates: SPL is the oracles' own estimator; SMP and RS+FD are unbiased with
 p*, q* as in docs/math/richer-data.md, each with its exact fixed-population variance.
+
+Marginal tables (``"marginals"``, protocol ``smp``; Zhang, Wang, Li, He & Chen, "CALM", CCS
+2018; docs/math/marginals.md): the units a device samples are tables, each reported with the
+oracle of least exact variance for its size (``table_oracle``); ``{"cover": 2}`` chooses the
+tables (``choose_tables``).
 """
 
 from __future__ import annotations
@@ -233,7 +238,7 @@ def pair_cell_variance(
 ) -> float:
     """Mean exact variance (times n) of a 2-way cell over every pair of attributes, each from the
     table holding it with the smallest variance, at uniform frequencies: the noise term by which
-    ``choose_tables`` compares designs (docs/math/richer-data.md)."""
+    ``choose_tables`` compares designs (docs/math/marginals.md)."""
     m = len(tables)
     total, cells = 0.0, 0
     for a, b in itertools.combinations(range(len(ks)), 2):

@@ -1,6 +1,6 @@
 """CALM marginal tables (Zhang et al., CCS 2018) beyond the raw cells: the choice of the tables,
 their exact privacy, maximum-entropy reconstruction, consistency of every post-processed
-marginal and its bootstrap intervals (docs/math/richer-data.md)."""
+marginal and its bootstrap intervals (docs/math/marginals.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Fourier marginals of binary attributes (Cormode, Kulkarni & Srivastava, SIGMOD 2018): exact
 privacy over every pair of input tuples, the device side against the declared channel, unbiased
-cells with their exact variance, the wire and bad configs (docs/math/richer-data.md)."""
+cells with their exact variance, the wire and bad configs (docs/math/marginals.md)."""
 
 from __future__ import annotations
 
