@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from flask import Flask, current_app, g, request
+from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import ClientDisconnected
 
 from collector.dbguard import check_identity
@@ -219,6 +220,10 @@ def _read_body() -> bytes:
         return _read_limited()
     except (OSError, ClientDisconnected):  # the socket timed out (collector.server)
         raise Problem(408, "request-timeout", "the request body did not arrive in time") from None
+    except ParseException as error:  # gunicorn's chunked-body reader: a bad chunk is the client's
+        raise Problem(
+            400, "malformed-request", f"the request body is malformed ({type(error).__name__})"
+        ) from None
 
 
 def _read_limited() -> bytes:

@@ -466,3 +466,30 @@ def test_fuzzed_uploads_to_the_shuffler_never_answer_5xx(
     assert response.status_code < 500, response.text[:300]
     if response.status_code >= 400:
         assert response.headers["Content-Type"] == "application/problem+json"
+
+
+def test_odd_raw_requests_to_the_shuffler_are_problem_json(deployment: Deployment) -> None:
+    """The collector's odd-request catalogue (tests/security/test_errors.py) and a body over the
+    16 MiB limit, sent to the shuffler: every answer a 4xx/5xx problem document from gunicorn's
+    worker, never an HTML page, and below 500 but for the transfer coding HTTP says to answer
+    501; and the shuffler's logs carry no client address."""
+    from tests.security.conftest import raw_request
+    from tests.security.test_errors import ADDRESS, ODD_REQUESTS, parse_response
+
+    assert deployment.shuffler is not None
+    oversized = (
+        f"POST /v1/campaigns/{CAMPAIGN['name']}/reports HTTP/1.1\r\nHost: x\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {17 * 1024 * 1024}\r\n\r\n"
+    ).encode() + b"[" * 1024
+    for name, data in {**ODD_REQUESTS, "body over the limit": oversized}.items():
+        raw = raw_request(deployment.shuffler.url, data)
+        status, headers, body = parse_response(raw)
+        # RFC 9112 section 6.1: an unknown transfer coding is answered 501 Not Implemented.
+        expected = (501, 502) if name == "unknown transfer coding" else (400, 500)
+        assert expected[0] <= status < expected[1], (name, raw[:200])
+        assert headers["content-type"] == "application/problem+json", (name, raw[:300])
+        if headers.get("content-length"):
+            body = body[: int(headers["content-length"])]
+        assert json.loads(body)["status"] == status, name
+    logs = "".join(p.read_text(errors="replace") for p in deployment.root.glob("shuffler-*.err"))
+    assert ADDRESS.search(logs) is None
