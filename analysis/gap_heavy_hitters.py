@@ -284,6 +284,7 @@ def measured_gap(
         "top_k": {
             "k": k,
             "truth": sorted(top),
+            "true_frequencies": {value: counts[value] / n for value in sorted(top)},
             "local": recall_precision(local_top, top),
             "central": central,
         },

@@ -1,6 +1,6 @@
-"""One self-contained HTML page about a categorical campaign, and the same numbers as JSON.
+"""One self-contained HTML page about a campaign, and the same numbers as JSON.
 
-The page shows (``ldp-analyze report``):
+For a categorical campaign (a frequency oracle) the page shows (``ldp-analyze report``):
 
 1. the estimated frequencies of the top items with their intervals, raw and post-processed
    (``analysis.postprocess``), each with its Bonferroni significance (``analysis.heavy_hitters``);
@@ -9,6 +9,12 @@ The page shows (``ldp-analyze report``):
 3. the error against n for both models, this campaign's n marked;
 4. the privacy parameters and their accounting over a device's repeated reports
    (``analysis.accounting``): the exact epsilon of T reports against the classical bounds.
+
+Every other estimate kind (heavy hitters, marginals, distributions, ranges, key-value) has its
+own view in ``analysis.report_kinds``: the estimate, its central gap, then the same privacy
+section. A shuffled campaign's page states both guarantees: the local epsilon of each report
+and the central (epsilon, delta) of the batches the collector received (and, for frequencies,
+the error of local-only, shuffled and curator collection at that central guarantee).
 
 Figures are PNGs embedded as base64 data URIs, so the page needs no other file and no network.
 Every string taken from the campaign (its name, labels) is HTML-escaped.
@@ -32,12 +38,20 @@ from analysis import plots
 from analysis.accounting import mechanism_privacy
 from analysis.dataset import StoredCampaign
 from analysis.estimation import FrequencyEstimate, json_safe
-from analysis.gap import DEFAULT_DELTA, empirical_gap, error_curve, utility_gap
+from analysis.gap import DEFAULT_DELTA, GapOptions, empirical_gap, error_curve, utility_gap
 from analysis.heavy_hitters import bonferroni_z, top_k
 from analysis.postprocess import DEFAULT_REPLICATES, postprocess
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 
-__all__ = ["Report", "build_report", "privacy_section", "render_html"]
+__all__ = [
+    "Report",
+    "build_report",
+    "central_section",
+    "privacy_figure",
+    "privacy_html",
+    "privacy_section",
+    "render_html",
+]
 
 DEFAULT_TOP = 20
 ILLUSTRATIVE_REPORTS = (1, 10, 100, 365)
@@ -110,7 +124,7 @@ def _reports_per_device(policy: Mapping[str, Any] | None) -> int | None:
 
 def build_report(
     campaign: StoredCampaign,
-    raw: FrequencyEstimate,
+    raw: Any,
     *,
     method: str = "norm-sub",
     delta: float = DEFAULT_DELTA,
@@ -120,17 +134,31 @@ def build_report(
     replicates: int = DEFAULT_REPLICATES,
     seed: int = 0,
     true_counts: npt.ArrayLike | None = None,
+    truth: Any = None,
+    batch_sizes: Sequence[int] | None = None,
 ) -> Report:
     """Compute every number and figure of a campaign's report from its raw estimate.
 
     ``true_counts`` (simulations and the demo only) adds the truth to the frequency figure and
-    the observed errors of both models (``analysis.gap.empirical_gap``).
+    the observed errors of both models (``analysis.gap.empirical_gap``). For the other
+    estimate kinds, ``truth`` is the kind's truth (``analysis.gap.measured_kind_gap``: the true
+    count of each string, the true records, the true values; ``true_counts`` is taken when it
+    is not given). ``batch_sizes``: a shuffled campaign's received batches (its central
+    guarantee).
     """
     mechanism = campaign.mechanism
     if not isinstance(mechanism, FrequencyOracle):
-        raise ValueError(
-            f"campaign {campaign.name!r} uses {mechanism.name!r}: the report covers categorical "
-            "campaigns (frequency oracles); use `ldp-analyze estimate` for its numbers"
+        from analysis.report_kinds import build_kind_report
+
+        return build_kind_report(  # type: ignore[no-any-return]
+            campaign,
+            raw,
+            delta=delta,
+            neighbouring=neighbouring,
+            top=top,
+            seed=seed,
+            truth=truth if truth is not None else true_counts,
+            batch_sizes=batch_sizes,
         )
     labels = list(campaign.domain) if campaign.domain else [str(v) for v in range(mechanism.k)]
     processed = postprocess(raw, method, mechanism, replicates=replicates, seed=seed)
@@ -159,6 +187,17 @@ def build_report(
     ]
     gap = utility_gap(mechanism, raw.n, delta=delta, neighbouring=neighbouring)
     gap_figures = gap.to_dict()
+    central = central_section(campaign, batch_sizes)
+    shuffled = None
+    if central is not None:
+        from analysis.gap_frequencies import shuffled_column
+
+        options = GapOptions(
+            delta=float(campaign.shuffle["delta"]),  # type: ignore[index]
+            neighbouring=neighbouring,
+            batch_sizes=tuple(batch_sizes) if batch_sizes else None,
+        )
+        shuffled = shuffled_column(mechanism, raw.n, options)
     empirical = None
     if true_counts is not None:
         empirical = empirical_gap(
@@ -175,6 +214,7 @@ def build_report(
     data = json_safe(
         {
             "campaign": campaign.name,
+            "kind": "frequencies",
             "config_id": campaign.config_id,
             "mechanism": campaign.config,
             "created": campaign.created,
@@ -191,6 +231,8 @@ def build_report(
             "items": items,
             "gap": gap_figures,
             "empirical_gap": empirical,
+            "central": central,
+            "shuffled_column": shuffled,
             "error_curve": {name: list(values) for name, values in curve.items()},
             "privacy": privacy,
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -263,6 +305,12 @@ def _figures(
     plots.plot_error_curve(figure.add_subplot(), curve, marked_n=n)
     out["error_curve"] = plots.figure_png(figure)
 
+    out["privacy"] = privacy_figure(privacy)
+    return out
+
+
+def privacy_figure(privacy: Mapping[str, Any]) -> bytes:
+    """A device's epsilon against its reports (the privacy section's figure)."""
     figure = plots.new_figure(7.0, 4.0)
     curves = {k: v for k, v in privacy["curve"].items() if k != "reports"}
     plots.plot_privacy(
@@ -272,8 +320,25 @@ def _figures(
         delta=privacy["delta"],
         marked=privacy["reports_per_device"],
     )
-    out["privacy"] = plots.figure_png(figure)
-    return out
+    return plots.figure_png(figure)
+
+
+def central_section(
+    campaign: StoredCampaign, batch_sizes: Sequence[int] | None
+) -> dict[str, Any] | None:
+    """A shuffled campaign's two guarantees: the local epsilon each report carries (what holds
+    if the shuffler colludes with the collector) and the central (epsilon, delta) of the batches
+    received (their real sizes, the smallest binding; ``None`` before any batch); ``None`` for a
+    campaign without a shuffler."""
+    if campaign.shuffle is None:
+        return None
+    from collector.calibration import central_guarantee
+
+    epsilon0 = campaign.mechanism.privacy_epsilon
+    received = central_guarantee(
+        epsilon0, list(batch_sizes or ()), float(campaign.shuffle["delta"])
+    )
+    return {"local_epsilon": epsilon0, "target": dict(campaign.shuffle), "received": received}
 
 
 # ---- HTML ---------------------------------------------------------------------------------------
@@ -333,6 +398,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML page."""
     d = report.data
+    if d.get("kind", "frequencies") != "frequencies":
+        from analysis.report_kinds import render_kind_html
+
+        return render_kind_html(report)
     mechanism = d["mechanism"]
     percent = f"{round(100 * d['confidence'], 4):g}%"
     esc = html.escape
@@ -475,9 +544,18 @@ def render_html(report: Report) -> str:
         "model's as 1/n: the gap grows as sqrt(n) (Beimel, Nissim, Omri, "
         "CRYPTO 2008).</p>",
     ]
+    parts += central_html(d.get("central"), d.get("shuffled_column"))
+    parts += privacy_html(d, report.figures, number=4)
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def privacy_html(d: Mapping[str, Any], figures: Mapping[str, bytes], *, number: int) -> list[str]:
+    """The privacy section: per-report epsilon and a device's accounting over repeated reports."""
     privacy = d["privacy"]
+    parts: list[str] = []
     parts += [
-        "<h2>4. Privacy</h2>",
+        f"<h2>{number}. Privacy</h2>",
         f"<p>Each report is epsilon = <b>{_number(privacy['epsilon_per_report'])}</b> locally "
         "differentially private"
         + (f" (delta {privacy['delta_per_report']:g})" if privacy["delta_per_report"] else "")
@@ -488,7 +566,7 @@ def render_html(report: Report) -> str:
             else ""
         )
         + ".</p>",
-        _image(report.figures, "privacy", "epsilon against reports per device"),
+        _image(figures, "privacy", "epsilon against reports per device"),
     ]
     rows = []
     for reports, summary in privacy["accounting"].items():
@@ -530,5 +608,69 @@ def render_html(report: Report) -> str:
         "(analysis.accounting); the others are the classical upper bounds. The advantage is "
         "the best membership attacker's true-positive minus false-positive rate.</p>"
     )
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return parts
+
+
+def central_html(
+    central: Mapping[str, Any] | None, shuffled: Mapping[str, Any] | None = None
+) -> list[str]:
+    """A shuffled campaign's two guarantees (and, for frequencies, the shuffled column)."""
+    if not central:
+        return []
+    target = central["target"]
+    received = central.get("received")
+    parts = [
+        "<h2>Shuffled collection: two guarantees</h2>",
+        f"<p>Each report is epsilon = <b>{_number(central['local_epsilon'])}</b> locally "
+        "private: what holds if the shuffler colludes with the collector. "
+        + (
+            f"Behind a shuffler that does not, the {_number(received['batches'])} batches "
+            f"received ({_number(received['reports'])} reports, the smallest of "
+            f"{_number(received['smallest_batch'])}) are <b>({_number(received['epsilon'])}, "
+            f"{received['delta']:g})-DP</b> centrally (Feldman, McMillan, Talwar, FOCS 2021, "
+            "numerical bound at the real batch sizes)."
+            if received
+            else "No batch has been received yet."
+        )
+        + f" The campaign's target: ({_number(target.get('central_epsilon'))}, "
+        f"{target.get('delta')}) for batches of at least {_number(target.get('min_batch'))}.</p>",
+    ]
+    if shuffled and shuffled.get("applies"):
+        exact = shuffled["exact"]
+        parts += [
+            _table(
+                [
+                    f"at the same central ({_number(shuffled['central_epsilon'])}, "
+                    f"{shuffled['delta']:g})",
+                    "local epsilon",
+                    "variance of one frequency",
+                ],
+                [
+                    [
+                        "local only (no shuffler)",
+                        _number(shuffled["central_epsilon"]),
+                        _number(exact["local_only_variance"]),
+                    ],
+                    [
+                        "shuffled (this campaign)",
+                        _number(shuffled["local_epsilon"]),
+                        _number(exact["shuffled_variance"]),
+                    ],
+                    [
+                        "trusted curator, Laplace",
+                        "&ndash;",
+                        _number(exact["central_laplace_variance"]),
+                    ],
+                    [
+                        "trusted curator, analytic Gaussian",
+                        "&ndash;",
+                        _number(exact["central_gaussian_variance"]),
+                    ],
+                ],
+            ),
+            '<p class="note">Exact (Var*/n of the mechanism at each local epsilon). The shuffler '
+            f"cuts the local-only variance {_number(exact['local_over_shuffled'])} times and "
+            f"closes {100 * exact['share_of_gap_closed']:.0f}% of the distance to the curator "
+            "(on a log scale).</p>",
+        ]
+    return parts

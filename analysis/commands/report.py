@@ -4,9 +4,10 @@
         [--postprocess norm-sub] [--delta 1e-6] [--json report.json | --format json] \\
         [--since YYYY-MM-DD] [--until YYYY-MM-DD]
 
-writes the page (figures embedded as PNG data URIs) and, with ``--json PATH``, the same numbers
-as JSON; ``--format json`` prints them on stdout instead of a one-line summary. ``--since`` and
-``--until`` keep the reports of those UTC days (inclusive).
+writes the page (figures embedded as PNG data URIs; every estimate kind of REPORT_KINDS has its
+own view: discovered items, marginal heatmaps, histogram and CDF, ranges, keys) and, with
+``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
+one-line summary. ``--since`` and ``--until`` keep the reports of those UTC days (inclusive).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from analysis.commands._arguments import (
     add_window_arguments,
 )
 from analysis.gap import DEFAULT_DELTA
+
+REPORT_KINDS = ("discovery", "sketch", "multi", "distribution", "range", "key-value")
+"""The estimate kinds with a report view beside frequencies (``analysis.report_kinds.VIEWS``;
+listed here so ``--help`` needs no matplotlib)."""
 
 
 def register(subparsers: Any) -> None:
@@ -62,17 +67,18 @@ def run(args: argparse.Namespace) -> int:
     from analysis.commands.estimate import load_estimate
     from analysis.dataset import load_campaign
     from analysis.report import build_report, render_html
-    from client_sdk.mechanisms.base import FrequencyOracle
 
     if args.top < 1:
         raise ValueError(f"--top must be a positive integer; got {args.top!r}")
     if not 0 < args.delta < 1:
         raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
     stored = load_campaign(args.db, args.campaign)
-    if not isinstance(stored.mechanism, FrequencyOracle):
+    kind = stored.mechanism.estimate_kind
+    if kind not in ("frequencies", *REPORT_KINDS):
         raise ValueError(
-            f"campaign {stored.name!r} uses {stored.mechanism.name!r}: the report covers "
-            "categorical campaigns; use `ldp-analyze estimate` for its numbers"
+            f"campaign {stored.name!r} uses {stored.mechanism.name!r} (estimate kind {kind!r}): "
+            f"the report covers frequencies and {', '.join(REPORT_KINDS)}; use "
+            "`ldp-analyze estimate` for its numbers"
         )
     campaign, raw = load_estimate(
         args.db,
@@ -82,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
         since=args.since,
         until=args.until,
     )
+    batch_sizes = None
+    if campaign.shuffle is not None:
+        from collector.storage import Storage
+
+        with Storage(args.db, create=False) as storage:
+            batch_sizes = storage.batch_sizes(campaign.name)
     report = build_report(
         campaign,
         raw,
@@ -92,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         replicates=args.replicates,
         seed=args.seed,
+        batch_sizes=batch_sizes,
     )
     page = render_html(report)
     _write(args.out, page)
@@ -100,9 +113,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(report.to_json())
     else:
+        significant = report.data.get("significant_items", report.data.get("detected"))
         sys.stdout.write(
             f"wrote {args.out}: campaign {campaign.name!r}, n={raw.n}, "
-            f"{len(report.figures)} figures, {report.data['significant_items']} significant items"
+            f"{len(report.figures)} figures"
+            + (f", {significant} significant items" if significant is not None else "")
             + (f"; numbers in {args.json_path}" if args.json_path else "")
             + "\n"
         )

@@ -131,7 +131,7 @@ def test_report_refuses_what_it_cannot_cover(
                  str(tmp_path / "x.html")])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
-    assert "campaign 'latency' uses 'laplace': the report covers categorical campaigns" in err
+    assert "campaign 'latency' uses 'laplace' (estimate kind 'mean'): the report covers" in err
     assert not (tmp_path / "x.html").exists()
     code = main(["report", "--db", str(db), "--campaign", "nope", "--out",
                  str(tmp_path / "y.html")])  # fmt: skip

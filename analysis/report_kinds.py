@@ -1,0 +1,955 @@
+"""Report views of the estimate kinds beyond frequencies (``analysis.report``).
+
+One view per ``Mechanism.estimate_kind`` (:data:`VIEWS`): what the page shows of the estimate
+and of its central gap (``analysis.gap.kind_gap``, and with the truth
+``analysis.gap.measured_kind_gap``):
+
+- ``discovery`` / ``sketch``: the discovered strings with their intervals and significance;
+  the detection thresholds of both models; with the truth, recall and precision of the local
+  decoder beside the central selection mechanisms at the same epsilon;
+- ``multi``: a heatmap of every 2-way table (bars of every 1-way marginal otherwise); the
+  per-cell variance against the curator's;
+- ``distribution``: the histogram with its band and the CDF with its band, the quantiles; the
+  central histogram measured in simulation;
+- ``range``: the leaf frequencies with their band, a table of ranges and quantiles; the exact
+  range variances of both models;
+- ``key-value``: per key the frequency and the mean with their intervals; the central per-key
+  count and mean.
+
+Each view has ``build(context) -> (data, figures)`` and ``render(data, figures) -> html``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import html
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from analysis import plots
+from analysis.dataset import StoredCampaign
+from analysis.estimation import json_safe
+from analysis.gap import GapOptions, kind_gap, measured_kind_gap
+
+__all__ = ["VIEWS", "build_kind_report", "render_kind_html"]
+
+Figures = dict[str, bytes]
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What a view builds from."""
+
+    campaign: StoredCampaign
+    estimate: Any
+    truth: Any
+    options: GapOptions
+    top: int
+    seed: int
+
+    @property
+    def mechanism(self) -> Any:
+        return self.campaign.mechanism
+
+    def labels(self, k: int) -> list[str]:
+        domain = self.campaign.domain
+        return list(domain) if domain and len(domain) == k else [str(v) for v in range(k)]
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    title: str
+    build: Callable[[Context], tuple[dict[str, Any], Figures]]
+    render: Callable[[Mapping[str, Any], Mapping[str, bytes]], list[str]]
+
+
+def _png(width: float, height: float, draw: Callable[[Any], Any]) -> bytes:
+    figure = plots.new_figure(width, height)
+    draw(figure)
+    return plots.figure_png(figure)
+
+
+def _gap(context: Context) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    exact = kind_gap(context.mechanism, context.estimate.n, context.options)
+    measured = None
+    if context.truth is not None:
+        measured = measured_kind_gap(
+            context.mechanism, context.estimate, context.truth, context.options, seed=context.seed
+        )
+    return exact, measured
+
+
+# ---- helpers for the HTML ------------------------------------------------------------------
+
+
+def _report_helpers() -> Any:
+    from analysis import report
+
+    return report
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{text}</p>'
+
+
+def _interval(low: Any, high: Any, digits: int = 4) -> str:
+    if low is None or high is None:
+        return "&ndash;"
+    return f"[{_fixed(low, digits)}, {_fixed(high, digits)}]"
+
+
+def _fixed(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "&ndash;"
+    return f"{value:.{digits}f}"
+
+
+def _mark(flag: bool) -> str:
+    return f"<span class='{'yes' if flag else 'no'}'>{'yes' if flag else 'no'}</span>"
+
+
+# ---- heavy hitters ---------------------------------------------------------------------------
+
+
+def _heavy_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    estimate = context.estimate
+    items = [item.to_dict() for item in estimate.items[: context.top]]
+    truth_counts: Mapping[str, int] | None = context.truth
+    if truth_counts is not None:
+        for item in items:
+            item["true_frequency"] = truth_counts.get(item["value"], 0) / estimate.n
+    exact, measured = _gap(context)
+    data = {
+        "items": items,
+        "detected": len(estimate.significant),
+        "examined": estimate.examined,
+        "alpha": estimate.alpha,
+        "critical_z": estimate.critical_z,
+        "method": estimate.method,
+        "levels": list(estimate.levels),
+        "unconfirmed": list(estimate.unconfirmed),
+        "gap": exact,
+        "measured_gap": measured,
+    }
+    figures: Figures = {}
+    if items:
+        height = 1.6 + 0.28 * len(items)
+        figures["items"] = _png(
+            8.0,
+            min(height, 9.0),
+            lambda f: plots.plot_items(
+                f.add_subplot(),
+                [i["value"] for i in items],
+                [i["frequency"] for i in items],
+                [i["ci_low"] if i["ci_low"] is not None else math.nan for i in items],
+                [i["ci_high"] if i["ci_high"] is not None else math.nan for i in items],
+                significant=[i["significant"] for i in items],
+                truth=None if truth_counts is None else [i["true_frequency"] for i in items],
+                confidence=estimate.confidence,
+            ),
+        )
+    if measured is not None:
+
+        def draw(figure: Any) -> None:
+            left, right = figure.subplots(1, 2)
+            top = measured["top_k"]
+            plots.plot_recall(
+                left,
+                {"local": top["local"], **top["central"]},
+                title=f"Which are the top {top['k']}?",
+            )
+            above = measured["above_threshold"]
+            plots.plot_recall(
+                right,
+                {"local": above["local"], **above["central"]},
+                title=f"Which exceed {above['threshold']:.4f}?",
+            )
+
+        figures["recall"] = _png(10.0, 4.2, draw)
+    return data, figures
+
+
+def _heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = _report_helpers()
+    percent = f"{round(100 * d['confidence'], 4):g}%"
+    has_truth = any("true_frequency" in item for item in d["items"])
+    parts = ["<h2>1. Discovered items</h2>"]
+    if "items" in figures:
+        parts.append(r._image(figures, "items", "discovered items with their intervals"))
+    parts.append(
+        _note(
+            f"{html.escape(d['method'])}. An item is <span class='yes'>significant</span> when "
+            f"its z exceeds {d['critical_z']:.3f}: Bonferroni over the {d['examined']} strings "
+            f"examined at alpha = {d['alpha']}, so the expected number of false discoveries is "
+            f"at most {d['alpha']}. {d['detected']} detected."
+        )
+    )
+    header = ["value", "frequency", f"{percent} interval", "std error", "z", "significant"]
+    if has_truth:
+        header.append("truth")
+    rows = []
+    for item in d["items"]:
+        row = [
+            html.escape(str(item["value"])),
+            _fixed(item["frequency"]),
+            _interval(item["ci_low"], item["ci_high"]),
+            _fixed(item["std_error"]),
+            r._number(item["z"], 3),
+            _mark(item["significant"]),
+        ]
+        if has_truth:
+            row.append(_fixed(item["true_frequency"]))
+        rows.append(row)
+    parts.append(r._table(header, rows))
+    if d["levels"]:
+        parts.append(
+            r._table(
+                ["level", "reports", "candidates", "kept"],
+                [
+                    [
+                        html.escape(str(level.get("level"))),
+                        r._number(level.get("reports")),
+                        r._number(level.get("candidates")),
+                        r._number(level.get("kept")),
+                    ]
+                    for level in d["levels"]
+                ],
+            )
+        )
+    if d["unconfirmed"]:
+        parts.append(
+            _note("Not confirmed: " + ", ".join(html.escape(str(v)) for v in d["unconfirmed"]))
+        )
+    gap = d["gap"]
+    detection = gap["detection"]
+    parts += [
+        "<h2>2. The central gap</h2>",
+        r._table(
+            ["model", "smallest frequency called significant"],
+            [
+                ["local (this decoder)", r._number(detection["local_frequency"])],
+                [
+                    "central curator, Laplace histogram",
+                    r._number(detection["central_laplace_frequency"]),
+                ],
+            ],
+        ),
+        _note(
+            f"Exact, at the same epsilon = {d['epsilon']:g} and the same Bonferroni rule over "
+            f"{detection['candidates']} candidates (alpha = {detection['alpha']}). Local: "
+            f"{html.escape(detection['local_note'])}. The curator adds Laplace noise of scale "
+            "Delta_1/epsilon to the true counts."
+        ),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        top, above = measured["top_k"], measured["above_threshold"]
+        rows = [["local (this decoder)", *_recall_cells(top["local"]), "&ndash;"]]
+        for name, result in top["central"].items():
+            rows.append(
+                [
+                    html.escape(plots.plain_name(name)),
+                    *_recall_cells(result),
+                    r._number(result["recall_bound"]),
+                ]
+            )
+        parts += [
+            r._image(figures, "recall", "recall and precision of both models"),
+            f"<h3>Which are the top {top['k']}? (measured against the truth)</h3>",
+            r._table(
+                ["model", "answered", "recall", "precision", "exact lower bound on recall"],
+                rows,
+            ),
+            f"<h3>Which exceed {above['threshold']:.4f}?</h3>",
+            r._table(
+                ["model", "answered", "recall", "precision"],
+                [
+                    ["local (this decoder)", *_recall_cells(above["local"])],
+                    *(
+                        [html.escape(plots.plain_name(name)), *_recall_cells(result)]
+                        for name, result in above["central"].items()
+                    ),
+                ],
+            ),
+            _note(
+                "The central answers run on the true counts with the exact samplers of "
+                "analysis.selection at the same epsilon in all (k peeling rounds at epsilon/k; "
+                "the sparse vector with cutoff k), averaged over "
+                f"{top['central']['exponential_mechanism']['runs']} runs. "
+                f"The local decoder made {measured['local_false_discoveries']} false "
+                "discoveries (expected at most "
+                f"{measured['local_expected_false_discoveries_at_most']})."
+            ),
+        ]
+    else:
+        parts.append(
+            _note(
+                "Recall and precision need the truth: see <code>ldp-analyze gap --simulate</code> "
+                "or a report made with the true counts (the demo)."
+            )
+        )
+    return parts
+
+
+def _recall_cells(result: Mapping[str, Any]) -> list[str]:
+    r = _report_helpers()
+    answered = result["answered"]
+    return [
+        r._number(answered if isinstance(answered, int) else float(answered), 3),
+        _fixed(result["recall"], 3),
+        _fixed(result["precision"], 3),
+    ]
+
+
+# ---- marginals -------------------------------------------------------------------------------
+
+
+def _attribute_labels(m: Any, index: int) -> list[str]:
+    _, k, labels = m.attributes[index]
+    return list(labels) if labels is not None else [str(v) for v in range(k)]
+
+
+def _multi_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    m, estimate = context.mechanism, context.estimate
+    tables: list[dict[str, Any]] = []
+    marginals: list[dict[str, Any]] = []
+    figures: Figures = {}
+    for unit in m.units:
+        names = [m.names[a] for a in unit]
+        marginal = estimate.marginal(*names)
+        entry = {
+            "attributes": names,
+            "labels": [_attribute_labels(m, a) for a in unit],
+            "frequencies": np.asarray(marginal.frequencies).tolist(),
+            "std_errors": np.asarray(marginal.std_errors).tolist(),
+        }
+        (tables if len(unit) == 2 else marginals).append(entry)
+    z = _z(estimate)
+    for index, table in enumerate(tables[:8]):
+        rows, columns = table["labels"]
+        width, height = 6.0 + 0.25 * len(columns), 2.2 + 0.3 * len(rows)
+        figures[f"heatmap-{index}"] = _png(
+            min(width, 11.0), min(height, 9.0), functools.partial(_heatmap, table=table)
+        )
+    for index, marginal in enumerate(marginals[:8]):
+        figures[f"marginal-{index}"] = _png(
+            7.0, 3.4, functools.partial(_marginal_bars, marginal=marginal, z=z)
+        )
+    exact, measured = _gap(context)
+    data = {
+        "protocol": m.protocol,
+        "tables": tables,
+        "marginals": marginals,
+        "gap": exact,
+        "measured_gap": measured,
+    }
+    return data, figures
+
+
+def _z(estimate: Any) -> float:
+    from analysis.streaming import z_value
+
+    return float(z_value(estimate.confidence))
+
+
+def _heatmap(figure: Any, *, table: Mapping[str, Any]) -> None:
+    plots.plot_heatmap(
+        figure.add_subplot(),
+        table["frequencies"],
+        table["labels"][0],
+        table["labels"][1],
+        row_name=table["attributes"][0],
+        column_name=table["attributes"][1],
+    )
+
+
+def _marginal_bars(figure: Any, *, marginal: Mapping[str, Any], z: float) -> None:
+    f = np.asarray(marginal["frequencies"], dtype=float)
+    se = np.asarray(marginal["std_errors"], dtype=float)
+    ax = figure.add_subplot()
+    plots.plot_frequencies(
+        ax, marginal["labels"][0], [("raw (unbiased)", f, f - z * se, f + z * se)]
+    )
+    ax.set_title(plots.drawable(f"Marginal of {marginal['attributes'][0]}"))
+
+
+def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = _report_helpers()
+    parts = ["<h2>1. Marginals</h2>"]
+    for index, table in enumerate(d["tables"]):
+        a, b = table["attributes"]
+        if f"heatmap-{index}" in figures:
+            parts.append(r._image(figures, f"heatmap-{index}", f"heatmap of {a} by {b}"))
+        rows, columns = table["labels"]
+        body = [
+            [html.escape(rows[i])]
+            + [
+                f"{table['frequencies'][i][j]:.4f} &plusmn; {table['std_errors'][i][j]:.4f}"
+                for j in range(len(columns))
+            ]
+            for i in range(len(rows))
+        ]
+        parts.append(r._table([f"{a} \\ {b}", *columns], body))
+    for index, marginal in enumerate(d["marginals"]):
+        if f"marginal-{index}" in figures:
+            parts.append(
+                r._image(figures, f"marginal-{index}", f"marginal of {marginal['attributes'][0]}")
+            )
+    parts.append(
+        _note(
+            f"Protocol {html.escape(d['protocol'])}; cells &plusmn; one standard error (exact, of "
+            "the raw unbiased cells; the tables shown are made consistent)."
+        )
+    )
+    gap = d["gap"]
+    parts += [
+        "<h2>2. The central gap</h2>",
+        r._table(
+            ["table", "cells", "LDP cell variance", "central Laplace", "central Gaussian", "ratio"],
+            [
+                [
+                    html.escape(", ".join(t["attributes"])),
+                    r._number(t["cells"]),
+                    r._number(t["ldp_cell_variance"]),
+                    r._number(t["central_laplace_cell_variance"]),
+                    r._number(t["central_gaussian_cell_variance"]),
+                    r._number(t["variance_ratio"]),
+                ]
+                for t in gap["tables"]
+            ],
+        ),
+        _note(
+            f"Exact: {html.escape(gap['exact'])}. The curator releases the same tables from the "
+            "true records with noise calibrated to all of them at once."
+        ),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        parts.append(
+            r._table(
+                [
+                    "table (measured)",
+                    "LDP MSE",
+                    "LDP expected",
+                    "central Laplace MSE",
+                    "expected",
+                    "central Gaussian MSE",
+                    "expected",
+                ],
+                [
+                    [
+                        html.escape(", ".join(t["attributes"])),
+                        r._number(t["ldp_mse"]),
+                        r._number(t["ldp_expected"]),
+                        r._number(t["central_laplace_mse"]),
+                        r._number(t["central_laplace_expected"]),
+                        r._number(t["central_gaussian_mse"]),
+                        r._number(t["central_gaussian_expected"]),
+                    ]
+                    for t in measured["tables"]
+                ],
+            )
+        )
+        parts.append(_note(html.escape(measured["note"])))
+    return parts
+
+
+# ---- distributions ---------------------------------------------------------------------------
+
+CDF_POINTS = 201
+
+
+def _distribution_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    estimate = context.estimate
+    document = estimate.to_dict()
+    x = np.linspace(estimate.lower, estimate.upper, CDF_POINTS)
+    cdf = np.array([estimate.cdf(float(v)) for v in x])
+    band = np.array([estimate.cdf_interval(float(v)) for v in x])
+    truth_hist = truth_cdf = None
+    if context.truth is not None:
+        values = np.clip(np.asarray(context.truth, dtype=float), estimate.lower, estimate.upper)
+        truth_hist = np.histogram(values, bins=estimate.bin_edges)[0] / values.size
+        truth_cdf = np.searchsorted(np.sort(values), x, side="right") / values.size
+    figures: Figures = {
+        "histogram": _png(
+            7.5,
+            3.8,
+            lambda f: plots.plot_histogram(
+                f.add_subplot(),
+                estimate.bin_edges,
+                estimate.histogram,
+                estimate.histogram_low,
+                estimate.histogram_high,
+                truth=truth_hist,
+                confidence=estimate.confidence,
+            ),
+        ),
+        "cdf": _png(
+            7.5,
+            3.8,
+            lambda f: plots.plot_cdf(
+                f.add_subplot(),
+                x,
+                cdf,
+                band[:, 0],
+                band[:, 1],
+                truth=truth_cdf,
+                quantiles=[(q["q"], q["value"]) for q in document["quantiles"]],
+                confidence=estimate.confidence,
+            ),
+        ),
+    }
+    exact, measured = _gap(context)
+    data = {
+        "mean": document["mean"],
+        "quantiles": document["quantiles"],
+        "histogram": document["histogram"],
+        "bootstrap_replicates": document["bootstrap_replicates"],
+        "lower": estimate.lower,
+        "upper": estimate.upper,
+        "gap": exact,
+        "measured_gap": measured,
+    }
+    return data, figures
+
+
+def _distribution_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = _report_helpers()
+    percent = f"{round(100 * d['confidence'], 4):g}%"
+    mean = d["mean"]
+    parts = [
+        "<h2>1. The distribution</h2>",
+        r._image(figures, "histogram", "histogram with its band"),
+        r._image(figures, "cdf", "cumulative distribution with its band"),
+        r._table(
+            ["statistic", "estimate", f"{percent} interval"],
+            [["mean", _fixed(mean["value"]), _interval(mean["ci_low"], mean["ci_high"])]]
+            + [
+                [
+                    f"{round(100 * q['q'], 4):g}th percentile",
+                    _fixed(q["value"]),
+                    _interval(q["ci_low"], q["ci_high"]),
+                ]
+                for q in d["quantiles"]
+            ],
+        ),
+        r._table(
+            ["bucket", "share", f"{percent} band"],
+            [
+                [
+                    f"[{b['low']:.4g}, {b['high']:.4g})",
+                    _fixed(b["frequency"]),
+                    _interval(b["ci_low"], b["ci_high"]),
+                ]
+                for b in d["histogram"]
+            ],
+        ),
+        _note(
+            "EMS (EM with smoothing) through the mechanism's exact channel; the bands are "
+            f"percentile intervals of {d['bootstrap_replicates']} parametric bootstrap refits "
+            "(sampling error only, not the smoothing bias); the mean is the unbiased closed form."
+        ),
+    ]
+    gap = d["gap"]
+    parts += [
+        "<h2>2. The central gap</h2>",
+        r._table(
+            ["central curator (Laplace histogram)", "variance"],
+            [
+                ["one bucket of the report", r._number(gap["central_laplace_bucket_variance"])],
+                ["the CDF at its worst edge", r._number(gap["central_laplace_cdf_variance_max"])],
+            ],
+        ),
+        _note(f"Exact for the curator ({html.escape(gap['exact'])})."),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        parts.append(
+            r._table(
+                ["measured against the truth", "local (EMS)", "central Laplace"],
+                [
+                    [
+                        "Wasserstein-1 distance of the CDFs",
+                        r._number(measured["wasserstein_1"]["ldp"]),
+                        r._number(measured["wasserstein_1"]["central_laplace"]),
+                    ],
+                    [
+                        "bucket mean squared error",
+                        r._number(measured["bucket_mse"]["ldp"]),
+                        r._number(measured["bucket_mse"]["central_laplace"]),
+                    ],
+                    *(
+                        [
+                            f"{round(100 * q['q'], 4):g}th percentile: absolute error",
+                            r._number(q["ldp_abs_error"]),
+                            r._number(q["central_laplace_mean_abs_error"]),
+                        ]
+                        for q in measured["quantiles"]
+                    ),
+                ],
+            )
+        )
+    else:
+        parts.append(
+            _note(
+                "EMS has no closed form: <code>ldp-analyze gap --simulate</code> "
+                "measures both models."
+            )
+        )
+    return parts
+
+
+# ---- ranges ----------------------------------------------------------------------------------
+
+
+def _query_ranges(k: int) -> list[tuple[int, int]]:
+    quarter = max(1, k // 4)
+    ranges = [(i * quarter, min(k, (i + 1) * quarter)) for i in range(4) if i * quarter < k]
+    return [*ranges, (0, max(1, k // 2)), (0, k)]
+
+
+def _range_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    estimate = context.estimate
+    from analysis.streaming import z_value
+
+    z = z_value(estimate.confidence)
+    labels = context.labels(estimate.k)
+    ranges = []
+    for lo, hi in _query_ranges(estimate.k):
+        value, se = estimate.range(lo, hi)
+        ranges.append(
+            {
+                "lo": lo,
+                "hi": hi,
+                "label": f"{labels[lo]} to {labels[hi - 1]}",
+                "frequency": value,
+                "std_error": se,
+                "ci_low": value - z * se,
+                "ci_high": value + z * se,
+            }
+        )
+    quantiles = [
+        {"q": q, "value": estimate.quantile(q), "label": labels[estimate.quantile(q)]}
+        for q in (0.25, 0.5, 0.75, 0.9, 0.99)
+    ]
+    truth = None
+    if context.truth is not None:
+        counts = np.asarray(context.truth, dtype=float)
+        truth = counts / counts.sum()
+        for row in ranges:
+            row["truth"] = float(truth[row["lo"] : row["hi"]].sum())
+    f, se = estimate.frequencies, estimate.std_errors
+    figures: Figures = {
+        "leaves": _png(
+            8.0,
+            3.6,
+            lambda fig: plots.plot_band(
+                fig.add_subplot(),
+                f,
+                f - z * se,
+                f + z * se,
+                truth=truth,
+                confidence=estimate.confidence,
+                title="Leaf frequencies (consistent)",
+            ),
+        )
+    }
+    exact, measured = _gap(context)
+    data = {
+        "k": estimate.k,
+        "branching": estimate.oracle.b,
+        "height": estimate.oracle.height,
+        "ranges": ranges,
+        "quantiles": quantiles,
+        "gap": exact,
+        "measured_gap": measured,
+    }
+    return data, figures
+
+
+def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = _report_helpers()
+    percent = f"{round(100 * d['confidence'], 4):g}%"
+    has_truth = any("truth" in row for row in d["ranges"])
+    header = ["range [lo, hi)", "items", "frequency", f"{percent} interval", "std error"]
+    if has_truth:
+        header.append("truth")
+    rows = []
+    for row in d["ranges"]:
+        cells = [
+            f"[{row['lo']}, {row['hi']})",
+            html.escape(row["label"]),
+            _fixed(row["frequency"]),
+            _interval(row["ci_low"], row["ci_high"]),
+            _fixed(row["std_error"]),
+        ]
+        if has_truth:
+            cells.append(_fixed(row["truth"]))
+        rows.append(cells)
+    parts = [
+        "<h2>1. Ranges and quantiles</h2>",
+        r._image(figures, "leaves", "leaf frequencies with their band"),
+        r._table(header, rows),
+        r._table(
+            ["quantile", "item", "label"],
+            [
+                [f"{round(100 * q['q'], 4):g}%", str(q["value"]), html.escape(q["label"])]
+                for q in d["quantiles"]
+            ],
+        ),
+        _note(
+            f"A {d['branching']}-ary hierarchical histogram of height {d['height']} over "
+            f"{d['k']} items, made consistent by least squares with the known total; range "
+            "standard errors are exact (at the plug-in frequencies). A quantile is the smallest "
+            "item whose estimated CDF reaches q."
+        ),
+    ]
+    gap = d["gap"]
+    average = gap["average_variance"]
+    parts += [
+        "<h2>2. The central gap</h2>",
+        r._table(
+            ["range length", "LDP variance", "central flat Laplace", "central Laplace tree"],
+            [
+                [
+                    r._number(row["length"]),
+                    r._number(row["ldp"]),
+                    r._number(row["central_flat"]),
+                    r._number(row["central_hierarchical"]),
+                ]
+                for row in gap["by_length"]
+            ]
+            + [
+                [
+                    f"average over {gap['ranges']} random ranges",
+                    r._number(average["ldp"]),
+                    r._number(average["central_flat"]),
+                    r._number(average["central_hierarchical"]),
+                ]
+            ],
+        ),
+        _note(
+            f"Exact ({html.escape(gap['exact'])}). The local ranges have "
+            f"{r._number(gap['variance_ratio_to_best_central'])} times the variance of the "
+            "better central choice."
+        ),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        mse = measured["range_mse"]
+        parts.append(
+            r._table(
+                ["random ranges (measured)", "MSE", "expected"],
+                [
+                    ["local", r._number(mse["ldp"]), r._number(mse["ldp_expected"])],
+                    [
+                        "central flat",
+                        r._number(mse["central_flat"]),
+                        r._number(mse["central_flat_expected"]),
+                    ],
+                    [
+                        "central tree",
+                        r._number(mse["central_hierarchical"]),
+                        r._number(mse["central_hierarchical_expected"]),
+                    ],
+                ],
+            )
+        )
+    return parts
+
+
+# ---- key-value -------------------------------------------------------------------------------
+
+
+def _key_value_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    estimate = context.estimate
+    document = estimate.to_dict()
+    k = estimate.frequencies.size
+    labels = context.labels(k)
+    keys = document["keys"]
+    for entry in keys:
+        entry["label"] = labels[entry["key"]]
+    truth = None
+    if context.truth is not None:
+        counts, sums = np.zeros(k), np.zeros(k)
+        for record in context.truth:
+            for key, value in record.items():
+                counts[key] += 1
+                sums[key] += value
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        truth = (counts / estimate.n, means)
+        for entry in keys:
+            entry["true_frequency"] = float(truth[0][entry["key"]])
+            entry["true_mean"] = float(truth[1][entry["key"]])
+
+    def draw(figure: Any) -> None:
+        plots.plot_key_values(
+            figure.subplots(1, 2),
+            labels,
+            (
+                estimate.frequencies,
+                [e["frequency_ci"][0] for e in keys],
+                [e["frequency_ci"][1] for e in keys],
+            ),
+            (estimate.means, [e["mean_ci"][0] for e in keys], [e["mean_ci"][1] for e in keys]),
+            truth=truth,
+        )
+
+    figures = {"keys": _png(11.0, 3.8, draw)}
+    exact, measured = _gap(context)
+    return {"keys": keys, "gap": exact, "measured_gap": measured}, figures
+
+
+def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = _report_helpers()
+    percent = f"{round(100 * d['confidence'], 4):g}%"
+    has_truth = any("true_frequency" in e for e in d["keys"])
+    header = ["key", "frequency", f"{percent} interval", "mean", f"{percent} interval"]
+    if has_truth:
+        header += ["true frequency", "true mean"]
+    rows = []
+    for e in d["keys"]:
+        row = [
+            html.escape(str(e["label"])),
+            _fixed(e["frequency"]),
+            _interval(*e["frequency_ci"]),
+            _fixed(e["mean"]),
+            _interval(*e["mean_ci"]),
+        ]
+        if has_truth:
+            row += [_fixed(e["true_frequency"]), _fixed(e.get("true_mean"))]
+        rows.append(row)
+    gap = d["gap"]
+    parts = [
+        "<h2>1. Keys: frequency and mean</h2>",
+        r._image(figures, "keys", "per key frequency and mean with intervals"),
+        r._table(header, rows),
+        _note(
+            "PCKV (Gu et al., USENIX Security 2020): frequencies with their exact standard errors, "
+            "means with delta-method standard errors."
+        ),
+        "<h2>2. The central gap</h2>",
+        r._table(
+            ["one key's frequency", "variance"],
+            [
+                ["LDP (a key nobody holds)", r._number(gap["frequency"]["ldp_variance_at_zero"])],
+                [
+                    "central Laplace (half the budget)",
+                    r._number(gap["frequency"]["central_laplace_variance"]),
+                ],
+            ],
+        ),
+        _note(
+            f"Exact: {html.escape(gap['exact'])}. The curator's mean of a key is its noisy sum "
+            f"over its noisy count, each with Laplace noise of scale "
+            f"{r._number(gap['mean']['central_laplace_scale'])} (variance about "
+            f"{html.escape(gap['mean']['central_laplace_variance_formula'])})."
+        ),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        f, m = measured["frequency"], measured["mean"]
+        parts.append(
+            r._table(
+                ["measured against the truth", "local", "central Laplace"],
+                [
+                    ["frequency MSE", r._number(f["ldp_mse"]), r._number(f["central_laplace_mse"])],
+                    [
+                        f"mean MSE ({m['keys']} keys held)",
+                        r._number(m["ldp_mse"]),
+                        r._number(m["central_laplace_mse"]),
+                    ],
+                ],
+            )
+        )
+    return parts
+
+
+VIEWS: dict[str, View] = {
+    "discovery": View("heavy hitters", _heavy_build, _heavy_render),
+    "sketch": View("heavy hitters (sketch)", _heavy_build, _heavy_render),
+    "multi": View("marginals", _multi_build, _multi_render),
+    "distribution": View("distribution", _distribution_build, _distribution_render),
+    "range": View("ranges", _range_build, _range_render),
+    "key-value": View("key-value", _key_value_build, _key_value_render),
+}
+"""The report view of each estimate kind beyond frequencies."""
+
+
+def build_kind_report(
+    campaign: StoredCampaign,
+    estimate: Any,
+    *,
+    delta: float,
+    neighbouring: str,
+    top: int,
+    seed: int,
+    truth: Any = None,
+    batch_sizes: Sequence[int] | None = None,
+) -> Any:
+    """The report of a campaign whose estimate kind is in :data:`VIEWS`."""
+    report = _report_helpers()
+    mechanism = campaign.mechanism
+    kind = mechanism.estimate_kind
+    if kind not in VIEWS:
+        raise ValueError(
+            f"campaign {campaign.name!r} uses {mechanism.name!r} (estimate kind {kind!r}): the "
+            f"report covers frequencies and {', '.join(sorted(VIEWS))}; use "
+            "`ldp-analyze estimate` for its numbers"
+        )
+    options = GapOptions(delta=delta, neighbouring=neighbouring, top=min(top, 20))
+    context = Context(campaign, estimate, truth, options, top, seed)
+    data, figures = VIEWS[kind].build(context)
+    privacy = report.privacy_section(
+        mechanism, delta=delta, reports_per_device=report._reports_per_device(campaign.policy)
+    )
+    figures["privacy"] = report.privacy_figure(privacy)
+    document = json_safe(
+        {
+            "campaign": campaign.name,
+            "kind": kind,
+            "config_id": campaign.config_id,
+            "mechanism": campaign.config,
+            "created": campaign.created,
+            "min_batch_size": campaign.min_batch_size,
+            "n": estimate.n,
+            "epsilon": mechanism.privacy_epsilon,
+            "confidence": getattr(estimate, "confidence", 0.95),
+            **data,
+            "central": report.central_section(campaign, batch_sizes),
+            "privacy": privacy,
+            "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+    )
+    return report.Report(data=document, figures=figures)
+
+
+def render_kind_html(report: Any) -> str:
+    """The page of a report built by :func:`build_kind_report`."""
+    helpers = _report_helpers()
+    d = report.data
+    view = VIEWS[d["kind"]]
+    esc = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>LDP report: {esc(d['campaign'])}</title><style>{helpers._STYLE}</style>"
+        "</head><body>",
+        f"<h1>Campaign <code>{esc(d['campaign'])}</code>: {esc(view.title)}</h1>",
+        f'<p class="meta">mechanism <code>{esc(json.dumps(d["mechanism"], sort_keys=True))}'
+        f"</code> &middot; config id <code>{esc(str(d['config_id']))}</code> &middot; n = "
+        f"{helpers._number(d['n'])} reports &middot; created {esc(str(d['created']))} &middot; "
+        f"generated {esc(str(d['generated']))}</p>",
+    ]
+    parts += view.render(d, report.figures)
+    parts += helpers.central_html(d.get("central"))
+    parts += helpers.privacy_html(d, report.figures, number=3)
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

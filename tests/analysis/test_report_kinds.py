@@ -1,0 +1,262 @@
+"""The report's views of the estimate kinds beyond frequencies (analysis.report_kinds), and a
+shuffled campaign's two guarantees.
+
+Each page must be self-contained (PNG data URIs that decode into non-blank images, no external
+resource), escape what comes from the campaign, carry the numbers of ``analysis.gap`` in its
+JSON (which must be strict JSON), and show each view's sections. With the truth (as the demo
+gives it), the measured gap appears. In headless Chromium (when installed) every image loads
+and no table or figure runs past the page's width.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib import image as mpimg
+
+from analysis import estimate
+from analysis.cli import main
+from analysis.gap import GapOptions, kind_gap, parse_simulation, zipf_weights
+from analysis.gap_distribution import simulate_values
+from analysis.gap_heavy_hitters import vocabulary
+from analysis.gap_key_value import simulate_records as key_value_records
+from analysis.gap_multi import simulate_records as multi_records
+from analysis.report import Report, build_report, central_section, render_html
+from client_sdk.amplification import numerical_epsilon
+from client_sdk.mechanisms import mechanism_from_config
+from collector.calibration import local_epsilon_for
+from collector.storage import Storage, StoredCampaign
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+HOSTILE = '<script>alert("x")</script>'
+N = 6000
+ZIPF = parse_simulation("zipf")
+
+
+def campaign(
+    name: str, config: dict[str, Any], domain: list[str] | None = None, shuffle: Any = None
+) -> StoredCampaign:
+    m = mechanism_from_config(config)
+    return StoredCampaign(name, m, m.to_config(), domain, None, f"id-{name}", 100,
+                          "2026-12-01T00:00:00+00:00", shuffle)  # fmt: skip
+
+
+def images(page: str) -> list[bytes]:
+    return [
+        base64.b64decode(data)
+        for data in re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    ]
+
+
+def check_page(report: Report, headings: tuple[str, ...]) -> str:
+    page = render_html(report)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    found = images(page)
+    assert len(found) == len(report.figures)
+    for data in found:
+        assert data.startswith(PNG_SIGNATURE)
+        pixels = mpimg.imread(io.BytesIO(data), format="png")
+        assert pixels.shape[0] > 150 and pixels.shape[1] > 300
+        assert float(pixels[..., :3].std()) > 0.05
+    assert not re.search(r'(src|href)="(?!data:)', page)
+    assert "<script>" not in page
+    for heading in (*headings, "The central gap", "Privacy"):
+        assert heading in page, heading
+    json.loads(report.to_json())  # strict JSON (no NaN)
+    return page
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, Report]:
+    """One report of each kind, with the truth (as the demo passes it)."""
+    rng = np.random.default_rng(8)
+    out: dict[str, Report] = {}
+
+    c = campaign("terms", {"mechanism": "pem", "epsilon": 4.0, "max_length": 4})
+    words = vocabulary(500, 4, rng)
+    items = rng.choice(500, N, p=zipf_weights(500, ZIPF))
+    raw = estimate(c.mechanism, c.mechanism.perturb([words[i] for i in items], rng=rng))
+    held = np.bincount(items, minlength=500)
+    out["discovery"] = build_report(
+        c, raw, truth={w: int(k) for w, k in zip(words, held, strict=True)}, top=8
+    )
+
+    c = campaign(
+        "mix",
+        {"mechanism": "multi", "epsilon": 2.0, "protocol": "smp",
+         "attributes": [{"name": "os", "k": 3, "labels": ["android", HOSTILE, "other"]},
+                        {"name": "version", "k": 4}],
+         "marginals": [["os", "version"]]},
+    )  # fmt: skip
+    records = multi_records(c.mechanism, N, ZIPF, rng)
+    raw = estimate(c.mechanism, c.mechanism.perturb(records, rng=rng))
+    out["multi"] = build_report(c, raw, truth=records)
+
+    c = campaign("features", {"mechanism": "pckv", "epsilon": 2.0, "k": 5, "padding": 2},
+                 domain=[HOSTILE, "b", "c", "d", "e"])  # fmt: skip
+    records_kv = key_value_records(c.mechanism, N, ZIPF, rng)
+    out["key-value"] = build_report(
+        c, estimate(c.mechanism, c.mechanism.perturb(records_kv, rng=rng)), truth=records_kv
+    )
+
+    config = {"mechanism": "square_wave", "epsilon": 2.0, "lower": 0, "upper": 10, "bins": 8}
+    c = campaign("load", config)
+    values = simulate_values(c.mechanism, N, parse_simulation("lognormal"), rng)
+    out["distribution"] = build_report(
+        c, estimate(c.mechanism, c.mechanism.perturb(values, rng=rng)), truth=values
+    )
+
+    c = campaign("latency", {"mechanism": "hierarchical", "epsilon": 2.0, "k": 32})
+    leaves = rng.choice(32, N, p=zipf_weights(32, ZIPF))
+    out["range"] = build_report(
+        c,
+        estimate(c.mechanism, c.mechanism.perturb(leaves, rng=rng)),
+        true_counts=np.bincount(leaves, minlength=32),
+    )
+    return out
+
+
+def test_heavy_hitters_view(reports: dict[str, Report]) -> None:
+    report = reports["discovery"]
+    page = check_page(report, ("Discovered items", "Which are the top 8?", "Which exceed"))
+    data = report.data
+    assert data["kind"] == "discovery" and len(data["items"]) <= 8
+    assert all("true_frequency" in item for item in data["items"])
+    assert set(report.figures) == {"items", "recall", "privacy"}
+    mechanism = mechanism_from_config(data["mechanism"])
+    expected = kind_gap(mechanism, N, GapOptions(top=8))["detection"]
+    assert data["gap"]["detection"] == pytest.approx(expected)
+    central = data["measured_gap"]["top_k"]["central"]
+    assert set(central) == {"exponential_mechanism", "permute_and_flip", "report_noisy_max"}
+    assert "exact lower bound on recall" in page
+
+
+def test_marginal_heatmap_view(reports: dict[str, Report]) -> None:
+    report = reports["multi"]
+    page = check_page(report, ("Marginals", "os \\ version"))
+    assert set(report.figures) == {"heatmap-0", "privacy"}
+    table = report.data["tables"][0]
+    assert np.asarray(table["frequencies"]).shape == (3, 4)
+    assert "&lt;script&gt;" in page
+    assert report.data["measured_gap"]["tables"][0]["attributes"] == ["os", "version"]
+
+
+def test_key_value_view(reports: dict[str, Report]) -> None:
+    report = reports["key-value"]
+    page = check_page(report, ("Keys: frequency and mean", "true mean"))
+    assert report.data["keys"][0]["label"] == HOSTILE and "&lt;script&gt;" in page
+    assert report.data["measured_gap"]["mean"]["keys"] == 5
+
+
+def test_distribution_view(reports: dict[str, Report]) -> None:
+    report = reports["distribution"]
+    check_page(report, ("The distribution", "50th percentile", "Wasserstein-1"))
+    assert set(report.figures) == {"histogram", "cdf", "privacy"}
+    assert len(report.data["histogram"]) == 8
+
+
+def test_range_view(reports: dict[str, Report]) -> None:
+    report = reports["range"]
+    check_page(report, ("Ranges and quantiles", "average over"))
+    ranges = report.data["ranges"]
+    assert ranges[-1]["lo"] == 0 and ranges[-1]["hi"] == 32
+    assert ranges[-1]["frequency"] == pytest.approx(1.0) and ranges[-1]["truth"] == 1.0
+
+
+def test_a_shuffled_campaign_states_both_guarantees() -> None:
+    epsilon0 = local_epsilon_for(1.0, 2000, 1e-6)
+    shuffle = {"min_batch": 2000, "central_epsilon": 1.0, "delta": 1e-6}
+    c = campaign("shuffled", {"mechanism": "grr", "epsilon": epsilon0, "k": 10}, shuffle=shuffle)
+    sizes = [2000, 2500, 3000]
+    section = central_section(c, sizes)
+    assert section is not None and section["local_epsilon"] == epsilon0
+    assert section["received"]["epsilon"] == numerical_epsilon(epsilon0, 2000, 1e-6)
+    assert (
+        central_section(campaign("plain", {"mechanism": "grr", "epsilon": 1, "k": 3}), []) is None
+    )
+    rng = np.random.default_rng(2)
+    values = rng.integers(0, 10, sum(sizes))
+    raw = estimate(c.mechanism, c.mechanism.perturb(values, rng=rng))
+    report = build_report(c, raw, method="base", replicates=0, batch_sizes=sizes)
+    column = report.data["shuffled_column"]
+    assert column["central_epsilon"] == section["received"]["epsilon"]
+    assert column["local_epsilon"] == epsilon0
+    page = render_html(report)
+    assert "Shuffled collection: two guarantees" in page and "local only (no shuffler)" in page
+    before = build_report(c, raw, method="base", replicates=0, batch_sizes=[])
+    assert before.data["central"]["received"] is None
+    assert "No batch has been received yet" in render_html(before)
+
+
+# ---- the command over a real database ---------------------------------------------------------
+
+
+def test_report_command_covers_a_range_campaign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "collector.db"
+    config = {"mechanism": "hierarchical", "epsilon": 2.0, "k": 16}
+    mechanism = mechanism_from_config(config)
+    values = np.random.default_rng(1).integers(0, 16, 3000)
+    payloads = mechanism.to_wire(mechanism.perturb(values, rng=np.random.default_rng(2)))
+    with Storage(db) as storage:
+        labels = [f"{10 * i}-{10 * i + 9} ms" for i in range(16)]
+        storage.create_campaign({"name": "buckets", "mechanism": config, "domain": labels})
+        storage.insert_reports(
+            "buckets", [(secrets.token_hex(16), json.dumps(p)) for p in payloads]
+        )
+    out, numbers = tmp_path / "r.html", tmp_path / "r.json"
+    code = main(["report", "--db", str(db), "--campaign", "buckets", "--out", str(out),
+                 "--json", str(numbers)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.startswith(f"wrote {out}: campaign 'buckets', n=3000, 2 figures")
+    document = json.loads(numbers.read_text())
+    assert document["kind"] == "range" and document["measured_gap"] is None
+    page = out.read_text()
+    assert "Ranges and quantiles" in page and "0-9 ms to 30-39 ms" in page
+
+
+# ---- legible in a browser ----------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def test_pages_render_in_headless_chromium(reports: dict[str, Report], tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no system Chromium at {CHROMIUM}")
+    paths = []
+    for kind, report in reports.items():
+        path = tmp_path / f"{kind}.html"
+        path.write_text(render_html(report), encoding="utf-8")
+        paths.append(path)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            for path in paths:
+                page.goto(path.as_uri())
+                loaded = page.evaluate(
+                    "Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"
+                )
+                assert loaded, path.name
+                # nothing wider than the page: no table or figure forces a sideways scroll
+                assert page.evaluate("document.documentElement.scrollWidth") <= 1100, path.name
+                shot = tmp_path / f"{path.stem}.png"
+                page.screenshot(path=str(shot), full_page=True)
+                assert shot.stat().st_size > 10_000
+            assert errors == []
+        finally:
+            browser.close()
