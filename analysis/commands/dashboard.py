@@ -1,6 +1,7 @@
 """``ldp-analyze dashboard``: the live dashboard over a collector database, under gunicorn.
 
     LDP_ADMIN_TOKEN=... ldp-analyze dashboard --db collector.db --host 127.0.0.1 --port 8050
+    LDP_ADMIN_TOKEN=... ldp-analyze dashboard --db shard-1.db --db shard-2.db --parquet lake/x
 
 The admin token comes from the environment variable ``LDP_ADMIN_TOKEN`` (never a flag, so it
 stays out of the process list and shell history); without one of at least 16 characters the
@@ -10,6 +11,8 @@ every campaign has been aggregated in the background (``--no-warm`` skips it). O
 worker process with threads serves it: sign-in sessions and the per-campaign cache live in that
 process (:mod:`analysis.dashboard`). ``--certfile``/``--keyfile`` serve HTTPS (then the session
 cookie is ``Secure``). The database is only read, so the dashboard runs beside a live collector.
+Several ``--db`` and any ``--parquet`` export are merged with each report id once, the sources
+of a campaign agreeing on its ``config_id`` (:mod:`analysis.dashboard.sources`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,20 @@ def register(subparsers: Any) -> None:
             f"the admin token from the environment variable {TOKEN_VARIABLE}."
         ),
     )
-    parser.add_argument("--db", required=True, help="the collector's SQLite database (read only)")
+    parser.add_argument(
+        "--db",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a collector's SQLite database (read only); repeat for several shards",
+    )
+    parser.add_argument(
+        "--parquet",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a Parquet export (ldp-collector export); repeat for several, with or without --db",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8050, help="port (0: a free one; default 8050)")
     parser.add_argument("--threads", type=int, default=4, help="threads serving requests (4)")
@@ -76,12 +92,22 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--poll-seconds must be positive; got {args.poll_seconds}")
     if (args.certfile is None) != (args.keyfile is None):
         raise ValueError("--certfile and --keyfile go together")
-    if not os.path.isfile(args.db):
-        raise FileNotFoundError(f"--db: no collector database at {args.db}")
+    if not args.db and not args.parquet:
+        raise ValueError("give at least one source: --db PATH or --parquet DIR")
+    for db in args.db:
+        if not os.path.isfile(db):
+            raise FileNotFoundError(f"--db: no collector database at {db}")
 
     from analysis.dashboard import create_app
 
-    app = create_app(args.db, token, confidence=args.confidence, poll_seconds=args.poll_seconds)
+    app = create_app(
+        args.db,
+        token,
+        parquet=args.parquet,
+        confidence=args.confidence,
+        poll_seconds=args.poll_seconds,
+    )
+    sources = " ".join(app.extensions["ldp_dashboard"]["backend"].labels())
     host = f"[{args.host}]" if ":" in args.host else args.host
     scheme = "https" if args.certfile else "http"
     options: dict[str, Any] = {
@@ -96,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         "errorlog": "-",
         "loglevel": args.log_level,
         "proc_name": "ldp-dashboard",
-        "when_ready": _announce(scheme, args.db),
+        "when_ready": _announce(scheme, sources),
     }
     if not args.no_warm:
         options["post_worker_init"] = _warm(app)
@@ -106,13 +132,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _announce(scheme: str, db: str) -> Any:
+def _announce(scheme: str, sources: str) -> Any:
     def when_ready(server: Any) -> None:
         addresses = []
         for listener in server.LISTENERS:
             host, port = listener.sock.getsockname()[:2]
             addresses.append(f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}")
-        print(f"ldp-analyze dashboard: serving {', '.join(addresses)} (db {db})", flush=True)
+        print(f"ldp-analyze dashboard: serving {', '.join(addresses)} ({sources})", flush=True)
 
     return when_ready
 
@@ -121,12 +147,12 @@ def _warm(app: Any) -> Any:
     """A gunicorn hook: aggregate every campaign in a thread of the (one) worker process."""
 
     def post_worker_init(_worker: Any) -> None:
-        cache = app.extensions["ldp_dashboard"]["cache"]
+        backend = app.extensions["ldp_dashboard"]["backend"]
 
         def warm() -> None:
             start = time.perf_counter()
             try:
-                campaigns, reports = cache.warm()
+                campaigns, reports = backend.warm()
             except Exception as error:  # a bad database shows on the pages; keep serving
                 print(f"ldp-analyze dashboard: warm-up failed: {error}", file=sys.stderr)
                 return

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from flask import (
@@ -31,17 +32,12 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
 from analysis.dashboard import auth
-from analysis.dashboard.data import (
-    CampaignCache,
-    CampaignState,
-    estimate_view,
-    open_read_only,
-)
+from analysis.dashboard.data import CampaignState
+from analysis.dashboard.sources import Backend, open_backend
 from analysis.estimation import json_safe
 from analysis.gap import utility_gap
 from client_sdk.mechanisms.base import FrequencyOracle
 from client_sdk.mechanisms.memoization import is_memoized
-from collector.storage import CampaignNotFound, Storage
 
 __all__ = ["create_app"]
 
@@ -56,25 +52,29 @@ bp = Blueprint("dashboard", __name__)
 
 
 def create_app(
-    db: str | os.PathLike[str],
+    db: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     admin_token: str,
     *,
+    parquet: Sequence[str | os.PathLike[str]] = (),
     confidence: float = 0.95,
     poll_seconds: float = POLL_SECONDS,
 ) -> Flask:
-    """The dashboard app over the collector database ``db`` (opened read-only, per request).
+    """The dashboard app over the collector database ``db`` (opened read-only, per request),
+    or over several sources: ``db`` a list of databases and ``parquet`` export directories,
+    merged with each report id once (:mod:`analysis.dashboard.sources`).
 
-    ``admin_token`` is what signs an admin in. Raises ``FileNotFoundError`` when ``db`` does
-    not exist and ``ValueError`` for an empty token or a confidence outside (0, 1).
+    ``admin_token`` is what signs an admin in. Raises ``FileNotFoundError`` when a database
+    does not exist and ``ValueError`` for an empty token or a confidence outside (0, 1).
     """
     if not admin_token:
         raise ValueError("the admin token must not be empty")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
-    open_read_only(db).close()  # fail now, not at the first request, on a bad database
+    dbs = [db] if isinstance(db, (str, os.PathLike)) else list(db)
+    backend = open_backend(dbs, parquet, confidence=confidence)  # fails now on a bad source
     app = Flask(__name__)
     app.config.update(
-        DB=os.fspath(db),
+        DB=os.fspath(dbs[0]) if dbs else None,
         POLL_SECONDS=poll_seconds,
         MAX_CONTENT_LENGTH=16 * 1024,
         # Flask's own session is unused (sessions are server-side); a random key per process.
@@ -84,12 +84,12 @@ def create_app(
         "token": admin_token,
         "sessions": auth.SessionStore(),
         "throttle": auth.LoginThrottle(),
-        "cache": CampaignCache(db, confidence=confidence),
+        "backend": backend,
+        "cache": getattr(backend, "cache", None),
     }
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.register_blueprint(bp)
     app.after_request(_headers)
-    app.teardown_appcontext(_close_storage)
     app.register_error_handler(HTTPException, _http_error)
     return app
 
@@ -98,16 +98,8 @@ def _ext() -> dict[str, Any]:
     return current_app.extensions["ldp_dashboard"]  # type: ignore[no-any-return]
 
 
-def _storage() -> Storage:
-    if "ldp_storage" not in g:
-        g.ldp_storage = open_read_only(current_app.config["DB"])
-    return g.ldp_storage  # type: ignore[no-any-return]
-
-
-def _close_storage(_error: BaseException | None) -> None:
-    storage = g.pop("ldp_storage", None)
-    if storage is not None:
-        storage.close()
+def _backend() -> Backend:
+    return _ext()["backend"]  # type: ignore[no-any-return]
 
 
 def _headers(response: Response) -> Response:
@@ -214,9 +206,11 @@ def campaigns() -> str:
 @bp.get("/campaigns/<name>")
 def campaign(name: str) -> str:
     try:
-        _storage().get_campaign(name)
-    except CampaignNotFound:
+        _backend().stored(name)
+    except LookupError:
         abort(404, description=f"No campaign named {name!r}.")
+    except ValueError as error:  # sources that disagree: the page shows why
+        abort(409, description=str(error))
     return render_template(
         "campaign.html",
         csrf=g.session.csrf,
@@ -231,8 +225,8 @@ def campaign(name: str) -> str:
 
 @bp.get("/api/campaigns")
 def api_campaigns() -> dict[str, Any]:
-    states = _ext()["cache"].campaigns(_storage())
-    return {"campaigns": [_summary(state) for state in states]}
+    states = _backend().campaigns()
+    return {"campaigns": [_summary(state) for state in states], "sources": _backend().labels()}
 
 
 @bp.get("/api/campaigns/<name>")
@@ -240,8 +234,8 @@ def api_campaign(name: str) -> Response | dict[str, Any]:
     if "since" in request.args or "until" in request.args:
         return _api_window(name)
     try:
-        state = _ext()["cache"].campaign(_storage(), name)
-    except CampaignNotFound as error:
+        state = _backend().campaign(name)
+    except LookupError as error:
         return _problem(404, "campaign-not-found", str(error))
     except ValueError as error:
         return _problem(422, "no-estimate", str(error))
@@ -269,29 +263,22 @@ def _api_window(name: str) -> Response | dict[str, Any]:
         since, until = check_window(request.args.get("since"), request.args.get("until"))
     except ValueError as error:
         return _problem(400, "bad-window", str(error).replace("--", ""))
-    storage = _storage()
     try:
-        campaign = storage.get_campaign(name)
+        campaign, n, estimated = _backend().window(name, since, until)
     except LookupError as error:
         return _problem(404, "campaign-not-found", str(error))
-    n = storage.count_reports(name, since=since, until=until)
+    except ValueError as error:
+        return _problem(422, "no-estimate", str(error))
     document: dict[str, Any] = {
         "name": name,
         "since": since,
         "until": until,
         "n": n,
         "min_batch_size": campaign.min_batch_size,
-        "status": "released" if n >= campaign.min_batch_size else "collecting",
+        "status": "released" if estimated is not None else "collecting",
     }
-    if n < campaign.min_batch_size:
-        return document
-    chunks = storage.iter_report_chunks(name, since=since, until=until)
-    try:
-        estimate, display = estimate_view(campaign, chunks, confidence=_ext()["cache"].confidence)
-    except ValueError as error:
-        return _problem(422, "no-estimate", str(error))
-    document["estimate"] = estimate
-    document["display"] = display
+    if estimated is not None:
+        document["estimate"], document["display"] = estimated
     return document
 
 
