@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import secrets
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,7 +37,8 @@ from analysis.gap_heavy_hitters import central_recall_bound, recall_precision, v
 from analysis.selection import rational_epsilon
 from client_sdk.amplification import calibrate_local_epsilon, numerical_epsilon
 from client_sdk.mechanisms import mechanism_from_config
-from collector.calibration import central_guarantee
+from collector.calibration import central_guarantee, local_epsilon_for
+from collector.storage import Storage
 
 Z = 5.0
 
@@ -346,3 +349,36 @@ def test_gap_command_simulates_heavy_hitters(capsys: pytest.CaptureFixture[str])
     assert code == 2 and "--simulate must be one of" in err
     code, _, err = _run(capsys, "gap", "--mechanism", json.dumps(config), "--n", "50", "--top", "0")
     assert code == 2 and "--top must be a positive integer" in err
+
+
+def test_gap_command_on_a_stored_shuffled_campaign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shuffled column of a stored campaign comes from the batches it received."""
+    epsilon0 = local_epsilon_for(1.0, 1000, 1e-6)
+    config = {"mechanism": "grr", "epsilon": epsilon0, "k": 8}
+    mechanism = mechanism_from_config(config)
+    db = tmp_path / "collector.db"
+    rng = np.random.default_rng(4)
+    sizes = [1000, 1500]
+    with Storage(db) as storage:
+        storage.create_campaign(
+            {"name": "shuffled", "mechanism": config, "domain": [f"v{i}" for i in range(8)],
+             "shuffle": {"min_batch": 1000, "central_epsilon": 1.0, "delta": 1e-6}}
+        )  # fmt: skip
+        for index, size in enumerate(sizes):
+            payloads = mechanism.to_wire(mechanism.perturb(rng.integers(0, 8, size), rng=rng))
+            reports = [(secrets.token_hex(16), json.dumps(p)) for p in payloads]
+            storage.insert_batch("shuffled", f"batch-{index}", reports, size=size)
+    code, out, err = _run(capsys, "gap", "--db", str(db), "--campaign", "shuffled")
+    assert code == 0, err
+    document = json.loads(out)
+    column = document["shuffled_column"]
+    assert column["smallest_batch"] == 1000 and column["batches"] == 2
+    assert column["central_epsilon"] == numerical_epsilon(epsilon0, 1000, 1e-6)
+    assert column["central_epsilon"] <= 1.0 * (1 + 1e-3)  # the campaign's target holds
+    assert document["n"] == sum(sizes)
+    code, _, err = _run(
+        capsys, "gap", "--db", str(db), "--campaign", "shuffled", "--simulate", "zipf"
+    )
+    assert code == 2 and "--simulate draws its own population" in err
