@@ -10,7 +10,8 @@
 * Marginals: 6 attributes (k from 2 to 20), eps 1/2/4, n = 10^6: the mean absolute error over
   every cell of the 15 2-way marginals by CALM (tables chosen by its rule, consistent), beside
   multi-freq-ldpy 0.2.5's SPL, SMP and RS+FD over the pairs (in the venv of bench_peers.py, at
-  ``--peer-n``: its per-report Python loop), and the time per report.
+  ``--peer-n``: its per-report Python loop), and the time per report; and 16 binary attributes
+  by Fourier (order 2) beside CALM.
 * Throughput of each new estimator (perturb and estimate) at n = 10^6.
 """
 
@@ -28,10 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from analysis.distribution import estimate_distribution
+from analysis.fourier import estimate_fourier
 from analysis.key_value import estimate_key_value
 from analysis.multi import estimate_multi
 from analysis.ranges import estimate_ranges
 from client_sdk.mechanisms.factory import mechanism_from_config
+from client_sdk.mechanisms.fourier import Fourier
 from client_sdk.mechanisms.hierarchical import Hierarchical
 from client_sdk.mechanisms.multi import Multi
 from client_sdk.mechanisms.pckv import PCKV
@@ -254,6 +257,54 @@ def marginal_figures(n: int, peer_n: int, rng: np.random.Generator, peers: bool)
     )
 
 
+def binary_marginal_figures(n: int, rng: np.random.Generator) -> None:
+    """16 binary attributes: Fourier (order 2) beside CALM (tables chosen by its rule) on the
+    same data; MAE over all 2-way cells and CPU seconds."""
+    d = 16
+    latent = rng.random(n) < 0.4
+    base = rng.random((n, d)) < np.linspace(0.1, 0.6, d)
+    x = np.where(rng.random((n, d)) < 0.3, latent[:, None], base).astype(np.int64)
+    names = [f"b{j}" for j in range(d)]
+    pairs = list(itertools.combinations(range(d), 2))
+    truth = {(a, b): np.bincount(x[:, a] * 2 + x[:, b], minlength=4) / n for a, b in pairs}
+    print(
+        f"\nBinary marginals: {d} attributes, n = {n:,}; MAE over the {4 * len(pairs)} 2-way cells"
+    )
+    print(
+        f"{'eps':>4} {'Fourier':>9} {'CALM':>9} {'CALM tables':>11} {'Fourier s':>9} {'CALM s':>7}"
+    )
+    attributes = [{"name": nm} for nm in names]
+    for epsilon in (1.0, 2.0, 4.0):
+        fourier = mechanism_from_config(
+            {"mechanism": "fourier", "epsilon": epsilon, "attributes": attributes, "order": 2}
+        )
+        start = time.process_time()
+        assert isinstance(fourier, Fourier)
+        est_f = estimate_fourier(fourier, fourier.perturb(x, rng=rng), replicates=0)
+        got_f = {p: est_f.marginal(names[p[0]], names[p[1]]) for p in pairs}
+        seconds_f = time.process_time() - start
+        calm = mechanism_from_config(
+            {
+                "mechanism": "multi",
+                "epsilon": epsilon,
+                "protocol": "smp",
+                "attributes": [{"name": nm, "k": 2} for nm in names],
+                "marginals": {"cover": 2},
+            }
+        )
+        assert isinstance(calm, Multi)
+        start = time.process_time()
+        est_c = estimate_multi(calm, calm.perturb(x, rng=rng), replicates=0)
+        got_c = {p: est_c.marginal(names[p[0]], names[p[1]]) for p in pairs}
+        seconds_c = time.process_time() - start
+        mae_f = np.mean([np.abs(got_f[p].frequencies.ravel() - truth[p]).mean() for p in pairs])
+        mae_c = np.mean([np.abs(got_c[p].frequencies.ravel() - truth[p]).mean() for p in pairs])
+        print(
+            f"{epsilon:>4g} {mae_f:>9.5f} {mae_c:>9.5f} {calm.u:>11} {seconds_f:>9.2f} "
+            f"{seconds_c:>7.2f}"
+        )
+
+
 def throughput(n: int, rng: np.random.Generator) -> None:
     print(f"\nThroughput at n = {n:,} (seconds; perturb includes the sampler, estimate the fit)")
     sw = mechanism_from_config(
@@ -337,6 +388,7 @@ def main() -> None:
     if not args.marginals_only:
         range_figures(args.n, args.trials, rng)
     marginal_figures(args.marginal_n, args.peer_n, rng, not args.no_peers)
+    binary_marginal_figures(args.marginal_n, rng)
     if not args.marginals_only:
         throughput(args.throughput_n, rng)
 

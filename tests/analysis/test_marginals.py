@@ -12,7 +12,7 @@ import pytest
 from analysis.multi import MultiEstimate, estimate_multi, max_entropy
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi, choose_tables, cover_pairs, pair_cell_variance
-from tests.stats import assert_within_z
+from tests.stats import assert_chi_square, assert_within_z
 
 
 def calm(ks: tuple[int, ...], marginals: object, epsilon: float = 1.0) -> Multi:
@@ -200,3 +200,15 @@ def test_an_olh_table_private_on_the_wire_and_unbiased_with_exact_variance() -> 
     assert_within_z(cells.mean(axis=0), truth, np.sqrt(exact / repetitions), what="OLH cells")
     ratios = cells.var(axis=0, ddof=1) / exact
     assert_within_z(ratios, 1.0, np.sqrt(2 / (repetitions - 1)), what="OLH variance ratio")
+
+
+def test_table_reports_match_the_declared_channel() -> None:
+    m = calm((2, 3, 2), [["a0", "a1"], ["a1", "a2"]], epsilon=1.0)
+    assert [o.name for o in m.oracles] == ["grr", "grr"]
+    (matrix,) = list(m.channel_matrices())  # outputs (table, cell), table 0's cells first
+    x = (1, 2, 0)
+    reports = m.perturb(np.tile(np.array([x]), (80_000, 1)), rng=np.random.default_rng(9))
+    index = np.where(reports["attribute"] == 0, 0, 6) + reports["values"][:, 0]
+    observed = np.bincount(index, minlength=matrix.shape[1])
+    row = (x[0] * 3 + x[1]) * 2 + x[2]
+    assert_chi_square(observed, matrix[row], what="table reports")
