@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.distribution import DistributionEstimate, ems, smooth, to_histogram
+from analysis.distribution import (
+    DistributionEstimate,
+    ems,
+    estimate_distribution,
+    smooth,
+    to_histogram,
+)
 from analysis.estimation import DocumentedEstimate, estimate
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.square_wave import SquareWave
@@ -100,3 +106,24 @@ def test_bad_quantile_and_zero_reports() -> None:
     est = estimate(m, m.perturb(np.full(500, 2.0), rng=np.random.default_rng(0)))
     with pytest.raises(ValueError, match="q must be in"):
         est.quantile(1.5)
+
+
+@pytest.mark.slow
+def test_quantile_intervals_cover_at_their_stated_rate() -> None:
+    # 24 seeded populations-and-runs at n = 20,000 on Beta(2, 2) (a density smooth enough that
+    # the sampling error, which the bootstrap covers, exceeds EMS's smoothing bias): each 95%
+    # quantile interval must cover the truth in at least 0.95 - 5.5 sqrt(0.95 0.05 / 24) = 0.71
+    # of runs. Measured with 40 runs and 30 replicates: 0.925, 0.925, 0.875 (q = 0.1, 0.5, 0.9).
+    m = mechanism(2.0, 16)
+    rng = np.random.default_rng(12)
+    values = 4.0 * rng.beta(2.0, 2.0, 20_000)
+    quantiles = (0.1, 0.5, 0.9)
+    truth = [float(np.quantile(values, q)) for q in quantiles]
+    runs = 24
+    covered = np.zeros(len(quantiles))
+    for run in range(runs):
+        est = estimate_distribution(m, m.perturb(values, rng=rng), replicates=20, seed=run)
+        for i, q in enumerate(quantiles):
+            low, high = est.quantile_interval(q)
+            covered[i] += low <= truth[i] <= high
+    assert np.all(covered / runs >= 0.71), covered / runs
