@@ -482,8 +482,9 @@ class TelemetryClient:
             if is_memoized(mechanism):
                 keys = DeviceKeys(self._secret, memo_scope(campaign.name, mechanism))
                 memoizing: Any = mechanism
-                memo_keys = list(memoizing.memo_keys(encoded, permanent=keys))
+                # perturb first: it refuses a bad value naming the campaign (_perturb)
                 reports = self._perturb(campaign, encoded, permanent=keys)
+                memo_keys = list(memoizing.memo_keys(encoded, permanent=keys))
                 cost = float(memoizing.epsilon_inf)
             else:
                 memo_keys = [None] * len(encoded)

@@ -108,6 +108,7 @@ class PEM(Mechanism):
     start_bits: int | None = None
     step_bits: int = 4
     g: int | None = None
+    final_weight: int = 1
 
     name: ClassVar[str] = "pem"
 
@@ -132,7 +133,9 @@ class PEM(Mechanism):
         step = check_int(self.step_bits, "step_bits", minimum=1, maximum=12)
         g = max(2, round(math.exp(epsilon) + 1)) if self.g is None else self.g
         g = check_int(g, "g", minimum=2, maximum=1 << 16)
+        final = check_int(self.final_weight, "final_weight", minimum=1, maximum=1 << 16)
         for field, value in (
+            ("final_weight", final),
             ("epsilon", epsilon),
             ("max_length", max_length),
             ("start_bits", start),
@@ -245,10 +248,28 @@ class PEM(Mechanism):
 
     # ---- device side ---------------------------------------------------------------------
 
+    @property
+    def level_weights(self) -> npt.NDArray[np.int64]:
+        """Integer weights of the levels: 1 each, and ``final_weight`` for the last."""
+        weights = np.ones(self.levels, dtype=np.int64)
+        weights[-1] = self.final_weight
+        return weights
+
+    @property
+    def level_probabilities(self) -> npt.NDArray[np.float64]:
+        weights = self.level_weights
+        return np.asarray(weights / weights.sum(), dtype=np.float64)
+
+    def draw_levels(self, rng: RandomSource | None, n: int) -> npt.NDArray[np.int64]:
+        """n levels, level i with probability weight_i / sum of the weights, exactly."""
+        cumulative = np.cumsum(self.level_weights)
+        u = uniform_below(rng, int(cumulative[-1]), n)
+        return np.searchsorted(cumulative, u, side="right").astype(np.int64)
+
     def level_of(self, permanent: KeyedSource) -> int:
-        """The device's level: uniform in [0, levels) from its keyed source, fixed for good."""
+        """The device's level (``draw_levels``) from its keyed source, fixed for good."""
         keys = check_keyed_source(permanent, self.name)
-        return int(uniform_below(keys.source(LEVEL_LABEL, 0), self.levels, 1)[0])
+        return int(self.draw_levels(keys.source(LEVEL_LABEL, 0), 1)[0])
 
     def perturb(
         self,
@@ -264,7 +285,7 @@ class PEM(Mechanism):
         if permanent is not None:
             levels = np.full(n, self.level_of(permanent), dtype=np.int64)
         else:
-            levels = uniform_below(rng, self.levels, n)
+            levels = self.draw_levels(rng, n)
         out = np.zeros(n, dtype=self.report_dtype)
         out["level"] = levels
         if not n:
@@ -382,38 +403,50 @@ class PEM(Mechanism):
         ``prefixes``: their chunks, an int64 array of shape ``(k, chunk_count(level))``
         (``prefix_chunks``), or the prefixes as integers of ``level_bits(level)`` bits.
 
-        Vectorized over blocks of reports x prefixes. The sum over all chunks but the last is
-        computed once per distinct leading chunks (the extended prefixes share their parents'),
-        residues are folded modulo the Mersenne prime with shifts, and "h(prefix) == y" is
-        "r in [ceil(yP/g), ceil((y+1)P/g))" (no division).
+        Vectorized over blocks of reports x prefixes. A prefix's last chunk is H * 2^s + lo
+        with lo its last s = min(step_bits, bits of the chunk) bits, so r = base + a_last lo
+        (mod P) with base = b + sum_t a_t x_t (last chunk H * 2^s) the same for the 2^s prefixes
+        of one group (one parent, extended). ``base - low_y`` is computed once per report and
+        group in int64 (folded modulo the Mersenne prime with shifts), and each of the 2^s
+        prefixes costs an add and a reduction in uint32 (r < 2P < 2^32, r mod P = min(r, r - P)
+        with wrap-around) and one compare: "h(prefix) == y" is "r - low_y mod P < width_y",
+        [low_y, low_y + width_y) = [ceil(yP/g), ceil((y+1)P/g)) (no division).
         """
         array = self._check(reports)
         array = array[array["level"] == level]
         x = self._candidate_chunks(prefixes, level)
-        counts = np.zeros(x.shape[0], dtype=np.int64)
         if not x.shape[0] or not array.size:
-            return counts
-        leading, parent = np.unique(x[:, :-1], axis=0, return_inverse=True)
-        parent = parent.reshape(-1)
-        last = x[:, -1]
+            return np.zeros(x.shape[0], dtype=np.int64)
         count = self.chunk_count(level)
+        shift = min(self.level_bits(level) - CHUNK_BITS * (count - 1), self.step_bits)
+        low_bits = x[:, -1] & ((1 << shift) - 1)
+        keys = np.concatenate([x[:, :-1], (x[:, -1:] >> shift) << shift], axis=1)
+        groups, group_of = np.unique(keys, axis=0, return_inverse=True)
+        group_of = group_of.reshape(-1)
+        suffixes = np.arange(1 << shift, dtype=np.int64)
         assert self.g is not None
         edges = -(-np.arange(self.g + 1, dtype=np.int64) * PRIME // self.g)
         y = array["y"].astype(np.int64)
         low = edges[y]
-        width = (edges[y + 1] - low).astype(np.uint64)
-        step = max(1, BLOCK_CELLS // x.shape[0])
+        width = (edges[y + 1] - low).astype(np.uint32)
+        prime = np.uint32(PRIME)
+        full = np.zeros((len(groups), suffixes.size), dtype=np.int64)
+        step = max(1, BLOCK_CELLS // full.size)
         for start in range(0, y.size, step):
             seeds = array["seed"][start : start + step]
-            partial = np.broadcast_to(seeds[:, -1:], (seeds.shape[0], len(leading))).copy()
-            for t in range(count - 1):
-                partial = _fold(partial + seeds[:, t : t + 1] * leading[None, :, t])
-            r = seeds[:, count - 1 : count] * last[None, :]
-            r += partial[:, parent]
-            r = _reduce(_fold(r))
-            r -= low[start : start + step, None]  # r - low as unsigned: below width iff a hit
-            counts += (r.view(np.uint64) < width[start : start + step, None]).sum(axis=0)
-        return counts
+            base = np.broadcast_to(
+                seeds[:, -1:] + (PRIME - low[start : start + step, None]),
+                (seeds.shape[0], len(groups)),
+            ).copy()
+            for t in range(count):
+                base = _fold(base + seeds[:, t : t + 1] * groups[None, :, t])
+            base = _reduce(base).astype(np.uint32)
+            added = ((seeds[:, count - 1 : count] * suffixes[None, :]) % PRIME).astype(np.uint32)
+            r = base[:, :, None] + added[:, None, :]
+            np.minimum(r, r - prime, out=r)
+            hits = r < width[start : start + step, None, None]
+            full += hits.view(np.uint8).sum(axis=0, dtype=np.int32)
+        return full[group_of, low_bits]
 
     def _candidate_chunks(
         self, prefixes: npt.NDArray[np.int64] | Sequence[int], level: int
@@ -469,7 +502,7 @@ class PEM(Mechanism):
 
     def channel_matrices(self) -> Iterator[FloatArray]:
         """P[(level, y) | value, seed] over every bit string of a value (max_length 1 only):
-        one matrix per level and check seed, level probability 1/levels included."""
+        one matrix per level and check seed, the level's probability included."""
         if self.max_length != 1:
             raise ValueError("pem enumerates its channel only for max_length = 1")
         inputs = [b""] + [bytes([v]) for v in range(256)]
@@ -483,7 +516,7 @@ class PEM(Mechanism):
                 hashed = self.bucket(seed[None, :], x)
                 matrix = np.full((len(inputs), self.g), other)
                 matrix[np.arange(len(inputs)), hashed] = float(p)
-                yield matrix / self.levels
+                yield matrix * self.level_probabilities[level]
 
     def implemented_epsilon(self) -> float:
         return FrequencyOracle.implemented_epsilon(self)  # type: ignore[arg-type]
@@ -519,6 +552,7 @@ class MemoizedPEM(MemoizedStrings, PEM):
             start_bits=self.start_bits,
             step_bits=self.step_bits,
             g=self.g,
+            final_weight=self.final_weight,
         )
 
     @cached_property

@@ -11,6 +11,7 @@ from scipy import stats
 from client_sdk.campaign import parse_campaign
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.pem import PEM
+from client_sdk.randomness import uniform_below
 from client_sdk.secrets_store import DeviceKeys
 
 
@@ -55,6 +56,31 @@ def test_levels_and_buckets_follow_the_declared_channel() -> None:
     p = m.p_star
     expected = n * np.r_[p, np.full(m.g - 1, (1 - p) / (m.g - 1))]
     assert stats.chisquare(observed, expected).pvalue > 1e-4
+
+
+def test_a_heavier_last_level_draws_levels_by_their_weights_exactly() -> None:
+    m = PEM(epsilon=2.0, max_length=1, step_bits=3, final_weight=5)
+    assert mechanism_from_config(m.to_config()) == m
+    weights = np.r_[np.ones(m.levels - 1), 5.0]
+    np.testing.assert_allclose(m.level_probabilities, weights / weights.sum())
+    (matrix, *_) = list(m.channel_matrices())  # the level's probability is in the channel
+    np.testing.assert_allclose(matrix.sum(axis=1), m.level_probabilities[0], rtol=1e-12)
+    implemented = m.implemented_epsilon()
+    assert 2.0 - 1e-9 < implemented <= 2.0 + 1e-12
+    levels = m.perturb(["a"] * 30_000, rng=np.random.default_rng(4))["level"]
+    observed = np.bincount(levels, minlength=m.levels)
+    assert stats.chisquare(observed, 30_000 * m.level_probabilities).pvalue > 1e-6
+    devices = [m.level_of(DeviceKeys(bytes([i, 7]) * 16, "c")) for i in range(256)]
+    last = float(m.level_probabilities[-1])  # 5 / (levels + 4) of the devices
+    assert abs(np.mean(np.asarray(devices) == m.levels - 1) - last) < 5.5 * math.sqrt(
+        last * (1 - last) / 256
+    )
+    uniform = PEM(epsilon=2.0, max_length=1, step_bits=3)
+    same = uniform.perturb(["a"] * 50, rng=np.random.default_rng(9))["level"]
+    old = np.random.default_rng(9)  # weight 1 draws exactly the uniform levels, as before
+    np.testing.assert_array_equal(same, uniform_below(old, uniform.levels, 50))
+    with pytest.raises(ValueError, match="final_weight"):
+        PEM(epsilon=1.0, max_length=1, final_weight=0)
 
 
 def test_a_non_holder_supports_a_prefix_with_the_exact_q_star() -> None:
