@@ -489,7 +489,7 @@ class Multi(Mechanism):
             raise ValueError(f"values must have shape (n, {self.d}); got shape {array.shape}")
         if array.size and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer)):
             raise ValueError(f"values must be integers; got dtype {array.dtype}")
-        array = array.astype(np.int64)
+        array = array.astype(np.int64, copy=False)
         outside = (array < 0) | (array >= np.array(self.ks, dtype=np.int64))
         if outside.any():
             row, j = (int(v) for v in np.argwhere(outside)[0])
@@ -560,16 +560,15 @@ class Multi(Mechanism):
         """SMP's reports: each device's unit (public) and that unit's oracle report, built in
         plain arrays and packed into the structured reports once."""
         n = x.shape[0]
-        columns = np.ascontiguousarray(x.T)
         values = np.zeros(n, dtype=np.int64)
         bits = np.zeros((n, self._bytes), dtype=np.uint8)
         seeds = np.zeros(n, dtype=np.uint64)
         for j, rows in enumerate(self._groups(sampled)):
             if not rows.size:
                 continue
-            cells = columns[self.units[j][0]][rows]
+            cells = x[rows, self.units[j][0]]
             for a in self.units[j][1:]:
-                cells = cells * self.ks[a] + columns[a][rows]
+                cells = cells * self.ks[a] + x[rows, a]
             oracle = self.oracles[j]
             out = oracle.perturb(cells, rng=rng)
             if oracle.name == "oue":
