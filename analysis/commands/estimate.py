@@ -18,8 +18,9 @@ significance (``analysis.heavy_hitters``). Several ``--db``, any ``--parquet`` e
 ``--dask`` merge the sources' statistics, each report id counted once (docs/scale-out.md).
 ``--since DAY --until DAY`` keep the reports of those UTC days (inclusive; the collector stores
 the day each report arrived); ``--by day`` prints one estimate per day with its standard errors
-(a day below ``min_batch_size`` shows its n and no estimate). The options are spelled once in
-``analysis.commands._arguments``.
+(a day below ``min_batch_size`` shows its n and no estimate). Both work over several sources
+and on ``--dask`` too (each report once, in the day of its copy kept; docs/scale-out.md). The
+options are spelled once in ``analysis.commands._arguments``.
 """
 
 from __future__ import annotations
