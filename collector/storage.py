@@ -384,7 +384,8 @@ class Storage:
 
         A batch id already stored answers what was stored the first time (``replayed``) and
         stores nothing: a shuffler retrying after a lost acknowledgment never duplicates. The
-        batch's ``size`` (its valid reports) is kept for the central guarantee.
+        batch's ``size`` (its valid reports) is kept for the central guarantee, less the reports
+        already stored (a device's retry the shuffler forwarded again): they are no new users.
         """
         for report_id, payload in reports:
             if not is_report_id(report_id) or not isinstance(payload, str):
@@ -408,7 +409,7 @@ class Storage:
                 [
                     campaign_id,
                     batch_id,
-                    size,
+                    min(size, result.accepted),
                     result.accepted,
                     result.duplicate,
                     canonical_json(list(rejections)),

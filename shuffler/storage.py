@@ -2,12 +2,16 @@
 and the batches formed but not yet acknowledged by the collector.
 
 What is stored, and what is not (Bittau et al., "Prochlo", SOSP 2017): for a waiting report,
-the campaign, its ``config_id``, the envelope's key id and sealed text, under a fresh random
-id (the id the collector will see; ``WITHOUT ROWID``, so the table's order is that random id's,
-not the arrival order). No address, user agent, arrival time, or device report id: a retried
-upload is recognised by a keyed BLAKE2b digest of the device's id (the key is this database's
-own random secret), kept in ``seen``. Per campaign, one time is kept: when its oldest waiting
-report arrived (``pools``), which the optional maximum wait needs.
+the campaign, its ``config_id``, the envelope's key id and sealed text, under a fresh id (the id
+the collector will see; ``WITHOUT ROWID``, so the table's order is that id's, not the arrival
+order). No address, user agent, arrival time, or device report id. The fresh id is a keyed
+BLAKE2b digest of (campaign, device report id) under this database's own random secret: to the
+collector a uniformly random id that cannot be joined with the device's (device ids are random,
+and only the shuffler holds the key), while a retried upload gets the same fresh id again. A
+retry of a report still waiting is a duplicate here; one already forwarded is forwarded again and
+the collector, which stores a report id once, answers it as a duplicate. So nothing about past
+reports has to be kept. Per campaign, one time is kept: when its oldest waiting report arrived
+(``pools``), which the optional maximum wait needs.
 
 A batch is formed in one transaction: its reports leave ``waiting`` and become one row of
 ``batches`` holding the request body the collector will receive, reports in a CSPRNG order. It
@@ -38,12 +42,10 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS waiting (campaign TEXT NOT NULL, config_id TEXT NOT NULL, "
     "fresh_id BLOB NOT NULL, key_id TEXT NOT NULL, sealed TEXT NOT NULL, "
     "PRIMARY KEY (campaign, config_id, fresh_id)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS seen (digest BLOB PRIMARY KEY) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS pools (campaign TEXT PRIMARY KEY, since REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, campaign TEXT NOT NULL, "
     "config_id TEXT NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID",
 )
-_CHUNK = 500  # SQLite's bound-parameter limit, with room
 
 
 class Batch(NamedTuple):
@@ -115,46 +117,35 @@ class ShufflerStorage:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _digest(self, campaign: bytes, report_id: str) -> bytes:
-        return hashlib.blake2b(
-            campaign + report_id.encode(), key=self._key, digest_size=16
-        ).digest()
+    def fresh_id(self, campaign: str, report_id: str) -> bytes:
+        """The id the collector will see for a device's report (module docstring)."""
+        data = campaign.encode() + b"\x00" + report_id.encode()
+        return hashlib.blake2b(data, key=self._key, digest_size=16).digest()
 
     def accept(
         self, campaign: str, config_id: str, reports: Sequence[tuple[str, str, str]]
     ) -> tuple[int, int]:
         """Store ``(device report id, key id, sealed text)`` triples in one committed
-        transaction; ``(accepted, duplicate)`` (a device id seen before for the campaign, or
-        twice in the upload, is a duplicate)."""
-        prefix = campaign.encode() + b"\x00"
-        digests = [self._digest(prefix, report_id) for report_id, _, _ in reports]
+        transaction; ``(accepted, duplicate)`` (a report still waiting, or twice in the upload,
+        is a duplicate)."""
+        rows = [
+            (campaign, config_id, self.fresh_id(campaign, report_id), key_id, sealed)
+            for report_id, key_id, sealed in reports
+        ]
         with immediate(self.conn) as conn:
-            seen: set[bytes] = set()
-            for start in range(0, len(digests), _CHUNK):
-                chunk = digests[start : start + _CHUNK]
-                query = f"SELECT digest FROM seen WHERE digest IN ({','.join('?' * len(chunk))})"
-                seen.update(row[0] for row in conn.execute(query, chunk))
-            fresh_digests: list[tuple[bytes]] = []
-            rows: list[tuple[str, str, bytes, str, str]] = []
-            ids = secrets.token_bytes(16 * len(reports))
-            for digest, (_, key_id, sealed) in zip(digests, reports, strict=True):
-                if digest not in seen:
-                    seen.add(digest)
-                    fresh_digests.append((digest,))
-                    start = 16 * len(rows)
-                    rows.append((campaign, config_id, ids[start : start + 16], key_id, sealed))
-            conn.executemany("INSERT INTO seen (digest) VALUES (?)", fresh_digests)
+            before = conn.total_changes
             conn.executemany(
-                "INSERT INTO waiting (campaign, config_id, fresh_id, key_id, sealed) "
+                "INSERT OR IGNORE INTO waiting (campaign, config_id, fresh_id, key_id, sealed) "
                 "VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
-            if rows:
+            accepted = conn.total_changes - before
+            if accepted:
                 conn.execute(
                     "INSERT OR IGNORE INTO pools (campaign, since) VALUES (?, ?)",
                     [campaign, time.time()],
                 )
-        return len(rows), len(reports) - len(rows)
+        return accepted, len(reports) - accepted
 
     def waiting(self) -> dict[tuple[str, str], int]:
         """Reports not yet in a batch, per ``(campaign, config_id)``."""

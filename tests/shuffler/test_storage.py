@@ -1,4 +1,4 @@
-"""The shuffler's database: duplicates by a keyed digest, batches only from min_batch, an order
+"""The shuffler's database: fresh ids by a keyed digest, batches only from min_batch, an order
 independent of arrival (a rank-correlation test), deletion only of the acknowledged batch; the
 forwarder's batch sizes and its maximum wait."""
 
@@ -23,7 +23,9 @@ def _report(i: int) -> tuple[str, str, str]:
     return f"{i:032x}", "0" * 16, f"marker{i:06d}"
 
 
-def test_nothing_is_batched_below_min_batch_and_retries_are_duplicates(tmp_path: Path) -> None:
+def test_nothing_is_batched_below_min_batch_and_retries_keep_their_fresh_id(
+    tmp_path: Path,
+) -> None:
     with ShufflerStorage(tmp_path / "s.db") as storage:
         reports = [_report(i) for i in range(9)]
         assert storage.accept("c", "cfg", reports) == (9, 0)
@@ -41,10 +43,19 @@ def test_nothing_is_batched_below_min_batch_and_retries_are_duplicates(tmp_path:
         assert sorted(r["payload"]["sealed"] for r in body["reports"]) == sorted(
             r[2] for r in [*reports, _report(50), _report(99)]
         )
+        forwarded = {r["payload"]["sealed"]: r["id"] for r in body["reports"]}
         device_ids = {r[0] for r in reports}
-        assert not device_ids & {r["id"] for r in body["reports"]}  # fresh ids
+        assert not device_ids & set(forwarded.values())  # fresh ids
         assert storage.delete_batch(batch_id) == 11 and storage.open_batches() == []
-        assert storage.accept("c", "cfg", reports[:1]) == (0, 1)  # still a duplicate after
+        # A device retrying a forwarded report (its acknowledgment was lost) sends it again under
+        # the same fresh id, which the collector answers as a duplicate: nothing is remembered.
+        assert storage.accept("c", "cfg", reports[:1]) == (1, 0)
+        again = storage.form_batch("c", "cfg", 1)
+        assert again is not None
+        (retry,) = json.loads(storage.open_batches()[0].body)["reports"]
+        assert retry["id"] == forwarded[reports[0][2]]
+        # Another campaign's report of the same device id gets another fresh id.
+        assert storage.fresh_id("d", reports[0][0]).hex() != retry["id"]
     raw = (tmp_path / "s.db").read_bytes()
     assert f"{5:032x}".encode() not in raw  # device ids are never stored
     conn = sqlite3.connect(tmp_path / "s.db")
@@ -55,7 +66,8 @@ def test_nothing_is_batched_below_min_batch_and_retries_are_duplicates(tmp_path:
     conn.close()
     # Nothing about senders or arrival: no address, agent, time per report, rowid order.
     assert columns["waiting"] == ["campaign", "config_id", "fresh_id", "key_id", "sealed"]
-    assert columns["seen"] == ["digest"] and columns["pools"] == ["campaign", "since"]
+    assert columns["pools"] == ["campaign", "since"]
+    assert set(columns) == {"meta", "waiting", "pools", "batches"}
 
 
 def test_the_forwarded_order_is_independent_of_the_arrival_order(tmp_path: Path) -> None:
