@@ -91,7 +91,11 @@ def memoized_from_config(config: Mapping[str, Any]) -> Mechanism:
             {**plain, "epsilon": epsilon, "epsilon_permanent": permanent}
         )
     if not issubclass(cls, FrequencyOracle):
-        raise ValueError(f"longitudinal applies to frequency oracles; {name!r} is not one")
+        reason = getattr(cls, "longitudinal_refusal", None)  # why it has no memoized form
+        raise ValueError(
+            f"longitudinal applies to frequency oracles; {name!r} is not one"
+            + (f" ({reason})" if reason else "")
+        )
     shape = cls.resolved_shape
     if shape is not None and inner_config.get(shape) is None:
         best = _best_shape(cls, shape, inner_config, epsilon)

@@ -122,6 +122,11 @@ class RangeMechanism(Mechanism):
     """The level: one per device and campaign from the client's keyed source (``permanent``),
     from ``rng`` per report in simulation; never from the value."""
     level_label: ClassVar[str] = "hierarchical:level"
+    longitudinal_refusal: ClassVar[str] = (
+        "the level is already one per device, but a memoized range report would need a "
+        "permanent response per node of that level, which is not built: repeated reports "
+        "compose and the ledger charges each"
+    )
 
     epsilon: float
     k: int

@@ -95,6 +95,10 @@ class PCKV(Mechanism):
     name: ClassVar[str] = "pckv"
     value_kind: ClassVar[Literal["category", "number", "string", "record"]] = "record"
     estimate_kind: ClassVar[str] = "key-value"
+    longitudinal_refusal: ClassVar[str] = (
+        "each report samples a pair afresh, so memoizing would need a permanent response per "
+        "key-value pair, which is not built: repeated reports compose and the ledger charges each"
+    )
 
     epsilon: float
     k: int

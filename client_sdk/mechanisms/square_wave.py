@@ -192,6 +192,10 @@ class SquareWave(Mechanism):
     name: ClassVar[str] = "square_wave"
     value_kind: ClassVar[Literal["category", "number", "string"]] = "number"
     estimate_kind: ClassVar[str] = "distribution"
+    longitudinal_refusal: ClassVar[str] = (
+        "a number has no finite domain to key permanent responses by (every distinct value "
+        "would get a fresh one): repeated reports compose and the ledger charges each"
+    )
 
     epsilon: float
     lower: float
