@@ -140,3 +140,26 @@ def test_the_maximum_wait_holds_reports_for_bigger_batches_never_below_min_batch
         assert forwarder.due(600, 700, 1e9) == []  # max_batch below min_batch
     finally:
         forwarder.close()
+
+
+def test_a_report_forwarded_again_is_a_duplicate_and_no_new_user(tmp_path: Path) -> None:
+    """The collector's side of a device's retry: a second batch carrying a fresh id it already
+    stored stores it once, and the batch's size (for the central guarantee) leaves it out."""
+    from collector.storage import Storage
+
+    campaign = {
+        "name": "s",
+        "mechanism": {"mechanism": "grr", "k": 4},
+        "domain": ["a", "b", "c", "d"],
+        "shuffle": {"min_batch": 3, "central_epsilon": 1.0, "delta": 1e-6},
+    }
+    ids = [f"{i:032x}" for i in range(1, 6)]
+    with Storage(tmp_path / "c.db") as storage:
+        storage.create_campaign(campaign)
+        first = [(i, "1") for i in ids[:3]]
+        result, _, _ = storage.insert_batch("s", "a" * 32, first, size=3)
+        assert (result.accepted, result.duplicate) == (3, 0)
+        second = [(ids[2], "1"), (ids[3], "2"), (ids[4], "3")]
+        result, _, _ = storage.insert_batch("s", "b" * 32, second, size=3)
+        assert (result.accepted, result.duplicate) == (2, 1)
+        assert storage.batch_sizes("s") == [3, 2]
