@@ -16,8 +16,12 @@ through ``collector.storage``, measured over HTTP after signing in:
 * **page load** in headless Chromium (when ``/usr/bin/chromium`` and Playwright are there): from
   navigation until the estimate table is filled, the cache warm.
 
-Layouts: ``spread`` (10 campaigns of 10^5 reports) and ``one-large`` (one campaign of 10^6 and
-nine of 10^4). ``--quick`` uses a tenth of the reports.
+Layouts: ``spread`` (10 campaigns of 10^5 reports), ``one-large`` (one campaign of 10^6 and
+nine of 10^4) and ``shards`` (the large campaign over two databases sharing a tenth of its
+reports, served merged: each update recomputes the merge). ``--kinds`` makes half the campaigns
+of the richer kinds (distribution, ranges, marginals, key-value, count-mean sketch), whose
+views cost more per update (EMS with its bootstrap, consistency maps). ``--quick`` uses a tenth
+of the reports.
 """
 
 from __future__ import annotations
@@ -53,6 +57,23 @@ CONFIGS: list[dict[str, Any]] = [
     {"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 100.0},
     {"mechanism": "piecewise", "epsilon": 2.0, "lower": 0.0, "upper": 100.0},
 ]
+KIND_CONFIGS: list[dict[str, Any]] = [
+    *CONFIGS[:4],
+    CONFIGS[8],
+    {"mechanism": "square_wave", "epsilon": 2.0, "lower": 0.0, "upper": 100.0, "bins": 32},
+    {"mechanism": "hierarchical", "epsilon": 2.0, "k": 64},
+    {
+        "mechanism": "multi",
+        "epsilon": 2.0,
+        "protocol": "smp",
+        "attributes": [{"name": "os", "k": 4}, {"name": "version", "k": 8}],
+        "marginals": [["os", "version"]],
+    },
+    {"mechanism": "pckv", "epsilon": 2.0, "k": 16, "padding": 2},
+    {"mechanism": "cms", "epsilon": 4.0, "m": 1024, "hashes": 16, "max_length": 8},
+]
+"""``--kinds``: half the campaigns of the richer kinds (distribution, ranges, marginals,
+key-value, a count-mean sketch against its candidates)."""
 DAYS = ["2026-11-25", "2026-11-26", "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30"]
 
 
@@ -60,17 +81,16 @@ class Dashboard(ServerProcess):
     name = "dashboard"
     ready_prefix = "ldp-analyze dashboard: serving"
 
-    def __init__(self, db: Path, log_dir: Path, *, warm: bool) -> None:
+    def __init__(self, db: Path | list[Path], log_dir: Path, *, warm: bool) -> None:
         super().__init__(log_dir=log_dir, env={"LDP_ADMIN_TOKEN": TOKEN})
-        self.db = db
+        self.dbs = db if isinstance(db, list) else [db]
         self.warm = warm
 
     def arguments(self) -> list[str]:
         return [
             *entry_point("ldp-analyze", "analysis.cli"),
             "dashboard",
-            "--db",
-            str(self.db),
+            *[part for db in self.dbs for part in ("--db", str(db))],
             "--port",
             str(self.port),
             "--no-access-log",
@@ -78,12 +98,24 @@ class Dashboard(ServerProcess):
         ]
 
 
+def _values(config: dict[str, Any], n: int, rng: np.random.Generator) -> Any:
+    kind = config["mechanism"]
+    if kind == "multi":
+        return np.stack([rng.zipf(1.5, n) % 4, rng.integers(0, 8, n)], axis=1)
+    if kind == "pckv":
+        keys, numbers = rng.zipf(1.3, n) % 16, rng.uniform(-1, 1, n)
+        return [{int(k): float(v)} for k, v in zip(keys, numbers, strict=True)]
+    if kind == "cms":
+        return [f"w{v}" for v in rng.zipf(1.3, n) % 200]
+    if "k" in config:
+        return rng.zipf(1.3, size=n) % int(config["k"])
+    return rng.uniform(10, 60, size=n)
+
+
 def _rows(config: dict[str, Any], n: int, seed: int) -> list[tuple[str, str]]:
     mechanism = mechanism_from_config(config)
     rng = np.random.default_rng(seed)
-    values: Any = (
-        rng.zipf(1.3, size=n) % int(config["k"]) if "k" in config else rng.uniform(10, 60, size=n)
-    )
+    values = _values(config, n, rng)
     payloads = mechanism.to_wire(mechanism.perturb(values, rng=rng))
     return [(secrets.token_hex(16), json.dumps(p, separators=(",", ":"))) for p in payloads]
 
@@ -105,6 +137,10 @@ def _fill(db: Path, sizes: list[int]) -> list[str]:
 
 
 def _domain(config: dict[str, Any]) -> list[str] | None:
+    if config["mechanism"] == "cms":
+        return [f"w{v}" for v in range(20)]
+    if config["mechanism"] == "pckv":
+        return None
     return [f"item-{v}" for v in range(int(config["k"]))] if "k" in config else None
 
 
@@ -227,16 +263,76 @@ def run_layout(label: str, sizes: list[int], update: int, repeats: int) -> None:
             )
 
 
+def run_shards(total: int, update: int, repeats: int) -> None:
+    """One campaign of ``total`` reports over two databases that share a tenth of them (and
+    nine small campaigns in both): the merged view, recomputed whenever a shard changes."""
+    with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
+        root = Path(tmp)
+        a, b = root / "a.db", root / "b.db"
+        start = time.perf_counter()
+        sizes = [0] + [total // 100] * 9
+        _fill(a, sizes)
+        names = _fill(b, sizes)
+        large = names[0]
+        rows = _rows(CONFIGS[0], total, seed=0)
+        shared = total // 10
+        half = (total - shared) // 2
+        with Storage(a, synchronous="OFF") as storage:
+            storage.insert_reports(large, rows[: half + shared], day=DAYS[0])
+        with Storage(b, synchronous="OFF") as storage:
+            storage.insert_reports(large, rows[half:], day=DAYS[1])
+        print(
+            f"\n== shards: {large} with {total:,} reports over 2 databases sharing {shared:,} "
+            f"(+9 campaigns of {total // 100:,} in both; stored in "
+            f"{time.perf_counter() - start:.1f} s)"
+        )
+        with Dashboard([a, b], root, warm=False) as dashboard:
+            session = _session(dashboard.url)
+            url = f"{dashboard.url}/api/campaigns/{large}"
+            first = _timed_get(session, url)
+            polls = [_timed_get(session, url) for _ in range(repeats)]
+            updates = []
+            for r in range(repeats):
+                with Storage(b, synchronous="OFF") as storage:
+                    storage.insert_reports(large, _rows(CONFIGS[0], update, seed=500 + r))
+                updates.append(_timed_get(session, url))
+            window = _timed_get(session, f"{url}?since={DAYS[1]}&until={DAYS[1]}")
+            listed = _timed_get(session, f"{dashboard.url}/api/campaigns")
+            print(
+                f"first view {_fmt(first).strip()}, poll (no change) "
+                f"{_fmt(statistics.median(polls)).strip()}, update ({update} new in one shard) "
+                f"median {_fmt(statistics.median(updates)).strip()} max "
+                f"{_fmt(max(updates)).strip()}, one-day window {_fmt(window).strip()}, "
+                f"campaign list {_fmt(listed).strip()}"
+            )
+            loads = _page_load(dashboard.url, large, repeats)
+            if loads is not None:
+                print(f"page load in Chromium: median {_fmt(statistics.median(loads)).strip()}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the reports")
     parser.add_argument("--update", type=int, default=1000, help="new reports per update (1000)")
     parser.add_argument("--repeats", type=int, default=5, help="repetitions per figure (5)")
     parser.add_argument(
-        "--layout", choices=["spread", "one-large", "both"], default="both", help="(both)"
+        "--layout",
+        choices=["spread", "one-large", "both", "shards"],
+        default="both",
+        help="(both: spread and one-large)",
+    )
+    parser.add_argument(
+        "--kinds",
+        action="store_true",
+        help="half the campaigns of the richer kinds (distribution, ranges, marginals, ...)",
     )
     args = parser.parse_args()
+    if args.kinds:
+        CONFIGS[:] = KIND_CONFIGS
     total = 100_000 if args.quick else 1_000_000
+    if args.layout == "shards":
+        run_shards(total, args.update, args.repeats)
+        return 0
     if args.layout in ("spread", "both"):
         run_layout("spread", [total // 10] * 10, args.update, args.repeats)
     if args.layout in ("one-large", "both"):

@@ -246,6 +246,7 @@ def api_campaign(name: str) -> Response | dict[str, Any]:
     assert state.document is not None
     document["estimate"] = state.document
     document["display"] = state.display
+    document["refreshing"] = state.refreshing  # a newer estimate is being made
     document["series"] = {
         "days": sorted(state.days),
         "reports": [state.days[d] for d in sorted(state.days)],

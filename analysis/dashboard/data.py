@@ -9,6 +9,11 @@ with the last report ``seq`` it has seen, and each refresh adds only the reports
 (:class:`CampaignCache`). Estimating from the statistic is O(k), so an update costs the new
 reports, not the campaign's history. The estimate documents come from ``ldp-analyze estimate``'s
 own functions (:func:`estimate_document`), so the page and the command print the same numbers.
+
+Some estimators cost more than a poll should wait (EMS with its bootstrap for a distribution,
+PEM's discovery, which reads every report again): once an estimate has taken longer than
+``SLOW_ESTIMATE_SECONDS``, the next ones are made in a background thread and polls answer at
+once with the previous document, whose own ``n`` says which reports it covers.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import dataclasses
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +43,9 @@ __all__ = [
 ]
 
 CHUNK_SIZE = 50_000
+SLOW_ESTIMATE_SECONDS = 0.5
+"""An estimate whose last computation took longer is remade in a background thread; polls get
+the previous document (its own ``n``) at once until the new one is ready."""
 
 
 def open_read_only(db: str | os.PathLike[str]) -> Storage:
@@ -94,6 +103,8 @@ class CampaignState:
     document: dict[str, Any] | None = None
     display: dict[str, Any] | None = None
     document_seq: int = -1
+    estimate_seconds: float = 0.0
+    refreshing: bool = False
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -113,9 +124,16 @@ class CampaignCache:
     hold up another.
     """
 
-    def __init__(self, db: str | os.PathLike[str], *, confidence: float = 0.95) -> None:
+    def __init__(
+        self,
+        db: str | os.PathLike[str],
+        *,
+        confidence: float = 0.95,
+        slow_seconds: float = SLOW_ESTIMATE_SECONDS,
+    ) -> None:
         self.db = os.fspath(db)
         self.confidence = confidence
+        self.slow_seconds = slow_seconds
         self._states: dict[str, CampaignState] = {}
         self._lock = threading.Lock()
 
@@ -149,18 +167,48 @@ class CampaignCache:
             self._update_days(storage, state, upto)
             self._update_statistic(storage, state, upto)
             if state.released and state.document_seq != state.statistic_seq:
-                assert state.statistic is not None
-                try:
-                    state.document, state.display = estimate_view(
-                        state.campaign, state.statistic, confidence=self.confidence
-                    )
-                except TypeError:  # discovery reads the reports themselves: all of them again
-                    chunks = _report_chunks(storage, state.campaign, 0, state.statistic_seq)
-                    state.document, state.display = estimate_view(
-                        state.campaign, chunks, confidence=self.confidence
-                    )
-                state.document_seq = state.statistic_seq
+                slow = state.estimate_seconds > self.slow_seconds
+                if state.document is None or not slow:
+                    self._estimate(storage, state, state.statistic, state.statistic_seq)
+                elif not state.refreshing:
+                    state.refreshing = True
+                    threading.Thread(
+                        target=self._refresh,
+                        args=(state, state.statistic, state.statistic_seq),
+                        name=f"ldp-dashboard-estimate-{name}",
+                        daemon=True,
+                    ).start()
         return state
+
+    def _estimate(
+        self, storage: Storage, state: CampaignState, statistic: Any, seq: int
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The document and view of ``statistic`` (the reports up to ``seq``), timed."""
+        start = time.perf_counter()
+        try:
+            made = estimate_view(state.campaign, statistic, confidence=self.confidence)
+        except TypeError:  # discovery reads the reports themselves: all of them again
+            chunks = _report_chunks(storage, state.campaign, 0, seq)
+            made = estimate_view(state.campaign, chunks, confidence=self.confidence)
+        state.estimate_seconds = time.perf_counter() - start
+        state.document, state.display = made
+        state.document_seq = seq
+        return made
+
+    def _refresh(self, state: CampaignState, statistic: Any, seq: int) -> None:
+        """A slow estimate remade in the background; the page keeps the previous one (with its
+        own n) meanwhile. Published only if nothing newer replaced the state since."""
+        try:
+            with open_read_only(self.db) as storage:
+                fresh = CampaignState(state.campaign)
+                self._estimate(storage, fresh, statistic, seq)
+        except Exception:  # the next poll tries again, in the foreground
+            fresh = None
+        with state.lock:
+            state.refreshing = False
+            if fresh is not None and state.statistic_seq >= seq > state.document_seq:
+                state.document, state.display = fresh.document, fresh.display
+                state.document_seq, state.estimate_seconds = seq, fresh.estimate_seconds
 
     def warm(self) -> tuple[int, int]:
         """Bring every campaign up to date (what a first view would do); ``(campaigns, n)``.

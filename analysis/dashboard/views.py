@@ -28,7 +28,7 @@ __all__ = ["VIEWS", "View", "interval_chart", "render"]
 Document = Mapping[str, Any]
 Display = dict[str, Any]
 
-CDF_POINTS = 129
+CDF_POINTS = 65
 """How many points of a distribution's CDF (with its band) the page draws, at most."""
 
 ITEM_COLUMNS = ("value", "frequency", "std_error", "ci_low", "ci_high")
@@ -189,7 +189,7 @@ def _cdf_band(estimate: Any) -> dict[str, Any] | None:
     if not all(hasattr(estimate, a) for a in ("cdf", "cdf_interval", "lower", "upper")):
         return None
     bins = int(np.size(getattr(estimate, "histogram", ()))) or 32
-    points = min(CDF_POINTS, 4 * bins + 1)
+    points = min(CDF_POINTS, 2 * bins + 1)
     xs = np.linspace(float(estimate.lower), float(estimate.upper), points)
     bands = [estimate.cdf_interval(float(x)) for x in xs]
     return json_safe(  # type: ignore[no-any-return]

@@ -399,6 +399,9 @@
     const view = d.display;
     page.dataset.view = view.view;
     setText("estimate-title", `${view.title} (${Math.round(100 * d.estimate.confidence)}% intervals)`);
+    const behind = d.estimate.n !== undefined && d.estimate.n !== d.n;
+    document.getElementById("estimate-behind").hidden = !behind;
+    if (behind) setText("estimate-behind", `Estimate of the first ${format(d.estimate.n)} reports; the newer ones are being estimated.`);
     document.getElementById("estimate-hint").textContent = view.chart ? HINTS[view.chart.type] || "" : "";
     drawChart("estimate-chart", view.chart);
     fillTable(document.getElementById("estimate-table"), view.table.columns, view.table.rows);

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,29 @@ def test_a_campaign_without_an_estimator_is_explained(tmp_path: Path) -> None:
     assert response.status_code == 422
     assert response.mimetype == "application/problem+json"
     assert "candidate" in response.get_json()["detail"]
+
+
+def test_slow_estimates_are_remade_in_the_background(
+    seeded_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = CampaignCache(seeded_db, slow_seconds=0.0)  # every estimate counts as slow
+    with open_read_only(seeded_db) as storage:
+        first = cache.campaign(storage, "colors")  # the first is made at once
+        assert first.document is not None and first.document["n"] == 2500
+    store(seeded_db, COLORS, 300, seed=12, day="2026-12-01")
+    with open_read_only(seeded_db) as storage:
+        state = cache.campaign(storage, "colors")
+        # Answered at once: the counts are new, the estimate is the previous one (its own n).
+        assert state.n == 2800
+        assert state.document is not None and state.document["n"] == 2500
+        assert state.display is not None and state.display["view"] == "frequencies"
+    for _ in range(600):
+        if not state.refreshing:
+            break
+        time.sleep(0.05)
+    assert not state.refreshing
+    assert state.document["n"] == 2800
+    assert state.document == estimate_command(seeded_db, "colors", capsys)
+    with open_read_only(seeded_db) as storage:
+        again = cache.campaign(storage, "colors")  # nothing new: no further work
+    assert again.document == state.document and not again.refreshing
