@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import requests
 from flask import Blueprint, Flask, Response, current_app
@@ -65,7 +66,7 @@ def campaign_document(name: str) -> dict[str, Any]:
     hit = cache.get(name)
     if hit is not None and time.monotonic() - hit[0] < CAMPAIGN_TTL:
         return hit[1]
-    url = f"{current_app.config['COLLECTOR'].rstrip('/')}/v1/campaigns/{name}"
+    url = f"{current_app.config['COLLECTOR'].rstrip('/')}/v1/campaigns/{quote(name, safe='')}"
     try:
         response = requests.get(url, timeout=10)
     except requests.RequestException:

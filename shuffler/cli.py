@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--interval", type=float, default=0.2, help="seconds between rounds")
         sub.add_argument(
             "--max-wait",
-            type=float,
+            type=_seconds,
             default=None,
             metavar="SECONDS",
             help="collect up to --max-batch reports, forwarding at the latest this long after "
@@ -50,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
             "forward as soon as min_batch wait",
         )
         sub.add_argument(
-            "--concurrency", type=int, default=2, help="batches in flight to the collector (2)"
+            "--concurrency",
+            type=_at_least_one,
+            default=2,
+            help="batches in flight to the collector (2)",
         )
         if name == "serve":
             sub.add_argument("--host", default="127.0.0.1")
@@ -60,6 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--log-level", default="warning")
         sub.set_defaults(handler=handler)
     return parser
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0; got {text!r}")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
