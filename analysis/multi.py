@@ -394,12 +394,24 @@ class MultiEstimate:
         return json_safe(document)
 
     def format_table(self) -> str:
+        document = self.to_dict()
         lines = [f"n = {self.n}; protocol {self.oracle.protocol}"]
-        for entry in self.to_dict()["marginals"]:
+        for entry in document["marginals"]:
             lines.append(f"{entry['attribute']}:")
             for item in entry["items"]:
                 lines.append(
                     f"  {item['value']:>6} {item['frequency']:>10.4f} {item['std_error']:>10.4f}"
+                )
+        for table in document.get("tables", []):  # cell, frequency, std error, interval
+            lines.append(f"table {', '.join(table['attributes'])}:")
+            f = np.asarray(table["frequencies"], dtype=np.float64)
+            se = np.asarray(table["std_errors"], dtype=np.float64)
+            low = np.asarray(table["ci_low"], dtype=np.float64)
+            high = np.asarray(table["ci_high"], dtype=np.float64)
+            for cell in np.ndindex(f.shape):
+                lines.append(
+                    f"  {','.join(map(str, cell)):>8} {f[cell]:>10.4f} {se[cell]:>10.4f} "
+                    f"[{low[cell]:.4f}, {high[cell]:.4f}]"
                 )
         return "\n".join(lines)
 
