@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from nacl.public import PublicKey, SealedBox
 
 from client_sdk.amplification import closed_form_epsilon, numerical_epsilon
-from client_sdk.client import TelemetryClient
+from client_sdk.client import TelemetryClient, UploadError
 from client_sdk.sealing import seal_payload, seal_payloads
 from collector.process import CollectorProcess
 from shuffler.process import ShufflerProcess
@@ -210,6 +210,27 @@ def test_direct_uploads_to_a_shuffled_campaign_are_refused(deployment: Deploymen
     )
     assert response.status_code == 409
     assert response.json()["type"] == "urn:ldp-telemetry:problem:shuffled-campaign"
+
+
+def test_the_sdk_never_sends_a_shuffled_campaign_to_the_collector(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """Without a shuffler_url the sealed report stays queued (the upload fails before any
+    request); the same device with one sends it through the shuffler."""
+    assert deployment.shuffler is not None
+    name = CAMPAIGN["name"]
+    with TelemetryClient(deployment.collector.url, state_dir=tmp_path / "device") as client:
+        client.record(name, "dark")
+        with pytest.raises(UploadError, match="give TelemetryClient a shuffler_url"):
+            client.flush()
+        assert client.pending() == 1
+    with TelemetryClient(
+        deployment.collector.url,
+        state_dir=tmp_path / "device",
+        shuffler_url=deployment.shuffler.url,
+    ) as client:
+        assert client.flush() == 1 and client.pending() == 0
+    assert f'ldp_shuffler_pending_reports{{campaign="{name}"}} 1' in _metrics(deployment)
 
 
 def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
