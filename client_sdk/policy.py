@@ -44,7 +44,8 @@ a campaign can tighten the app's budget but never loosen it; where only one exis
 The defaults, used when the app passes no policy, are deliberately conservative for a
 production telemetry SDK: ``max_epsilon = 4`` per report, ``max_epsilon_inf = 8`` for memoized
 campaigns, ``max_delta = 1e-6`` for approximate-DP mechanisms, any registered mechanism, no
-pinned ids, no budget beyond the campaign's own. An app that needs more says so in its code.
+pinned ids, no budget beyond the campaign's own, and no central ceiling (a shuffled campaign is
+held to ``max_epsilon`` like any other). An app that needs more says so in its code.
 """
 
 from __future__ import annotations
