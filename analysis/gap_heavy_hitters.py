@@ -9,8 +9,9 @@ Two questions, asked of both models on the same users:
   counts over the vocabulary (a public candidate list, as a pure-epsilon curator needs), from
   ``analysis.selection``'s exact samplers: k rounds of the exponential mechanism at epsilon/k
   each (peeling; the law of one-shot top-k with Gumbel noise), k rounds of permute-and-flip, and
-  k rounds of report noisy max (discrete Laplace), each epsilon-DP by composition. Scores are
-  counts, of sensitivity 1 under both neighbouring relations (each score moves by at most one).
+  k rounds of report noisy max (discrete Laplace), each epsilon-DP by composition; and report
+  noisy max with Gaussian noise in one shot, (epsilon, delta)-DP. Scores are counts, of
+  sensitivity 1 under both neighbouring relations (each score moves by at most one).
 - **above T**: "which strings have frequency at least T". Locally: the significant strings whose
   estimate is at least T. Centrally: the sparse vector technique (AboveThreshold with cutoff c =
   k, Lyu, Su, Li 2017, Algorithm 1) over the vocabulary in a fixed public order.
@@ -23,7 +24,10 @@ an empty answer). Measured in simulation (the truth is known); the central ones 
   round picks a string r outside the top k with probability at most
   beta = sum_{r not in top k} exp(-eps' (u_(k) - u_r) / 2) (exponential mechanism and
   permute-and-flip: the remaining maximum is at least u_(k); report noisy max: twice the
-  discrete Laplace tail at half the gap), so E[misses] <= k beta and E[recall] >= 1 - beta;
+  discrete Laplace tail at half the gap), so E[misses] <= k beta and E[recall] >= 1 - beta.
+  The Gaussian one-shot top k (``analysis.selection.gaussian_top_k``, the only (epsilon, delta)
+  answer) lets r in only if it beats some true top-k string t, so E[misses] <= sum_{r, t}
+  Phi(-(u_t - u_r) / (sqrt 2 s)) with s the noise's standard deviation;
 - the detection thresholds: the smallest frequency the local decoder can call significant
   (critical z times its null standard error) against a curator's noisy histogram with the same
   Bonferroni rule (Laplace of scale Delta_1/epsilon over the vocabulary: a count passes
@@ -39,11 +43,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 from analysis.discovery import ALPHA, ItemsEstimate, bonferroni_z
 from analysis.estimation import estimate as run_estimator
 from analysis.gap import GapOptions, Simulation, laplace_sensitivity, zipf_weights
 from analysis.selection import (
+    gaussian_noise,
+    gaussian_top_k,
     permute_and_flip,
     rational_epsilon,
     report_noisy_max,
@@ -133,14 +140,29 @@ CENTRAL_TOP_K: dict[str, str] = {
     "(the law of one-shot Gumbel top-k)",
     "permute_and_flip": "permute-and-flip, k peeling rounds at epsilon/k",
     "report_noisy_max": "report noisy max (discrete Laplace), k peeling rounds at epsilon/k",
+    "gaussian_top_k": "report noisy max with Gaussian noise: the histogram plus discrete "
+    "Gaussian noise once, the k largest ((epsilon, delta)-DP)",
 }
 """The central top-k answers and how each spends epsilon."""
 
 
+def _l2(options: GapOptions) -> float:
+    return math.sqrt(2.0) if options.neighbouring == "replace" else 1.0
+
+
 def _central_top_k(
-    name: str, scores: npt.NDArray[np.int64], k: int, epsilon: float, rng: np.random.Generator
+    name: str,
+    scores: npt.NDArray[np.int64],
+    k: int,
+    epsilon: float,
+    options: GapOptions,
+    rng: np.random.Generator,
 ) -> list[int]:
     per_round = rational_epsilon(epsilon) / k
+    if name == "gaussian_top_k":
+        return gaussian_top_k(
+            scores, k, epsilon, options.delta, l2_sensitivity=_l2(options), rng=rng
+        )
     if name == "exponential_mechanism":
         return top_k(scores, k, per_round, rng=rng)
     if name == "permute_and_flip":
@@ -149,18 +171,29 @@ def _central_top_k(
 
 
 def central_recall_bound(
-    scores: npt.ArrayLike, k: int, epsilon: float, mechanism: str = "exponential_mechanism"
+    scores: npt.ArrayLike,
+    k: int,
+    epsilon: float,
+    mechanism: str = "exponential_mechanism",
+    options: GapOptions | None = None,
 ) -> float:
-    """A lower bound on the expected recall of the true top k by ``mechanism`` peeling k rounds
-    at epsilon/k each (module docstring); ties at the k-th count give 0."""
+    """A lower bound on the expected recall of the true top k by ``mechanism`` (module
+    docstring); ties at the k-th count give 0."""
     u = np.sort(np.asarray(scores, dtype=np.int64))[::-1]
     if k >= u.size:
         return 1.0
     per_round = float(rational_epsilon(epsilon) / k)
     gaps = u[k - 1] - u[k:]
+    if mechanism == "gaussian_top_k":
+        options = options or GapOptions()
+        scale, gaussian = gaussian_noise(epsilon, options.delta, _l2(options))
+        sd = math.sqrt(2 * gaussian.sigma2) / scale  # of the difference of two noisy counts
+        pairs = u[:k, None] - u[None, k:]  # a true top-k string against one outside
+        misses = float(np.sum(special.ndtr(-pairs / sd)))
+        return max(0.0, 1.0 - misses / k)
     if mechanism == "report_noisy_max":
         noise = DiscreteLaplace(Fraction(2) / (rational_epsilon(epsilon) / k))
-        beta = sum(2 * noise.tail(max(1, math.ceil(g / 2))) if g > 0 else 1.0 for g in gaps)
+        beta = float(sum(2 * noise.tail(max(1, math.ceil(g / 2))) if g > 0 else 1.0 for g in gaps))
     else:
         beta = float(np.sum(np.exp(-per_round * gaps / 2)))
     return max(0.0, 1.0 - beta)
@@ -260,12 +293,14 @@ def measured_gap(
     central: dict[str, Any] = {}
     for name in CENTRAL_TOP_K:
         runs = [
-            recall_precision([words[i] for i in _central_top_k(name, scores, k, epsilon, rng)], top)
+            recall_precision(
+                [words[i] for i in _central_top_k(name, scores, k, epsilon, options, rng)], top
+            )
             for _ in range(options.repetitions)
         ]
         central[name] = {
             **_mean(runs),
-            "recall_bound": central_recall_bound(scores, k, epsilon, name),
+            "recall_bound": central_recall_bound(scores, k, epsilon, name, options),
         }
     order = rng.permutation(len(words))  # the fixed public order of the queries
     threshold_count = math.ceil(threshold * n)

@@ -12,6 +12,8 @@ from scipy import stats
 
 from analysis.selection import (
     exponential_mechanism,
+    gaussian_noise,
+    gaussian_top_k,
     permute_and_flip,
     rational_epsilon,
     report_noisy_max,
@@ -165,3 +167,59 @@ def test_sparse_vector_follows_its_law_and_is_private() -> None:
         other = svt_law(q + np.asarray(shift), threshold, EPSILON)
         worst = max(worst, float(np.max(np.abs(np.log(expected) - np.log(other)))))
     assert worst <= EPSILON + 1e-6
+
+
+# ---- report noisy max with Gaussian noise ------------------------------------------------------
+
+
+def gaussian_top1_law(u: np.ndarray, sd: float) -> np.ndarray:
+    """P[argmax (u + Z) = r] for i.i.d. N(0, sd^2) noise: the integral of
+    phi((x - u_r)/sd)/sd prod_{j != r} Phi((x - u_j)/sd) over x (the discrete noise on a grid of
+    2**-20 sd is the continuous law up to ties of probability about 2**-20)."""
+    x = np.linspace(u.min() - 12 * sd, u.max() + 12 * sd, 200_001)
+    out = np.empty(u.size)
+    for r in range(u.size):
+        density = stats.norm.pdf(x, u[r], sd)
+        for j in range(u.size):
+            if j != r:
+                density = density * stats.norm.cdf(x, u[j], sd)
+        out[r] = np.trapezoid(density, x)
+    return out
+
+
+def test_gaussian_noise_is_the_analytic_gaussian() -> None:
+    from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
+
+    for epsilon, delta, l2 in ((1.0, 1e-6, math.sqrt(2)), (0.01, 1e-9, 1.0), (8.0, 1e-5, 1.0)):
+        sigma = analytic_gaussian_sigma(epsilon, delta, l2)
+        scale, noise = gaussian_noise(epsilon, delta, l2)
+        variance = noise.sigma2 / scale**2  # the noise's variance on the counts' scale
+        assert sigma**2 <= variance <= sigma**2 * (1 + 1e-6)
+        assert noise.sigma2 >= (scale * sigma) ** 2 + 16**2  # the smoothing steps are in
+        assert 2**19 <= scale * sigma <= 2**21 or scale == 1
+
+
+def test_gaussian_top_k_follows_its_law() -> None:
+    u = np.array([8, 5, 5, 0])
+    scale, noise = gaussian_noise(EPSILON, 1e-6, math.sqrt(2))
+    expected = gaussian_top1_law(u.astype(float), math.sqrt(noise.sigma2) / scale)
+    assert math.isclose(expected.sum(), 1.0, rel_tol=1e-6)
+    n = 1000
+    observed = sample_counts(lambda rng: gaussian_top_k(u, 1, EPSILON, 1e-6, rng=rng)[0], n, u.size)
+    assert stats.chisquare(observed, n * expected).pvalue > 1e-4
+    # ties are broken uniformly: equal scores come out equally often
+    rng = np.random.default_rng(9)
+    tied = np.bincount(
+        [
+            gaussian_top_k(np.zeros(3, dtype=np.int64), 1, 1e-3, 1e-6, rng=rng)[0]
+            for _ in range(300)
+        ],
+        minlength=3,
+    )
+    assert stats.chisquare(tied).pvalue > 1e-4
+    # far apart, the k largest come out in order; and bad input is refused
+    assert gaussian_top_k([10**6, 0, 2 * 10**6, 5], 2, 1.0, 1e-6, rng=rng) == [2, 0]
+    with pytest.raises(ValueError, match="k must be in"):
+        gaussian_top_k([1, 2], 3, 1.0, 1e-6)
+    with pytest.raises(ValueError, match="delta"):
+        gaussian_top_k([1, 2], 1, 1.0, 0.0)
