@@ -183,3 +183,18 @@ def test_records_config_round_trip_and_bad_tuples() -> None:
         est.marginal("b0", "b1", "b2")
     with pytest.raises(ValueError, match="'os'"):
         est.marginal("os")
+
+
+def test_many_attributes_are_norm_subbed_table_by_table() -> None:
+    m = fourier(25, 3, 2.0)  # C(25, 3) tables of 8 cells: above the consistency limit
+    rng = np.random.default_rng(3)
+    x = (rng.random((4000, 25)) < 0.3).astype(np.int64)
+    est = FourierEstimate(4000, 0.95, {}, m.aggregate(m.perturb(x, rng=rng)), m, replicates=20)
+    assert est._tables is None
+    marginal = est.marginal("b3", "b17", "b9")
+    assert marginal.frequencies.shape == (2, 2, 2) and np.all(marginal.frequencies >= 0)
+    assert marginal.frequencies.sum() == pytest.approx(1.0)
+    assert marginal.ci_low is not None and np.all(marginal.ci_low <= marginal.frequencies + 1e-12)
+    raw = est.raw_marginal("b3", "b17", "b9")
+    assert raw.frequencies.sum() == pytest.approx(1.0)  # shared coefficients: sums to one
+    assert np.allclose(raw.frequencies.sum(axis=(1, 2)), est.raw_marginal("b3").frequencies)
