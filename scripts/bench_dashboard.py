@@ -165,6 +165,19 @@ def _timed_get(session: requests.Session, url: str) -> float:
     return elapsed
 
 
+def _catch_up(session: requests.Session, url: str) -> float:
+    """Seconds until the served estimate covers every stored report (0 when it already did:
+    slow estimates are remade in the background while polls get the previous one)."""
+    start = time.perf_counter()
+    first = True
+    while True:
+        body = session.get(url, timeout=300).json()
+        if body.get("estimate", {}).get("n", body["n"]) == body["n"]:
+            return 0.0 if first else time.perf_counter() - start
+        first = False
+        time.sleep(0.1)
+
+
 def _page_load(url: str, campaign: str, repeats: int) -> list[float] | None:
     try:
         from playwright.sync_api import sync_playwright
@@ -224,6 +237,7 @@ def run_layout(label: str, sizes: list[int], update: int, repeats: int) -> None:
                     with Storage(db, synchronous="OFF") as storage:
                         storage.insert_reports(name, rows, day="2026-12-01")
                     updates.append(_timed_get(session, f"{base}/{name}"))
+                behind = _catch_up(session, f"{base}/{name}")
                 t0 = time.perf_counter()
                 load_estimate(db, name, confidence=0.95)
                 scratch = time.perf_counter() - t0
@@ -232,6 +246,7 @@ def run_layout(label: str, sizes: list[int], update: int, repeats: int) -> None:
                 print(
                     f"{name:18s} {sizes[index]:>9,} {_fmt(first)} {_fmt(statistics.median(polls))} "
                     f"{_fmt(update_median)} {_fmt(scratch)}"
+                    + (f"  (estimate caught up {_fmt(behind).strip()} later)" if behind else "")
                 )
             verdict = "ok" if worst_update < TARGET_SECONDS else "ABOVE TARGET"
             print(

@@ -10,7 +10,9 @@ window keeps the copies stored on its days (a Parquet export reads only those da
 
 A merged estimate is recomputed only when the sources' stored copies changed (their count per
 source, read with each poll); the whole merge then runs again, since a copy arriving in one
-shard may duplicate one in another.
+shard may duplicate one in another. When the last merge took longer than
+``SLOW_ESTIMATE_SECONDS``, the next runs in a background thread and polls get the previous
+state meanwhile (its n and estimate agree; ``refreshing`` says a newer one is coming).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from analysis.dashboard.data import (
+    SLOW_ESTIMATE_SECONDS,
     CampaignCache,
     CampaignState,
     document_of,
@@ -121,12 +125,14 @@ class Shards:
         parquets: Sequence[str | os.PathLike[str]] = (),
         *,
         confidence: float = 0.95,
+        slow_seconds: float = SLOW_ESTIMATE_SECONDS,
     ) -> None:
         if not dbs and not parquets:
             raise ValueError("give at least one source: --db PATH or --parquet DIR")
         self.dbs = [os.fspath(p) for p in dbs]
         self.parquets = [os.fspath(p) for p in parquets]
         self.confidence = confidence
+        self.slow_seconds = slow_seconds
         self._states: dict[str, tuple[Any, CampaignState, tuple[Any, Any, Any]]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
@@ -197,24 +203,62 @@ class Shards:
         document = document_of(campaign, result)
         return document, render(campaign.mechanism.estimate_kind, document, result)
 
-    def _update(self, name: str, *, estimate: bool) -> CampaignState:
+    def _lock_of(self, name: str) -> threading.Lock:
         with self._lock:
-            lock = self._locks.setdefault(name, threading.Lock())
-        with lock:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def _build(self, work: Any, *, estimate: bool) -> tuple[CampaignState, tuple[Any, Any, Any]]:
+        """Merge the plan's sources (by day) and, when asked and released, estimate; timed."""
+        start = time.perf_counter()
+        engine, merged = self._merged(work, by_day=True)
+        state = CampaignState(work.campaign)
+        state.days = {day: int(statistic.n) for day, statistic in merged.days}
+        state.statistic = merged.statistic
+        parts = (work, engine, merged)
+        if estimate and state.released:
+            state.document, state.display = self._estimate(*parts)
+        state.estimate_seconds = time.perf_counter() - start
+        return state, parts
+
+    def _update(self, name: str, *, estimate: bool) -> CampaignState:
+        """The campaign's merged state, remade when a source's stored copies changed: at once
+        the first time or when the last merge was quick, else in a background thread while
+        polls get the previous state (``refreshing``)."""
+        with self._lock_of(name):
             work = self._plan(name)
             key = (work.sources, work.total, work.campaign.config_id)
             cached = self._states.get(name)
-            if cached is None or cached[0] != key:
-                engine, merged = self._merged(work, by_day=True)
-                state = CampaignState(work.campaign)
-                state.days = {day: int(statistic.n) for day, statistic in merged.days}
-                state.statistic = merged.statistic
-                cached = (key, state, (work, engine, merged))
-                self._states[name] = cached
-            _, state, (work, engine, merged) = cached
+            if cached is None or (
+                cached[0] != key and cached[1].estimate_seconds <= self.slow_seconds
+            ):
+                state, parts = self._build(work, estimate=estimate)
+                self._states[name] = (key, state, parts)
+                return state
+            old_key, state, parts = cached
+            if old_key != key and not state.refreshing:
+                state.refreshing = True
+                threading.Thread(
+                    target=self._refresh,
+                    args=(name, work, key, state.document is not None or estimate),
+                    name=f"ldp-dashboard-merge-{name}",
+                    daemon=True,
+                ).start()
             if estimate and state.released and state.document is None:
-                state.document, state.display = self._estimate(work, engine, merged)
+                state.document, state.display = self._estimate(*parts)
             return state
+
+    def _refresh(self, name: str, work: Any, key: Any, estimate: bool) -> None:
+        try:
+            built: tuple[CampaignState, tuple[Any, Any, Any]] | None = self._build(
+                work, estimate=estimate
+            )
+        except Exception:  # the next poll tries again
+            built = None
+        with self._lock_of(name):
+            _, old, _ = self._states[name]
+            old.refreshing = False
+            if built is not None:
+                self._states[name] = (key, *built)
 
     def campaigns(self) -> list[CampaignState]:
         return [self._update(name, estimate=False) for name in self._names()]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from flask.testing import FlaskClient
 
 from analysis.cli import main
 from analysis.dashboard import create_app
+from analysis.dashboard.sources import Shards
 from client_sdk.mechanisms import mechanism_from_config
 from collector import export
 from collector.storage import Storage
@@ -208,3 +210,30 @@ def test_the_command_serves_several_sources(shards: dict[str, Any]) -> None:
         assert served["n"] == 3000 and served["status"] == "released"
     finally:
         process.stop()
+
+
+def test_a_slow_merge_is_remade_in_the_background(
+    shards: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = tmp_path / "e.db"
+    with Storage(extra) as storage:
+        storage.create_campaign(COLORS)
+    dbs = [*shards["dbs"], str(extra)]
+    backend = Shards(dbs, slow_seconds=0.0)  # every merge counts as slow
+    first = backend.campaign("colors")
+    assert first.n == 1900 and first.document is not None  # made at once the first time
+    with Storage(extra) as storage:
+        storage.insert_reports("colors", _rows(COLORS["mechanism"], 150, seed=50))
+    stale = backend.campaign("colors")  # answered at once with the previous merge
+    assert stale is first and stale.n == 1900 and stale.document["n"] == 1900
+    for _ in range(600):
+        if not stale.refreshing:
+            break
+        time.sleep(0.05)
+    assert not stale.refreshing
+    fresh = backend.campaign("colors")
+    assert fresh.n == 2050 and fresh.document is not None
+    argv = ["estimate", "--campaign", "colors", "--format", "json"]
+    for db in dbs:
+        argv += ["--db", db]
+    assert fresh.document == _run(capsys, argv)
