@@ -45,10 +45,12 @@ __all__ = [
     "MULTIPROC_ENV",
     "PROMETHEUS_MEDIA_TYPE",
     "UNMATCHED",
+    "Families",
     "database_size",
     "exposition",
     "instrument",
     "multiprocess_folder",
+    "remove_folder",
     "worker_exited",
 ]
 
