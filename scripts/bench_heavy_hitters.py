@@ -4,9 +4,10 @@ A Zipf(1.1) population over a vocabulary of random strings of 1 to 8 bytes, n de
 epsilon: PEM and SFP recall of the true top 20 and top 50 among the significant items, false
 discoveries (significant strings nobody holds), decode time, and the encode rate on the OS
 CSPRNG. Then CMS and HCMS: the mean squared error of candidate estimates over fresh hash seeds
-divided by the exact random-hash variance (1 expected).
+divided by the exact random-hash variance (1 expected), and their encode rates.
 
     python scripts/bench_heavy_hitters.py [--n 1000000] [--vocabulary 100000] [--eps 2 4 8]
+    python scripts/bench_heavy_hitters.py --quick    # n = 200,000, vocabulary 20,000
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def main() -> None:
     parser.add_argument("--sketch-n", type=int, default=100_000)
     parser.add_argument("--sketch-runs", type=int, default=12)
     parser.add_argument("--central-only", action="store_true", help="skip the local protocols")
+    parser.add_argument("--quick", action="store_true", help="n 200,000, vocabulary 20,000")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.vocabulary, args.sketch_runs = 200_000, 20_000, 6
     rng = np.random.default_rng(20261201)
     words = vocabulary(rng, args.vocabulary)
     values, counts = population(rng, words, args.n)
@@ -103,25 +107,27 @@ def main() -> None:
             continue
         pem = PEM(epsilon=epsilon, max_length=8)
         reports = pem.perturb(values, rng=rng)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = discover_pem(pem, reports)
-        decode = time.perf_counter() - start
+        decode, decode_cpu = time.perf_counter() - start, time.process_time() - cpu
         rate = encode_rate(pem, values[:100_000])
         print(
             f"eps {epsilon:g} "
             + discovery_figures("pem", result, words, counts)
-            + f", decode {decode:.1f} s, encode {rate:,.0f}/s (CSPRNG)"
+            + f", decode {decode:.1f} s ({decode_cpu:.1f} CPU-s), encode {rate:,.0f}/s (CSPRNG)"
         )
         sfp = SFP(epsilon=epsilon, max_length=8)
         reports = sfp.perturb(values, rng=rng)
-        start = time.perf_counter()
-        result = discover_sfp(sfp, sfp.aggregate(reports))
-        decode = time.perf_counter() - start
+        statistic = sfp.aggregate(reports)
+        start, cpu = time.perf_counter(), time.process_time()
+        result = discover_sfp(sfp, statistic)
+        decode, decode_cpu = time.perf_counter() - start, time.process_time() - cpu
         rate = encode_rate(sfp, values[:100_000])
         print(
             f"eps {epsilon:g} "
             + discovery_figures("sfp", result, words, counts)
-            + f", decode {decode:.1f} s (aggregate excluded), encode {rate:,.0f}/s (CSPRNG)"
+            + f", decode {decode:.1f} s ({decode_cpu:.1f} CPU-s; aggregate excluded), encode "
+            f"{rate:,.0f}/s (CSPRNG)"
         )
     if args.central_only:
         return
@@ -131,6 +137,9 @@ def main() -> None:
             f"{cls.name} eps 4, m 1024, 16 rows, n {args.sketch_n}: MSE / exact variance over "
             f"{args.sketch_runs} hash seeds x top 20 = {ratio:.3f}"
         )
+        for epsilon in args.eps:
+            rate = encode_rate(cls(epsilon, 1024, 16, 8), values[:100_000])
+            print(f"{cls.name} eps {epsilon:g}, m 1024: encode {rate:,.0f}/s (CSPRNG)")
     m = HCMS(epsilon=4.0, m=1024, hashes=16, max_length=8)
     sample = m.perturb(values[:200_000], rng=rng)
     result = estimate_sketch(m, sample, [words[i] for i in np.argsort(-counts)[:5]])

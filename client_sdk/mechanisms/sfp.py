@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -328,10 +328,6 @@ class MemoizedSFP(MemoizedStrings, SFP):
     def epsilon_one(self) -> float:
         return self.word_sketch.epsilon_one + self.fragment_oracle.epsilon_one
 
-    def channel_matrices(self) -> Iterator[FloatArray]:
-        """Not one matrix: the word and fragment channels are checked each on its own."""
-        raise ValueError("sfp: check word_sketch and fragment_oracle, each exactly")
-
     def permanent_reports(self, distinct: Sequence[bytes], keys: KeyedSource) -> Reports:
         out = np.zeros(len(distinct), dtype=self.report_dtype)
         if not distinct:
@@ -353,9 +349,6 @@ class MemoizedSFP(MemoizedStrings, SFP):
         out["word"] = self.word_sketch.instantaneous(out["word"], rng)
         out["fragment"] = self.fragment_oracle._chain.instantaneous(out["fragment"], rng)
         return out
-
-    def perturb_independent_devices(self, values: Any, *, rng: RandomSource | None = None) -> Any:
-        return self.instantaneous(self.permanent.perturb(values, rng=rng), rng)
 
     @property
     def resend_probability(self) -> float:
