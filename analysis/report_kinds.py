@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis import plots
+from analysis import plots, report_common
 from analysis.dataset import StoredCampaign
 from analysis.estimation import json_safe
 from analysis.gap import GapOptions, kind_gap, measured_kind_gap
@@ -86,12 +86,6 @@ def _gap(context: Context) -> tuple[dict[str, Any], dict[str, Any] | None]:
 
 
 # ---- helpers for the HTML ------------------------------------------------------------------
-
-
-def _report_helpers() -> Any:
-    from analysis import report
-
-    return report
 
 
 def _note(text: str) -> str:
@@ -176,12 +170,12 @@ def _heavy_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    r = _report_helpers()
+    r = report_common
     percent = f"{round(100 * d['confidence'], 4):g}%"
     has_truth = any("true_frequency" in item for item in d["items"])
     parts = ["<h2>1. Discovered items</h2>"]
     if "items" in figures:
-        parts.append(r._image(figures, "items", "discovered items with their intervals"))
+        parts.append(r.image_tag(figures, "items", "discovered items with their intervals"))
     parts.append(
         _note(
             f"{html.escape(d['method'])}. An item is <span class='yes'>significant</span> when "
@@ -200,23 +194,23 @@ def _heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
             _fixed(item["frequency"]),
             _interval(item["ci_low"], item["ci_high"]),
             _fixed(item["std_error"]),
-            r._number(item["z"], 3),
+            r.fmt_number(item["z"], 3),
             _mark(item["significant"]),
         ]
         if has_truth:
             row.append(_fixed(item["true_frequency"]))
         rows.append(row)
-    parts.append(r._table(header, rows))
+    parts.append(r.html_table(header, rows))
     if d["levels"]:
         parts.append(
-            r._table(
+            r.html_table(
                 ["level", "reports", "candidates", "kept"],
                 [
                     [
                         html.escape(str(level.get("level"))),
-                        r._number(level.get("reports")),
-                        r._number(level.get("candidates")),
-                        r._number(level.get("kept")),
+                        r.fmt_number(level.get("reports")),
+                        r.fmt_number(level.get("candidates")),
+                        r.fmt_number(level.get("kept")),
                     ]
                     for level in d["levels"]
                 ],
@@ -230,13 +224,13 @@ def _heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     detection = gap["detection"]
     parts += [
         "<h2>2. The central gap</h2>",
-        r._table(
+        r.html_table(
             ["model", "smallest frequency called significant"],
             [
-                ["local (this decoder)", r._number(detection["local_frequency"])],
+                ["local (this decoder)", r.fmt_number(detection["local_frequency"])],
                 [
                     "central curator, Laplace histogram",
-                    r._number(detection["central_laplace_frequency"]),
+                    r.fmt_number(detection["central_laplace_frequency"]),
                 ],
             ],
         ),
@@ -256,18 +250,18 @@ def _heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
                 [
                     html.escape(plots.plain_name(name)),
                     *_recall_cells(result),
-                    r._number(result["recall_bound"]),
+                    r.fmt_number(result["recall_bound"]),
                 ]
             )
         parts += [
-            r._image(figures, "recall", "recall and precision of both models"),
+            r.image_tag(figures, "recall", "recall and precision of both models"),
             f"<h3>Which are the top {top['k']}? (measured against the truth)</h3>",
-            r._table(
+            r.html_table(
                 ["model", "answered", "recall", "precision", "exact lower bound on recall"],
                 rows,
             ),
             f"<h3>Which exceed {above['threshold']:.4f}?</h3>",
-            r._table(
+            r.html_table(
                 ["model", "answered", "recall", "precision"],
                 [
                     ["local (this decoder)", *_recall_cells(above["local"])],
@@ -298,10 +292,10 @@ def _heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
 
 
 def _recall_cells(result: Mapping[str, Any]) -> list[str]:
-    r = _report_helpers()
+    r = report_common
     answered = result["answered"]
     return [
-        r._number(answered if isinstance(answered, int) else float(answered), 3),
+        r.fmt_number(answered if isinstance(answered, int) else float(answered), 3),
         _fixed(result["recall"], 3),
         _fixed(result["precision"], 3),
     ]
@@ -380,12 +374,12 @@ def _marginal_bars(figure: Any, *, marginal: Mapping[str, Any], z: float) -> Non
 
 
 def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    r = _report_helpers()
+    r = report_common
     parts = ["<h2>1. Marginals</h2>"]
     for index, table in enumerate(d["tables"]):
         a, b = table["attributes"]
         if f"heatmap-{index}" in figures:
-            parts.append(r._image(figures, f"heatmap-{index}", f"heatmap of {a} by {b}"))
+            parts.append(r.image_tag(figures, f"heatmap-{index}", f"heatmap of {a} by {b}"))
         rows, columns = table["labels"]
         body = [
             [html.escape(rows[i])]
@@ -395,11 +389,13 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
             ]
             for i in range(len(rows))
         ]
-        parts.append(r._table([f"{a} \\ {b}", *columns], body))
+        parts.append(r.html_table([f"{a} \\ {b}", *columns], body))
     for index, marginal in enumerate(d["marginals"]):
         if f"marginal-{index}" in figures:
             parts.append(
-                r._image(figures, f"marginal-{index}", f"marginal of {marginal['attributes'][0]}")
+                r.image_tag(
+                    figures, f"marginal-{index}", f"marginal of {marginal['attributes'][0]}"
+                )
             )
     parts.append(
         _note(
@@ -410,16 +406,16 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     gap = d["gap"]
     parts += [
         "<h2>2. The central gap</h2>",
-        r._table(
+        r.html_table(
             ["table", "cells", "LDP cell variance", "central Laplace", "central Gaussian", "ratio"],
             [
                 [
                     html.escape(", ".join(t["attributes"])),
-                    r._number(t["cells"]),
-                    r._number(t["ldp_cell_variance"]),
-                    r._number(t["central_laplace_cell_variance"]),
-                    r._number(t["central_gaussian_cell_variance"]),
-                    r._number(t["variance_ratio"]),
+                    r.fmt_number(t["cells"]),
+                    r.fmt_number(t["ldp_cell_variance"]),
+                    r.fmt_number(t["central_laplace_cell_variance"]),
+                    r.fmt_number(t["central_gaussian_cell_variance"]),
+                    r.fmt_number(t["variance_ratio"]),
                 ]
                 for t in gap["tables"]
             ],
@@ -432,7 +428,7 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     measured = d.get("measured_gap")
     if measured:
         parts.append(
-            r._table(
+            r.html_table(
                 [
                     "table (measured)",
                     "LDP MSE",
@@ -445,12 +441,12 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
                 [
                     [
                         html.escape(", ".join(t["attributes"])),
-                        r._number(t["ldp_mse"]),
-                        r._number(t["ldp_expected"]),
-                        r._number(t["central_laplace_mse"]),
-                        r._number(t["central_laplace_expected"]),
-                        r._number(t["central_gaussian_mse"]),
-                        r._number(t["central_gaussian_expected"]),
+                        r.fmt_number(t["ldp_mse"]),
+                        r.fmt_number(t["ldp_expected"]),
+                        r.fmt_number(t["central_laplace_mse"]),
+                        r.fmt_number(t["central_laplace_expected"]),
+                        r.fmt_number(t["central_gaussian_mse"]),
+                        r.fmt_number(t["central_gaussian_expected"]),
                     ]
                     for t in measured["tables"]
                 ],
@@ -520,14 +516,14 @@ def _distribution_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _distribution_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    r = _report_helpers()
+    r = report_common
     percent = f"{round(100 * d['confidence'], 4):g}%"
     mean = d["mean"]
     parts = [
         "<h2>1. The distribution</h2>",
-        r._image(figures, "histogram", "histogram with its band"),
-        r._image(figures, "cdf", "cumulative distribution with its band"),
-        r._table(
+        r.image_tag(figures, "histogram", "histogram with its band"),
+        r.image_tag(figures, "cdf", "cumulative distribution with its band"),
+        r.html_table(
             ["statistic", "estimate", f"{percent} interval"],
             [["mean", _fixed(mean["value"]), _interval(mean["ci_low"], mean["ci_high"])]]
             + [
@@ -539,7 +535,7 @@ def _distribution_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> 
                 for q in d["quantiles"]
             ],
         ),
-        r._table(
+        r.html_table(
             ["bucket", "share", f"{percent} band"],
             [
                 [
@@ -559,11 +555,14 @@ def _distribution_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> 
     gap = d["gap"]
     parts += [
         "<h2>2. The central gap</h2>",
-        r._table(
+        r.html_table(
             ["central curator (Laplace histogram)", "variance"],
             [
-                ["one bucket of the report", r._number(gap["central_laplace_bucket_variance"])],
-                ["the CDF at its worst edge", r._number(gap["central_laplace_cdf_variance_max"])],
+                ["one bucket of the report", r.fmt_number(gap["central_laplace_bucket_variance"])],
+                [
+                    "the CDF at its worst edge",
+                    r.fmt_number(gap["central_laplace_cdf_variance_max"]),
+                ],
             ],
         ),
         _note(f"Exact for the curator ({html.escape(gap['exact'])})."),
@@ -571,24 +570,24 @@ def _distribution_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> 
     measured = d.get("measured_gap")
     if measured:
         parts.append(
-            r._table(
+            r.html_table(
                 ["measured against the truth", "local (EMS)", "central Laplace"],
                 [
                     [
                         "Wasserstein-1 distance of the CDFs",
-                        r._number(measured["wasserstein_1"]["ldp"]),
-                        r._number(measured["wasserstein_1"]["central_laplace"]),
+                        r.fmt_number(measured["wasserstein_1"]["ldp"]),
+                        r.fmt_number(measured["wasserstein_1"]["central_laplace"]),
                     ],
                     [
                         "bucket mean squared error",
-                        r._number(measured["bucket_mse"]["ldp"]),
-                        r._number(measured["bucket_mse"]["central_laplace"]),
+                        r.fmt_number(measured["bucket_mse"]["ldp"]),
+                        r.fmt_number(measured["bucket_mse"]["central_laplace"]),
                     ],
                     *(
                         [
                             f"{round(100 * q['q'], 4):g}th percentile: absolute error",
-                            r._number(q["ldp_abs_error"]),
-                            r._number(q["central_laplace_mean_abs_error"]),
+                            r.fmt_number(q["ldp_abs_error"]),
+                            r.fmt_number(q["central_laplace_mean_abs_error"]),
                         ]
                         for q in measured["quantiles"]
                     ),
@@ -674,7 +673,7 @@ def _range_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    r = _report_helpers()
+    r = report_common
     percent = f"{round(100 * d['confidence'], 4):g}%"
     has_truth = any("truth" in row for row in d["ranges"])
     header = ["range [lo, hi)", "items", "frequency", f"{percent} interval", "std error"]
@@ -694,9 +693,9 @@ def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
         rows.append(cells)
     parts = [
         "<h2>1. Ranges and quantiles</h2>",
-        r._image(figures, "leaves", "leaf frequencies with their band"),
-        r._table(header, rows),
-        r._table(
+        r.image_tag(figures, "leaves", "leaf frequencies with their band"),
+        r.html_table(header, rows),
+        r.html_table(
             ["quantile", "item", "label"],
             [
                 [f"{round(100 * q['q'], 4):g}%", str(q["value"]), html.escape(q["label"])]
@@ -714,29 +713,29 @@ def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     average = gap["average_variance"]
     parts += [
         "<h2>2. The central gap</h2>",
-        r._table(
+        r.html_table(
             ["range length", "LDP variance", "central flat Laplace", "central Laplace tree"],
             [
                 [
-                    r._number(row["length"]),
-                    r._number(row["ldp"]),
-                    r._number(row["central_flat"]),
-                    r._number(row["central_hierarchical"]),
+                    r.fmt_number(row["length"]),
+                    r.fmt_number(row["ldp"]),
+                    r.fmt_number(row["central_flat"]),
+                    r.fmt_number(row["central_hierarchical"]),
                 ]
                 for row in gap["by_length"]
             ]
             + [
                 [
                     f"average over {gap['ranges']} random ranges",
-                    r._number(average["ldp"]),
-                    r._number(average["central_flat"]),
-                    r._number(average["central_hierarchical"]),
+                    r.fmt_number(average["ldp"]),
+                    r.fmt_number(average["central_flat"]),
+                    r.fmt_number(average["central_hierarchical"]),
                 ]
             ],
         ),
         _note(
             f"Exact ({html.escape(gap['exact'])}). The local ranges have "
-            f"{r._number(gap['variance_ratio_to_best_central'])} times the variance of the "
+            f"{r.fmt_number(gap['variance_ratio_to_best_central'])} times the variance of the "
             "better central choice."
         ),
     ]
@@ -744,19 +743,19 @@ def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     if measured:
         mse = measured["range_mse"]
         parts.append(
-            r._table(
+            r.html_table(
                 ["random ranges (measured)", "MSE", "expected"],
                 [
-                    ["local", r._number(mse["ldp"]), r._number(mse["ldp_expected"])],
+                    ["local", r.fmt_number(mse["ldp"]), r.fmt_number(mse["ldp_expected"])],
                     [
                         "central flat",
-                        r._number(mse["central_flat"]),
-                        r._number(mse["central_flat_expected"]),
+                        r.fmt_number(mse["central_flat"]),
+                        r.fmt_number(mse["central_flat_expected"]),
                     ],
                     [
                         "central tree",
-                        r._number(mse["central_hierarchical"]),
-                        r._number(mse["central_hierarchical_expected"]),
+                        r.fmt_number(mse["central_hierarchical"]),
+                        r.fmt_number(mse["central_hierarchical_expected"]),
                     ],
                 ],
             )
@@ -807,7 +806,7 @@ def _key_value_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    r = _report_helpers()
+    r = report_common
     percent = f"{round(100 * d['confidence'], 4):g}%"
     has_truth = any("true_frequency" in e for e in d["keys"])
     header = ["key", "frequency", f"{percent} interval", "mean", f"{percent} interval"]
@@ -828,27 +827,30 @@ def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> lis
     gap = d["gap"]
     parts = [
         "<h2>1. Keys: frequency and mean</h2>",
-        r._image(figures, "keys", "per key frequency and mean with intervals"),
-        r._table(header, rows),
+        r.image_tag(figures, "keys", "per key frequency and mean with intervals"),
+        r.html_table(header, rows),
         _note(
             "PCKV (Gu et al., USENIX Security 2020): frequencies with their exact standard errors, "
             "means with delta-method standard errors."
         ),
         "<h2>2. The central gap</h2>",
-        r._table(
+        r.html_table(
             ["one key's frequency", "variance"],
             [
-                ["LDP (a key nobody holds)", r._number(gap["frequency"]["ldp_variance_at_zero"])],
+                [
+                    "LDP (a key nobody holds)",
+                    r.fmt_number(gap["frequency"]["ldp_variance_at_zero"]),
+                ],
                 [
                     "central Laplace (half the budget)",
-                    r._number(gap["frequency"]["central_laplace_variance"]),
+                    r.fmt_number(gap["frequency"]["central_laplace_variance"]),
                 ],
             ],
         ),
         _note(
             f"Exact: {html.escape(gap['exact'])}. The curator's mean of a key is its noisy sum "
             f"over its noisy count, each with Laplace noise of scale "
-            f"{r._number(gap['mean']['central_laplace_scale'])} (variance about "
+            f"{r.fmt_number(gap['mean']['central_laplace_scale'])} (variance about "
             f"{html.escape(gap['mean']['central_laplace_variance_formula'])})."
         ),
     ]
@@ -856,14 +858,18 @@ def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> lis
     if measured:
         f, m = measured["frequency"], measured["mean"]
         parts.append(
-            r._table(
+            r.html_table(
                 ["measured against the truth", "local", "central Laplace"],
                 [
-                    ["frequency MSE", r._number(f["ldp_mse"]), r._number(f["central_laplace_mse"])],
+                    [
+                        "frequency MSE",
+                        r.fmt_number(f["ldp_mse"]),
+                        r.fmt_number(f["central_laplace_mse"]),
+                    ],
                     [
                         f"mean MSE ({m['keys']} keys held)",
-                        r._number(m["ldp_mse"]),
-                        r._number(m["central_laplace_mse"]),
+                        r.fmt_number(m["ldp_mse"]),
+                        r.fmt_number(m["central_laplace_mse"]),
                     ],
                 ],
             )
@@ -894,7 +900,7 @@ def build_kind_report(
     batch_sizes: Sequence[int] | None = None,
 ) -> Any:
     """The report of a campaign whose estimate kind is in :data:`VIEWS`."""
-    report = _report_helpers()
+    report = report_common
     mechanism = campaign.mechanism
     kind = mechanism.estimate_kind
     if kind not in VIEWS:
@@ -907,7 +913,7 @@ def build_kind_report(
     context = Context(campaign, estimate, truth, options, top, seed)
     data, figures = VIEWS[kind].build(context)
     privacy = report.privacy_section(
-        mechanism, delta=delta, reports_per_device=report._reports_per_device(campaign.policy)
+        mechanism, delta=delta, reports_per_device=report.reports_per_device_of(campaign.policy)
     )
     figures["privacy"] = report.privacy_figure(privacy)
     document = json_safe(
@@ -932,7 +938,7 @@ def build_kind_report(
 
 def render_kind_html(report: Any) -> str:
     """The page of a report built by :func:`build_kind_report`."""
-    helpers = _report_helpers()
+    helpers = report_common
     d = report.data
     view = VIEWS[d["kind"]]
     esc = html.escape
@@ -940,12 +946,12 @@ def render_kind_html(report: Any) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>LDP report: {esc(d['campaign'])}</title><style>{helpers._STYLE}</style>"
+        f"<title>LDP report: {esc(d['campaign'])}</title><style>{helpers.STYLE}</style>"
         "</head><body>",
         f"<h1>Campaign <code>{esc(d['campaign'])}</code>: {esc(view.title)}</h1>",
         f'<p class="meta">mechanism <code>{esc(json.dumps(d["mechanism"], sort_keys=True))}'
         f"</code> &middot; config id <code>{esc(str(d['config_id']))}</code> &middot; n = "
-        f"{helpers._number(d['n'])} reports &middot; created {esc(str(d['created']))} &middot; "
+        f"{helpers.fmt_number(d['n'])} reports &middot; created {esc(str(d['created']))} &middot; "
         f"generated {esc(str(d['generated']))}</p>",
     ]
     parts += view.render(d, report.figures)
