@@ -111,10 +111,10 @@ def _sorted_counts(counts: Mapping[str, int]) -> list[tuple[str, int]]:
 def _truth_sets(
     counts: Mapping[str, int], n: int, options: GapOptions
 ) -> tuple[set[str], float, set[str]]:
-    ranked = _sorted_counts(counts)
+    ranked = [(value, count) for value, count in _sorted_counts(counts) if count > 0]
     k = min(options.top, len(ranked))
-    kth = ranked[k - 1][1]
-    top = {value for value, count in ranked if count >= kth} if k else set()
+    kth = ranked[k - 1][1] if k else 1
+    top = {value for value, count in ranked if count >= kth}
     threshold = options.threshold if options.threshold is not None else kth / n
     above = {value for value, count in ranked if count >= threshold * n}
     return top, threshold, above
@@ -286,7 +286,9 @@ def measured_gap(
         raise ValueError(f"the true counts sum to {sum(counts.values())}; the estimate has n={n}")
     words = sorted(counts)
     scores = np.asarray([counts[w] for w in words], dtype=np.int64)
-    k = min(options.top, len(words))
+    k = min(options.top, int(np.count_nonzero(scores)))
+    if k == 0:
+        raise ValueError("the true counts hold no string")
     top, threshold, above = _truth_sets(counts, n, options)
     local_top, local_above = _local_answers(estimate, k, threshold)
     epsilon = mechanism.privacy_epsilon

@@ -382,3 +382,22 @@ def test_gap_command_on_a_stored_shuffled_campaign(
         capsys, "gap", "--db", str(db), "--campaign", "shuffled", "--simulate", "zipf"
     )
     assert code == 2 and "--simulate draws its own population" in err
+
+
+def test_heavy_hitter_truth_with_fewer_strings_than_k() -> None:
+    """The top-k truth holds only strings someone holds (never the zero-count rest)."""
+    from analysis import estimate
+    from analysis.gap import measured_kind_gap
+
+    cms = mechanism_from_config(
+        {"mechanism": "cms", "epsilon": 4.0, "m": 256, "hashes": 4, "max_length": 8}
+    )
+    words = [f"w{i}" for i in range(40)]
+    values = ["w1"] * 300 + ["w2"] * 200
+    raw = estimate(cms, cms.perturb(values, rng=np.random.default_rng(0)), candidates=words)
+    truth = {w: values.count(w) for w in words}
+    document = measured_kind_gap(cms, raw, truth, GapOptions(top=10, repetitions=2))
+    assert document["top_k"]["k"] == 2 and document["top_k"]["truth"] == ["w1", "w2"]
+    assert document["above_threshold"]["threshold"] == 200 / 500
+    with pytest.raises(ValueError, match="sum to 0"):
+        measured_kind_gap(cms, raw, dict.fromkeys(words, 0), GapOptions())
