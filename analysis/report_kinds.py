@@ -317,12 +317,19 @@ def _multi_build(context: Context) -> tuple[dict[str, Any], Figures]:
     for unit in m.units:
         names = [m.names[a] for a in unit]
         marginal = estimate.marginal(*names)
-        entry = {
+        entry: dict[str, Any] = {
             "attributes": names,
             "labels": [_attribute_labels(m, a) for a in unit],
             "frequencies": np.asarray(marginal.frequencies).tolist(),
             "std_errors": np.asarray(marginal.std_errors).tolist(),
         }
+        if context.truth is not None:
+            records = np.asarray(context.truth, dtype=np.int64)
+            shape = [m.ks[a] for a in unit]
+            cells = np.bincount(
+                np.ravel_multi_index(records[:, list(unit)].T, shape), minlength=int(np.prod(shape))
+            )
+            entry["truth"] = (cells.reshape(shape) / records.shape[0]).tolist()
         (tables if len(unit) == 2 else marginals).append(entry)
     z = _z(estimate)
     for index, table in enumerate(tables[:8]):
@@ -368,7 +375,10 @@ def _marginal_bars(figure: Any, *, marginal: Mapping[str, Any], z: float) -> Non
     se = np.asarray(marginal["std_errors"], dtype=float)
     ax = figure.add_subplot()
     plots.plot_frequencies(
-        ax, marginal["labels"][0], [("raw (unbiased)", f, f - z * se, f + z * se)]
+        ax,
+        marginal["labels"][0],
+        [("raw (unbiased)", f, f - z * se, f + z * se)],
+        truth=marginal.get("truth"),
     )
     ax.set_title(plots.drawable(f"Marginal of {marginal['attributes'][0]}"))
 
@@ -381,10 +391,12 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
         if f"heatmap-{index}" in figures:
             parts.append(r.image_tag(figures, f"heatmap-{index}", f"heatmap of {a} by {b}"))
         rows, columns = table["labels"]
+        truth = table.get("truth")
         body = [
             [html.escape(rows[i])]
             + [
                 f"{table['frequencies'][i][j]:.4f} &plusmn; {table['std_errors'][i][j]:.4f}"
+                + (f" <span class='no'>({truth[i][j]:.4f})</span>" if truth else "")
                 for j in range(len(columns))
             ]
             for i in range(len(rows))
@@ -397,10 +409,26 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
                     figures, f"marginal-{index}", f"marginal of {marginal['attributes'][0]}"
                 )
             )
+        truth = marginal.get("truth")
+        header = ["value", "frequency", "std error", *(["truth"] if truth else [])]
+        rows_1 = [
+            [html.escape(str(label)), _fixed(f), _fixed(se), *([_fixed(truth[i])] if truth else [])]
+            for i, (label, f, se) in enumerate(
+                zip(
+                    marginal["labels"][0],
+                    marginal["frequencies"],
+                    marginal["std_errors"],
+                    strict=True,
+                )
+            )
+        ]
+        parts.append(r.html_table(header, rows_1))
     parts.append(
         _note(
-            f"Protocol {html.escape(d['protocol'])}; cells &plusmn; one standard error (exact, of "
-            "the raw unbiased cells; the tables shown are made consistent)."
+            f"Protocol {html.escape(d['protocol'])}. Cells &plusmn; one standard error (exact, of "
+            "the raw unbiased cells; the tables shown are made consistent)"
+            + (", the truth in brackets" if any(t.get("truth") for t in d["tables"]) else "")
+            + "; 1-way bars with their intervals."
         )
     )
     gap = d["gap"]

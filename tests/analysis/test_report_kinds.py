@@ -153,6 +153,25 @@ def test_marginal_heatmap_view(reports: dict[str, Report]) -> None:
     assert np.asarray(table["frequencies"]).shape == (3, 4)
     assert "&lt;script&gt;" in page
     assert report.data["measured_gap"]["tables"][0]["attributes"] == ["os", "version"]
+    truth = np.asarray(table["truth"])  # the true table from the records, in brackets
+    assert truth.shape == (3, 4) and truth.sum() == pytest.approx(1.0)
+    assert "the truth in brackets" in page
+
+
+def test_one_way_marginals_view() -> None:
+    rng = np.random.default_rng(3)
+    c = campaign(
+        "spl",
+        {"mechanism": "multi", "epsilon": 2.0, "protocol": "spl",
+         "attributes": [{"name": "os", "k": 3}, {"name": "theme", "k": 2}]},
+    )  # fmt: skip
+    records = multi_records(c.mechanism, 3000, ZIPF, rng)
+    report = build_report(c, estimate(c.mechanism, c.mechanism.perturb(records, rng=rng)),
+                          truth=records)  # fmt: skip
+    check_page(report, ("Marginals", "1-way bars"))
+    assert set(report.figures) == {"marginal-0", "marginal-1", "privacy"}
+    first = report.data["marginals"][0]
+    assert first["truth"] == pytest.approx(list(np.bincount(records[:, 0], minlength=3) / 3000))
 
 
 def test_key_value_view(reports: dict[str, Report]) -> None:
