@@ -6,7 +6,8 @@ process's values in memory-mapped files in that folder and :func:`exposition` me
 (``MultiProcessCollector``), so the sums are exact whichever worker answers, and counters of a
 worker gunicorn restarted stay counted. ``collector.server.GunicornApp(...,
 multiprocess_metrics=True)`` makes a fresh private folder per server start (so counts never
-carry over from an earlier run or another server), marks a dead worker's live gauges gone
+carry over from an earlier run or another server; folders of killed servers are removed at the
+next start), marks a dead worker's live gauges gone
 (gunicorn's ``child_exit`` hook) and removes the folder when the server stops.
 
 What is counted, with bounded labels only:
@@ -29,6 +30,7 @@ in this process's registry. Requests that gunicorn itself refuses before the app
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import tempfile
@@ -194,9 +196,24 @@ def database_size(path: str | os.PathLike[str], app: str) -> Any:
 def multiprocess_folder() -> str:
     """A fresh private folder for this server's metric files, set in the environment (so the
     workers forked from here find it). Call in gunicorn's master before workers start."""
-    folder = tempfile.mkdtemp(prefix="ldp-metrics-")  # 0700
+    _remove_abandoned()
+    folder = tempfile.mkdtemp(prefix=f"ldp-metrics-{os.getpid()}-")  # 0700
     os.environ[MULTIPROC_ENV] = folder
     return folder
+
+
+def _remove_abandoned() -> None:
+    """Folders of servers that were killed (no clean-up ran): their master process is gone."""
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), "ldp-metrics-*-*")):
+        pid = os.path.basename(path).split("-")[2]
+        if not pid.isdigit() or os.stat(path).st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            continue
 
 
 def worker_exited(pid: int) -> None:

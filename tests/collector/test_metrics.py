@@ -271,3 +271,14 @@ def test_the_flask_app_alone_counts_in_process(client: FlaskClient) -> None:
     assert count(after, "/healthz", "200") - count(before, "/healthz", "200") == 1
     assert count(after, UNMATCHED, "404") - count(before, UNMATCHED, "404") == 1
     assert count(after, "/metrics", "200") - count(before, "/metrics", "200") == 1
+
+
+def test_a_killed_servers_folder_is_removed_at_the_next_start(tmp_path: Path) -> None:
+    crashed = CollectorProcess(tmp_path / "collector.db", workers=1, log_dir=tmp_path)
+    crashed.start(timeout=60)
+    requests.get(f"{crashed.url}/openapi.json", timeout=30)
+    folder = metric_folder(crashed)
+    crashed.kill()  # SIGKILL: no clean-up runs
+    assert folder.exists()
+    with CollectorProcess(tmp_path / "collector.db", workers=1, log_dir=tmp_path):
+        assert not folder.exists()
