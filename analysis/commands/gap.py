@@ -29,6 +29,7 @@ and precision of the local decoder beside the central selection mechanisms at th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping
@@ -151,6 +152,9 @@ def gap_document(args: argparse.Namespace) -> dict[str, Any]:
             batch_sizes = tuple(storage.batch_sizes(args.campaign)) or None
         delta = float(campaign.shuffle["delta"])  # the campaign's central target
     options = _options(args, batch_sizes, delta)
+    if from_db and campaign.domain and mechanism.estimate_kind == "sketch":
+        # a sketch is estimated against the campaign's candidates: Bonferroni over those
+        options = dataclasses.replace(options, vocabulary=max(2, len(campaign.domain)))
     document: dict[str, Any] = {}
     if from_db:
         document["campaign"] = args.campaign
