@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon
+from client_sdk.mechanisms.longitudinal import LONGITUDINAL_FIELD
 from client_sdk.mechanisms.memoization import (
     MAX_THRESHOLD,
     KeyedSource,
@@ -33,15 +34,12 @@ from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent
 from client_sdk.randomness import WORD_SPAN, RandomSource, threshold_probability
 
 __all__ = [
-    "LONGITUDINAL_FIELD",
     "MemoizedStrings",
     "composed_flip",
     "distinct_strings",
     "flip_again_threshold",
     "memo_label",
 ]
-
-LONGITUDINAL_FIELD = "longitudinal"
 
 
 def distinct_strings(
