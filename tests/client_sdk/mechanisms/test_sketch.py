@@ -116,6 +116,10 @@ def test_string_lengths_at_and_over_the_limit(cls: type[StringSketch]) -> None:
         m.perturb(["a", "b", 3], rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"values\[0\] must be a string"):
         m.perturb([["unhashable"]], rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"values\[1\] is not valid Unicode") as caught:
+        m.perturb(["ok", "a\ud800"], rng=np.random.default_rng(0))  # a lone surrogate
+    assert "\ud800" not in str(caught.value)
+    assert len(m.perturb(["abcdef", "日本"], rng=np.random.default_rng(0))) == 2  # 6 bytes each
 
 
 def test_malformed_payloads_are_rejected_by_index() -> None:
