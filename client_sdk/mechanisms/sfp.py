@@ -144,10 +144,11 @@ class SFP(Mechanism):
         self, distinct: Sequence[bytes], offsets: npt.NDArray[np.int64], inverse: Any
     ) -> npt.NDArray[np.int64]:
         """256 * tag + byte at ``offsets`` of the words ``distinct[inverse]``."""
-        padded = np.zeros((len(distinct), self.max_length), dtype=np.int64)
-        for i, value in enumerate(distinct):
-            padded[i, : len(value)] = np.frombuffer(value, dtype=np.uint8)
-        return np.asarray(256 * self.tags(distinct)[inverse] + padded[inverse, offsets])
+        padded = np.frombuffer(
+            b"".join(value.ljust(self.max_length, b"\x00") for value in distinct), dtype=np.uint8
+        ).reshape(len(distinct), self.max_length)
+        byte = padded[inverse, offsets].astype(np.int64)
+        return np.asarray(256 * self.tags(distinct)[inverse] + byte)
 
     # ---- device side ---------------------------------------------------------------------
 

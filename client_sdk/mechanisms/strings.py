@@ -61,13 +61,9 @@ def distinct_strings(
     def first_index(test: Any) -> int:
         return next(i for i, v in enumerate(values) if test(v))
 
-    position: dict[Any, int] = {}
-    try:
-        inverse = np.fromiter(
-            (position.setdefault(v, len(position)) for v in values),
-            dtype=np.int64,
-            count=len(values),
-        )
+    try:  # dict.fromkeys and map run in C: no Python frame per value
+        position = {v: i for i, v in enumerate(dict.fromkeys(values))}
+        inverse = np.fromiter(map(position.__getitem__, values), dtype=np.int64, count=len(values))
     except TypeError:  # an unhashable value: certainly not a string
         index = first_index(lambda v: not isinstance(v, str))
         raise ValueError(
