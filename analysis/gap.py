@@ -525,12 +525,13 @@ def gap_module(mechanism: Mechanism) -> types.ModuleType:
 
 
 def _document(mechanism: Mechanism, n: int, body: dict[str, Any]) -> dict[str, Any]:
+    # "kind" after the figures: the frequency document keeps the order it always had
     return {
-        "kind": mechanism.estimate_kind,
         "mechanism": mechanism.to_config(),
         "epsilon": mechanism.privacy_epsilon,
         "n": n,
         **body,
+        "kind": mechanism.estimate_kind,
     }
 
 
