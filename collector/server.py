@@ -23,6 +23,7 @@ import errno
 import functools
 import json
 import logging
+import os
 import re
 import selectors
 import socket
@@ -235,7 +236,11 @@ class GunicornApp(BaseApplication):  # type: ignore[misc]
             given(server, worker)
 
         self.cfg.set("child_exit", child_exit)
+        master = os.getpid()
         try:
             super().run()
-        finally:  # gunicorn's master ends with SystemExit
-            metrics.remove_folder(folder)
+        finally:
+            # gunicorn's master ends with SystemExit; so does each worker, forked inside run(),
+            # whose exit must leave the folder to the others.
+            if os.getpid() == master:
+                metrics.remove_folder(folder)

@@ -236,6 +236,27 @@ def test_a_killed_worker_loses_no_count(collector: CollectorProcess) -> None:
     assert (folder / f"counter_{victim}.db").exists()  # its answered requests stay counted
 
 
+def test_a_worker_that_exits_gracefully_leaves_the_folder(collector: CollectorProcess) -> None:
+    url = f"{collector.url}/v1/campaigns/{CAMPAIGN['name']}"
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(get_fresh_connection, [url] * 40)) == [200] * 40
+    total = requests_of(scrape(collector), ROUTE)["200"]
+    folder = metric_folder(collector)
+    leaving = workers(collector)[0]
+    os.kill(leaving, signal.SIGTERM)  # a graceful exit: SystemExit runs up the forked stack
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        leaving in workers(collector) or len(workers(collector)) != 2
+    ):
+        time.sleep(0.2)
+    assert leaving not in workers(collector)
+    assert folder.exists()
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(get_fresh_connection, [url] * 40)) == [200] * 40
+    for _ in range(4):
+        assert requests_of(scrape(collector), ROUTE)["200"] == total + 40
+
+
 def test_the_folder_is_per_server_and_removed_on_stop(tmp_path: Path) -> None:
     first = CollectorProcess(tmp_path / "collector.db", workers=2, log_dir=tmp_path)
     first.start(timeout=60)
