@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import shutil
 import tempfile
@@ -56,6 +57,7 @@ __all__ = [
     "worker_exited",
 ]
 
+logger = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UNMATCHED = "<unmatched>"
@@ -133,7 +135,10 @@ def instrument(app: Flask, name: str) -> None:
         try:
             return inner(environ, recording_start_response)
         finally:  # counted before the server sends it: a client that has its answer is counted
-            done()
+            try:
+                done()
+            except Exception:  # metrics never cost a request its answer
+                logger.exception("could not count a request")
 
     app.wsgi_app = wsgi_app  # type: ignore[method-assign]
 
