@@ -28,7 +28,7 @@ import numpy.typing as npt
 from analysis.gap import GapOptions, Simulation, laplace_sensitivity, zipf_weights
 from analysis.ranges import RangeEstimate, estimate_ranges
 from client_sdk.mechanisms.base import Mechanism
-from client_sdk.mechanisms.hierarchical import Hierarchical
+from client_sdk.mechanisms.hierarchical import Hierarchical, RangeMechanism
 
 __all__ = ["RANGES", "exact_gap", "measured_gap", "query_ranges", "simulated_gap"]
 
@@ -37,10 +37,18 @@ QUANTILES = (0.5, 0.9, 0.99)
 FloatArray = npt.NDArray[np.float64]
 
 
-def _hierarchical(mechanism: Mechanism) -> Hierarchical:
-    if not isinstance(mechanism, Hierarchical):
+def _hierarchical(mechanism: Mechanism) -> RangeMechanism:
+    if not isinstance(mechanism, RangeMechanism):
         raise ValueError(f"mechanism {mechanism.name!r} is not a range mechanism")
     return mechanism
+
+
+def _central_tree(m: RangeMechanism) -> Hierarchical:
+    """The curator's tree: the campaign's own B-ary tree, or a binary one for the Haar variant
+    (its estimates are wavelet coefficients, not node counts)."""
+    if isinstance(m, Hierarchical):
+        return m
+    return Hierarchical(m.epsilon, m.k, branching=2)
 
 
 def query_ranges(k: int) -> npt.NDArray[np.int64]:
@@ -50,7 +58,7 @@ def query_ranges(k: int) -> npt.NDArray[np.int64]:
     return np.asarray(ends, dtype=np.int64)
 
 
-def _weights(m: Hierarchical, ranges: npt.NDArray[np.int64]) -> FloatArray:
+def _weights(m: RangeMechanism, ranges: npt.NDArray[np.int64]) -> FloatArray:
     """Each range's weights over the nodes (rows of the consistency map summed)."""
     w, _ = m.consistency
     cumulative = np.concatenate([np.zeros((1, w.shape[1])), np.cumsum(w, axis=0)])
@@ -58,15 +66,17 @@ def _weights(m: Hierarchical, ranges: npt.NDArray[np.int64]) -> FloatArray:
 
 
 def _variances(
-    m: Hierarchical, ranges: npt.NDArray[np.int64], f: FloatArray, n: int, options: GapOptions
+    m: RangeMechanism, ranges: npt.NDArray[np.int64], f: FloatArray, n: int, options: GapOptions
 ) -> dict[str, FloatArray]:
     a = _weights(m, ranges)
+    central = _central_tree(m)
+    a_central = _weights(central, ranges)
     b = laplace_sensitivity(options.neighbouring) / m.privacy_epsilon
-    tree = m.height * b
+    tree = central.height * b
     return {
         "ldp": np.asarray(m.functional_variance(a, f, n)),
         "central_flat": (ranges[:, 1] - ranges[:, 0]) * 2 * b * b / n**2,
-        "central_hierarchical": 2 * tree * tree * np.sum(a * a, axis=1) / n**2,
+        "central_hierarchical": 2 * tree * tree * np.sum(a_central * a_central, axis=1) / n**2,
     }
 
 
@@ -85,7 +95,8 @@ def exact_gap(mechanism: Mechanism, n: int, options: GapOptions) -> dict[str, An
         variances = _variances(m, one, f, n, options)
         by_length.append({"length": length, **{k: float(v[0]) for k, v in variances.items()}})
     return {
-        "branching": m.b,
+        "variant": m.description,
+        "branching": getattr(m, "b", None),
         "height": m.height,
         "ranges": int(ranges.shape[0]),
         "average_variance": average,
@@ -97,15 +108,18 @@ def exact_gap(mechanism: Mechanism, n: int, options: GapOptions) -> dict[str, An
 
 
 def _central_leaves(
-    m: Hierarchical, counts: FloatArray, options: GapOptions, rng: np.random.Generator
+    m: RangeMechanism, counts: FloatArray, options: GapOptions, rng: np.random.Generator
 ) -> tuple[FloatArray, FloatArray]:
     """(flat, hierarchical) noisy leaf frequencies of the curator, ``repetitions`` rows each."""
     n = counts.sum()
     b = laplace_sensitivity(options.neighbouring) / m.privacy_epsilon
     flat = (counts + rng.laplace(0.0, b, (options.repetitions, m.k))) / n
-    w, c = m.consistency
-    nodes = m.design @ (counts / n)
-    noisy_nodes = nodes + rng.laplace(0.0, m.height * b / n, (options.repetitions, nodes.size))
+    central = _central_tree(m)
+    w, c = central.consistency
+    nodes = central.design @ (counts / n)
+    noisy_nodes = nodes + rng.laplace(
+        0.0, central.height * b / n, (options.repetitions, nodes.size)
+    )
     return flat, noisy_nodes @ w.T + c
 
 

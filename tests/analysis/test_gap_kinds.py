@@ -304,8 +304,9 @@ def test_distribution_gap() -> None:
         simulated_kind_gap(hierarchical, 100, parse_simulation("lognormal"), GapOptions())
 
 
-def test_range_gap_exact_and_measured() -> None:
-    m = mechanism_from_config({"mechanism": "hierarchical", "epsilon": 2.0, "k": 64})
+@pytest.mark.parametrize("variant", [{}, {"variant": "haar"}], ids=["b-ary", "haar"])
+def test_range_gap_exact_and_measured(variant: dict[str, str]) -> None:
+    m = mechanism_from_config({"mechanism": "hierarchical", "epsilon": 2.0, "k": 64, **variant})
     n = 20_000
     document = simulated_kind_gap(m, n, parse_simulation("zipf"), GapOptions(), seed=4)
     b = 2 / 2.0
