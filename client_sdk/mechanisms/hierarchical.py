@@ -171,6 +171,24 @@ class RangeMechanism(Mechanism):
             return np.full(n, level + 1, dtype=np.int64)
         return uniform_below(rng, self.height, n) + 1
 
+    def split_payload(
+        self, index: int, payload: Any, errors: list[WireFormatError]
+    ) -> tuple[int, Any] | None:
+        """``(level, report)`` of a ``[level, report]`` payload with a valid level, or ``None``
+        with the reason appended to ``errors`` (both variants' wire starts this way)."""
+        if not isinstance(payload, (list, tuple)) or len(payload) != 2:
+            errors.append(WireFormatError(index, "payload must be [level, report]"))
+            return None
+        level, report = payload
+        if not is_plain_int(level) or not 1 <= int(level) <= self.height:
+            errors.append(
+                WireFormatError(
+                    index, f"level must be an integer in [1, {self.height}]; got {level!r}"
+                )
+            )
+            return None
+        return int(level), report
+
     @cached_property
     def consistency(self) -> tuple[FloatArray, FloatArray]:
         """(W, c): the least-squares leaves with the known total, x = W y + c (W: k x estimates)."""
@@ -354,17 +372,10 @@ class Hierarchical(RangeMechanism):
         errors: list[WireFormatError] = []
         empty = np.zeros(self._bytes, dtype=np.uint8)
         for index, payload in enumerate(payloads):
-            if not isinstance(payload, (list, tuple)) or len(payload) != 2:
-                errors.append(WireFormatError(index, "payload must be [level, report]"))
+            parsed = self.split_payload(index, payload, errors)
+            if parsed is None:
                 continue
-            level, report = payload
-            if not is_plain_int(level) or not 1 <= int(level) <= self.height:
-                errors.append(
-                    WireFormatError(
-                        index, f"level must be an integer in [1, {self.height}]; got {level!r}"
-                    )
-                )
-                continue
+            level, report = parsed
             oracle = self.oracles[int(level) - 1]
             if oracle.name == "oue":
                 packed, bad = decode_bits([report], oracle.k)
@@ -603,17 +614,10 @@ class HaarWavelet(RangeMechanism):
         rows: list[tuple[int, int]] = []
         errors: list[WireFormatError] = []
         for index, payload in enumerate(payloads):
-            if not isinstance(payload, (list, tuple)) or len(payload) != 2:
-                errors.append(WireFormatError(index, "payload must be [level, report]"))
+            parsed = self.split_payload(index, payload, errors)
+            if parsed is None:
                 continue
-            level, value = payload
-            if not is_plain_int(level) or not 1 <= int(level) <= self.height:
-                errors.append(
-                    WireFormatError(
-                        index, f"level must be an integer in [1, {self.height}]; got {level!r}"
-                    )
-                )
-                continue
+            level, value = parsed
             if not is_plain_int(value) or not 0 <= int(value) < (1 << int(level)):
                 errors.append(
                     WireFormatError(
