@@ -414,9 +414,12 @@ def empirical_gap(
 
 GAP_KINDS: dict[str, str] = {
     "frequencies": "analysis.gap_frequencies",
+    "mean": "analysis.gap_mean",
+    "rappor": "analysis.gap_rappor",
     "sketch": "analysis.gap_heavy_hitters",
     "discovery": "analysis.gap_heavy_hitters",
     "multi": "analysis.gap_multi",
+    "fourier": "analysis.gap_fourier",
     "key-value": "analysis.gap_key_value",
     "distribution": "analysis.gap_distribution",
     "range": "analysis.gap_ranges",

@@ -16,8 +16,9 @@ the same reports behind a shuffler (``shuffle_epsilon``: Feldman, McMillan, Talw
 ``null`` with a reason when its condition fails, and the tighter ``shuffle_epsilon_numerical``)
 and ``shuffled_column``: local-only, shuffled and curator collection at the same central
 (epsilon, delta) (``--central-epsilon``, default the mechanism's epsilon; a stored shuffled
-campaign uses the batch sizes it received). Other estimate kinds (heavy hitters, marginals,
-key-value, distributions, ranges) print their own comparison (``analysis.gap.GAP_KINDS``).
+campaign uses the batch sizes it received). Other estimate kinds (means, RAPPOR candidates,
+heavy hitters, marginals of CALM and Fourier campaigns, key-value, distributions, ranges) print
+their own comparison (``analysis.gap.GAP_KINDS``).
 
 ``--simulate FAMILY[:PARAMETER]`` (``zipf``, default exponent 1.1; ``uniform``; ``lognormal`` for
 numbers) draws a population of n users, perturbs it with the mechanism (numpy's generator seeded
@@ -60,7 +61,8 @@ def register(subparsers: Any) -> None:
         help="the utility gap between this LDP mechanism and the central model",
         description=(
             "Compare the LDP estimate's error with a trusted curator's at the same epsilon "
-            "(frequencies, heavy hitters, marginals, key-value, distributions, ranges), and give "
+            "(frequencies, means, RAPPOR, heavy hitters, marginals, key-value, distributions, "
+            "ranges), and give "
             "the shuffle-model guarantee of the same reports. Take the mechanism and n from "
             "--mechanism/--n or from a stored campaign; --simulate measures both models on a "
             "simulated population."
