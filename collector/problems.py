@@ -38,6 +38,7 @@ _TITLES = {
     "internal-error": "Internal server error",
     "shuffled-campaign": "Campaign takes shuffled batches only",
     "not-shuffled": "Campaign is not shuffled",
+    "forwarder-down": "Shuffler forwarder down",
 }
 
 _SLUG_BY_STATUS = {

@@ -134,12 +134,25 @@ def healthz() -> dict[str, Any]:
 
 @bp.get("/readyz")
 def readyz() -> dict[str, Any]:
+    """Ready: the database answers, and the forwarder ``serve`` watches is running (503
+    ``forwarder-down`` while it is being restarted; uploads are still taken and wait)."""
     try:
         _storage().pending_counts()
+        state = _storage().forwarder_state()
     except Exception as error:
         raise Problem(
             503, "database-unavailable", f"the database is unavailable: {error}"
         ) from None
+    if state is not None and state.down_since is not None:
+        raise Problem(
+            503,
+            "forwarder-down",
+            f"the forwarder {state.last_exit} {max(0.0, time.time() - state.down_since):.0f} s "
+            f"ago and is being restarted (restarts so far: {state.restarts}); uploads are kept "
+            "and forwarded once it is back",
+            headers={"Retry-After": "5"},
+            restarts=state.restarts,
+        )
     return {"status": "ready"}
 
 
@@ -147,9 +160,10 @@ def readyz() -> dict[str, Any]:
 def metrics() -> Response:
     """Requests by route and status with their latency over every worker
     (``collector.metrics``), reports waiting per campaign (below ``min_batch`` they are never
-    forwarded), reports in batches formed but not yet acknowledged, and the database's size
-    (Prometheus text)."""
-    from prometheus_client.core import GaugeMetricFamily
+    forwarded) and how long the oldest of them has waited, reports in batches formed but not yet
+    acknowledged, the forwarder's restarts and whether it runs (under ``serve``), and the
+    database's size (Prometheus text)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     storage = _storage()
 
@@ -161,12 +175,37 @@ def metrics() -> Response:
         )
         for campaign, count in sorted(storage.pending_counts().items()):
             pending.add_metric([campaign], count)
+        oldest = GaugeMetricFamily(
+            "ldp_shuffler_oldest_pending_seconds",
+            "Seconds since the oldest waiting report of the campaign arrived.",
+            labels=["campaign"],
+        )
+        now = time.time()
+        for campaign, since in sorted(storage.waiting_since().items()):
+            oldest.add_metric([campaign], max(0.0, now - since))
         in_flight = GaugeMetricFamily(
             "ldp_shuffler_in_flight_reports",
             "Reports in batches not yet acknowledged.",
             value=storage.in_flight(),
         )
-        return [pending, in_flight]
+        families: list[Any] = [pending, oldest, in_flight]
+        state = storage.forwarder_state()
+        if state is not None:
+            families.append(
+                CounterMetricFamily(
+                    "ldp_shuffler_forwarder_restarts",
+                    "Restarts of the forwarder since serve started.",
+                    value=state.restarts,
+                )
+            )
+            families.append(
+                GaugeMetricFamily(
+                    "ldp_shuffler_forwarder_up",
+                    "1 while the forwarder runs, 0 while it is being restarted.",
+                    value=int(state.down_since is None),
+                )
+            )
+        return families
 
     text = _metrics.exposition(
         _metrics.Families(work),

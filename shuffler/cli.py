@@ -5,7 +5,9 @@
     ldp-shuffler forward --db shuffler.db --collector URL   # the forwarder alone
 
 ``serve`` runs the app under gunicorn (the collector's gthread worker and address-free logger,
-``collector.server``) and the forwarder beside it in a child process of the same process group.
+``collector.server``) and the forwarder beside it in a child process of the same process group,
+restarted with a growing delay whenever it exits (``shuffler.supervisor``; ``/readyz`` says
+``forwarder-down`` meanwhile).
 The collector token is ``LDP_SHUFFLER_TOKEN`` (the same variable on the collector). It prints
 ``ldp-shuffler: serving http://HOST:PORT`` once it listens. No access log: the shuffler keeps
 nothing about who sent what.
@@ -14,10 +16,11 @@ nothing about who sent what.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
-import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,7 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
             default=2,
             help="batches in flight to the collector (2)",
         )
+        if name == "forward":
+            sub.add_argument(
+                "--exit-with-parent",
+                action="store_true",
+                help="stop when the process that started this one is gone (serve's child)",
+            )
         if name == "serve":
+            sub.add_argument(
+                "--restart-delay",
+                type=_seconds,
+                default=1.0,
+                metavar="SECONDS",
+                help="wait before restarting an exited forwarder; doubles after each exit, up to "
+                "30 s (1)",
+            )
             sub.add_argument("--host", default="127.0.0.1")
             sub.add_argument("--port", type=int, default=8100)
             sub.add_argument("--workers", type=int, default=2)
@@ -114,6 +131,9 @@ def _forward(args: argparse.Namespace) -> int:
         interval=args.interval,
         concurrency=args.concurrency,
     )
+    if args.exit_with_parent:
+        parent = os.getppid()
+        threading.Thread(target=_stop_when_orphaned, args=(forwarder, parent), daemon=True).start()
     try:
         forwarder.run()
     finally:
@@ -121,17 +141,28 @@ def _forward(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_when_orphaned(forwarder: Any, parent: int) -> None:
+    """Stop ``forwarder`` once ``serve`` (its parent) is gone, so a new ``serve`` never runs
+    beside an orphaned forwarder."""
+    while not forwarder.stopped.wait(1.0):
+        if os.getppid() != parent:
+            forwarder.stop()
+
+
 def _serve(args: argparse.Namespace) -> int:
     _token()
     from shuffler.app import create_app
+    from shuffler.supervisor import ForwarderSupervisor
 
     app = create_app({"DB": args.db, "COLLECTOR": args.collector, "MAX_BATCH": args.max_batch})
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
     command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
+    command += ["--exit-with-parent"]
     if args.max_wait is not None:
         command += ["--max-wait", str(args.max_wait)]
-    forwarder = subprocess.Popen(command)  # same process group: a SIGKILL takes both
+    supervisor = ForwarderSupervisor(command, args.db, first_delay=args.restart_delay)
+    supervisor.start()
     host = f"[{args.host}]" if ":" in args.host else args.host
     options: dict[str, Any] = {
         "bind": f"{host}:{args.port}",
@@ -144,15 +175,19 @@ def _serve(args: argparse.Namespace) -> int:
         "errorlog": "-",
         "loglevel": args.log_level,
         "proc_name": "ldp-shuffler",
-        "when_ready": _announce,
+        "when_ready": functools.partial(_when_ready, supervisor=supervisor),
         "control_socket_disable": True,
     }
     try:
         GunicornApp(app, options).run()  # with metrics exact across workers
     finally:
-        forwarder.terminate()
-        forwarder.wait(10)
+        supervisor.stop()  # in the master only (workers unwind through here too)
     return 0
+
+
+def _when_ready(server: Any, *, supervisor: Any) -> None:
+    supervisor.stop_on_signals()
+    _announce(server)
 
 
 def _announce(server: Any) -> None:

@@ -30,6 +30,7 @@ class ShufflerProcess(ServerProcess):
         interval: float = 0.2,
         max_wait: float | None = None,
         max_batch: int | None = None,
+        restart_delay: float | None = None,
         log_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.db = os.fspath(db)
@@ -39,6 +40,7 @@ class ShufflerProcess(ServerProcess):
         self.interval = interval
         self.max_wait = max_wait
         self.max_batch = max_batch
+        self.restart_delay = restart_delay
         super().__init__(
             log_dir=log_dir if log_dir is not None else Path(self.db).parent,
             port=port,
@@ -49,6 +51,8 @@ class ShufflerProcess(ServerProcess):
         extra = [] if self.max_wait is None else ["--max-wait", str(self.max_wait)]
         if self.max_batch is not None:
             extra += ["--max-batch", str(self.max_batch)]
+        if self.restart_delay is not None:
+            extra += ["--restart-delay", str(self.restart_delay)]
         return [
             *entry_point("ldp-shuffler", "shuffler.cli"),
             "serve",

@@ -35,7 +35,7 @@ import numpy as np
 from client_sdk.randomness import SystemRandomSource, uniform_below
 from client_sdk.sqlite import connect, immediate
 
-__all__ = ["Batch", "ShufflerStorage", "batch_sizes", "csprng_permutation"]
+__all__ = ["Batch", "ForwarderState", "ShufflerStorage", "batch_sizes", "csprng_permutation"]
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -45,6 +45,9 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pools (campaign TEXT PRIMARY KEY, since REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, campaign TEXT NOT NULL, "
     "config_id TEXT NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID",
+    # One row, kept by ``serve``'s watch over its forwarder (shuffler.supervisor).
+    "CREATE TABLE IF NOT EXISTS forwarder (one INTEGER PRIMARY KEY CHECK (one = 1), "
+    "restarts INTEGER NOT NULL, down_since REAL, last_exit TEXT)",
 )
 
 
@@ -88,6 +91,15 @@ def batch_sizes(waiting: int, min_batch: int, max_batch: int) -> list[int]:
     if -(-waiting // count) > max_batch:  # max_batch < 2 min_batch: full batches only
         return [max_batch] * (waiting // max_batch)
     return [waiting // count + (i < waiting % count) for i in range(count)]
+
+
+class ForwarderState(NamedTuple):
+    """What ``serve``'s watch last recorded: restarts since ``serve`` started, and while the
+    forwarder is down, since when (UNIX time) and how it ended."""
+
+    restarts: int
+    down_since: float | None
+    last_exit: str | None
 
 
 class ShufflerStorage:
@@ -230,6 +242,30 @@ class ShufflerStorage:
             )
             self._close_empty_pool(conn, campaign)
             return int(cursor.rowcount)
+
+    def forwarder_started(self, *, restarts: int) -> None:
+        """Record a forwarder just (re)started, after ``restarts`` restarts."""
+        with immediate(self.conn) as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO forwarder (one, restarts, down_since, last_exit) "
+                "VALUES (1, ?, NULL, NULL)",
+                [restarts],
+            )
+
+    def forwarder_down(self, how: str) -> None:
+        """Record the forwarder gone (``how``: its exit, in words) from now on."""
+        with immediate(self.conn) as conn:
+            conn.execute(
+                "UPDATE forwarder SET down_since = coalesce(down_since, ?), last_exit = ?",
+                [time.time(), how],
+            )
+
+    def forwarder_state(self) -> ForwarderState | None:
+        """The watch's record; ``None`` when no ``serve`` watches a forwarder here."""
+        row = self.conn.execute(
+            "SELECT restarts, down_since, last_exit FROM forwarder WHERE one = 1"
+        ).fetchone()
+        return None if row is None else ForwarderState(int(row[0]), row[1], row[2])
 
     @staticmethod
     def _close_empty_pool(conn: sqlite3.Connection, campaign: str) -> None:

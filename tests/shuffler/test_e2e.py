@@ -40,15 +40,20 @@ CAMPAIGN = {
 
 
 class Deployment:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, restart_delay: float | None = None) -> None:
         self.root = root
+        self.restart_delay = restart_delay
         self.collector = CollectorProcess(root / "collector.db", workers=1, log_dir=root)
         self.shuffler: ShufflerProcess | None = None
 
     def start(self) -> None:
         self.collector.start()
         self.shuffler = ShufflerProcess(
-            self.root / "shuffler.db", self.collector.url, workers=1, log_dir=self.root
+            self.root / "shuffler.db",
+            self.collector.url,
+            workers=1,
+            log_dir=self.root,
+            restart_delay=self.restart_delay,
         )
         self.collector.env["LDP_SHUFFLER_TOKEN"] = self.shuffler.token
         self.collector.restart()

@@ -67,7 +67,8 @@ def test_nothing_is_batched_below_min_batch_and_retries_keep_their_fresh_id(
     # Nothing about senders or arrival: no address, agent, time per report, rowid order.
     assert columns["waiting"] == ["campaign", "config_id", "fresh_id", "key_id", "sealed"]
     assert columns["pools"] == ["campaign", "since"]
-    assert set(columns) == {"meta", "waiting", "pools", "batches"}
+    assert columns["forwarder"] == ["one", "restarts", "down_since", "last_exit"]
+    assert set(columns) == {"meta", "waiting", "pools", "batches", "forwarder"}
 
 
 def test_the_forwarded_order_is_independent_of_the_arrival_order(tmp_path: Path) -> None:
