@@ -34,6 +34,7 @@ __all__ = [
     "plot_histogram",
     "plot_items",
     "plot_key_values",
+    "plot_means",
     "plot_privacy",
     "plot_recall",
 ]
@@ -186,6 +187,8 @@ def plot_error_comparison(
     expected: Mapping[str, float],
     *,
     observed: Mapping[str, float] | None = None,
+    ylabel: str = "standard error of one frequency",
+    observed_label: str = "observed RMSE",
 ) -> Axes:
     """Per-item standard errors of the models side by side (log scale).
 
@@ -210,7 +213,7 @@ def plot_error_comparison(
             marker="D",
             color="black",
             zorder=3,
-            label="observed RMSE",
+            label=observed_label,
         )
         ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     for position, name in zip(positions, names, strict=True):
@@ -228,7 +231,7 @@ def plot_error_comparison(
     ax.margins(y=0.15)
     ax.set_yscale("log")
     ax.set_xticks(positions, [plain_name(name) for name in names], fontsize=8)
-    ax.set_ylabel("standard error of one frequency")
+    ax.set_ylabel(ylabel)
     ax.set_title("Local versus central error at this n and epsilon")
     return ax
 
@@ -367,20 +370,28 @@ def plot_heatmap(
     *,
     row_name: str,
     column_name: str,
+    intervals: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
 ) -> Axes:
-    """A 2-way marginal as a heatmap, each cell annotated with its frequency while they fit."""
+    """A 2-way marginal as a heatmap, each cell annotated with its frequency while they fit
+    (and with its interval ``intervals = (low, high)`` below it while at most 36 cells)."""
     cells = np.asarray(table, dtype=float)
     image = ax.imshow(cells, cmap="Blues", aspect="auto", vmin=0.0)
     ax.figure.colorbar(image, ax=ax, label="frequency", shrink=0.85)
     rows, columns = cells.shape
+    low = high = None
+    if intervals is not None and rows * columns <= 36:
+        low, high = (np.asarray(v, dtype=float).reshape(cells.shape) for v in intervals)
     if rows * columns <= 144:
         threshold = 0.6 * (np.nanmax(cells) if cells.size else 0.0)
         for i in range(rows):
             for j in range(columns):
+                text = f"{cells[i, j]:.3f}"
+                if low is not None and high is not None and np.isfinite(low[i, j]):
+                    text += f"\n[{low[i, j]:.3f}, {high[i, j]:.3f}]"
                 ax.text(
                     j,
                     i,
-                    f"{cells[i, j]:.3f}",
+                    text,
                     ha="center",
                     va="center",
                     fontsize=7,
@@ -604,4 +615,45 @@ def plot_recall(ax: Axes, rows: Mapping[str, Mapping[str, float | None]], *, tit
     ax.set_ylabel("share")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="upper right", ncols=2, framealpha=0.9)
+    return ax
+
+
+def plot_means(
+    ax: Axes,
+    labels: Sequence[str],
+    means: npt.ArrayLike,
+    low: npt.ArrayLike,
+    high: npt.ArrayLike,
+    *,
+    bounds: tuple[float, float] | None = None,
+    truth: npt.ArrayLike | None = None,
+    confidence: float = 0.95,
+) -> Axes:
+    """Estimated means (one row per coordinate) with their intervals, on the input range."""
+    m = np.asarray(means, dtype=float)
+    positions = np.arange(m.size)[::-1]
+    errors = np.vstack(
+        [np.maximum(m - np.asarray(low, dtype=float), 0.0), np.maximum(np.asarray(high) - m, 0.0)]
+    )
+    ax.errorbar(
+        m,
+        positions,
+        xerr=errors,
+        fmt="o",
+        color=COLOURS["raw"],
+        capsize=4,
+        label=f"estimated mean, {round(100 * confidence, 4):g}% interval",
+    )
+    if truth is not None:
+        _truth_marker(ax, positions, truth, horizontal=True)
+    if bounds is not None:
+        for bound in bounds:
+            ax.axvline(bound, color="#999999", linewidth=0.8, linestyle="--")
+        span = bounds[1] - bounds[0]
+        ax.set_xlim(bounds[0] - 0.05 * span, bounds[1] + 0.05 * span)
+    ax.set_yticks(positions, [_short(str(label), 28) for label in labels], fontsize=8)
+    ax.set_ylim(-0.8, m.size - 0.2)
+    ax.set_xlabel("value (dashed: the input range)" if bounds is not None else "value")
+    ax.set_title("Estimated mean")
+    ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     return ax

@@ -14,7 +14,14 @@ and of its central gap (``analysis.gap.kind_gap``, and with the truth
 - ``range``: the leaf frequencies with their band, a table of ranges and quantiles; the exact
   range variances of both models;
 - ``key-value``: per key the frequency and the mean with their intervals; the central per-key
-  count and mean.
+  count and mean;
+- ``fourier``: bars of every 1-way marginal and a heatmap of 2-way tables, with their bootstrap
+  intervals; the per-cell variance of each marginal size against the curator's tables;
+- ``mean``: the mean of each coordinate with its interval on the input range; the variance of
+  the mean against the curator's noisy sum;
+- ``rappor``: the candidates with their intervals, the LASSO's selection and significance, the
+  Bloom-bit mass the candidates explain; a candidate's variance against the curator's
+  histogram.
 
 Each view has ``build(context) -> (data, figures)`` and ``render(data, figures) -> html``.
 """
@@ -25,6 +32,7 @@ import dataclasses
 import datetime
 import functools
 import html
+import itertools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -359,7 +367,7 @@ def _z(estimate: Any) -> float:
     return float(z_value(estimate.confidence))
 
 
-def _heatmap(figure: Any, *, table: Mapping[str, Any]) -> None:
+def _heatmap(figure: Any, *, table: Mapping[str, Any], intervals: bool = False) -> None:
     plots.plot_heatmap(
         figure.add_subplot(),
         table["frequencies"],
@@ -367,6 +375,7 @@ def _heatmap(figure: Any, *, table: Mapping[str, Any]) -> None:
         table["labels"][1],
         row_name=table["attributes"][0],
         column_name=table["attributes"][1],
+        intervals=(table["ci_low"], table["ci_high"]) if intervals else None,
     )
 
 
@@ -905,6 +914,585 @@ def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> lis
     return parts
 
 
+# ---- Fourier marginals -------------------------------------------------------------------------
+
+FOURIER_HEATMAPS = 8
+"""2-way heatmaps drawn at most (every pair is in the table)."""
+
+
+def _fourier_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    m, estimate = context.mechanism, context.estimate
+    records = None if context.truth is None else m.check_tuples(context.truth)
+
+    def entry(names: tuple[str, ...]) -> dict[str, Any]:
+        marginal = estimate.marginal(*names)
+        indices = [m.names.index(name) for name in names]
+        out: dict[str, Any] = {
+            "attributes": list(names),
+            "labels": [_attribute_labels(m, a) for a in indices],
+            "frequencies": np.asarray(marginal.frequencies).tolist(),
+            "std_errors": np.asarray(marginal.std_errors).tolist(),
+            "ci_low": np.asarray(marginal.ci_low).tolist(),
+            "ci_high": np.asarray(marginal.ci_high).tolist(),
+        }
+        if records is not None:
+            cells = np.bincount(
+                records[:, indices] @ (1 << np.arange(len(names) - 1, -1, -1)),
+                minlength=1 << len(names),
+            )
+            out["truth"] = (cells.reshape((2,) * len(names)) / records.shape[0]).tolist()
+        return out
+
+    one_way = [entry((name,)) for name in m.names]
+    pairs = [entry(pair) for pair in itertools.combinations(m.names, 2)] if m.order >= 2 else []
+    figures: Figures = {}
+    labels = [f"{e['attributes'][0]} = {e['labels'][0][1]}" for e in one_way]
+    share = [e["frequencies"][1] for e in one_way]
+    low = [e["ci_low"][1] for e in one_way]
+    high = [e["ci_high"][1] for e in one_way]
+    truth = [e["truth"][1] for e in one_way] if records is not None else None
+
+    def bars(figure: Any) -> None:
+        ax = figure.add_subplot()
+        plots.plot_frequencies(
+            ax,
+            labels,
+            [("consistent", share, low, high)],
+            truth=truth,
+            confidence=estimate.confidence,
+        )
+        ax.set_title(
+            f"One-way marginals, {round(100 * estimate.confidence, 4):g}% bootstrap intervals"
+        )
+
+    figures["one-way"] = _png(min(max(7.0, 2.0 + 0.45 * len(labels)), 11.0), 4.0, bars)
+    for index, table in enumerate(pairs[:FOURIER_HEATMAPS]):
+        figures[f"heatmap-{index}"] = _png(
+            5.2, 3.2, functools.partial(_heatmap, table=table, intervals=True)
+        )
+    exact, measured = _gap(context)
+    data = {
+        "d": m.d,
+        "order": m.order,
+        "coefficients": m.coefficients,
+        "one_way": one_way,
+        "tables": pairs,
+        "intervals": estimate.to_dict()["intervals"] if pairs or one_way else None,
+        "gap": exact,
+        "measured_gap": measured,
+    }
+    return data, figures
+
+
+def _cell(table: Mapping[str, Any], i: int, j: int | None = None) -> str:
+    def pick(key: str) -> Any:
+        value = table[key][i]
+        return value if j is None else value[j]
+
+    text = f"{pick('frequencies'):.4f}<br>{_interval(pick('ci_low'), pick('ci_high'))}"
+    if table.get("truth"):
+        text += f" <span class='no'>({pick('truth'):.4f})</span>"
+    return text
+
+
+def _fourier_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = report_common
+    percent = f"{round(100 * d['confidence'], 4):g}%"
+    has_truth = any(e.get("truth") for e in d["one_way"])
+    parts = [
+        "<h2>1. Marginals</h2>",
+        r.image_tag(figures, "one-way", "one-way marginals with their intervals"),
+        r.html_table(
+            ["attribute", "first value", "frequency", "second value", "frequency", "std error"],
+            [
+                [
+                    html.escape(e["attributes"][0]),
+                    html.escape(str(e["labels"][0][0])),
+                    _cell(e, 0),
+                    html.escape(str(e["labels"][0][1])),
+                    _cell(e, 1),
+                    _fixed(e["std_errors"][1]),
+                ]
+                for e in d["one_way"]
+            ],
+        ),
+    ]
+    for index, table in enumerate(d["tables"][:FOURIER_HEATMAPS]):
+        a, b = table["attributes"]
+        parts.append(r.image_tag(figures, f"heatmap-{index}", f"heatmap of {a} by {b}"))
+    if d["tables"]:
+        header = ["attributes"] + [f"cell {i}{j}" for i in (0, 1) for j in (0, 1)]
+        parts.append(
+            r.html_table(
+                header,
+                [
+                    [html.escape(", ".join(t["attributes"]))]
+                    + [_cell(t, i, j) for i in (0, 1) for j in (0, 1)]
+                    for t in d["tables"]
+                ],
+            )
+        )
+    parts.append(
+        _note(
+            f"Fourier marginals (Cormode, Kulkarni, Srivastava, SIGMOD 2018) of order {d['order']} "
+            f"over {d['d']} binary attributes: each device reports one of {d['coefficients']} "
+            "coefficients. Cells are made consistent (non-negative, summing to one, agreeing "
+            f"across tables), each with its {percent} interval ({html.escape(str(d['intervals']))})"
+            "; the standard errors are the exact ones of the unbiased cells. Cell ij: the first "
+            "attribute's value i and the second's value j (0: its first label)"
+            + ("; the truth in brackets." if has_truth else ".")
+            + (
+                f" Heatmaps of the first {FOURIER_HEATMAPS} pairs; the table has all."
+                if len(d["tables"]) > FOURIER_HEATMAPS
+                else ""
+            )
+        )
+    )
+    gap = d["gap"]
+    parts += [
+        "<h2>2. The central gap</h2>",
+        r.html_table(
+            [
+                "marginal size",
+                "marginals",
+                "LDP cell variance",
+                "central Laplace",
+                "curator's way",
+                "central Gaussian",
+                "ratio",
+            ],
+            [
+                [
+                    r.fmt_number(s["size"]),
+                    r.fmt_number(s["marginals"]),
+                    r.fmt_number(s["ldp_cell_variance"]),
+                    r.fmt_number(s["central_laplace_cell_variance"]),
+                    html.escape(s["central_laplace_way"]),
+                    r.fmt_number(s["central_gaussian_cell_variance"]),
+                    r.fmt_number(s["variance_ratio"]),
+                ]
+                for s in gap["sizes"]
+            ],
+        ),
+        _note(
+            f"Exact: {html.escape(gap['exact'])}. <i>tables</i>: the curator releases every "
+            f"table of {gap['order']} attributes with noise calibrated to all "
+            f"{gap['central_tables']} of them; <i>full</i>: the table of all attributes."
+        ),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        parts += [
+            r.html_table(
+                [
+                    "marginal size (measured)",
+                    "LDP raw MSE",
+                    "expected",
+                    "LDP consistent MSE",
+                    "central Laplace MSE",
+                    "expected",
+                    "central Gaussian MSE",
+                    "expected",
+                ],
+                [
+                    [
+                        r.fmt_number(s["size"]),
+                        r.fmt_number(s["ldp_raw_mse"]),
+                        r.fmt_number(s["ldp_expected"]),
+                        r.fmt_number(s["ldp_consistent_mse"]),
+                        r.fmt_number(s["central_laplace_mse"]),
+                        r.fmt_number(s["central_laplace_expected"]),
+                        r.fmt_number(s["central_gaussian_mse"]),
+                        r.fmt_number(s["central_gaussian_expected"]),
+                    ]
+                    for s in measured["sizes"]
+                ],
+            ),
+            _note(html.escape(measured["note"])),
+        ]
+    else:
+        parts.append(
+            _note("Both models measured: <code>ldp-analyze gap --simulate</code> or the truth.")
+        )
+    return parts
+
+
+# ---- means ------------------------------------------------------------------------------------
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(np.atleast_1d(np.asarray(value, dtype=float)).tolist())
+
+
+def _mean_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    m, estimate = context.mechanism, context.estimate
+    means, ses = _listed(estimate.mean), _listed(estimate.std_errors)
+    lows, highs = _listed(estimate.ci_low), _listed(estimate.ci_high)
+    worst = _listed(estimate.worst_case_std_errors)
+    counts = [int(c) for c in np.atleast_1d(estimate.count)]
+    labels = ["mean"] if len(means) == 1 else [f"coordinate {i}" for i in range(len(means))]
+    coordinates = [
+        {
+            "coordinate": i,
+            "label": labels[i],
+            "mean": means[i],
+            "std_error": ses[i],
+            "ci_low": lows[i],
+            "ci_high": highs[i],
+            "worst_case_std_error": worst[i],
+            "count": counts[i],
+        }
+        for i in range(len(means))
+    ]
+    exact, measured = _gap(context)
+    truth = None
+    if measured is not None:
+        truth = _listed(measured["true_mean"])
+        for row, value in zip(coordinates, truth, strict=True):
+            row["truth"] = value
+    lower, upper = getattr(m, "lower", None), getattr(m, "upper", None)
+    if lower is None and getattr(m, "clip_norm", None) is not None:
+        lower, upper = -float(m.clip_norm), float(m.clip_norm)
+    bounds = None if lower is None or upper is None else (float(lower), float(upper))
+    figures: Figures = {
+        "mean": _png(
+            7.5,
+            1.9 + 0.35 * len(means),
+            lambda f: plots.plot_means(
+                f.add_subplot(),
+                labels,
+                means,
+                lows,
+                highs,
+                bounds=bounds,
+                truth=truth,
+                confidence=estimate.confidence,
+            ),
+        ),
+        "gap": _png(
+            7.0,
+            4.0,
+            lambda f: plots.plot_error_comparison(
+                f.add_subplot(),
+                {
+                    "ldp": float(np.max(ses)),
+                    "central_laplace": exact["central_laplace_std_error"],
+                    "central_gaussian": exact["central_gaussian_std_error"],
+                },
+                ylabel="standard error of the mean",
+            ),
+        ),
+    }
+    data = {
+        "coordinates": coordinates,
+        "dim": len(means),
+        "bounds": list(bounds) if bounds else None,
+        "variance_method": estimate.variance_method,
+        "mean": estimate.mean,
+        "std_error": estimate.std_errors,
+        "ci_low": estimate.ci_low,
+        "ci_high": estimate.ci_high,
+        "gap": exact,
+        "measured_gap": measured,
+    }
+    return data, figures
+
+
+def _mean_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = report_common
+    percent = f"{round(100 * d['confidence'], 4):g}%"
+    has_truth = any("truth" in row for row in d["coordinates"])
+    header = [
+        "",
+        "mean",
+        f"{percent} interval",
+        "std error",
+        "worst-case std error",
+        "reports carrying it",
+    ] + (["truth"] if has_truth else [])
+    rows = [
+        [
+            html.escape(row["label"]),
+            r.fmt_number(row["mean"]),
+            f"[{r.fmt_number(row['ci_low'])}, {r.fmt_number(row['ci_high'])}]",
+            r.fmt_number(row["std_error"]),
+            r.fmt_number(row["worst_case_std_error"]),
+            r.fmt_number(row["count"]),
+            *([r.fmt_number(row.get("truth"))] if has_truth else []),
+        ]
+        for row in d["coordinates"]
+    ]
+    bounds = d.get("bounds")
+    gap = d["gap"]
+    method = (
+        "the sample variance of the reports' unbiased estimates (no knowledge of the values "
+        "needed; conservative for a fixed population)"
+        if d["variance_method"] == "empirical"
+        else "the worst case of the mechanism's exact variance (one report leaves no sample "
+        "variance)"
+    )
+    parts = [
+        "<h2>1. The mean</h2>",
+        r.image_tag(figures, "mean", "the estimated mean with its interval"),
+        r.html_table(header, rows),
+        _note(
+            "The unbiased mean of the values clipped to the mechanism's input set"
+            + (f" [{r.fmt_number(bounds[0])}, {r.fmt_number(bounds[1])}]" if bounds else "")
+            + f" over n = {r.fmt_number(d['n'])} reports; standard errors from {method}; normal "
+            f"{percent} intervals."
+        ),
+        "<h2>2. The central gap</h2>",
+        r.image_tag(figures, "gap", "local versus central standard errors of the mean"),
+        r.html_table(
+            ["model (per coordinate)", "variance of the mean", "standard error"],
+            [
+                [
+                    "LDP, worst-case value",
+                    r.fmt_number(gap["ldp_variance_worst_case"]),
+                    r.fmt_number(gap["ldp_std_error_worst_case"]),
+                ],
+                [
+                    "LDP, value at the centre",
+                    r.fmt_number(gap["ldp_variance_at_center"]),
+                    r.fmt_number(math.sqrt(gap["ldp_variance_at_center"])),
+                ],
+                [
+                    "LDP, this campaign (estimated)",
+                    r.fmt_number(max(c["std_error"] for c in d["coordinates"]) ** 2),
+                    r.fmt_number(max(c["std_error"] for c in d["coordinates"])),
+                ],
+                [
+                    f"central Laplace (L1 sensitivity {r.fmt_number(gap['l1_sensitivity'])})",
+                    r.fmt_number(gap["central_laplace_variance"]),
+                    r.fmt_number(gap["central_laplace_std_error"]),
+                ],
+                [
+                    f"central analytic Gaussian (L2 sensitivity "
+                    f"{r.fmt_number(gap['l2_sensitivity'])})",
+                    r.fmt_number(gap["central_gaussian_variance"]),
+                    r.fmt_number(gap["central_gaussian_std_error"]),
+                ],
+            ],
+        ),
+        _note(
+            f"Exact: {html.escape(gap['exact'])}. At epsilon = {d['epsilon']:g} the local mean "
+            f"has up to {r.fmt_number(gap['variance_ratio'])} times the variance of a trusted "
+            "curator adding Laplace noise to the true sum."
+        ),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        parts.append(
+            r.html_table(
+                ["measured against the truth", "squared error", "expected"],
+                [
+                    [
+                        "LDP (these reports)",
+                        r.fmt_number(measured["ldp_squared_error"]),
+                        r.fmt_number(measured["ldp_expected"]),
+                    ],
+                    [
+                        "central Laplace (mean over runs)",
+                        r.fmt_number(measured["central_laplace_mse"]),
+                        r.fmt_number(measured["central_laplace_expected"]),
+                    ],
+                    [
+                        "central Gaussian (mean over runs)",
+                        r.fmt_number(measured["central_gaussian_mse"]),
+                        r.fmt_number(measured["central_gaussian_expected"]),
+                    ],
+                ],
+            )
+        )
+    return parts
+
+
+# ---- RAPPOR ------------------------------------------------------------------------------------
+
+
+def _rappor_build(context: Context) -> tuple[dict[str, Any], Figures]:
+    estimate = context.estimate
+    document = estimate.to_dict()
+    ranked = sorted(document["items"], key=lambda item: -item["frequency"])
+    items = ranked[: context.top]
+    truth_counts: Mapping[str, int] | None = context.truth
+    if truth_counts is not None:
+        for item in items:
+            item["true_frequency"] = truth_counts.get(item["value"], 0) / estimate.n
+    figures: Figures = {}
+    if items:
+        figures["items"] = _png(
+            8.0,
+            min(1.6 + 0.28 * len(items), 9.0),
+            lambda f: plots.plot_items(
+                f.add_subplot(),
+                [i["value"] for i in items],
+                [i["frequency"] for i in items],
+                [math.nan if i["ci_low"] is None else i["ci_low"] for i in items],
+                [math.nan if i["ci_high"] is None else i["ci_high"] for i in items],
+                significant=[i["significant"] for i in items],
+                truth=None if truth_counts is None else [i["true_frequency"] for i in items],
+                confidence=estimate.confidence,
+                title="Candidates",
+            ),
+        )
+    exact, measured = _gap(context)
+    figures["gap"] = _png(
+        7.0,
+        4.0,
+        lambda f: plots.plot_error_comparison(
+            f.add_subplot(),
+            {
+                "ldp": exact["ldp_std_error_lone_candidate"],
+                "central_laplace": exact["central_laplace_std_error"],
+                "central_gaussian": exact["central_gaussian_std_error"],
+            },
+            observed=None
+            if measured is None
+            else {
+                "ldp": math.sqrt(measured["ldp_mse"]),
+                "central_laplace": math.sqrt(measured["central_laplace_mse"]),
+                "central_gaussian": math.sqrt(measured["central_gaussian_mse"]),
+            },
+        ),
+    )
+    data = {
+        "items": items,
+        "candidates": len(document["items"]),
+        "selected": int(sum(item["selected"] for item in document["items"])),
+        **{
+            key: document[key]
+            for key in (
+                "decoder",
+                "alpha",
+                "critical_z",
+                "lasso_penalty",
+                "detected",
+                "explained_fraction",
+                "reported_fraction",
+                "note",
+            )
+        },
+        "gap": exact,
+        "measured_gap": measured,
+    }
+    return data, figures
+
+
+def _rappor_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
+    r = report_common
+    percent = f"{round(100 * d['confidence'], 4):g}%"
+    has_truth = any("true_frequency" in item for item in d["items"])
+    header = [
+        "candidate",
+        "frequency",
+        f"{percent} interval",
+        "std error",
+        "selected",
+        "significant",
+    ] + (["truth"] if has_truth else [])
+    rows = [
+        [
+            html.escape(str(item["value"])),
+            _fixed(item["frequency"]),
+            _interval(item["ci_low"], item["ci_high"]),
+            _fixed(item["std_error"]),
+            _mark(item["selected"]),
+            _mark(item["significant"]),
+            *([_fixed(item["true_frequency"])] if has_truth else []),
+        ]
+        for item in d["items"]
+    ]
+    parts = ["<h2>1. Candidate strings</h2>"]
+    if "items" in figures:
+        parts.append(r.image_tag(figures, "items", "candidate frequencies with their intervals"))
+    parts += [
+        r.html_table(header, rows),
+        _note(
+            f"{html.escape(d['decoder'])} (Erlingsson, Pihur, Korolova, CCS 2014). The LASSO "
+            f"selected {d['selected']} of {d['candidates']} candidates; a candidate is "
+            f"<span class='yes'>significant</span> when its z exceeds {d['critical_z']:.3f} "
+            f"(Bonferroni over the {d['candidates']} candidates at alpha = {d['alpha']}): "
+            f"{d['detected']} are. Shown: the {len(d['items'])} largest estimates."
+        ),
+        r.html_table(
+            ["share of the estimated Bloom-bit mass", "point estimate"],
+            [
+                ["explained by the selected candidates", _percent(d["explained_fraction"])],
+                ["explained by the significant candidates", _percent(d["reported_fraction"])],
+                [
+                    "unexplained (strings outside the list, noise)",
+                    _percent(
+                        None if d["explained_fraction"] is None else 1.0 - d["explained_fraction"]
+                    ),
+                ],
+            ],
+        ),
+        _note(html.escape(d["note"])),
+    ]
+    gap = d["gap"]
+    parts += [
+        "<h2>2. The central gap</h2>",
+        r.image_tag(figures, "gap", "local versus central standard errors of a candidate"),
+        r.html_table(
+            ["model", "variance of one candidate's frequency", "standard error"],
+            [
+                [
+                    "LDP, a lone candidate nobody holds",
+                    r.fmt_number(gap["ldp_variance_lone_candidate"]),
+                    r.fmt_number(gap["ldp_std_error_lone_candidate"]),
+                ],
+                [
+                    "central Laplace (candidate histogram)",
+                    r.fmt_number(gap["central_laplace_variance"]),
+                    r.fmt_number(gap["central_laplace_std_error"]),
+                ],
+                [
+                    "central analytic Gaussian",
+                    r.fmt_number(gap["central_gaussian_variance"]),
+                    r.fmt_number(gap["central_gaussian_std_error"]),
+                ],
+            ],
+        ),
+        _note(
+            f"Exact: {html.escape(gap['exact'])}; at the one-report epsilon_1 = "
+            f"{r.fmt_number(gap['epsilon_one'])} (any number of reports of one value reveal at "
+            f"most epsilon_inf = {r.fmt_number(gap['epsilon_inf'])}). The decoder's own standard "
+            "errors in the table above include shared bits and the cohort assignment. Ratio: "
+            f"{r.fmt_number(gap['variance_ratio'])}."
+        ),
+    ]
+    measured = d.get("measured_gap")
+    if measured:
+        parts.append(
+            r.html_table(
+                ["measured against the truth", "MSE per candidate", "expected"],
+                [
+                    [
+                        "LDP (these reports)",
+                        r.fmt_number(measured["ldp_mse"]),
+                        r.fmt_number(measured["ldp_reported_variance"]),
+                    ],
+                    [
+                        "central Laplace",
+                        r.fmt_number(measured["central_laplace_mse"]),
+                        r.fmt_number(measured["central_laplace_expected"]),
+                    ],
+                    [
+                        "central Gaussian",
+                        r.fmt_number(measured["central_gaussian_mse"]),
+                        r.fmt_number(measured["central_gaussian_expected"]),
+                    ],
+                ],
+            )
+        )
+    return parts
+
+
+def _percent(value: float | None) -> str:
+    return "&ndash;" if value is None else f"{100 * value:.1f}%"
+
+
 VIEWS: dict[str, View] = {
     "discovery": View("heavy hitters", _heavy_build, _heavy_render),
     "sketch": View("heavy hitters (sketch)", _heavy_build, _heavy_render),
@@ -912,6 +1500,9 @@ VIEWS: dict[str, View] = {
     "distribution": View("distribution", _distribution_build, _distribution_render),
     "range": View("ranges", _range_build, _range_render),
     "key-value": View("key-value", _key_value_build, _key_value_render),
+    "fourier": View("Fourier marginals", _fourier_build, _fourier_render),
+    "mean": View("mean", _mean_build, _mean_render),
+    "rappor": View("RAPPOR candidates", _rappor_build, _rappor_render),
 }
 """The report view of each estimate kind beyond frequencies."""
 

@@ -5,7 +5,8 @@
         [--since YYYY-MM-DD] [--until YYYY-MM-DD]
 
 writes the page (figures embedded as PNG data URIs; every estimate kind of REPORT_KINDS has its
-own view: discovered items, marginal heatmaps, histogram and CDF, ranges, keys) and, with
+own view: the mean, RAPPOR's candidates, discovered items, marginal heatmaps (CALM and
+Fourier), histogram and CDF, ranges, keys) and, with
 ``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
 one-line summary. ``--since`` and ``--until`` keep the reports of those UTC days (inclusive).
 """
@@ -27,7 +28,17 @@ from analysis.commands._arguments import (
 )
 from analysis.gap import DEFAULT_DELTA
 
-REPORT_KINDS = ("discovery", "sketch", "multi", "distribution", "range", "key-value")
+REPORT_KINDS = (
+    "mean",
+    "rappor",
+    "discovery",
+    "sketch",
+    "multi",
+    "fourier",
+    "distribution",
+    "range",
+    "key-value",
+)
 """The estimate kinds with a report view beside frequencies (``analysis.report_kinds.VIEWS``;
 listed here so ``--help`` needs no matplotlib)."""
 

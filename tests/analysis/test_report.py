@@ -2,7 +2,9 @@
 
 The page must be self-contained (no external resource), hold its four figures as PNG data URIs
 that decode (PNG signature, and matplotlib reads them back as images of a sensible size), escape
-the campaign's labels, and its JSON must carry the same numbers as the library.
+the campaign's labels, and its JSON must carry the same numbers as the library. Mean and RAPPOR
+campaigns have pages of their own, whose numbers equal ``ldp-analyze estimate``'s on the same
+database.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from matplotlib import image as mpimg
 from analysis import estimate
 from analysis.cli import main
 from analysis.dataset import load_campaign
-from analysis.gap import utility_gap
+from analysis.gap import kind_gap, utility_gap
 from analysis.report import build_report, privacy_section, render_html
 from client_sdk import mechanism_from_config
 from collector.storage import Storage
@@ -31,6 +33,11 @@ CONFIG = {"mechanism": "oue", "epsilon": 1.0, "k": 12}
 LABELS = [f"page-{i}" for i in range(11)] + ['<script>alert("x")</script>']
 COUNTS = np.array([800, 400, 250, 150, 100, 80, 60, 50, 40, 30, 20, 20])
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+MEAN_CONFIG = {"mechanism": "laplace", "epsilon": 1.0, "lower": 0.0, "upper": 1.0}
+MEAN_N = 1500
+RAPPOR_CONFIG = {"mechanism": "rappor", "k": 32, "h": 2, "m": 8, "f": 0.25, "p": 0.25, "q": 0.75}
+CANDIDATES = [f"https://site-{i}.example/" for i in range(11)] + ['<script>alert("x")</script>']
+RAPPOR_N = 8000
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +60,20 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
             }
         )
         storage.insert_reports("pages", [(secrets.token_hex(16), json.dumps(p)) for p in payloads])
+        storage.create_campaign({"name": "latency", "mechanism": MEAN_CONFIG})
+        numeric = mechanism_from_config(MEAN_CONFIG)
+        seconds = np.random.default_rng(6).beta(2, 5, MEAN_N)
+        rows = numeric.to_wire(numeric.perturb(seconds, rng=np.random.default_rng(7)))
+        storage.insert_reports("latency", [(secrets.token_hex(16), json.dumps(p)) for p in rows])
         storage.create_campaign(
-            {
-                "name": "latency",
-                "mechanism": {"mechanism": "laplace", "epsilon": 1.0, "lower": 0.0, "upper": 1.0},
-            }
+            {"name": "homepage", "mechanism": RAPPOR_CONFIG, "domain": CANDIDATES}
         )
+        rappor = mechanism_from_config(RAPPOR_CONFIG)
+        rng = np.random.default_rng(8)
+        held = rng.choice(3, RAPPOR_N, p=[0.5, 0.3, 0.2])
+        reports = rappor.simulate_clients([CANDIDATES[i] for i in held], rng=rng)  # type: ignore[attr-defined]
+        rows = rappor.to_wire(reports)
+        storage.insert_reports("homepage", [(secrets.token_hex(16), json.dumps(p)) for p in rows])
     return path
 
 
@@ -124,18 +139,86 @@ def test_report_json_on_stdout(
     assert out.exists()
 
 
-def test_report_refuses_what_it_cannot_cover(
+def test_report_of_an_unknown_campaign_is_refused(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["report", "--db", str(db), "--campaign", "latency", "--out",
-                 str(tmp_path / "x.html")])  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1
-    assert "campaign 'latency' uses 'laplace' (estimate kind 'mean'): the report covers" in err
-    assert not (tmp_path / "x.html").exists()
     code = main(["report", "--db", str(db), "--campaign", "nope", "--out",
                  str(tmp_path / "y.html")])  # fmt: skip
     assert code == 2 and "no campaign named 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "y.html").exists()
+
+
+def _report_and_estimate(
+    db: Path, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The report's JSON, ``ldp-analyze estimate``'s JSON and the page, for one campaign."""
+    out, numbers = tmp_path / f"{name}.html", tmp_path / f"{name}.json"
+    code = main(["report", "--db", str(db), "--campaign", name, "--out", str(out),
+                 "--json", str(numbers)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.startswith(f"wrote {out}: campaign {name!r}")
+    assert main(["estimate", "--db", str(db), "--campaign", name, "--format", "json"]) == 0
+    estimated = json.loads(capsys.readouterr().out)
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and not re.search(r'(src|href)="(?!data:)', page)
+    for data in _images(page):
+        assert data.startswith(PNG_SIGNATURE)
+        assert float(mpimg.imread(io.BytesIO(data), format="png")[..., :3].std()) > 0.05
+    return json.loads(numbers.read_text()), estimated, page
+
+
+def _same_figures(shown: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert set(shown) == set(expected)
+    for key, value in expected.items():
+        if isinstance(value, float):
+            assert shown[key] == pytest.approx(value, rel=1e-12), key
+        else:
+            assert shown[key] == value, key
+
+
+def test_report_of_a_mean_campaign(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document, estimated, page = _report_and_estimate(db, "latency", tmp_path, capsys)
+    assert document["kind"] == "mean" and document["n"] == estimated["n"] == MEAN_N
+    for key in ("mean", "std_error", "ci_low", "ci_high"):
+        assert document[key] == estimated[key], key  # the same numbers as `estimate`
+    row = document["coordinates"][0]
+    assert row["mean"] == estimated["mean"] and row["count"] == MEAN_N
+    assert row["worst_case_std_error"] == estimated["worst_case_std_error"]
+    mechanism = mechanism_from_config(MEAN_CONFIG)
+    _same_figures(document["gap"], kind_gap(mechanism, MEAN_N))
+    assert document["gap"]["central_laplace_variance"] == pytest.approx(2 / MEAN_N**2)
+    assert document["measured_gap"] is None  # no truth in a real campaign
+    for text in ("The mean", "The central gap", "Privacy", f"{estimated['mean']:.4g}",
+                 "LDP, worst-case value", "central Laplace (L1 sensitivity 1)"):  # fmt: skip
+        assert text in page, text
+    assert len(_images(page)) == 3  # the mean, the gap, the privacy curve
+
+
+def test_report_of_a_rappor_campaign(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document, estimated, page = _report_and_estimate(db, "homepage", tmp_path, capsys)
+    assert document["kind"] == "rappor" and document["n"] == estimated["n"] == RAPPOR_N
+    by_value = {item["value"]: item for item in estimated["items"]}
+    assert document["candidates"] == len(CANDIDATES)
+    for item in document["items"]:  # the largest estimates, equal to `estimate`'s
+        assert item == by_value[item["value"]]
+    frequencies = [item["frequency"] for item in document["items"]]
+    assert frequencies == sorted(frequencies, reverse=True)
+    assert [item["value"] for item in document["items"][:2]] == CANDIDATES[:2]
+    for key in ("explained_fraction", "reported_fraction", "detected", "critical_z", "note"):
+        assert document[key] == estimated[key], key
+    assert document["selected"] == sum(item["selected"] for item in estimated["items"])
+    mechanism = mechanism_from_config(RAPPOR_CONFIG)
+    _same_figures(document["gap"], kind_gap(mechanism, RAPPOR_N))
+    assert "&lt;script&gt;" in page and "<script>" not in page
+    for text in ("Candidate strings", "Bloom-bit mass", "The central gap", "Privacy",
+                 "a lone candidate nobody holds"):  # fmt: skip
+        assert text in page, text
+    assert len(_images(page)) == 3  # the candidates, the gap, the privacy curve
 
 
 def test_report_with_ground_truth_shows_both_models_errors(db: Path) -> None:

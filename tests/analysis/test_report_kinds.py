@@ -1,11 +1,13 @@
 """The report's views of the estimate kinds beyond frequencies (analysis.report_kinds), and a
 shuffled campaign's two guarantees.
 
-Each page must be self-contained (PNG data URIs that decode into non-blank images, no external
-resource), escape what comes from the campaign, carry the numbers of ``analysis.gap`` in its
-JSON (which must be strict JSON), and show each view's sections. With the truth (as the demo
-gives it), the measured gap appears. In headless Chromium (when installed) every image loads
-and no table or figure runs past the page's width.
+Every estimate kind but frequencies has a view here (means, RAPPOR, heavy hitters, CALM and
+Fourier marginals, distributions, ranges, key-value). Each page must be self-contained (PNG
+data URIs that decode into non-blank images, no external resource), escape what comes from the
+campaign, carry the numbers of ``analysis.gap`` in its JSON (which must be strict JSON), and
+show each view's sections. With the truth (as the demo gives it), the measured gap appears. In
+headless Chromium (when installed) every image loads and no table or figure runs past the
+page's width.
 """
 
 from __future__ import annotations
@@ -25,12 +27,17 @@ from matplotlib import image as mpimg
 
 from analysis import estimate
 from analysis.cli import main
+from analysis.commands.report import REPORT_KINDS
+from analysis.estimation import ESTIMATORS
 from analysis.gap import GapOptions, kind_gap, parse_simulation, zipf_weights
 from analysis.gap_distribution import simulate_values
+from analysis.gap_fourier import simulate_records as fourier_records
 from analysis.gap_heavy_hitters import vocabulary
 from analysis.gap_key_value import simulate_records as key_value_records
+from analysis.gap_mean import simulate_values as mean_values
 from analysis.gap_multi import simulate_records as multi_records
 from analysis.report import Report, build_report, central_section, render_html
+from analysis.report_kinds import VIEWS
 from client_sdk.amplification import numerical_epsilon
 from client_sdk.mechanisms import mechanism_from_config
 from collector.calibration import local_epsilon_for
@@ -115,6 +122,32 @@ def reports() -> dict[str, Report]:
         c, estimate(c.mechanism, c.mechanism.perturb(values, rng=rng)), truth=values
     )
 
+    c = campaign(
+        "flags",
+        {"mechanism": "fourier", "epsilon": 2.0, "order": 2,
+         "attributes": [{"name": "wifi", "labels": ["off", HOSTILE]}, {"name": "dark"},
+                        {"name": "beta"}, {"name": "admin"}]},
+    )  # fmt: skip
+    bits = fourier_records(c.mechanism, N, ZIPF, rng)
+    out["fourier"] = build_report(
+        c, estimate(c.mechanism, c.mechanism.perturb(bits, rng=rng)), truth=bits
+    )
+
+    c = campaign("duration", {"mechanism": "piecewise", "epsilon": 1.0, "lower": 0, "upper": 60})
+    seconds = mean_values(c.mechanism, N, parse_simulation("lognormal"), rng)
+    out["mean"] = build_report(
+        c, estimate(c.mechanism, c.mechanism.perturb(seconds, rng=rng)), truth=seconds
+    )
+
+    config = {"mechanism": "rappor", "k": 32, "h": 2, "m": 8, "f": 0.25, "p": 0.25, "q": 0.75}
+    words = [HOSTILE, *(f"app-{i}" for i in range(19))]
+    c = campaign("apps", config, domain=words)
+    held = rng.choice(20, N, p=zipf_weights(20, ZIPF))
+    strings = [words[i] for i in held] + ["not-a-candidate"] * 300
+    raw = estimate(c.mechanism, c.mechanism.simulate_clients(strings, rng=rng), candidates=words)
+    truth_strings = {w: int(k) for w, k in zip(words, np.bincount(held, minlength=20), strict=True)}
+    out["rappor"] = build_report(c, raw, truth={**truth_strings, "not-a-candidate": 300}, top=12)
+
     c = campaign("latency", {"mechanism": "hierarchical", "epsilon": 2.0, "k": 32})
     leaves = rng.choice(32, N, p=zipf_weights(32, ZIPF))
     out["range"] = build_report(
@@ -196,6 +229,93 @@ def test_range_view(reports: dict[str, Report]) -> None:
     ranges = report.data["ranges"]
     assert ranges[-1]["lo"] == 0 and ranges[-1]["hi"] == 32
     assert ranges[-1]["frequency"] == pytest.approx(1.0) and ranges[-1]["truth"] == 1.0
+
+
+def test_every_estimate_kind_has_a_report_view() -> None:
+    """No kind of ESTIMATORS lacks a page (a new kind must add a view), and the command's list
+    (kept apart so that --help needs no matplotlib) is the views' list."""
+    assert set(VIEWS) | {"frequencies"} == set(ESTIMATORS)
+    assert set(REPORT_KINDS) == set(VIEWS) and len(REPORT_KINDS) == len(VIEWS)
+
+
+def test_fourier_view(reports: dict[str, Report]) -> None:
+    report = reports["fourier"]
+    page = check_page(report, ("Marginals", "cell 01", "marginal size (measured)"))
+    data = report.data
+    assert set(report.figures) == {"one-way", "privacy"} | {f"heatmap-{i}" for i in range(6)}
+    assert [e["attributes"] for e in data["one_way"]] == [["wifi"], ["dark"], ["beta"], ["admin"]]
+    assert len(data["tables"]) == 6 and data["tables"][0]["attributes"] == ["wifi", "dark"]
+    assert data["one_way"][0]["labels"] == [["off", HOSTILE]] and "&lt;script&gt;" in page
+    for entry in (data["one_way"][1], data["tables"][2]):
+        f = np.asarray(entry["frequencies"])
+        assert f.sum() == pytest.approx(1.0) and np.all(f >= 0)
+        assert np.all(np.asarray(entry["ci_low"]) <= f) and np.all(
+            f <= np.asarray(entry["ci_high"])
+        )
+        assert np.asarray(entry["truth"]).sum() == pytest.approx(1.0)
+    mechanism = mechanism_from_config(data["mechanism"])
+    assert data["gap"]["sizes"] == kind_gap(mechanism, N)["sizes"]
+    assert [s["size"] for s in data["measured_gap"]["sizes"]] == [1, 2]
+
+
+def test_fourier_view_shows_the_estimate() -> None:
+    rng = np.random.default_rng(5)
+    config = {"mechanism": "fourier", "epsilon": 1.0, "attributes": [{"name": "a"}, {"name": "b"},
+              {"name": "c"}], "order": 2}  # fmt: skip
+    c = campaign("bits", config)
+    raw = estimate(c.mechanism, c.mechanism.perturb(rng.integers(0, 2, (3000, 3)), rng=rng))
+    report = build_report(c, raw)
+    check_page(report, ("Marginals", "Both models measured"))
+    for entry, names in zip(report.data["tables"], [("a", "b"), ("a", "c"), ("b", "c")],
+                            strict=True):  # fmt: skip
+        marginal = raw.marginal(*names)
+        assert entry["frequencies"] == marginal.frequencies.tolist()
+        assert entry["ci_low"] == marginal.ci_low.tolist()
+        assert entry["std_errors"] == marginal.std_errors.tolist()
+    assert report.data["one_way"][2]["frequencies"] == raw.marginal("c").frequencies.tolist()
+    assert report.data["measured_gap"] is None
+
+
+def test_mean_view(reports: dict[str, Report]) -> None:
+    report = reports["mean"]
+    check_page(report, ("The mean", "measured against the truth", "LDP, worst-case value"))
+    assert set(report.figures) == {"mean", "gap", "privacy"}
+    data = report.data
+    (row,) = data["coordinates"]
+    assert row["mean"] == data["mean"] and row["ci_low"] < row["truth"] < row["ci_high"]
+    assert data["bounds"] == [0.0, 60.0] and data["variance_method"] == "empirical"
+    measured = data["measured_gap"]
+    assert measured["ldp_squared_error"] == pytest.approx((row["mean"] - row["truth"]) ** 2)
+
+
+def test_mean_view_of_a_vector() -> None:
+    rng = np.random.default_rng(6)
+    c = campaign("vector", {"mechanism": "hybrid", "epsilon": 2.0, "lower": -1, "upper": 1,
+                            "dim": 3})  # fmt: skip
+    values = rng.uniform(-0.5, 0.9, (4000, 3))
+    raw = estimate(c.mechanism, c.mechanism.perturb(values, rng=rng))
+    report = build_report(c, raw)
+    page = check_page(report, ("The mean", "coordinate 2"))
+    data = report.data
+    assert [row["mean"] for row in data["coordinates"]] == raw.mean.tolist()
+    assert [row["std_error"] for row in data["coordinates"]] == raw.std_errors.tolist()
+    assert data["gap"]["dim"] == 3 and data["gap"]["l1_sensitivity"] == pytest.approx(6.0)
+    assert data["measured_gap"] is None and "measured against the truth" not in page
+
+
+def test_rappor_view(reports: dict[str, Report]) -> None:
+    report = reports["rappor"]
+    page = check_page(report, ("Candidate strings", "Bloom-bit mass", "MSE per candidate"))
+    assert set(report.figures) == {"items", "gap", "privacy"}
+    data = report.data
+    assert data["candidates"] == 20 and len(data["items"]) == 12
+    assert data["items"][0]["value"] == HOSTILE and "&lt;script&gt;" in page
+    assert all("true_frequency" in item for item in data["items"])
+    measured = data["measured_gap"]
+    assert measured["outside_candidates"] == pytest.approx(300 / (N + 300))
+    assert measured["ldp_false_discoveries"] <= 1
+    # the strings outside the list leave Bloom-bit mass the candidates do not explain
+    assert data["explained_fraction"] < 1.02
 
 
 def test_a_shuffled_campaign_states_both_guarantees() -> None:
