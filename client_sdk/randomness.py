@@ -16,9 +16,13 @@ observer of enough outputs can recover the state and re-derive the noise (docs/a
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
+import functools
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Union
 
@@ -31,6 +35,7 @@ __all__ = [
     "RandomSource",
     "SystemRandomSource",
     "bernoulli",
+    "bernoulli_bytes",
     "bernoulli_lazy",
     "probability_threshold",
     "random_bits",
@@ -292,6 +297,151 @@ def bernoulli_lazy(
         if ties.size:
             out[ties] = (raw_words(rng, ties.size) >> np.uint64(8)) < np.uint64(low)
     return out.reshape(shape)
+
+
+BYTE_LANE_BITS = 16
+"""The first uniform lane that :func:`bernoulli_bytes` draws per output byte."""
+_REFINE_SHIFT = 512 - BYTE_LANE_BITS - WORD_BITS  # a lane and one word: the top 80 of 512 bits
+
+
+@dataclasses.dataclass(frozen=True)
+class ByteTables:
+    """The lookup tables of :func:`bernoulli_bytes` for one threshold T (q = T / 2**64).
+
+    The 256 byte values b (bits most significant first, as ``numpy.packbits``) have the exact
+    probabilities P(b) = q^w (1-q)^(8-w), w the number of set bits, i.e. integers
+    ``cumulative[b+1] - cumulative[b]`` over 2**512. ``lane[u]`` is the byte whose cell holds the
+    whole interval [u, u+1) / 2**16, or 256 where a cell boundary falls inside it; for those
+    lanes, the boundaries inside, as the top 64 bits below the lane (``bounds``, segment
+    ``start[u]:start[u] + count[u]``), and the cell the interval starts in (``first[u]``).
+    """
+
+    cumulative: tuple[int, ...]
+    lane: npt.NDArray[np.uint16]
+    first: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]
+    count: npt.NDArray[np.int64]
+    bounds: npt.NDArray[np.uint64]
+
+
+@functools.lru_cache(maxsize=64)
+def byte_tables(threshold: int) -> ByteTables:
+    """The exact tables of :func:`bernoulli_bytes` for ``threshold`` (built once, cached)."""
+    threshold = int(threshold)
+    if not 0 <= threshold < WORD_SPAN:
+        raise ValueError(f"threshold must be in [0, 2**64); got {threshold!r}")
+    one, zero = threshold, WORD_SPAN - threshold
+    cumulative = [0]
+    for b in range(256):
+        w = b.bit_count()
+        cumulative.append(cumulative[-1] + one**w * zero ** (8 - w))
+    assert cumulative[-1] == 1 << 512
+    lanes = 1 << BYTE_LANE_BITS
+    unit = 1 << (512 - BYTE_LANE_BITS)
+    lane = np.full(lanes, 256, dtype=np.uint16)
+    for b in range(256):
+        low = -(-cumulative[b] // unit)  # ceil: the first lane starting inside the cell
+        high = cumulative[b + 1] // unit  # the lanes ending by the cell's end
+        if high > low:
+            lane[low:high] = b
+    first = np.zeros(lanes, dtype=np.int64)
+    start = np.zeros(lanes, dtype=np.int64)
+    count = np.zeros(lanes, dtype=np.int64)
+    bounds: list[int] = []
+    for u in np.flatnonzero(lane == 256).tolist():
+        begin, end = u * unit, (u + 1) * unit
+        first[u] = bisect.bisect_right(cumulative, begin) - 1
+        inside = [c for c in cumulative[first[u] + 1 :] if c < end]
+        start[u], count[u] = len(bounds), len(inside)
+        bounds.extend((c >> _REFINE_SHIFT) - (u << WORD_BITS) for c in inside)
+    return ByteTables(
+        tuple(cumulative), lane, first, start, count, np.array([*bounds, 0], dtype=np.uint64)
+    )
+
+
+def _refine_bytes(
+    tables: ByteTables,
+    lanes: npt.NDArray[np.int64],
+    words: npt.NDArray[np.uint64],
+    more: Callable[[int], npt.NDArray[np.uint64]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """The byte of each straddling lane refined by one 64-bit word, by a vectorized binary
+    search of the word among the lane's boundaries: below every boundary the interval starts in
+    ``first``, and each boundary below the word moves it one cell on. A word equal to a
+    boundary's top 64 bits is undecided (probability count / 2**64): those draws go on with
+    ``more`` words in exact integer arithmetic (:func:`_exact_byte`)."""
+    low = tables.start[lanes]
+    high = low + tables.count[lanes]
+    end = high.copy()
+    last = tables.bounds.size - 1
+    while True:
+        active = low < high
+        if not active.any():
+            break
+        middle = (low + high) >> 1
+        below = tables.bounds[np.minimum(middle, last)] < words
+        low = np.where(active & below, middle + 1, low)
+        high = np.where(active & ~below, middle, high)
+    out = tables.first[lanes] + (low - tables.start[lanes])
+    tied = (low < end) & (tables.bounds[np.minimum(low, last)] == words)
+    for index in np.flatnonzero(tied).tolist():
+        prefix = (int(lanes[index]) << WORD_BITS) | int(words[index])
+        out[index] = _exact_byte(tables.cumulative, prefix, BYTE_LANE_BITS + WORD_BITS, more)
+    return out, tied
+
+
+def _exact_byte(
+    cumulative: tuple[int, ...],
+    prefix: int,
+    bits: int,
+    more: Callable[[int], npt.NDArray[np.uint64]],
+) -> int:
+    """The cell of the uniform number whose first ``bits`` bits are ``prefix``, drawing further
+    words until the interval [prefix, prefix + 1) / 2**bits lies in one cell (at most 512 bits:
+    the cells' ends are multiples of 2**-512)."""
+    while True:
+        scale = 512 - bits
+        begin = prefix << scale if scale >= 0 else prefix >> -scale
+        cell = bisect.bisect_right(cumulative, begin) - 1
+        if scale >= 0 and ((prefix + 1) << scale) <= cumulative[cell + 1]:
+            return cell
+        if scale < 0:  # beyond 512 bits every interval lies in one cell
+            return cell
+        prefix = (prefix << WORD_BITS) | int(more(1)[0])
+        bits += WORD_BITS
+
+
+def bernoulli_bytes(
+    rng: RandomSource | None, threshold: int, size: int | tuple[int, ...]
+) -> npt.NDArray[np.uint8]:
+    """Bytes of 8 independent Bernoulli(``threshold / 2**64``) bits each, exactly, from about
+    16 random bits per byte (2 per bit: a quarter of :func:`bernoulli_lazy`).
+
+    The same distribution as ``numpy.packbits(bernoulli(rng, threshold, (..., 8)), axis=-1)``:
+    the byte is the cell, in the exact cumulative distribution of the 256 byte values
+    (:class:`ByteTables`), of a uniform number in [0, 1) whose binary digits are drawn lazily
+    (Knuth & Yao 1976; the interval algorithm of Han & Hoshi, IEEE Trans. IT 1997). A 16-bit
+    lane decides the byte by table lookup unless one of the 255 boundaries falls inside its
+    interval (probability at most 255 / 2**16); those draws take one more 64-bit word, and the
+    ties that leaves (probability about 2**-64 each) more words, in exact integer arithmetic.
+    Bit-vector mechanisms use it for their bit rows without memoization (their perturb keeps
+    its stream, which a keyed permanent response must reproduce).
+    """
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    count = int(np.prod(shape, dtype=np.int64))
+    tables = byte_tables(threshold)
+    lanes = raw_words(rng, -(-count // 4)).view(np.uint16)[:count]
+    out = tables.lane[lanes]
+    straddle = np.flatnonzero(out == 256)
+    if straddle.size:
+        refined, _ = _refine_bytes(
+            tables,
+            lanes[straddle].astype(np.int64),
+            raw_words(rng, straddle.size),
+            lambda size: raw_words(rng, size),
+        )
+        out[straddle] = refined
+    return out.astype(np.uint8).reshape(shape)
 
 
 def random_bits(rng: RandomSource | None, size: int) -> npt.NDArray[np.bool_]:

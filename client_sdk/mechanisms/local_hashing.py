@@ -62,7 +62,12 @@ import numpy.typing as npt
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
 from client_sdk.mechanisms._wire import is_plain_int
 from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
-from client_sdk.mechanisms.grr import RandomizedResponseChain, keep_or_other, other_probability
+from client_sdk.mechanisms.grr import (
+    RandomizedResponseChain,
+    keep_or_other,
+    keep_or_other_compact,
+    other_probability,
+)
 from client_sdk.mechanisms.memoization import Chain
 from client_sdk.randomness import (
     RandomSource,
@@ -211,6 +216,19 @@ class _LocalHashing(FrequencyOracle):
         reports = np.empty(n, dtype=REPORT_DTYPE)
         reports["seed"] = seeds
         reports["y"] = keep_or_other(rng, hashed, self._keep_threshold, g)
+        return reports
+
+    def perturb_compact(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        """The reports of :meth:`perturb` (the same distribution): the seed as there, the
+        randomized response over [g] from fewer random bits (:func:`keep_or_other_compact`);
+        ``perturb`` keeps the stream memoized reports need."""
+        x = check_values(values, self.k)
+        seeds = uniform_below(rng, SEED_SPACE, x.size).astype(np.uint64)
+        reports = np.empty(x.size, dtype=REPORT_DTYPE)
+        reports["seed"] = seeds
+        reports["y"] = keep_or_other_compact(
+            rng, local_hash(seeds, x, self.buckets), self._keep_threshold, self.buckets
+        )
         return reports
 
     # ---- wire ----------------------------------------------------------------------------

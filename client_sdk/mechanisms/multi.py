@@ -54,7 +54,7 @@ from client_sdk.mechanisms.base import (
 from client_sdk.mechanisms.local_hashing import REPORT_DTYPE as LH_REPORT_DTYPE
 from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
-from client_sdk.randomness import RandomSource, uniform_below
+from client_sdk.randomness import RandomSource, uniform_below, uniform_below_32
 
 PROTOCOLS = ("spl", "smp", "rsfd")
 MAX_ATTRIBUTES = 64
@@ -490,7 +490,8 @@ class Multi(Mechanism):
         if array.size and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer)):
             raise ValueError(f"values must be integers; got dtype {array.dtype}")
         array = array.astype(np.int64, copy=False)
-        outside = (array < 0) | (array >= np.array(self.ks, dtype=np.int64))
+        # one comparison: a negative value viewed as unsigned is at least 2**63
+        outside = array.view(np.uint64) >= np.array(self.ks, dtype=np.uint64)
         if outside.any():
             row, j = (int(v) for v in np.argwhere(outside)[0])
             name, k, _ = self.attributes[j]
@@ -499,16 +500,36 @@ class Multi(Mechanism):
 
     # ---- device side -------------------------------------------------------------------------
 
+    def _order(self, units: npt.ArrayLike) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """Rows sorted by unit (one stable radix sort of the small unit numbers) and where each
+        unit's rows start: unit j's rows are ``order[bounds[j]:bounds[j + 1]]``."""
+        u = np.asarray(units).astype(np.int16)
+        order = np.argsort(u, kind="stable")
+        return order, np.searchsorted(u[order], np.arange(self.u + 1, dtype=np.int16))
+
     def _groups(self, units: npt.ArrayLike) -> list[npt.NDArray[np.intp]]:
-        """The row indices of each unit (one stable radix sort of the small unit numbers)."""
-        u = np.asarray(units)
-        order = np.argsort(u.astype(np.int16), kind="stable")
-        bounds = np.searchsorted(u[order], np.arange(self.u + 1))
+        """The row indices of each unit."""
+        order, bounds = self._order(units)
         return [order[bounds[j] : bounds[j + 1]] for j in range(self.u)]
+
+    @staticmethod
+    def _sample(oracle: FrequencyOracle, cells: Any, rng: RandomSource | None) -> Reports:
+        """A unit's oracle reports from the oracle's compact sampler (GRR, OLH, OUE: the same
+        distribution as its ``perturb`` from fewer random bits; a unit's reports are never
+        memoized, so they need not follow ``perturb``'s stream)."""
+        compact = getattr(oracle, "perturb_compact", None)
+        if compact is not None:
+            return compact(cells, rng=rng)  # type: ignore[no-any-return]
+        return oracle.perturb(cells, rng=rng)
 
     def _slot(self, j: int) -> int:
         """Where unit j's payload sits in a report."""
         return 0 if self.protocol == "smp" else j
+
+    def _empty_reports(self, n: int) -> Reports:
+        reports = np.zeros(n, dtype=self.report_dtype)
+        reports["attribute"] = -1
+        return reports
 
     def _put(self, reports: Reports, rows: Any, j: int, out: Reports) -> None:
         if self.oracles[j].name == "olh":
@@ -530,60 +551,67 @@ class Multi(Mechanism):
     ) -> Reports:
         x = self.check_tuples(values)
         n = x.shape[0]
-        reports = np.zeros(n, dtype=self.report_dtype)
-        reports["attribute"] = -1
         if self.protocol == "spl":
+            reports = self._empty_reports(n)
             for j, oracle in enumerate(self.oracles):
-                self._put(reports, slice(None), j, oracle.perturb(x[:, j], rng=rng))
+                self._put(reports, slice(None), j, self._sample(oracle, x[:, j], rng))
             return reports
         if permanent is not None:
             keys = check_keyed_source(permanent, self.name)
             device_unit = int(uniform_below(keys.source("multi:unit", 0), self.u, 1)[0])
             sampled = np.full(n, device_unit, dtype=np.int64)
         else:
-            sampled = uniform_below(rng, self.u, n)
+            sampled = uniform_below_32(rng, self.u, n)  # exactly uniform, from 16-bit lanes
         if self.protocol == "smp":
             return self._perturb_smp(x, sampled, rng)
+        reports = self._empty_reports(n)
         groups = self._groups(sampled)
         for j, oracle in enumerate(self.oracles):
             rows = groups[j]
             if rows.size:
-                self._put(reports, rows, j, oracle.perturb(self.unit_values(x[rows], j), rng=rng))
+                self._put(reports, rows, j, self._sample(oracle, self.unit_values(x[rows], j), rng))
             if self.protocol == "rsfd":
                 fake = np.flatnonzero(sampled != j)
-                reports["values"][fake, j] = uniform_below(rng, self.ks[j], fake.size)
+                reports["values"][fake, j] = uniform_below_32(rng, self.ks[j], fake.size)
         return reports  # RS+FD's sampled attribute stays hidden (never stored)
 
     def _perturb_smp(
         self, x: npt.NDArray[np.int64], sampled: npt.NDArray[np.int64], rng: RandomSource | None
     ) -> Reports:
-        """SMP's reports: each device's unit (public) and that unit's oracle report, built in
-        plain arrays and packed into the structured reports once."""
+        """SMP's reports: each device's unit (public) and that unit's oracle report. The devices
+        are sorted by unit once, each unit's reports are written to its contiguous block, and
+        one gather of whole records puts them back in the devices' order."""
         n = x.shape[0]
-        values = np.zeros(n, dtype=np.int64)
-        bits = np.zeros((n, self._bytes), dtype=np.uint8)
-        seeds = np.zeros(n, dtype=np.uint64)
-        for j, rows in enumerate(self._groups(sampled)):
-            if not rows.size:
+        order, bounds = self._order(sampled)
+        ordered = np.zeros(n, dtype=self.report_dtype)
+        ordered["attribute"] = np.repeat(np.arange(self.u), np.diff(bounds))
+        flat = x.reshape(-1)
+        for j, oracle in enumerate(self.oracles):
+            low, high = int(bounds[j]), int(bounds[j + 1])
+            if low == high:
                 continue
-            cells = x[rows, self.units[j][0]]
+            starts = order[low:high] * self.d  # each device's row in the flat tuples
+            cells = np.take(flat, starts + self.units[j][0])
             for a in self.units[j][1:]:
-                cells = cells * self.ks[a] + x[rows, a]
-            oracle = self.oracles[j]
-            out = oracle.perturb(cells, rng=rng)
+                cells = cells * self.ks[a] + np.take(flat, starts + a)
+            out = self._sample(oracle, cells, rng)
+            block = ordered[low:high]
             if oracle.name == "oue":
-                bits[rows, : out.shape[1]] = out
+                block["bits"][:, 0, : out.shape[1]] = out
             elif oracle.name == "olh":
-                seeds[rows], values[rows] = out["seed"], out["y"]
+                block["seed"], block["values"][:, 0] = out["seed"], out["y"]
             else:
-                values[rows] = out
-        reports = np.empty(n, dtype=self.report_dtype)
-        reports["attribute"] = sampled
-        reports["values"][:, 0] = values
-        reports["bits"][:, 0] = bits
-        if "seed" in self.report_dtype.names:  # type: ignore[operator]
-            reports["seed"] = seeds
-        return reports
+                block["values"][:, 0] = out
+        inverse = np.empty(n, dtype=np.intp)
+        inverse[order] = np.arange(n)
+        return self._gather_records(ordered, inverse)
+
+    @staticmethod
+    def _gather_records(reports: Reports, rows: npt.NDArray[np.intp]) -> Reports:
+        """``reports[rows]`` through a view as whole records (numpy's structured gather goes
+        field by field, several times slower)."""
+        record = np.dtype((np.void, reports.dtype.itemsize))
+        return np.take(reports.view(record), rows).view(reports.dtype)
 
     # ---- wire --------------------------------------------------------------------------------
 
@@ -671,19 +699,37 @@ class Multi(Mechanism):
 
     def aggregate(self, reports: Reports) -> AggregateStatistic:
         """Support counts of every attribute's items, then how many reports carry each one."""
+        if self.protocol == "smp":
+            return self._aggregate_smp(reports)
         counts = np.zeros(self.k + self.u, dtype=np.int64)
-        groups = self._groups(reports["attribute"]) if self.protocol == "smp" else None
         for j, oracle in enumerate(self.oracles):
-            rows = groups[j] if groups is not None else slice(None)
             if oracle.name == "oue":
-                chunk = reports["bits"][rows, self._slot(j), : (oracle.k + 7) // 8]
-            elif oracle.name == "olh":
-                chunk = self._hashed(reports["seed"][rows], reports["values"][rows, self._slot(j)])
+                chunk = reports["bits"][:, self._slot(j), : (oracle.k + 7) // 8]
             else:
-                chunk = reports["values"][rows, self._slot(j)]
+                chunk = reports["values"][:, self._slot(j)]
             counts[self.k + j] = len(chunk)
-            if not len(chunk):
+            if len(chunk):
+                counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
+        return AggregateStatistic(counts, len(reports))
+
+    def _aggregate_smp(self, reports: Reports) -> AggregateStatistic:
+        """SMP: the reports sorted by unit once (one gather of whole records), then each unit's
+        oracle counts its contiguous block."""
+        counts = np.zeros(self.k + self.u, dtype=np.int64)
+        order, bounds = self._order(reports["attribute"])
+        ordered = self._gather_records(np.ascontiguousarray(reports), order)
+        for j, oracle in enumerate(self.oracles):
+            low, high = int(bounds[j]), int(bounds[j + 1])
+            counts[self.k + j] = high - low
+            if low == high:
                 continue
+            block = ordered[low:high]
+            if oracle.name == "oue":
+                chunk = block["bits"][:, 0, : (oracle.k + 7) // 8]
+            elif oracle.name == "olh":
+                chunk = self._hashed(block["seed"], block["values"][:, 0])
+            else:
+                chunk = block["values"][:, 0]
             counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
         return AggregateStatistic(counts, len(reports))
 

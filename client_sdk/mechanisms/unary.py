@@ -31,6 +31,7 @@ from client_sdk.mechanisms.privacy import UnaryEncodingEvent
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
+    bernoulli_bytes,
     bernoulli_lazy,
     probability_threshold,
     threshold_probability,
@@ -152,6 +153,29 @@ class UnaryEncoding(FrequencyOracle):
             bits = bernoulli_lazy(rng, q_threshold, (rows.size, self.k))
             bits[np.arange(rows.size), rows] = bernoulli_lazy(rng, p_threshold, rows.size)
             out[start : start + rows.size] = np.packbits(bits, axis=1)
+        return out
+
+    def perturb_compact(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
+        """The reports of :meth:`perturb` (the same distribution), from about 2 random bits per
+        bit instead of 8: the bytes of every row by :func:`bernoulli_bytes` at q, the pad bits
+        cleared, then bit x replaced by an independent Bernoulli(p) (the bits are independent,
+        so this leaves the others as they were). ``perturb`` keeps its own random stream, which
+        memoized (permanent) reports recomputed from a keyed source must reproduce."""
+        x = check_values(values, self.k)
+        p_threshold, q_threshold = self._thresholds
+        out = np.empty((x.size, self.report_bytes), dtype=np.uint8)
+        pad = np.uint8((0xFF << (8 * self.report_bytes - self.k)) & 0xFF)
+        masks = (np.uint8(0x80) >> (np.arange(8, dtype=np.uint8))).astype(np.uint8)
+        step = rows_per_chunk(self.k)
+        for start in range(0, x.size, step):
+            rows = x[start : start + step]
+            block = bernoulli_bytes(rng, q_threshold, (rows.size, self.report_bytes))
+            block[:, -1] &= pad
+            column, mask = rows >> 3, masks[rows & 7]
+            kept = bernoulli_lazy(rng, p_threshold, rows.size)
+            where = np.arange(rows.size), column
+            block[where] = (block[where] & ~mask) | np.where(kept, mask, np.uint8(0))
+            out[start : start + rows.size] = block
         return out
 
     def to_wire(self, reports: Reports) -> list[Any]:

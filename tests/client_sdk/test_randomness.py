@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -16,11 +17,17 @@ import pytest
 from scipy import stats
 
 from client_sdk.randomness import (
+    BYTE_LANE_BITS,
     SYSTEM_RANDOM,
+    WORD_BITS,
     WORD_SPAN,
     HmacWordSource,
+    _exact_byte,
+    _refine_bytes,
     bernoulli,
+    bernoulli_bytes,
     bernoulli_lazy,
+    byte_tables,
     probability_threshold,
     raw_words,
     resolve_rng,
@@ -29,6 +36,7 @@ from client_sdk.randomness import (
     uniform_below,
     uniform_below_32,
 )
+from tests.stats import assert_chi_square
 
 P_FLOOR = 1e-6
 
@@ -150,3 +158,110 @@ def test_sample_subsets_draws_distinct_uniform_members() -> None:
     assert subsets.shape == (30_000, 3)
     assert all(len(set(row)) == 3 for row in subsets[:2000].tolist())
     assert chi_square_uniform(subsets.ravel(), 10) > P_FLOOR
+
+
+# Thresholds of OUE's q at eps 0.5, 1, 2, 4, 8 and 12, and the extremes of the grid.
+BYTE_THRESHOLDS = [
+    probability_threshold(1 / (Fraction(math.exp(eps)) + 1), rounding="up")
+    for eps in (0.5, 1.0, 2.0, 4.0, 8.0, 12.0)
+] + [0, 1, 1 << 63, WORD_SPAN - 1]
+
+
+def exact_byte_probabilities(threshold: int) -> list[Fraction]:
+    """P(byte b) for 8 independent Bernoulli(threshold / 2**64) bits, most significant first."""
+    q = threshold_probability(threshold)
+    return [q ** b.bit_count() * (1 - q) ** (8 - b.bit_count()) for b in range(256)]
+
+
+@pytest.mark.parametrize("threshold", BYTE_THRESHOLDS)
+def test_byte_tables_implement_the_exact_byte_distribution(threshold: int) -> None:
+    """Enumerate the sampler's paths exactly: each 16-bit lane decided by the table (mass
+    2**-16), each word after a straddling lane decided by the binary search (mass 2**-80), and
+    the words tied with a boundary, which continue with exact arithmetic (their interval split
+    among the cells as the cumulative distribution says). The sum per byte is its probability."""
+    tables = byte_tables(threshold)
+    cumulative = [Fraction(c, 1 << 512) for c in tables.cumulative]
+    mass = [Fraction(0)] * 256
+    lanes = np.bincount(tables.lane, minlength=257)
+    for b in range(256):
+        mass[b] += Fraction(int(lanes[b]), 1 << BYTE_LANE_BITS)
+    word = Fraction(1, 1 << (BYTE_LANE_BITS + WORD_BITS))
+    for u in np.flatnonzero(tables.lane == 256).tolist():
+        begin, count = int(tables.start[u]), int(tables.count[u])
+        bounds = [int(v) for v in tables.bounds[begin : begin + count]]
+        first = int(tables.first[u])
+        assert bounds == sorted(bounds) and count >= 1
+        edges = [-1, *bounds, WORD_SPAN]
+        for i in range(count + 1):  # the words strictly between two boundaries' top bits
+            mass[first + i] += max(0, edges[i + 1] - edges[i] - 1) * word
+        for w in sorted(set(bounds)):  # a tied word's interval, split exactly
+            low = (Fraction(u) * WORD_SPAN + w) * word
+            high = low + word
+            for b in range(256):
+                overlap = min(high, cumulative[b + 1]) - max(low, cumulative[b])
+                if overlap > 0:
+                    mass[b] += overlap
+    assert mass == exact_byte_probabilities(threshold)
+
+
+@pytest.mark.parametrize("threshold", BYTE_THRESHOLDS[:4])
+def test_refinement_and_exact_ties_find_the_cell_of_the_uniform_number(threshold: int) -> None:
+    tables = byte_tables(threshold)
+    straddling = np.flatnonzero(tables.lane == 256)
+    assert straddling.size
+    rng = np.random.default_rng(11)
+    lanes = rng.choice(straddling, 2000)
+    words = raw_words(rng, lanes.size)
+    ties = tables.bounds[tables.start[lanes[:50]]]  # words equal to a boundary's top bits
+    words[:50] = ties
+
+    def never(size: int) -> np.ndarray:
+        raise AssertionError("an untied word must be decided by the search")
+
+    cells, tied = _refine_bytes(tables, lanes[50:].astype(np.int64), words[50:], never)
+    assert not tied.any()
+    for u, w, cell in zip(lanes[50:].tolist(), words[50:].tolist(), cells.tolist(), strict=True):
+        assert cell == _exact_byte(tables.cumulative, (u << 64) | w, 80, never)
+    drawn: list[int] = []
+
+    def more(size: int) -> np.ndarray:
+        drawn.extend(raw_words(rng, size).tolist())
+        return np.array(drawn[-size:], dtype=np.uint64)
+
+    cells, tied = _refine_bytes(tables, lanes[:50].astype(np.int64), words[:50], more)
+    assert tied.all() and drawn  # (a boundary on the 80-bit grid is decided at once)
+    position = 0
+    for u, w, cell in zip(lanes[:50].tolist(), words[:50].tolist(), cells.tolist(), strict=True):
+        prefix, bits = (u << 64) | w, 80
+        while True:  # the words this draw consumed: until its interval lies in one cell
+            scale = 512 - bits
+            if (prefix << scale) >= tables.cumulative[cell] and (
+                (prefix + 1) << scale
+            ) <= tables.cumulative[cell + 1]:
+                break
+            prefix, bits = (prefix << 64) | drawn[position], bits + 64
+            position += 1
+    assert position == len(drawn)
+
+
+@pytest.mark.parametrize("threshold", BYTE_THRESHOLDS[:5])
+def test_bernoulli_bytes_follow_the_byte_distribution(threshold: int) -> None:
+    draws = bernoulli_bytes(np.random.default_rng(12), threshold, (500_000, 2))
+    assert draws.dtype == np.uint8 and draws.shape == (500_000, 2)
+    observed = np.bincount(draws.ravel(), minlength=256)
+    assert_chi_square(observed, [float(p) for p in exact_byte_probabilities(threshold)])
+    bits = np.unpackbits(draws, axis=1).astype(float)  # and no dependence between bytes
+    q = float(threshold_probability(threshold))
+    covariance = np.cov(bits[:, 7], bits[:, 8])[0, 1]
+    assert abs(covariance) < 5.5 * q * (1 - q) / math.sqrt(bits.shape[0])
+
+
+def test_bernoulli_bytes_with_the_csprng_and_bad_thresholds() -> None:
+    threshold = BYTE_THRESHOLDS[1]
+    draws = bernoulli_bytes(None, threshold, 200_000)
+    q = float(threshold_probability(threshold))
+    ones = np.unpackbits(draws).sum()
+    assert abs(ones - 8 * draws.size * q) < 5.5 * math.sqrt(8 * draws.size * q * (1 - q))
+    assert not bernoulli_bytes(None, 0, 100).any()
+    with pytest.raises(ValueError, match="threshold"):
+        bernoulli_bytes(None, WORD_SPAN, 10)
