@@ -7,9 +7,12 @@ merged sketch; :func:`estimate_sketch` does so for a candidate list. The discove
 with its frequency, standard error and significance, in the ``items`` shape of
 ``ldp-analyze estimate`` (docs/math/heavy-hitters.md).
 
-Significance: a one-sided z test of "nobody holds this string" with the null standard error,
-Bonferroni-corrected over every string examined (all candidates; for discovery, the candidates
-of every level), so the expected number of false discoveries per run is at most ``alpha``.
+Significance: a one-sided test of "nobody holds this string", Bonferroni-corrected over every
+string examined (all candidates; for PEM, the strings of the last levels), so the expected
+number of false discoveries per run is at most ``alpha``. For the sketches (and SFP's word
+sketch) the estimates are first debiased through the exact collisions of the public hash
+functions with the significant strings (:func:`sketch_test`); ``ItemsEstimate.null`` says what
+the null standard error includes.
 """
 
 from __future__ import annotations
@@ -26,21 +29,23 @@ import numpy.typing as npt
 from scipy import special, stats
 
 from analysis.streaming import ReportSource, aggregate, z_value
-from client_sdk.mechanisms.base import AggregateStatistic
+from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.pem import PEM
 from client_sdk.mechanisms.sfp import SFP
-from client_sdk.mechanisms.sketch import StringSketch
+from client_sdk.mechanisms.sketch import HeavySetCorrection, StringSketch
 
 __all__ = [
     "ALPHA",
     "TOP",
     "DiscoveredItem",
     "ItemsEstimate",
+    "bonferroni_z",
     "discover",
     "discover_pem",
     "discover_pem_by_support",
     "discover_sfp",
     "estimate_sketch",
+    "sketch_test",
 ]
 
 ALPHA = 0.05
@@ -51,7 +56,16 @@ MAX_ASSEMBLED = 4096
 """At most this many strings are assembled from the fragments of one tag."""
 
 TOP = 64
-"""Default number of prefixes a discovery keeps per level (and of strings it reports)."""
+"""Default number of strings a discovery reports (and fewest prefixes it keeps per level)."""
+
+KEEP_CELLS = 1 << 22
+"""Report x candidate cells a PEM level may cost when it keeps more than ``top`` prefixes (a
+second or so of support counting; at 10^6 reports over 16 levels ``top`` is already more)."""
+
+PEM_METHOD = (
+    "prefix extension over local hashing; exact binomial test of each string on the levels "
+    "after it was finished"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +112,8 @@ class ItemsEstimate:
     method: str
     levels: tuple[dict[str, Any], ...] = ()
     unconfirmed: tuple[str, ...] = ()
+    null: str = ""
+    """What the test's null distribution includes (sketches: ``SKETCH_NULL``)."""
 
     @property
     def significant(self) -> tuple[DiscoveredItem, ...]:
@@ -117,6 +133,7 @@ class ItemsEstimate:
             "detected": len(self.significant),
             "levels": list(self.levels),
             "unconfirmed": list(self.unconfirmed),
+            "null": self.null,
         }
 
     def format_table(self) -> str:
@@ -136,6 +153,8 @@ class ItemsEstimate:
             out.write("level {level}: {reports} reports, {candidates} candidates\n".format(**level))
         if self.unconfirmed:
             out.write(f"not confirmed: {', '.join(self.unconfirmed)}\n")
+        if self.null:
+            out.write(f"null: {self.null}\n")
         return out.getvalue()
 
 
@@ -170,6 +189,46 @@ def items_from_counts(
     )
 
 
+SKETCH_NULL = (
+    "the reports' noise; the exact collisions of the public hash functions with the {heavy} "
+    "significant strings (debiased jointly, {rounds} rounds to a fixed point); the collisions "
+    "with every other string as a random hash family's, with the other candidates' clipped "
+    "estimates and the remaining reports as strings held by one device each (a string outside "
+    "the candidates much heavier than that is not covered)"
+)
+SKETCH_ROUNDS = 20
+"""At most this many rounds of :func:`sketch_test` (it stops at a fixed point, or a cycle)."""
+
+
+def sketch_test(
+    mechanism: StringSketch,
+    statistic: AggregateStatistic,
+    table: npt.NDArray[np.int64],
+    critical_z: float,
+) -> tuple[HeavySetCorrection, FloatArray, int]:
+    """Which strings of ``table`` (their hash rows) stand above the null, with the bias of the
+    fixed public hash functions removed (docs/math/heavy-hitters.md, "Significance").
+
+    Round r debiases every estimate through the exact collision matrix with D_r
+    (``StringSketch.correct_for_heavy``: A_DD n^_D = c^_D, then c^(x) - A[x, D] n^_D) and tests
+    each against its null standard error (the collisions with strings outside D_r as a random
+    family's); D_0 is empty and D_(r+1) the significant strings of round r, until D repeats.
+    Returns the last round's correction, its null standard errors and the number of rounds.
+    """
+    raw = mechanism.estimate_from_table(statistic, table)
+    heavy = np.zeros(0, dtype=np.int64)
+    seen: set[tuple[int, ...]] = set()
+    rounds = 0
+    while True:
+        rounds += 1
+        seen.add(tuple(heavy.tolist()))
+        correction = HeavySetCorrection.build(mechanism, statistic.n, raw, table, heavy)
+        null = correction.standard_errors(null=True)
+        heavy = np.flatnonzero(correction.counts > critical_z * null)
+        if tuple(heavy.tolist()) in seen or rounds >= SKETCH_ROUNDS:
+            return correction, null, rounds
+
+
 def estimate_sketch(
     mechanism: StringSketch,
     reports: ReportSource | AggregateStatistic,
@@ -180,9 +239,9 @@ def estimate_sketch(
 ) -> ItemsEstimate:
     """Frequencies of ``candidates`` from a CMS or HCMS sketch (docs/math/heavy-hitters.md).
 
-    Standard errors: the variance over the reports' noise and a random hash family with the
-    candidates' estimates plugged in (``StringSketch.standard_errors``); significance: the
-    estimate over its null standard error above ``z_{1 - alpha / len(candidates)}``.
+    Estimates debiased through the exact collisions with the significant candidates, and
+    significance against ``z_{1 - alpha / len(candidates)}``, by :func:`sketch_test`; standard
+    errors as its null ones with each candidate's own estimate plugged in.
     """
     if not isinstance(mechanism, StringSketch):
         raise TypeError(f"estimate_sketch needs a cms or hcms mechanism; got {mechanism.name!r}")
@@ -192,12 +251,18 @@ def estimate_sketch(
     statistic = aggregate(mechanism, reports)
     if statistic.n <= 0:
         raise ValueError("cannot estimate from zero reports")
-    counts = mechanism.estimate_counts(statistic, values)
-    std_errors = mechanism.standard_errors(statistic, values)
-    null = mechanism.standard_errors(statistic, values, null=True)
     critical = bonferroni_z(alpha, len(values))
+    correction, null, rounds = sketch_test(
+        mechanism, statistic, mechanism.candidate_table(values), critical
+    )
     items = items_from_counts(
-        values, counts, std_errors, null, statistic.n, confidence=confidence, critical_z=critical
+        values,
+        correction.counts,
+        correction.standard_errors(),
+        null,
+        statistic.n,
+        confidence=confidence,
+        critical_z=critical,
     )
     return ItemsEstimate(
         items=items,
@@ -208,6 +273,7 @@ def estimate_sketch(
         examined=len(values),
         mechanism=mechanism.to_config(),
         method="count mean sketch against candidates",
+        null=SKETCH_NULL.format(heavy=correction.heavy.size, rounds=rounds),
     )
 
 
@@ -240,6 +306,7 @@ def discover_pem(
     top: int = TOP,
     confidence: float = 0.95,
     alpha: float = ALPHA,
+    alphabet: str | None = None,
 ) -> ItemsEstimate:
     """The frequent strings of PEM reports held in memory (:func:`discover_pem_by_support`)."""
     array = mechanism._check(_concatenate(mechanism, reports))
@@ -251,7 +318,13 @@ def discover_pem(
         return mechanism.support_counts(by_level[level], level, prefixes)
 
     return discover_pem_by_support(
-        mechanism, per_level, support, top=top, confidence=confidence, alpha=alpha
+        mechanism,
+        per_level,
+        support,
+        top=top,
+        confidence=confidence,
+        alpha=alpha,
+        alphabet=alphabet,
     )
 
 
@@ -263,19 +336,28 @@ def discover_pem_by_support(
     top: int = TOP,
     confidence: float = 0.95,
     alpha: float = ALPHA,
+    alphabet: str | None = None,
 ) -> ItemsEstimate:
     """The frequent strings of PEM reports (Wang, Li, Jha; docs/math/heavy-hitters.md), from
     the number of reports at each level and a ``support(level, prefixes)`` callable counting,
     for the reports of that level, how many support each prefix (wherever they live: in
     memory, in shards, on workers).
 
-    Level 0 scores every plausible ``start_bits`` prefix; each later level scores the ``top``
-    best prefixes of the previous level (of positive estimate) extended by every suffix of
-    ``step_bits``, pruned to plausible ones. Each level is scored on its own devices, so the
-    last level's test of "nobody holds this string" is exact given its candidates: a string is
-    significant when P[Binomial(n_last, q*) >= C] <= alpha / (its number of candidates), so the
-    expected number of false discoveries per run is at most ``alpha``. The items are the
-    ``top`` best strings of the last level; ``unconfirmed`` those not significant.
+    Level 0 scores every plausible ``start_bits`` prefix; each later level scores the best
+    prefixes of the previous level (of positive estimate) extended by every suffix of
+    ``step_bits``, pruned to plausible ones. A level keeps ``keep_count`` prefixes: ``top``, or
+    more when the next level has few reports (its noise is large and its cost small). A kept
+    prefix that already determines its string (``PEM.complete``: a short string) is set aside
+    as a finished string instead of being extended, and is scored on every later level.
+    ``alphabet``: a hint that the values are written in these characters; prefixes with a
+    byte of none of their UTF-8 encodings are not scored (strings outside it are not found).
+
+    Each level is scored on its own devices, so a string's test is exact given how it was
+    chosen (by earlier levels only): it is significant when P[Binomial(N, q*) >= C] <=
+    alpha / (the number of strings tested), C its support among the N reports of the levels
+    after it was finished (the last level for a string finished there), so the expected number
+    of false discoveries per run is at most ``alpha``. The items are the ``top`` best tested
+    strings; ``unconfirmed`` those not significant.
     """
     per_level = np.asarray(reports_per_level, dtype=np.int64)
     if per_level.shape != (mechanism.levels,):
@@ -287,54 +369,94 @@ def discover_pem_by_support(
     if n <= 0:
         raise ValueError("cannot discover from zero reports")
     p, q = mechanism.p_star, mechanism.q_star
-    levels: list[dict[str, Any]] = []
-    prefixes = [v for v in range(1 << mechanism.level_bits(0)) if mechanism.plausible(v, 0)]
-    kept: list[int] = []
-    counts = np.zeros(0, dtype=np.int64)
-    n_level = 0
-    for level in range(mechanism.levels):
-        if level:
-            step = mechanism.level_bits(level) - mechanism.level_bits(level - 1)
-            prefixes = [
-                (prefix << step) | suffix
-                for prefix in kept
-                for suffix in range(1 << step)
-                if mechanism.plausible((prefix << step) | suffix, level)
+    last = mechanism.levels - 1
+    allowed = None if alphabet is None else frozenset("".join(dict.fromkeys(alphabet)).encode())
+
+    def plausible(prefix: int, level: int) -> bool:
+        return mechanism.plausible(prefix, level) and (
+            allowed is None or mechanism.within(prefix, level, allowed)
+        )
+
+    suffix_cache: dict[tuple[int, int, int], list[int]] = {}
+
+    def children(parent: int, level: int) -> list[int]:
+        """The plausible extensions of a plausible parent: they depend only on the level, the
+        parent's length and the bits of its last, partly covered byte."""
+        width = mechanism.level_bits(level - 1)
+        step = mechanism.level_bits(level) - width
+        partial = (width - mechanism.length_bits) % 8
+        key = (level, parent >> (width - mechanism.length_bits), parent & ((1 << partial) - 1))
+        if key not in suffix_cache:
+            suffix_cache[key] = [
+                suffix for suffix in range(1 << step) if plausible((parent << step) | suffix, level)
             ]
+        return [(parent << step) | suffix for suffix in suffix_cache[key]]
+
+    levels: list[dict[str, Any]] = []
+    prefixes = [v for v in range(1 << mechanism.level_bits(0)) if plausible(v, 0)]
+    kept: list[int] = []
+    finished: list[int] = []  # finished strings as bit strings of total_bits
+    finished_support = np.zeros(0, dtype=np.int64)
+    finished_reports = np.zeros(0, dtype=np.int64)
+    counts = np.zeros(0, dtype=np.int64)
+    for level in range(mechanism.levels):
+        width = mechanism.level_bits(level)
+        if level:
+            prefixes = [child for prefix in kept for child in children(prefix, level)]
         n_level = int(per_level[level])
         if n_level == 0:
             raise ValueError(f"pem: level {level} has no reports; discovery needs every level")
-        counts = np.asarray(support(level, mechanism.prefix_chunks(prefixes, level)))
-        if counts.shape != (len(prefixes),):
+        scored = prefixes + [s >> (mechanism.total_bits - width) for s in finished]
+        counts = np.asarray(support(level, mechanism.prefix_chunks(scored, level)))
+        if counts.shape != (len(scored),):
             raise ValueError(
-                f"support({level}, ...) returned shape {counts.shape} for {len(prefixes)} prefixes"
+                f"support({level}, ...) returned shape {counts.shape} for {len(scored)} prefixes"
             )
         counts = counts.astype(np.int64)
+        finished_support += counts[len(prefixes) :]
+        finished_reports += n_level
+        counts = counts[: len(prefixes)]
         estimates = (counts / n_level - q) / (p - q)
         order = np.argsort(-estimates, kind="stable")
-        kept = [prefixes[i] for i in order[:top] if estimates[i] > 0]
+        done: list[int] = []
+        if level < last:
+            keep = keep_count(mechanism, top, level, int(per_level[level + 1]))
+            kept = [prefixes[i] for i in order[:keep] if estimates[i] > 0]
+            done = [v for v in kept if mechanism.complete(v, level)]
+            kept = [v for v in kept if not mechanism.complete(v, level)]
+            finished += [v << (mechanism.total_bits - width) for v in done]
+            finished_support = np.r_[finished_support, np.zeros(len(done), np.int64)]
+            finished_reports = np.r_[finished_reports, np.zeros(len(done), np.int64)]
         levels.append(
             {
                 "level": level,
-                "bits": mechanism.level_bits(level),
+                "bits": width,
                 "reports": n_level,
                 "candidates": len(prefixes),
-                "kept": len(kept),
+                "kept": len(kept) if level < last else 0,
+                "finished": len(done) if level < last else len(prefixes),
             }
         )
-    decoded = [(mechanism.decode_prefix(v), i) for i, v in enumerate(prefixes)]
-    strings = [(value, i) for value, i in decoded if value is not None]
+    tested = [
+        (mechanism.decode_prefix(v), int(c), n_level) for v, c in zip(prefixes, counts, strict=True)
+    ] + [
+        (mechanism.decode_prefix(v), int(c), int(r))
+        for v, c, r in zip(finished, finished_support, finished_reports, strict=True)
+    ]
+    strings = [(value, c, r) for value, c, r in tested if value is not None]
     examined = max(1, len(strings))
-    index = np.asarray([i for _, i in strings], dtype=np.int64)
-    values = [value for value, _ in strings]
-    final_counts = counts[index]
-    frequencies = (final_counts / n_level - q) / (p - q)
-    p_values = stats.binom.sf(final_counts - 1, n_level, q)
+    values = [value for value, _, _ in strings]
+    support_of = np.asarray([c for _, c, _ in strings], dtype=np.int64)
+    reports_of = np.asarray([r for _, _, r in strings], dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frequencies = (support_of / reports_of - q) / (p - q)
+    p_values = stats.binom.sf(support_of - 1, reports_of, q)
     significant = p_values <= alpha / examined
     order = np.argsort(-frequencies, kind="stable")[:top]
     plug = np.clip(frequencies[order], 0.0, 1.0)
-    std_errors = np.sqrt(mechanism.frequency_variance(n_level, n, plug)) * n
-    null = np.full(order.size, math.sqrt(q * (1 - q) / n_level) / (p - q) * n)
+    std_errors = np.sqrt(mechanism.frequency_variance(reports_of[order], n, plug)) * n
+    null = np.sqrt(q * (1 - q) / reports_of[order]) / (p - q) * n
+    critical = bonferroni_z(alpha, examined)
     items = items_from_counts(
         [values[i] for i in order],
         frequencies[order] * n,
@@ -342,7 +464,7 @@ def discover_pem_by_support(
         null,
         n,
         confidence=confidence,
-        critical_z=bonferroni_z(alpha, examined),
+        critical_z=critical,
         significant=significant[order],
     )
     return ItemsEstimate(
@@ -350,13 +472,22 @@ def discover_pem_by_support(
         n=n,
         confidence=confidence,
         alpha=alpha,
-        critical_z=bonferroni_z(alpha, examined),
+        critical_z=critical,
         examined=examined,
         mechanism=mechanism.to_config(),
-        method="prefix extension over local hashing; exact binomial test at the last level",
+        method=PEM_METHOD,
         levels=tuple(levels),
         unconfirmed=tuple(item.value for item in items if not item.significant),
     )
+
+
+def keep_count(mechanism: PEM, top: int, level: int, next_reports: int) -> int:
+    """How many prefixes level i keeps: ``top``, or as many as make the next level cost
+    ``KEEP_CELLS`` report x candidate cells when that is more. The noise variance of a level's
+    estimates is about 1/n_(i+1) of one report's, so at few reports a level keeps more prefixes
+    (a heavy prefix's rank among them is noisier), while its cost stays bounded."""
+    step = mechanism.level_bits(level + 1) - mechanism.level_bits(level)
+    return max(top, KEEP_CELLS // (max(1, next_reports) << step))
 
 
 def discover_sfp(
@@ -373,10 +504,10 @@ def discover_sfp(
     the largest positive estimates (Hadamard response over the 65,536 fragments) are kept; the
     strings whose tag has a kept fragment at every offset are assembled (at most
     ``MAX_ASSEMBLED`` per tag), and confirmed against the word sketch, whose randomness is
-    independent of the fragments': its estimates are unbiased given the assembled candidates,
-    and a candidate is significant when its z over the null standard error exceeds
-    z_{1 - alpha / candidates} (Bonferroni), so E[false discoveries] <= alpha (with the
-    collisions of the word sketch's hashes as a random family's: heavy-hitters.md).
+    independent of the fragments': the candidates are tested by :func:`estimate_sketch` (the
+    same debiasing through the word sketch's exact collisions with the significant candidates,
+    the same null), Bonferroni over the assembled candidates, so E[false discoveries] <= alpha
+    under the null it states (``ItemsEstimate.null``; heavy-hitters.md).
     """
     statistic = aggregate(mechanism, reports)
     if statistic.n <= 0:
@@ -451,10 +582,12 @@ def discover(
 
 
 def bonferroni_z(alpha: float, items: int) -> float:
-    """z_{1 - alpha/items}, as ``analysis.heavy_hitters.bonferroni_z`` (which this module cannot
-    import: that module imports the estimation module, which imports this one)."""
-    if not 0 < alpha < 1 or items < 1:
-        raise ValueError(f"alpha must be in (0, 1) and items >= 1; got {alpha!r}, {items!r}")
+    """z_{1 - alpha/items}: the one-sided critical value after Bonferroni over ``items`` tests
+    (also ``analysis.heavy_hitters.bonferroni_z``)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1); got {alpha!r}")
+    if items < 1:
+        raise ValueError(f"items must be >= 1; got {items!r}")
     return float(-special.ndtri(alpha / items))
 
 

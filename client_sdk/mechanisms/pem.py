@@ -28,6 +28,7 @@ The server side (level-by-level extension, confirmation) is ``analysis.discovery
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
@@ -90,6 +91,12 @@ def _reduce(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     v = _fold(v)
     v[v >= PRIME] -= PRIME
     return v
+
+
+@functools.lru_cache(maxsize=64)
+def _leading_bits(allowed: frozenset[int], bits: int) -> frozenset[int]:
+    """The first ``bits`` bits of each allowed byte."""
+    return frozenset(b >> (8 - bits) for b in allowed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -407,10 +414,10 @@ class PEM(Mechanism):
         with lo its last s = min(step_bits, bits of the chunk) bits, so r = base + a_last lo
         (mod P) with base = b + sum_t a_t x_t (last chunk H * 2^s) the same for the 2^s prefixes
         of one group (one parent, extended). ``base - low_y`` is computed once per report and
-        group in int64 (folded modulo the Mersenne prime with shifts), and each of the 2^s
-        prefixes costs an add and a reduction in uint32 (r < 2P < 2^32, r mod P = min(r, r - P)
-        with wrap-around) and one compare: "h(prefix) == y" is "r - low_y mod P < width_y",
-        [low_y, low_y + width_y) = [ceil(yP/g), ceil((y+1)P/g)) (no division).
+        group in int64 (folded modulo the Mersenne prime with shifts), and each of the (at most
+        2^s) low parts in use costs an add and a reduction in uint32 (r < 2P < 2^32, r mod P =
+        min(r, r - P) with wrap-around) and one compare: "h(prefix) == y" is "r - low_y mod P <
+        width_y", [low_y, low_y + width_y) = [ceil(yP/g), ceil((y+1)P/g)) (no division).
         """
         array = self._check(reports)
         array = array[array["level"] == level]
@@ -419,11 +426,10 @@ class PEM(Mechanism):
             return np.zeros(x.shape[0], dtype=np.int64)
         count = self.chunk_count(level)
         shift = min(self.level_bits(level) - CHUNK_BITS * (count - 1), self.step_bits)
-        low_bits = x[:, -1] & ((1 << shift) - 1)
+        suffixes, low_of = np.unique(x[:, -1] & ((1 << shift) - 1), return_inverse=True)
         keys = np.concatenate([x[:, :-1], (x[:, -1:] >> shift) << shift], axis=1)
         groups, group_of = np.unique(keys, axis=0, return_inverse=True)
         group_of = group_of.reshape(-1)
-        suffixes = np.arange(1 << shift, dtype=np.int64)
         assert self.g is not None
         edges = -(-np.arange(self.g + 1, dtype=np.int64) * PRIME // self.g)
         y = array["y"].astype(np.int64)
@@ -446,7 +452,7 @@ class PEM(Mechanism):
             np.minimum(r, r - prime, out=r)
             hits = r < width[start : start + step, None, None]
             full += hits.view(np.uint8).sum(axis=0, dtype=np.int32)
-        return full[group_of, low_bits]
+        return full[group_of, low_of.reshape(-1)]
 
     def _candidate_chunks(
         self, prefixes: npt.NDArray[np.int64] | Sequence[int], level: int
@@ -471,6 +477,28 @@ class PEM(Mechanism):
         used = self.length_bits + 8 * length
         return width <= used or prefix & ((1 << (width - used)) - 1) == 0
 
+    def within(self, prefix: int, level: int, allowed: frozenset[int]) -> bool:
+        """Whether the bytes a plausible level-i prefix covers, wholly or in part, within the
+        string's length, can all be bytes of ``allowed`` (a decoder's hint: the values are
+        written in a known alphabet)."""
+        width = self.level_bits(level)
+        length = prefix >> (width - self.length_bits)
+        covered = min(length, -(-(width - self.length_bits) // 8))
+        for j in range(covered):
+            start = self.length_bits + 8 * j
+            bits = min(8, width - start)
+            pattern = (prefix >> (width - start - bits)) & ((1 << bits) - 1)
+            if pattern not in _leading_bits(allowed, bits):
+                return False
+        return True
+
+    def complete(self, prefix: int, level: int) -> bool:
+        """Whether a plausible level-i prefix determines its string: it covers the length and
+        every byte the length says (the rest of the bit string is zero padding)."""
+        width = self.level_bits(level)
+        length = prefix >> (width - self.length_bits)
+        return width >= self.length_bits + 8 * length
+
     def decode_prefix(self, prefix: int) -> str | None:
         """The string whose whole bit string is ``prefix``, or None (not a UTF-8 value)."""
         if not self.plausible(prefix, self.levels - 1):
@@ -482,13 +510,16 @@ class PEM(Mechanism):
         except UnicodeDecodeError:
             return None
 
-    def frequency_variance(self, n_level: int, n: int, f: FloatArray) -> FloatArray:
-        """Var of the level estimate (C/n_i - q*)/(p* - q*) of a frequency f (heavy-hitters.md):
-        the randomized response, plus the sampling of the level's devices from the n."""
+    def frequency_variance(
+        self, n_level: int | npt.NDArray[np.int64], n: int, f: FloatArray
+    ) -> FloatArray:
+        """Var of the estimate (C/n_i - q*)/(p* - q*) of a frequency f from n_i reports (one
+        level's, or several levels' pooled; heavy-hitters.md): the randomized response, plus
+        the sampling of those devices from the n."""
         p, q = self.p_star, self.q_star
         f = np.asarray(f, dtype=np.float64)
         per_user = q * (1 - q) / (p - q) ** 2 + f * (1 - p - q) / (p - q)
-        sampling = f * (1 - f) * max(0.0, 1 - n_level / n)
+        sampling = f * (1 - f) * np.maximum(0.0, 1 - np.asarray(n_level) / n)
         return np.asarray((per_user + sampling) / n_level, dtype=np.float64)
 
     # ---- exact privacy ---------------------------------------------------------------------

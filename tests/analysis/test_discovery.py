@@ -92,3 +92,54 @@ def test_discovery_from_a_support_callable_over_shards_equals_the_in_memory_one(
     assert any(item.significant for item in by_support.items)
     with pytest.raises(ValueError, match="one count per level"):
         discover_pem_by_support(m, per_level[:-1], support)
+
+
+def test_a_string_finished_early_is_tested_on_every_later_level_exactly() -> None:
+    """The empty string is complete at level 0: it is set aside there, and its count is its
+    support among the reports of levels 1 to the last (brute force), pooled."""
+    rng = np.random.default_rng(3)
+    values, truth = _zipf_population(rng, 30_000)
+    m = PEM(epsilon=4.0, max_length=4, step_bits=4)
+    reports = m.perturb(values, rng=rng)
+    result = discover_pem(m, reports, top=16)
+    assert result.levels[0]["finished"] >= 1
+    item = next(item for item in result.items if item.value == "")
+    later = reports[reports["level"] > 0]
+    support = 0
+    for level in range(1, m.levels):
+        mine = later[later["level"] == level]
+        zero = np.zeros((1, m.chunk_count(level)), dtype=np.int64)  # "" is all zero bits
+        support += int((m.bucket(mine["seed"], zero) == mine["y"]).sum())
+    expected = (support / later.size - m.q_star) / (m.p_star - m.q_star)
+    assert item.frequency == pytest.approx(expected, rel=1e-12)
+    assert item.significant and abs(item.frequency - truth[""] / 30_000) < 5 * item.std_error
+    last_only = np.sqrt(m.frequency_variance(result.levels[-1]["reports"], 30_000, item.frequency))
+    assert item.std_error < last_only / 3  # 15 levels' reports, not the last one's
+
+
+def test_few_reports_keep_more_prefixes_per_level_than_top() -> None:
+    rng = np.random.default_rng(5)
+    values, _ = _zipf_population(rng, 8_000)
+    m = PEM(epsilon=2.0, max_length=4, step_bits=4)
+    result = discover_pem(m, m.perturb(values, rng=rng), top=8)
+    assert max(level["kept"] for level in result.levels) > 8
+    assert len(result.items) <= 8
+
+
+def test_an_alphabet_hint_scores_fewer_prefixes_and_finds_the_strings_written_in_it() -> None:
+    rng = np.random.default_rng(9)
+    binary = [format(i, "b").replace("0", "a").replace("1", "b") for i in range(2, 16)]
+    words = ["ab", "ba", "abba", "b", "Z9", *(w for w in binary if w not in {"ab", "ba", "abba"})]
+    weights = np.arange(1, len(words) + 1, dtype=np.float64) ** -1.1
+    values = [words[i] for i in rng.choice(len(words), size=40_000, p=weights / weights.sum())]
+    m = PEM(epsilon=4.0, max_length=4, step_bits=4)
+    reports = m.perturb(values, rng=rng)
+    plain = discover_pem(m, reports, top=16)
+    hinted = discover_pem(m, reports, top=16, alphabet="ab")
+    found = {item.value for item in hinted.significant}
+    assert {"ab", "ba", "abba", "b"} <= found and "Z9" not in found
+    assert "Z9" in {item.value for item in plain.significant}
+    assert all(set(item.value) <= {"a", "b"} for item in hinted.items)
+    assert sum(level["candidates"] for level in hinted.levels) < sum(
+        level["candidates"] for level in plain.levels
+    )

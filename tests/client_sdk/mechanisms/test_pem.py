@@ -142,3 +142,18 @@ def test_campaigns_have_no_domain_and_may_be_memoized() -> None:
         parse_campaign({"name": "search", "mechanism": config, "domain": ["a"]})
     memo = mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": 4.0}})
     assert memo.memoized and memo.epsilon_inf == 4.0  # type: ignore[attr-defined]
+
+
+def test_complete_and_within_read_the_length_and_the_covered_bytes() -> None:
+    m = PEM(epsilon=2.0, max_length=4, step_bits=4)  # length in 3 bits
+    bits = m.value_bits([b"ab"])[0]
+    prefix = {level: int("".join(map(str, bits[: m.level_bits(level)])), 2) for level in range(4)}
+    # "ab" is 3 + 16 bits: complete once a level covers 19 bits (level 3: 7 + 12 = 19)
+    assert [m.complete(prefix[level], level) for level in range(4)] == [False] * 3 + [True]
+    letters = frozenset(b"ab")
+    assert all(m.within(prefix[level], level, letters) for level in range(4))
+    assert m.within(prefix[1], 1, frozenset(b"a"))  # 11 bits: "a" and the first nibble of "b"
+    assert not m.within(prefix[3], 3, frozenset(b"a"))
+    assert not m.within(prefix[0], 0, frozenset(b"\x80"))  # "a" starts with the nibble 6
+    empty = int("".join(map(str, m.value_bits([b""])[0][: m.level_bits(0)])), 2)
+    assert m.complete(empty, 0) and m.within(empty, 0, frozenset())
