@@ -1057,8 +1057,9 @@ def _fourier_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[
                 "marginals",
                 "LDP cell variance",
                 "central Laplace",
-                "curator's way",
+                "its way",
                 "central Gaussian",
+                "its way",
                 "ratio",
             ],
             [
@@ -1069,15 +1070,18 @@ def _fourier_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[
                     r.fmt_number(s["central_laplace_cell_variance"]),
                     html.escape(s["central_laplace_way"]),
                     r.fmt_number(s["central_gaussian_cell_variance"]),
+                    html.escape(s["central_gaussian_way"]),
                     r.fmt_number(s["variance_ratio"]),
                 ]
                 for s in gap["sizes"]
             ],
         ),
         _note(
-            f"Exact: {html.escape(gap['exact'])}. <i>tables</i>: the curator releases every "
-            f"table of {gap['order']} attributes with noise calibrated to all "
-            f"{gap['central_tables']} of them; <i>full</i>: the table of all attributes."
+            f"Exact: {html.escape(gap['exact'])}. The curator's ways: <i>tables</i> releases "
+            f"every table of {gap['order']} attributes with noise calibrated to all "
+            f"{gap['central_tables']} of them; <i>full</i> the table of all attributes; "
+            f"<i>coefficients</i> the {gap['coefficients']} Fourier coefficients (Barak et al., "
+            "PODS 2007). Ratio: the LDP cell variance over the best central Laplace one."
         ),
     ]
     measured = d.get("measured_gap")

@@ -61,7 +61,17 @@ def test_fourier_gap_exact() -> None:
         assert row["central_tables_gaussian_cell_variance"] == pytest.approx(
             2 ** (2 - k) * 10 * sigma**2 / (holders * n**2)
         )
-        assert row["central_laplace_cell_variance"] == min(tables_laplace, full_laplace)
+        share = (2**k - 1) / 4**k  # 2^k - 1 coefficients, weights 2^-k
+        coefficients_laplace = share * 2 * (15 * 2 / 1.0) ** 2 / n**2  # T = 15, Delta_1 = 2T
+        assert row["central_coefficients_laplace_cell_variance"] == pytest.approx(
+            coefficients_laplace
+        )
+        sigma_t = analytic_gaussian_sigma(1.0, 1e-6, 2 * math.sqrt(15))  # Delta_2 = 2 sqrt(T)
+        assert row["central_coefficients_gaussian_cell_variance"] == pytest.approx(
+            share * sigma_t**2 / n**2
+        )
+        best = min(tables_laplace, full_laplace, coefficients_laplace)
+        assert row["central_laplace_cell_variance"] == pytest.approx(best)
         ldp = float(m.cell_variance(n, k, np.full(2**k, 2.0**-k)).mean())  # type: ignore[attr-defined]
         assert row["ldp_cell_variance"] == pytest.approx(ldp)
         assert row["variance_ratio"] == pytest.approx(ldp / row["central_laplace_cell_variance"])
@@ -93,12 +103,16 @@ def test_fourier_gap_measured_against_its_exact_variances() -> None:
         for row in simulation["sizes"]:
             ratios[row["size"]].append(row["ldp_raw_mse"] / row["ldp_expected"])
             assert row["ldp_consistent_mse"] <= row["ldp_raw_mse"] * 1.05
-            if seed == 0:  # the curator's noise over 200 repetitions of every cell
+            if seed == 0:  # each way of the curator over 200 repetitions of every cell
+                assert set(row["ways"]) == {
+                    f"{way}_{noise}"
+                    for way in ("tables", "full", "coefficients")
+                    for noise in ("laplace", "gaussian")
+                }
                 cells = row["marginals"] * 2 ** row["size"] * 200
-                expected = row["central_laplace_expected"]
-                assert abs(row["central_laplace_mse"] - expected) < laplace_mse_tolerance(
-                    expected, cells
-                )
+                for way in row["ways"].values():
+                    expected = way["expected"]
+                    assert abs(way["mse"] - expected) < laplace_mse_tolerance(expected, cells)
     for values in ratios.values():
         # cells of one marginal are dependent: at least 16 independent ratios
         assert abs(np.mean(values) - 1) < Z * math.sqrt(2 / 16)
