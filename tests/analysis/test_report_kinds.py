@@ -372,6 +372,38 @@ def test_report_command_covers_a_range_campaign(
     assert "Ranges and quantiles" in page and "0-9 ms to 30-39 ms" in page
 
 
+def test_report_command_covers_a_fourier_campaign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "collector.db"
+    config = {"mechanism": "fourier", "epsilon": 2.0, "order": 2,
+              "attributes": [{"name": "wifi", "labels": ["off", "on"]}, {"name": "dark"},
+                             {"name": "beta"}]}  # fmt: skip
+    mechanism = mechanism_from_config(config)
+    rng = np.random.default_rng(9)
+    bits = fourier_records(mechanism, 4000, ZIPF, rng)  # type: ignore[arg-type]
+    payloads = mechanism.to_wire(mechanism.perturb(bits, rng=rng))
+    with Storage(db) as storage:
+        storage.create_campaign({"name": "flags", "mechanism": config})
+        storage.insert_reports("flags", [(secrets.token_hex(16), json.dumps(p)) for p in payloads])
+    out, numbers = tmp_path / "r.html", tmp_path / "r.json"
+    code = main(["report", "--db", str(db), "--campaign", "flags", "--out", str(out),
+                 "--json", str(numbers)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.startswith(f"wrote {out}: campaign 'flags', n=4000, 5 figures")
+    document = json.loads(numbers.read_text())
+    assert main(["estimate", "--db", str(db), "--campaign", "flags", "--format", "json"]) == 0
+    estimated = json.loads(capsys.readouterr().out)
+    assert document["kind"] == "fourier" and document["n"] == estimated["n"] == 4000
+    for shown, table in zip(document["tables"], estimated["tables"], strict=True):
+        assert shown["attributes"] == table["attributes"]
+        for key in ("frequencies", "std_errors", "ci_low", "ci_high"):
+            assert shown[key] == table[key], key  # the same numbers as `estimate`
+    page = out.read_text()
+    assert "Marginal" in page and "coefficients" in page and "wifi, dark" in page
+
+
 # ---- legible in a browser ----------------------------------------------------------------------
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
