@@ -198,6 +198,9 @@ SKETCH_NULL = (
 )
 SKETCH_ROUNDS = 20
 """At most this many rounds of :func:`sketch_test` (it stops at a fixed point, or a cycle)."""
+SKETCH_GROWTH = 64
+"""D grows by at most max(this, |D|) strings a round, the largest first: the strings a heavy
+one biases are then corrected before they join D (and make its collision matrix large)."""
 
 
 def sketch_test(
@@ -212,7 +215,8 @@ def sketch_test(
     Round r debiases every estimate through the exact collision matrix with D_r
     (``StringSketch.correct_for_heavy``: A_DD n^_D = c^_D, then c^(x) - A[x, D] n^_D) and tests
     each against its null standard error (the collisions with strings outside D_r as a random
-    family's); D_0 is empty and D_(r+1) the significant strings of round r, until D repeats.
+    family's); D_0 is empty and D_(r+1) the at most max(``SKETCH_GROWTH``, 2 |D_r|) largest
+    significant strings of round r, until they are all of them (a fixed point) or D repeats.
     Returns the last round's correction, its null standard errors and the number of rounds.
     """
     raw = mechanism.estimate_from_table(statistic, table)
@@ -224,8 +228,12 @@ def sketch_test(
         seen.add(tuple(heavy.tolist()))
         correction = HeavySetCorrection.build(mechanism, statistic.n, raw, table, heavy)
         null = correction.standard_errors(null=True)
-        heavy = np.flatnonzero(correction.counts > critical_z * null)
-        if tuple(heavy.tolist()) in seen or rounds >= SKETCH_ROUNDS:
+        significant = np.flatnonzero(correction.counts > critical_z * null)
+        if np.array_equal(significant, heavy) or rounds >= SKETCH_ROUNDS:
+            return correction, null, rounds
+        largest = np.argsort(-correction.counts[significant], kind="stable")
+        heavy = np.sort(significant[largest[: max(SKETCH_GROWTH, 2 * heavy.size)]])
+        if tuple(heavy.tolist()) in seen:
             return correction, null, rounds
 
 

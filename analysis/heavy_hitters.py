@@ -24,8 +24,8 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy import special
 
+from analysis.discovery import bonferroni_z
 from analysis.estimation import FrequencyEstimate
 
 __all__ = ["HeavyHitter", "InsufficientReports", "bonferroni_z", "require_min_batch", "top_k"]
@@ -49,15 +49,6 @@ def require_min_batch(n: int, min_batch_size: int | None, campaign: str | None =
     """Raise :class:`InsufficientReports` when ``n < min_batch_size`` (``None``: no minimum)."""
     if min_batch_size is not None and n < min_batch_size:
         raise InsufficientReports(campaign, int(n), int(min_batch_size))
-
-
-def bonferroni_z(alpha: float, items: int) -> float:
-    """z_{1 - alpha/items}: the one-sided critical value after Bonferroni over ``items`` tests."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1); got {alpha!r}")
-    if items < 1:
-        raise ValueError(f"items must be >= 1; got {items!r}")
-    return float(-special.ndtri(alpha / items))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -74,6 +74,7 @@ __all__ = [
     "HCMS",
     "KEY_PREFIX",
     "MAX_LENGTH",
+    "HeavySetCorrection",
     "MemoizedCMS",
     "MemoizedHCMS",
     "StringSketch",
@@ -170,9 +171,27 @@ class StringSketch(Mechanism):
         """X[j, i]: the sum over the reports of row j of their unbiased cell-i indicators."""
         raise NotImplementedError
 
-    def report_variance(self, z: FloatArray) -> FloatArray:
-        """Var of one report's contribution to sum_j X[j, h_j(d)], given its collision rate z."""
+    @property
+    def flip_noise(self) -> float:
+        """a: the covariance of one report's contributions Y(x), Y(y) to two strings' sums is
+        a z_xy + b w - z_xd z_yd (w the rate of rows where x, y and the report's d share a cell);
+        a from the flips (cms: (c^2 - 1)/4, hcms: c^2)."""
         raise NotImplementedError
+
+    @property
+    def row_noise(self) -> int:
+        """b: 1 where the reported cell's indicator is random given the row (cms), else 0."""
+        raise NotImplementedError
+
+    def report_variance(self, z: FloatArray) -> FloatArray:
+        """Var of one report's contribution to sum_j X[j, h_j(d)], given its collision rate z:
+        a + b z - z^2 (cms: (c^2 - 1)/4 + z(1 - z); hcms: c^2 - z^2)."""
+        z = np.asarray(z, dtype=np.float64)
+        return np.asarray(self.flip_noise + self.row_noise * z - z * z, dtype=np.float64)
+
+    def report_variance_expected(self, second: float) -> float:
+        """E over a random hash of ``report_variance(z)`` for a non-holder, given E[z^2]."""
+        return self.flip_noise + self.row_noise / self.m - second
 
     # ---- estimates ----------------------------------------------------------------------------
 
@@ -228,41 +247,82 @@ class StringSketch(Mechanism):
 
         ``counts`` n_d of the strings asked about; ``others_square`` the sum of n_d'^2 over the
         other strings. The noise of the reports, plus the collisions of the other strings'
-        reports with d's cells, plus the spread of their mean over the hash functions.
+        reports with d's cells, plus the spread of their mean over the hash functions
+        (``HeavySetCorrection.variance`` with no heavy set).
         """
-        second, var_z = self.collision_moments()
         n_d = np.asarray(counts, dtype=np.float64)
-        noise_one = self.report_variance(np.ones(1))[0]  # a holder of d: z = 1
-        noise_other = self.report_variance_expected(second)
-        within = n_d * noise_one + (n - n_d) * noise_other
-        return np.asarray(self.scale**2 * (within + others_square * var_z), dtype=np.float64)
+        one = np.ones_like(n_d)
+        return _corrected_variance(
+            self,
+            n,
+            one,
+            one,
+            np.zeros_like(n_d),
+            np.zeros_like(n_d),
+            n_d,
+            one,
+            n - n_d,
+            np.asarray(others_square, dtype=np.float64),
+        )
 
-    def report_variance_expected(self, second: float) -> float:
-        """E over a random hash of ``report_variance(z)`` for a non-holder, given E[z^2]."""
-        raise NotImplementedError
+    def collision_rates(
+        self, table: npt.NDArray[np.int64], heavy_table: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], FloatArray]:
+        """The pairs (x, d) of a row of ``table`` and one of ``heavy_table`` sharing a cell in at
+        least one hash row, x-major, with z_xd = rows shared / hashes (the others have z = 0)."""
+        size = heavy_table.shape[0]
+        keys = []
+        for row in range(self.hashes):
+            cells = heavy_table[:, row]
+            order = np.argsort(cells, kind="stable")
+            low = np.searchsorted(cells[order], table[:, row], side="left")
+            many = np.searchsorted(cells[order], table[:, row], side="right") - low
+            total = int(many.sum())
+            if total:
+                x = np.repeat(np.arange(table.shape[0], dtype=np.int64), many)
+                shift = np.repeat(low - (np.cumsum(many) - many), many)
+                keys.append(x * size + order[np.arange(total) + shift])
+        if not keys:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, np.zeros(0)
+        unique, shared = np.unique(np.concatenate(keys), return_counts=True)
+        return unique // size, unique % size, shared / self.hashes
+
+    def correct_for_heavy(
+        self,
+        statistic: AggregateStatistic,
+        table: npt.NDArray[np.int64],
+        heavy: npt.ArrayLike,
+    ) -> HeavySetCorrection:
+        """The estimates of the strings of ``table`` debiased through the exact collisions of
+        this config's hash functions with the heavy set D = ``heavy`` (indices into ``table``).
+
+        E[c^(x)] = sum_y A[x, y] n_y with A[x, y] = m/(m-1)(z_xy - 1/m) for the fixed hashes
+        (``fixed_hash_moments``). n^_D solves A_DD n^_D = c^_D; every other string gets
+        c^(x) - A[x, D] n^_D. Each corrected estimate is a linear combination L_x . c^ with
+        L_x[x] = 1 (x not in D), so E = n_x + sum over y outside D of A[x, y] n_y: unbiased
+        when the strings outside D hold nothing, the rest of the bias is what the variance
+        treats as a random family's (heavy-hitters.md, "Significance").
+        """
+        raw = self.estimate_from_table(statistic, table)
+        return HeavySetCorrection.build(self, statistic.n, raw, table, heavy)
 
     def standard_errors(
-        self, statistic: AggregateStatistic, candidates: Sequence[str], *, null: bool = False
+        self,
+        statistic: AggregateStatistic,
+        candidates: Sequence[str],
+        *,
+        null: bool = False,
+        heavy: npt.ArrayLike = (),
     ) -> FloatArray:
-        """Standard errors of ``estimate_counts`` (counts, not frequencies).
+        """Standard errors of the estimates of ``candidates`` corrected for the heavy set
+        ``heavy`` (``correct_for_heavy``; none: ``estimate_counts``), in counts.
 
-        The variance over the reports' noise and a random hash family, with the candidates'
-        estimates (clipped to [0, n]) plugged in for their true counts and the rest of the
-        reports counted as strings held by one device each. ``null``: the standard error of a
-        candidate held by no one (its own count 0), which the significance test uses.
-        Heavy strings outside the candidate list make these too small (heavy-hitters.md).
+        ``null``: the standard error of a candidate held by no one (its own count 0), which the
+        significance test uses. The plug-ins and what they assume: ``HeavySetCorrection``.
         """
-        n = statistic.n
-        plug = np.clip(self.estimate_counts(statistic, candidates), 0.0, float(n))
-        total = float(plug.sum())
-        if total > n:
-            plug = plug * (n / total)
-            total = float(n)
-        rest = n - total
-        square = float(np.sum(plug**2))
-        own = np.zeros_like(plug) if null else plug
-        others = square - plug**2 + rest
-        return np.asarray(np.sqrt(self.count_variance(n, own, others)), dtype=np.float64)
+        correction = self.correct_for_heavy(statistic, self.candidate_table(candidates), heavy)
+        return correction.standard_errors(null=null)
 
     # ---- privacy ------------------------------------------------------------------------------
 
@@ -428,15 +488,15 @@ class CMS(StringSketch):
         c = self.debias_factor
         return np.asarray((c * (2 * ones - per_row) + per_row) / 2, dtype=np.float64)
 
-    def report_variance(self, z: FloatArray) -> FloatArray:
-        # (c^2 - 1)/4 from the flips of the queried cell, z(1 - z) from the choice of the row.
+    @property
+    def flip_noise(self) -> float:
+        # The flips of the queried cell: Var[(c v~ + 1)/2] = (c^2 - 1)/4.
         c = self.debias_factor
-        z = np.asarray(z, dtype=np.float64)
-        return np.asarray((c * c - 1) / 4 + z * (1 - z), dtype=np.float64)
+        return (c * c - 1) / 4
 
-    def report_variance_expected(self, second: float) -> float:
-        c = self.debias_factor
-        return (c * c - 1) / 4 + 1 / self.m - second
+    @property
+    def row_noise(self) -> int:
+        return 1
 
     def channel_matrices(self) -> Iterator[FloatArray]:
         inputs = self._hash_inputs()
@@ -514,14 +574,15 @@ class HCMS(StringSketch):
         signed = counts[..., 1] - counts[..., 0]  # (hashes, m): sum of the reported signs
         return self.debias_factor * _walsh_hadamard(signed)
 
-    def report_variance(self, z: FloatArray) -> FloatArray:
+    @property
+    def flip_noise(self) -> float:
+        # Y = c w~ H[i, l] has Y^2 = c^2 whatever the row, column and flip.
         c = self.debias_factor
-        z = np.asarray(z, dtype=np.float64)
-        return np.asarray(c * c - z * z, dtype=np.float64)
+        return c * c
 
-    def report_variance_expected(self, second: float) -> float:
-        c = self.debias_factor
-        return c * c - second
+    @property
+    def row_noise(self) -> int:
+        return 0
 
     def channel_matrices(self) -> Iterator[FloatArray]:
         inputs = self._hash_inputs()
@@ -536,6 +597,202 @@ class HCMS(StringSketch):
             pair = np.stack([weight - p_plus, p_plus], axis=2)
             blocks.append(pair.reshape(len(inputs), -1))
         yield np.concatenate(blocks, axis=1)
+
+
+def _corrected_variance(
+    mechanism: StringSketch,
+    n: int,
+    lzl: FloatArray,
+    weight: FloatArray,
+    heavy_rows: FloatArray,
+    heavy_others: FloatArray,
+    own: FloatArray,
+    own_mean: FloatArray,
+    light_total: FloatArray,
+    light_square: FloatArray,
+) -> FloatArray:
+    """Var[L . c^] for the combination L of candidate estimates (heavy-hitters.md,
+    "Significance"), in counts.
+
+    ``lzl`` = L Z L (Z the collision rates of L's strings), ``weight`` = sum of L;
+    ``heavy_rows`` = sum over the heavy strings d other than the target x of n_d L_x^2
+    z_xd (1 - z_xd) (the choice of the row, cms); ``heavy_others`` their count;
+    ``own``/``own_mean`` the target's count and L . z_x; ``light_total``/``light_square``
+    the count and sum of squared counts of the other strings, taken as a random hash family's.
+    """
+    s, m, k = mechanism.scale, mechanism.m, mechanism.hashes
+    a, b = mechanism.flip_noise, mechanism.row_noise
+    mean_sq = (weight / m) ** 2
+    light_report = b * lzl / m - lzl / (k * m) - (1 - 1 / k) * mean_sq
+    bias_spread = (lzl / m - mean_sq) / k
+    total = (
+        a * n * lzl
+        + b * heavy_rows
+        - (1 - b) * (mean_sq * heavy_others + own * own_mean**2)
+        + light_total * light_report
+        + light_square * bias_spread
+    )
+    return np.asarray(s * s * total, dtype=np.float64)
+
+
+def _pairs_within(x: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
+    """For sorted group labels ``x``: every (left, right) pair of entries in the same group."""
+    if not x.size:
+        return x, x
+    starts = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])
+    sizes = np.diff(np.r_[starts, x.size])
+    per = np.repeat(sizes, sizes)
+    left = np.repeat(np.arange(x.size), per)
+    offset = np.arange(left.size) - np.repeat(np.cumsum(per) - per, per)
+    right = np.repeat(np.repeat(starts, sizes), per) + offset
+    return left, right
+
+
+@dataclasses.dataclass(frozen=True)
+class HeavySetCorrection:
+    """Candidate estimates debiased through the exact collisions with a heavy set D
+    (``StringSketch.correct_for_heavy``), and their standard errors.
+
+    ``counts[x]`` = L_x . c^: for x in D the solution of A_DD n^_D = c^_D (L_x a row of
+    A_DD^-1), for the others c^(x) - A[x, D] n^_D. ``heavy`` holds D (indices into the
+    candidates; strings with the same hash tuple as a heavier member of D are left out: the
+    sketch cannot tell them apart). The other fields are what ``_corrected_variance`` needs.
+    """
+
+    mechanism: StringSketch
+    n: int
+    counts: FloatArray
+    heavy: npt.NDArray[np.int64]
+    lzl: FloatArray
+    weight: FloatArray
+    own_mean: FloatArray
+    self_weight: FloatArray
+    pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], FloatArray]
+    heavy_rates: FloatArray
+
+    @classmethod
+    def build(
+        cls,
+        mechanism: StringSketch,
+        n: int,
+        raw: FloatArray,
+        table: npt.NDArray[np.int64],
+        heavy: npt.ArrayLike,
+    ) -> HeavySetCorrection:
+        """The correction of the raw estimates ``raw`` of the strings of ``table``."""
+        size = raw.size
+        order = np.asarray(heavy, dtype=np.int64).ravel()
+        if order.size and (order.min() < 0 or order.max() >= size):
+            raise ValueError(f"heavy must index the {size} candidates; got {order.tolist()!r}")
+        order = order[np.argsort(-raw[order], kind="stable")]  # heaviest first
+        _, first = np.unique(table[order], axis=0, return_index=True)
+        members = np.sort(order[first]) if order.size else order
+        ones = np.ones(size)
+        if not members.size:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(
+                mechanism,
+                n,
+                np.asarray(raw, dtype=np.float64),
+                members,
+                ones,
+                ones,
+                ones,
+                ones,
+                (empty, empty, np.zeros(0)),
+                np.zeros((0, 0)),
+            )
+        s, m = mechanism.scale, mechanism.m
+        x, d, z = mechanism.collision_rates(table, table[members])
+        position = np.full(size, -1, dtype=np.int64)
+        position[members] = np.arange(members.size)
+        inner = position[x] >= 0
+        rates = np.zeros((members.size, members.size))
+        rates[position[x[inner]], d[inner]] = z[inner]
+        matrix = s * (rates - 1 / m)
+        try:
+            inverse = np.linalg.inv(matrix)
+        except np.linalg.LinAlgError:
+            inverse = np.linalg.pinv(matrix)
+        estimates = inverse @ raw[members]
+        rows, columns = inverse.sum(axis=1), inverse.sum(axis=0)
+        x, d, z = x[~inner], d[~inner], z[~inner]
+
+        def per_string(weights: FloatArray) -> FloatArray:
+            return np.bincount(x, weights=weights, minlength=size).astype(np.float64)
+
+        counts = raw - s * per_string(z * estimates[d]) + s / m * estimates.sum()
+        weight = 1 - (s * per_string(z * rows[d]) - s / m * rows.sum())
+        left, right = _pairs_within(x)
+        quadratic = np.bincount(
+            x[left], weights=z[left] * inverse[d[left], d[right]] * z[right], minlength=size
+        )
+        gamma_z = s * quadratic - s / m * per_string(z * columns[d])  # gamma_x . z_xD
+        lzl = 1 - gamma_z - weight / m * (1 - weight)
+        own_mean = 1 - gamma_z
+        self_weight = ones.copy()
+        counts[members] = estimates
+        weight[members] = rows
+        diagonal = np.diag(inverse)
+        lzl[members] = diagonal / s + rows**2 / m
+        own_mean[members] = 1 / s + rows / m
+        self_weight[members] = diagonal
+        return cls(
+            mechanism,
+            n,
+            np.asarray(counts, dtype=np.float64),
+            members,
+            lzl,
+            weight,
+            own_mean,
+            self_weight,
+            (x, d, z),
+            rates,
+        )
+
+    def variances(self, *, null: bool = False) -> FloatArray:
+        """Var of ``counts`` over the reports' noise, with plug-ins: D's estimates (clipped to
+        [0, n]) for its counts with its exact collisions; the other candidates' estimates
+        (clipped, scaled down to fit in n) and the rest of the reports as strings held by one
+        device each, their collisions a random family's. ``null``: the target's own count 0."""
+        n = float(self.n)
+        heavy_counts = np.clip(self.counts[self.heavy], 0.0, n)
+        if heavy_counts.sum() > n:
+            heavy_counts *= n / heavy_counts.sum()
+        heavy_total = float(heavy_counts.sum())
+        light = np.ones(self.counts.size, dtype=bool)
+        light[self.heavy] = False
+        plug = np.where(light, np.clip(self.counts, 0.0, n), 0.0)
+        if plug.sum() > n - heavy_total:
+            plug *= max(n - heavy_total, 0.0) / plug.sum()
+        rest = max(n - heavy_total - float(plug.sum()), 0.0)
+        square = float(np.sum(plug**2)) + rest
+        counts = np.zeros(self.counts.size)
+        counts[self.heavy] = heavy_counts
+        x, d, z = self.pairs
+        heavy_rows = np.bincount(
+            x, weights=heavy_counts[d] * z * (1 - z), minlength=counts.size
+        ).astype(np.float64)
+        heavy_rows[self.heavy] = (self.heavy_rates * (1 - self.heavy_rates)) @ heavy_counts
+        heavy_rows *= self.self_weight**2
+        heavy_others = heavy_total - counts
+        own: FloatArray = np.zeros_like(counts) if null else np.where(light, plug, counts)
+        return _corrected_variance(
+            self.mechanism,
+            self.n,
+            self.lzl,
+            self.weight,
+            heavy_rows,
+            heavy_others,
+            own,
+            self.own_mean,
+            n - heavy_others - own,
+            square - plug**2,
+        )
+
+    def standard_errors(self, *, null: bool = False) -> FloatArray:
+        """sqrt(``variances``)."""
+        return np.asarray(np.sqrt(np.maximum(self.variances(null=null), 0.0)), dtype=np.float64)
 
 
 def device_choice(keys: KeyedSource, label: str, high: int) -> int:
