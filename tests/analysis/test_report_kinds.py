@@ -84,7 +84,7 @@ def check_page(report: Report, headings: tuple[str, ...]) -> str:
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, Report]:
-    """One report of each kind, with the truth (as the demo passes it)."""
+    """One report of each estimate kind, with the truth (as the demo passes it)."""
     rng = np.random.default_rng(8)
     out: dict[str, Report] = {}
 
@@ -95,6 +95,23 @@ def reports() -> dict[str, Report]:
     held = np.bincount(items, minlength=500)
     out["discovery"] = build_report(
         c, raw, truth={w: int(k) for w, k in zip(words, held, strict=True)}, top=8
+    )
+
+    c = campaign("search", {"mechanism": "cms", "epsilon": 4.0, "m": 256, "hashes": 8,
+                            "max_length": 4}, domain=words[:60])  # fmt: skip
+    raw = estimate(
+        c.mechanism, c.mechanism.perturb([words[i] for i in items], rng=rng), candidates=words[:60]
+    )
+    out["sketch"] = build_report(
+        c, raw, truth={w: int(k) for w, k in zip(words, held, strict=True)}, top=8
+    )
+
+    c = campaign("pages", {"mechanism": "oue", "epsilon": 1.0, "k": 12},
+                 domain=[HOSTILE, *(f"page-{i}" for i in range(11))])  # fmt: skip
+    pages = rng.choice(12, N, p=zipf_weights(12, ZIPF))
+    raw = estimate(c.mechanism, c.mechanism.perturb(pages, rng=rng))
+    out["frequencies"] = build_report(
+        c, raw, replicates=20, true_counts=np.bincount(pages, minlength=12)
     )
 
     c = campaign(
@@ -409,10 +426,21 @@ def test_report_command_covers_a_fourier_campaign(
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
+def test_sketch_and_frequency_pages(reports: dict[str, Report]) -> None:
+    report = reports["sketch"]
+    check_page(report, ("Discovered items", "Which are the top 8?"))
+    assert report.data["kind"] == "sketch" and report.data["examined"] == 60
+    page = render_html(reports["frequencies"])
+    for heading in ("Estimated frequencies", "The price of locality", "run on the true histogram"):
+        assert heading in page
+    assert "<script>" not in page
+
+
 def test_pages_render_in_headless_chromium(reports: dict[str, Report], tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no system Chromium at {CHROMIUM}")
+    assert {report.data["kind"] for report in reports.values()} == set(ESTIMATORS)  # every kind
     paths = []
     for kind, report in reports.items():
         path = tmp_path / f"{kind}.html"
