@@ -18,12 +18,12 @@ Var[mean] = (1/n^2) sum_i Var(x_i). Without the truth: at the worst-case value
 (``worst_case_variance``, a data-free bound for a fixed population) and at the centre of the
 input set; with the truth, at the true values. Measured in simulation: values drawn as the
 simulation says, perturbed by the mechanism, the mean estimated by ``analysis.estimation``,
-against the curator's noisy mean over ``repetitions`` runs.
+against the curator's noisy mean over ``repetitions`` runs (a memoizing mechanism by each user's
+first report as a new device).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -191,13 +191,13 @@ def simulate_values(
     return np.asarray(lo + (buckets + rng.random(size)) * span / SIMULATED_BUCKETS)
 
 
-def _one_round(m: NumericMechanism) -> NumericMechanism:
-    """The mechanism as one report per simulated user draws it. A memoizing 1BitMean's first
-    report has the law of the unmemoized one (the rounding is unbiased and the bit's probability
-    linear in the rounded point), so the simulation draws that."""
+def _first_reports(m: NumericMechanism, values: FloatArray, rng: np.random.Generator) -> Any:
+    """One report from each simulated user: a memoizing mechanism's first report of a new
+    device (``perturb_independent_devices``: the rounding and the memoized bit fresh from
+    ``rng``), else ``perturb``."""
     if getattr(m, "memoize", False):
-        return dataclasses.replace(m, memoize=False)  # type: ignore[type-var]
-    return m
+        return m.perturb_independent_devices(values, rng=rng)  # type: ignore[attr-defined]
+    return m.perturb(values, rng=rng)
 
 
 def simulated_gap(
@@ -209,6 +209,5 @@ def simulated_gap(
 ) -> dict[str, Any]:
     m = _numeric(mechanism)
     values = simulate_values(m, n, simulation, rng)
-    device = _one_round(m)
-    estimate = estimate_mean(m, device.perturb(values, rng=rng))
+    estimate = estimate_mean(m, _first_reports(m, values, rng))
     return measured_gap(m, estimate, values, options, rng)

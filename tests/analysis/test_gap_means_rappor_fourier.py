@@ -169,6 +169,7 @@ def test_mean_gap_exact(config: dict[str, Any], l1: float, l2: float) -> None:
         {"mechanism": "piecewise", "epsilon": 1.0, "lower": 0, "upper": 60},
         {"mechanism": "hybrid", "epsilon": 2.0, "lower": 0, "upper": 1, "dim": 3},
         {"mechanism": "onebitmean", "epsilon": 1.0, "lower": 0, "upper": 1, "buckets": 4},
+        {"mechanism": "onebitmean", "epsilon": 1.0, "lower": 0, "upper": 1, "gamma": 0.1},
     ],
 )
 def test_mean_gap_measured_against_its_exact_variance(config: dict[str, Any]) -> None:
