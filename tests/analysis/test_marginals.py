@@ -9,7 +9,8 @@ import itertools
 import numpy as np
 import pytest
 
-from analysis.multi import MultiEstimate, estimate_multi, max_entropy
+import analysis.multi
+from analysis.multi import MultiEstimate, consistent_tables, estimate_multi, max_entropy
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi, choose_tables, cover_pairs, pair_cell_variance
 from tests.stats import assert_chi_square, assert_within_z
@@ -212,3 +213,20 @@ def test_table_reports_match_the_declared_channel() -> None:
     observed = np.bincount(index, minlength=matrix.shape[1])
     row = (x[0] * 3 + x[1]) * 2 + x[2]
     assert_chi_square(observed, matrix[row], what="table reports")
+
+
+def test_one_replicate_projects_all_tables_at_once_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimate's consistency projects its padded tables in one call: the same bits as
+    projecting table by table (a padded cell never enters the support)."""
+    m = calm((2, 4, 6, 10, 15, 20), {"cover": 2}, epsilon=0.5)
+    x = np.random.default_rng(61).integers(0, 2, (20_000, 6)) * np.array([1, 3, 5, 9, 14, 19])
+    raw = estimate_multi(m, m.perturb(x, rng=np.random.default_rng(62)), replicates=0)._raw_tables
+    assert min(t.min() for t in raw) < 0  # the projection has work to do
+    together = consistent_tables(raw, list(m.units))
+    monkeypatch.setattr(
+        analysis.multi,
+        "_norm_sub_all",
+        lambda tables: [analysis.multi._norm_sub(t) for t in tables],
+    )
+    apart = consistent_tables(raw, list(m.units))
+    assert all(np.array_equal(a, b) for a, b in zip(together, apart, strict=True))
