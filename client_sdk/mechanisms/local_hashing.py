@@ -74,6 +74,7 @@ from client_sdk.randomness import (
     probability_threshold,
     threshold_probability,
     uniform_below,
+    uniform_below_32,
 )
 
 __all__ = [
@@ -220,11 +221,15 @@ class _LocalHashing(FrequencyOracle):
         return reports
 
     def perturb_compact(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
-        """The reports of :meth:`perturb` (the same distribution): the seed as there, the
-        randomized response over [g] from fewer random bits (:func:`keep_or_other_compact`);
-        ``perturb`` keeps the stream memoized reports need."""
+        """The reports of :meth:`perturb` (the same distribution): the seed uniform on
+        [0, SEED_SPACE) as (a - 1) P + b from a - 1 uniform on [0, P - 1) and b on [0, P) (the
+        bijection of :func:`hash_parameters`; 32-bit draws, no 64-bit division), the randomized
+        response over [g] from fewer random bits (:func:`keep_or_other_compact`); ``perturb``
+        keeps the stream memoized reports need."""
         x = check_values(values, self.k)
-        seeds = uniform_below(rng, SEED_SPACE, x.size).astype(np.uint64)
+        a_less_one = uniform_below_32(rng, HASH_PRIME - 1, x.size).astype(np.uint64)
+        b = uniform_below_32(rng, HASH_PRIME, x.size).astype(np.uint64)
+        seeds = a_less_one * np.uint64(HASH_PRIME) + b
         reports = np.empty(x.size, dtype=REPORT_DTYPE)
         reports["seed"] = seeds
         reports["y"] = keep_or_other_compact(

@@ -12,7 +12,13 @@ import pytest
 
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.grr import GRR
-from client_sdk.mechanisms.local_hashing import OLH, local_hash
+from client_sdk.mechanisms.local_hashing import (
+    HASH_PRIME,
+    OLH,
+    SEED_SPACE,
+    hash_parameters,
+    local_hash,
+)
 from client_sdk.mechanisms.multi import Multi
 from client_sdk.mechanisms.unary import OUE, SUE
 from tests import stats
@@ -66,7 +72,11 @@ def test_olh_compact_agreement_and_uniform_disagreement(epsilon: float, k: int) 
     draws = 200_000
     for x in (0, k - 1):
         reports = oracle.perturb_compact(np.full(draws, x), rng=rng)
-        assert reports["seed"].max() < (1 << 62)
+        a, b = hash_parameters(reports["seed"])
+        assert reports["seed"].max() < SEED_SPACE and a.min() >= 1
+        for part, high in ((a - 1, HASH_PRIME - 1), (b, HASH_PRIME)):  # both uniform
+            top = (part.astype(np.int64) * 64) // high
+            stats.assert_chi_square(np.bincount(top, minlength=64), np.full(64, 1 / 64))
         hashed = local_hash(reports["seed"], x, g)
         agree = reports["y"] == hashed
         stats.assert_within_z(agree.mean(), p, math.sqrt(p * (1 - p) / draws), what="agreement")
