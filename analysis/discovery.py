@@ -539,18 +539,21 @@ def discover_sfp(
                 "kept": sum(map(len, by_tag.values())),
             }
         )
-    candidates: list[str] = []
-    for tag in set.intersection(*(set(k) for k in kept)) if kept else set():
+    assembled: list[bytes] = []
+    tag_of: list[int] = []
+    for tag in sorted(set.intersection(*(set(k) for k in kept))) if kept else []:
         for combination in itertools.islice(
             itertools.product(*(k[tag] for k in kept)), MAX_ASSEMBLED
         ):
-            raw = bytes(combination).rstrip(b"\x00")
-            try:
-                value = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            if mechanism.tags([raw])[0] == tag:  # the fragments agree with their tag
-                candidates.append(value)
+            assembled.append(bytes(combination).rstrip(b"\x00"))
+            tag_of.append(tag)
+    candidates: list[str] = []
+    agree = mechanism.tags(assembled) == np.asarray(tag_of, dtype=np.int64)
+    for raw in itertools.compress(assembled, agree):  # the fragments agree with their tag
+        try:
+            candidates.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
     levels.append({"level": "words", "reports": word.n, "candidates": len(candidates), "kept": 0})
     if not candidates:
         return ItemsEstimate(

@@ -11,8 +11,9 @@ Journal 1(8), 2017; docs/math/heavy-hitters.md. A device holding the string w (a
    of BLAKE2b(w, key = TAG_KEY || seed): a frequency oracle over the 65,536 (tag, byte) pairs.
 
 The budget: epsilon_fragment = ``fragment_share`` * epsilon and epsilon_word = epsilon -
-epsilon_fragment (default share 3/4: a fragment is estimated from the 1/max_length of the
-reports at its offset, the word from all of them). Privacy: the two reports use independent
+epsilon_fragment (a fragment is estimated from the 1/max_length of the reports at its offset,
+the word from all of them; the default share comes from the exact variances:
+``resolved_share``). Privacy: the two reports use independent
 randomness and the offset is independent of the value, so by basic composition a report is
 (epsilon_word + epsilon_fragment) = epsilon-LDP; the tag travels only inside the randomized
 fragment.
@@ -30,7 +31,10 @@ merged statistic alone (``analysis.discovery.discover_sfp``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import math
+import statistics
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any, ClassVar, Literal
@@ -61,7 +65,36 @@ TAG_KEY = b"ldp-telemetry/sfp-tag/v1"
 MAX_LENGTH = 32
 FRAGMENTS = 256 * 256
 """The fragment domain: (tag, byte) pairs, fragment = 256 * tag + byte."""
-DEFAULT_SHARE = 0.75
+SHARES = tuple(round(0.5 + 0.05 * i, 2) for i in range(9))
+"""The fragment shares ``resolved_share`` chooses among (0.5 to 0.9)."""
+PREVIOUS_SHARE = 0.75
+"""The share of earlier versions, kept unless the variances promise at least 10% better."""
+
+
+@functools.lru_cache(maxsize=64)
+def resolved_share(epsilon: float, offsets: int, m: int, hashes: int) -> float:
+    """The share of epsilon the fragment gets when the config omits it (docs/math/heavy-hitters.md):
+    of ``SHARES``, the one that minimizes the frequency a string needs to be found with
+    probability 1/2 at the decoder's defaults (64 items, alpha 0.05), from the exact null
+    variances per report, v_f of the Hadamard fragment oracle and v_w of the word sketch:
+    max((z_keep + z_every) sqrt(offsets v_f), z_word sqrt(v_w)). z_keep = z_(1 - 128/65,536)
+    (a fragment ranks among the 128 kept of its offset), z_every = z_((1/2)^(1/offsets)) (at
+    every offset), z_word = z_(1 - 0.05/64) (the word test, Bonferroni over 64 candidates).
+    These z's are approximate (normal quantiles for a selection), so the rule keeps
+    ``PREVIOUS_SHARE`` unless the best share needs at least 10% less."""
+    normal = statistics.NormalDist()
+    z_fragment = normal.inv_cdf(1 - 128 / FRAGMENTS) + normal.inv_cdf(0.5 ** (1 / offsets))
+    z_word = normal.inv_cdf(1 - 0.05 / 64)
+
+    def needed(share: float) -> float:
+        fragment = HR(share * epsilon, FRAGMENTS).variance(1, np.zeros(FRAGMENTS))[0]
+        word = HCMS((1 - share) * epsilon, m, hashes, 1).count_variance(
+            1, np.zeros(1), np.zeros(1)
+        )[0]
+        return max(z_fragment * math.sqrt(offsets * fragment), z_word * math.sqrt(word))
+
+    best = min(SHARES, key=needed)
+    return PREVIOUS_SHARE if needed(PREVIOUS_SHARE) <= 1.1 * needed(best) else best
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,15 +103,17 @@ class SFP(Mechanism):
 
     Config fields: ``epsilon``; ``max_length`` bytes (1 to 32); ``m`` and ``hashes`` of the word
     sketch (default 65536 and 16); ``fragment_share`` the share of epsilon the fragment gets
-    (in (0, 1), default 0.75); ``fragment_blocks`` the fragment oracle's HR blocks (resolved for
-    epsilon_fragment when omitted, then kept); ``seed`` of the hash family and the tag.
+    (in (0, 1); resolved by ``resolved_share`` when omitted, then kept: 0.75 at epsilon 2 and
+    4, 0.55 at 8 for ``max_length`` 8); ``fragment_blocks`` the fragment oracle's HR blocks
+    (resolved for epsilon_fragment when omitted, then kept); ``seed`` of the hash family and the
+    tag.
     """
 
     epsilon: float
     max_length: int
     m: int = 1 << 16
     hashes: int = 16
-    fragment_share: float = DEFAULT_SHARE
+    fragment_share: float | None = None
     fragment_blocks: int | None = None
     seed: int = 0
 
@@ -98,6 +133,9 @@ class SFP(Mechanism):
         seed = check_int(self.seed, "seed", minimum=0, maximum=MAX_SEED - 1)
         object.__setattr__(self, "seed", seed)
         share = self.fragment_share
+        if share is None:
+            sketch = HCMS(self.epsilon, self.m, self.hashes, length, seed)  # names a bad m
+            share = resolved_share(self.epsilon, length, sketch.m, sketch.hashes)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
             raise ValueError(f"fragment_share must be a number in (0, 1); got {share!r}")
         object.__setattr__(self, "fragment_share", float(share))
@@ -110,7 +148,13 @@ class SFP(Mechanism):
 
     @property
     def epsilon_fragment(self) -> float:
-        return self.fragment_share * self.epsilon
+        return self.share * self.epsilon
+
+    @property
+    def share(self) -> float:
+        """``fragment_share`` (resolved in ``__post_init__``)."""
+        assert self.fragment_share is not None
+        return self.fragment_share
 
     @property
     def epsilon_word(self) -> float:
@@ -315,14 +359,12 @@ class MemoizedSFP(MemoizedStrings, SFP):
             self.hashes,
             self.max_length,
             self.seed,
-            epsilon_permanent=self.epsilon_permanent - self.fragment_share * self.epsilon_permanent,
+            epsilon_permanent=self.epsilon_permanent - self.share * self.epsilon_permanent,
         )
 
     @cached_property
     def fragment_oracle(self) -> Memoized:  # type: ignore[override]
-        inner = HR(
-            self.fragment_share * self.epsilon_permanent, FRAGMENTS, blocks=self.fragment_blocks
-        )
+        inner = HR(self.share * self.epsilon_permanent, FRAGMENTS, blocks=self.fragment_blocks)
         return Memoized(inner=inner, epsilon=self.epsilon_fragment)
 
     @property

@@ -18,7 +18,7 @@ def test_config_round_trips_and_the_budget_split_is_exact() -> None:
     assert m.fragment_oracle.epsilon == pytest.approx(1.8)
     assert m.word_sketch.epsilon == pytest.approx(1.2)
     assert m.privacy_epsilon == pytest.approx(3.0)
-    assert SFP(epsilon=4.0, max_length=8).fragment_share == 0.75  # the default split
+    assert SFP(epsilon=4.0, max_length=8).fragment_share == 0.75  # resolved_share
     with pytest.raises(ValueError, match="fragment_share must be a number in"):
         SFP(epsilon=1.0, max_length=4, fragment_share=1.0)
     with pytest.raises(ValueError, match="fragment_blocks must be one of"):
@@ -27,8 +27,24 @@ def test_config_round_trips_and_the_budget_split_is_exact() -> None:
         SFP(epsilon=1.0, max_length=0)
 
 
+def test_an_omitted_share_is_resolved_from_the_exact_variances_and_then_kept() -> None:
+    """resolved_share: the word sketch's null variance per report falls with its epsilon to
+    about 1 (one-bit HCMS), the fragments' towards 0, so at a larger epsilon the word gets a
+    larger share (the earlier 0.75 is kept unless another needs 10% less); a config naming its
+    share (as every stored one does) keeps it."""
+    shares = [SFP(epsilon=e, max_length=8).fragment_share for e in (2.0, 4.0, 8.0)]
+    assert shares == [0.75, 0.75, 0.55]
+    m = SFP(epsilon=8.0, max_length=8)
+    assert m.to_config()["fragment_share"] == 0.55
+    assert mechanism_from_config(m.to_config()) == m
+    old = mechanism_from_config(
+        {"mechanism": "sfp", "epsilon": 8.0, "max_length": 8, "fragment_share": 0.75}
+    )
+    assert old.fragment_oracle.epsilon == pytest.approx(6.0)
+
+
 def test_each_part_of_a_report_is_exactly_its_share_of_the_budget() -> None:
-    m = SFP(epsilon=2.0, max_length=4, m=4, hashes=2)
+    m = SFP(epsilon=2.0, max_length=4, m=4, hashes=2, fragment_share=0.75)
     word = m.word_sketch
     assert 0.5 - 1e-9 < word.implemented_epsilon() <= 0.5 + 1e-12
     # The fragment oracle is Hadamard response over the 65,536 fragments; its channel is
