@@ -8,16 +8,20 @@ The private keys live in the collector's database file: protect it as the report
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import binascii
+from collections.abc import Mapping, Sequence
 
 from nacl.bindings import crypto_box_seal_open
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey
 
-from client_sdk.sealing import key_id_of, parse_envelope
+from client_sdk.sealing import MAX_SEALED_CHARS, key_id_of, parse_envelope
 from collector.storage import Storage
 
 __all__ = ["EnvelopeOpener", "active_key", "create_key", "ensure_key"]
+
+_BASE64URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_URLSAFE_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 
 
 def _b64(data: bytes) -> str:
@@ -72,3 +76,34 @@ class EnvelopeOpener:
             raise ValueError(
                 "the envelope does not open (tampered or sealed to another key)"
             ) from None
+
+    def open_all(self, envelopes: Sequence[object]) -> tuple[list[bytes | None], dict[int, str]]:
+        """The plaintext of each envelope (``None`` where it does not open) and the reasons by
+        position, as :meth:`open` gives them.
+
+        One tight pass for a shuffler's batch: an envelope that is not plainly well formed and
+        openable is handed to :meth:`open`, whose check is the definition; so this pass only
+        saves the work of the checks that pass, never accepts what :meth:`open` refuses.
+        """
+        pairs, table = self._pairs, _URLSAFE_TO_STANDARD
+        plaintexts: list[bytes | None] = []
+        reasons: dict[int, str] = {}
+        for position, envelope in enumerate(envelopes):
+            try:
+                if type(envelope) is not dict or len(envelope) != 2:
+                    raise ValueError
+                sealed, pair = envelope["sealed"], pairs[envelope["key_id"]]
+                if type(sealed) is not str or len(sealed) > MAX_SEALED_CHARS or "=" in sealed:
+                    raise ValueError  # padded text: left to open()'s exact check
+                text = sealed.encode("ascii")
+                if text.translate(None, _BASE64URL) or len(text) % 4 == 1:
+                    raise ValueError  # not base64url
+                raw = binascii.a2b_base64(text.translate(table) + b"=" * (-len(text) % 4))
+                plaintexts.append(bytes(crypto_box_seal_open(raw, pair[0], pair[1])))
+            except (ValueError, KeyError, TypeError, CryptoError):
+                try:
+                    plaintexts.append(self.open(envelope))  # the exact check and its reason
+                except ValueError as error:
+                    plaintexts.append(None)
+                    reasons[position] = str(error)
+        return plaintexts, reasons

@@ -82,16 +82,18 @@ def accuracy(n: int, rng: np.random.Generator, runs: int = 5) -> None:
     )
 
 
-def _group_cpu(pgid: int) -> float:
-    """CPU seconds (user + system) of the live processes of a process group (/proc)."""
+def _group_cpu(pgid: int, command: bytes = b"") -> float:
+    """CPU seconds (user + system) of the live processes of a process group (/proc), or of
+    those whose command line holds ``command``."""
     total = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            line = (stat.parent / "cmdline").read_bytes().split(b"\0") if command else []
         except OSError:
             continue
-        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
-            total += int(fields[11]) + int(fields[12])
+        if int(fields[2]) == pgid and (not command or command in line):
+            total += int(fields[11]) + int(fields[12])  # after the name: state, ppid, pgrp, ...
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -127,7 +129,11 @@ def throughput(reports: int, clients: int) -> None:
         shuffler = ShufflerProcess(root / "shuffler.db", collector.url, token=token, log_dir=root)
         shuffler.start()
         assert collector.process is not None and shuffler.process is not None
-        groups = {"collector": collector.process.pid, "shuffler": shuffler.process.pid}
+        groups = {
+            "collector": (collector.process.pid, b""),
+            "shuffler": (shuffler.process.pid, b""),
+            "of which forwarder": (shuffler.process.pid, b"forward"),
+        }
         try:
             labels = [str(i) for i in range(4)]
             base = {"mechanism": {"mechanism": "grr", "k": 4}, "domain": labels}
@@ -155,7 +161,7 @@ def throughput(reports: int, clients: int) -> None:
                         for i in range(clients)
                     ]
                     barrier.wait()  # every device has recorded (and sealed) its reports
-                    cpu = {group: _group_cpu(pgid) for group, pgid in groups.items()}
+                    cpu = {group: _group_cpu(*where) for group, where in groups.items()}
                     start = time.perf_counter()
                     done = [f.result() for f in futures]
                     while True:
@@ -163,15 +169,15 @@ def throughput(reports: int, clients: int) -> None:
                         waiting = _waiting(shuffler.db) if name == "shuffled" else 0
                         if stored + waiting >= total and waiting < MIN_BATCH:
                             break
-                        time.sleep(0.05)
+                        time.sleep(0.1)
                     elapsed = time.perf_counter() - start
-                used = {group: _group_cpu(pgid) - cpu[group] for group, pgid in groups.items()}
+                used = {group: _group_cpu(*where) - cpu[group] for group, where in groups.items()}
                 used["devices"] = sum(seconds for seconds, _ in done)
                 figures[name] = (stored, elapsed, used)
             for name, (stored, elapsed, used) in figures.items():
                 per_report = {group: 1e6 * seconds / stored for group, seconds in used.items()}
                 parts = ", ".join(f"{group} {us:.0f}" for group, us in per_report.items())
-                all_us = sum(per_report.values())
+                all_us = sum(us for group, us in per_report.items() if group in _PARTS)
                 print(
                     f"  {name:<8} {stored} reports in {elapsed:.2f} s: {stored / elapsed:,.0f}/s "
                     f"end to end; CPU us/report: {parts} (all {all_us:.0f}: "
@@ -186,6 +192,9 @@ def throughput(reports: int, clients: int) -> None:
         finally:
             shuffler.stop()
             collector.stop()
+
+
+_PARTS = ("collector", "shuffler", "devices")
 
 
 def _waiting(db: str) -> int:

@@ -28,6 +28,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -49,6 +50,11 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS forwarder (one INTEGER PRIMARY KEY CHECK (one = 1), "
     "restarts INTEGER NOT NULL, down_since REAL, last_exit TEXT)",
 )
+
+
+CACHE_KIB = 32 * 1024
+"""Page cache per connection: the waiting table's random-order inserts touch pages all over it,
+and with SQLite's default 2 MiB a table of a few 10^4 reports already goes back to the OS."""
 
 
 class Batch(NamedTuple):
@@ -107,7 +113,13 @@ class ShufflerStorage:
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
         self.path = os.fspath(path)
-        conn = connect(self.path, timeout=busy_timeout, synchronous="FULL", wal=True)
+        conn = connect(
+            self.path,
+            timeout=busy_timeout,
+            synchronous="FULL",
+            wal=True,
+            pragmas=[f"cache_size=-{CACHE_KIB}"],
+        )
         self.conn = conn
         with immediate(conn):
             for statement in SCHEMA:
@@ -140,10 +152,13 @@ class ShufflerStorage:
         """Store ``(device report id, key id, sealed text)`` triples in one committed
         transaction; ``(accepted, duplicate)`` (a report still waiting, or twice in the upload,
         is a duplicate)."""
-        rows = [
-            (campaign, config_id, self.fresh_id(campaign, report_id), key_id, sealed)
-            for report_id, key_id, sealed in reports
-        ]
+        rows = sorted(  # in key order, stable: each page is written once, first copy kept
+            [
+                (campaign, config_id, self.fresh_id(campaign, report_id), key_id, sealed)
+                for report_id, key_id, sealed in reports
+            ],
+            key=itemgetter(2),
+        )
         with immediate(self.conn) as conn:
             before = conn.total_changes
             conn.executemany(
@@ -188,20 +203,18 @@ class ShufflerStorage:
         smallest fresh id: a uniformly random subset) in a new batch, in a CSPRNG order; its
         id, or ``None`` while fewer wait."""
         with immediate(self.conn) as conn:
+            # Each report's JSON is written by SQLite: key ids and base64url text were checked
+            # on upload, so there is nothing to escape.
             rows = conn.execute(
-                "SELECT fresh_id, key_id, sealed FROM waiting WHERE campaign = ? AND "
-                "config_id = ? ORDER BY fresh_id LIMIT ?",
+                """SELECT '{"id":"' || lower(hex(fresh_id)) || '","payload":{"key_id":"' """
+                """|| key_id || '","sealed":"' || sealed || '"}}', fresh_id FROM waiting """
+                "WHERE campaign = ? AND config_id = ? ORDER BY fresh_id LIMIT ?",
                 [campaign, config_id, size],
             ).fetchall()
             if len(rows) < size or size < 1:
                 return None
             batch_id = secrets.token_hex(16)
-            # ids, key ids and base64url text were checked on upload: nothing to escape.
-            reports = ",".join(
-                f'{{"id":"{rows[i][0].hex()}","payload":{{"key_id":"{rows[i][1]}",'
-                f'"sealed":"{rows[i][2]}"}}}}'
-                for i in csprng_permutation(len(rows)).tolist()
-            )
+            reports = ",".join([rows[i][0] for i in csprng_permutation(len(rows)).tolist()])
             body = (
                 f'{{"batch_id":"{batch_id}","config_id":{json.dumps(config_id)},'
                 f'"reports":[{reports}]}}'
@@ -213,7 +226,7 @@ class ShufflerStorage:
             )
             conn.execute(
                 "DELETE FROM waiting WHERE campaign = ? AND config_id = ? AND fresh_id <= ?",
-                [campaign, config_id, rows[-1][0]],
+                [campaign, config_id, rows[-1][1]],
             )
             self._close_empty_pool(conn, campaign)
         return batch_id

@@ -44,3 +44,65 @@ def test_rotation_keeps_old_envelopes_openable(tmp_path: Path) -> None:
         opener.open({**after, "key_id": "0" * 16})
     with pytest.raises(ValueError, match="does not match key_id"):
         seal_payload(1, public_key=second[1], key_id=first[0])
+
+
+def _hostile(good: dict[str, str]) -> list[object]:
+    sealed = good["sealed"]
+    padded = sealed + "=" * (-len(sealed) % 4)
+    return [
+        good,
+        {**good, "sealed": padded},  # valid base64url with its padding
+        {**good, "sealed": sealed[:-1] + ("A" if sealed[-1] != "A" else "B")},  # tampered
+        {**good, "key_id": "0" * 16},
+        {**good, "key_id": ["a"]},
+        {**good, "sealed": sealed[:10] + "+" + sealed[11:]},
+        {**good, "sealed": sealed[:10] + "\n" + sealed[10:]},
+        {**good, "sealed": sealed[:10] + "é" + sealed[11:]},
+        {**good, "sealed": ""},
+        {**good, "sealed": sealed + "A"},  # one more than a multiple of 4 (or a bad tail)
+        {**good, "sealed": sealed[:5] + "=" + sealed[6:]},
+        {**good, "sealed": 5},
+        {**good, "extra": 1},
+        {"sealed": sealed},
+        [good],
+        None,
+    ]
+
+
+def test_opening_a_batch_agrees_with_opening_each_envelope(tmp_path: Path) -> None:
+    """``open_all`` (the batch route's pass) gives exactly :meth:`open`'s plaintexts and
+    reasons, on good, padded, tampered and malformed envelopes alike; and the shuffler's
+    all-at-once check accepts a list only when each envelope passes alone, with the same
+    result."""
+    from client_sdk.sealing import check_envelope, check_envelopes
+
+    db = str(tmp_path / "c.db")
+    assert main(["init-db", "--db", db]) == 0
+    with Storage(db) as storage:
+        key = active_key(storage)
+        opener = EnvelopeOpener(storage.private_keys())
+    assert key is not None
+    good = seal_payload({"v": 1}, public_key=key[1], key_id=key[0])
+    envelopes = _hostile(good)
+    plaintexts, reasons = opener.open_all(envelopes)
+    for position, envelope in enumerate(envelopes):
+        try:
+            expected: object = opener.open(envelope)
+        except ValueError as error:
+            expected = str(error)
+        got = plaintexts[position] if plaintexts[position] is not None else reasons[position]
+        assert got == expected, (position, envelope)
+    assert plaintexts[0] == plaintexts[1] == b'{"v":1}'.ljust(PAD_BYTES)
+    many = [seal_payload(i, public_key=key[1], key_id=key[0]) for i in range(5)]
+    assert check_envelopes(many) == [check_envelope(e) for e in many]
+    for envelope in envelopes[2:]:
+        try:
+            check_envelope(envelope)
+            alone_ok = True
+        except ValueError:
+            alone_ok = False
+        result = check_envelopes([*many, envelope])
+        if not alone_ok:
+            assert result is None, envelope
+        elif result is not None:
+            assert result == [check_envelope(e) for e in [*many, envelope]]

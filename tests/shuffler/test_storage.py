@@ -164,3 +164,28 @@ def test_a_report_forwarded_again_is_a_duplicate_and_no_new_user(tmp_path: Path)
         result, _, _ = storage.insert_batch("s", "b" * 32, second, size=3)
         assert (result.accepted, result.duplicate) == (2, 1)
         assert storage.batch_sizes("s") == [3, 2]
+
+
+def test_an_upload_is_checked_at_once_only_when_each_report_would_pass() -> None:
+    """The all-at-once check of an upload gives what the report-by-report check gives: every
+    report when all are good; otherwise the bad ones, by index (ids with a newline or of
+    another length, upper case, non-strings, envelopes the sealing check refuses)."""
+    from shuffler.app import _all_good, _checked
+
+    envelope = {"key_id": "0123456789abcdef", "sealed": "QUJD" * 30}
+    good = [{"id": f"{i:032x}", "payload": envelope} for i in range(4)]
+    expected = [(r["id"], envelope["key_id"], envelope["sealed"]) for r in good]
+    assert _all_good(good) == expected and _checked(good) == (expected, [])
+    two_ids = f"{1:032x}\n{2:031x}"
+    for bad, code in (
+        ({"id": two_ids, "payload": envelope}, "invalid_id"),
+        ({"id": "A" * 32, "payload": envelope}, "invalid_id"),
+        ({"id": 5, "payload": envelope}, "invalid_id"),
+        ({"id": f"{9:032x}", "payload": {**envelope, "sealed": "QUJ\nD"}}, "invalid_envelope"),
+        ({"id": f"{9:032x}", "payload": {**envelope, "key_id": "x"}}, "invalid_envelope"),
+        ({"id": f"{9:032x}"}, "malformed_report"),
+    ):
+        upload = [*good[:2], bad, *good[2:]]
+        assert _all_good(upload) is None
+        accepted, rejected = _checked(upload)
+        assert accepted == expected and [(r["index"], r["code"]) for r in rejected] == [(2, code)]
