@@ -11,7 +11,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from flask import Blueprint, Response, current_app, request, url_for
 
@@ -215,15 +215,22 @@ def upload_batch(name: str) -> dict[str, Any]:
         [reports[i]["payload"] for i in shaped]
     )
     opened: list[Any] = [None] * len(reports)
+    texts: list[str | None] = [None] * len(reports)
     for position, (index, plaintext) in enumerate(zip(shaped, plaintexts, strict=True)):
         try:
             if plaintext is None:
                 raise ValueError(reasons[position])
-            opened[index] = {"id": reports[index]["id"], "payload": _plaintext_value(plaintext)}
+            value, texts[index] = _plaintext_value(plaintext)
+            opened[index] = {"id": reports[index]["id"], "payload": value}
         except (ValueError, RecursionError) as error:  # JSON, UTF-8, nesting of the plaintext
             sealed_errors.append(Rejection(index, "invalid_envelope", str(error)[:300]))
     positions = [i for i, entry in enumerate(opened) if entry is not None]
-    batch = validate_batch(campaign.mechanism, [opened[i] for i in positions])
+    known = [texts[i] for i in positions]
+    batch = validate_batch(
+        campaign.mechanism,
+        [opened[i] for i in positions],
+        texts=None if None in known else cast("list[str]", known),
+    )
     rejections = sorted(
         sealed_errors + [Rejection(positions[r.index], r.code, r.reason) for r in batch.rejections],
         key=lambda r: r.index,
@@ -255,17 +262,18 @@ _ENVELOPED = frozenset({"id", "payload"})
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
-def _plaintext_value(plaintext: bytes) -> Any:
-    """``json.loads(plaintext)``, in one C call for the usual plaintext: a UTF-8 JSON value
-    padded with spaces (``client_sdk.sealing``); anything else goes through ``json.loads``."""
+def _plaintext_value(plaintext: bytes) -> tuple[Any, str | None]:
+    """``json.loads(plaintext)`` and, for the usual plaintext (a UTF-8 JSON value padded with
+    spaces, ``client_sdk.sealing``), the value's text, read in one C call; anything else goes
+    through ``json.loads`` (and has no text)."""
     try:
         text = plaintext.decode("utf-8").rstrip(" ")
         value, end = _scan_json(text, 0)
         if end == len(text):
-            return value
+            return value, text
     except (UnicodeDecodeError, StopIteration, json.JSONDecodeError):
         pass
-    return json.loads(plaintext)
+    return json.loads(plaintext), None
 
 
 @bp.get("/campaigns/<name>/estimate")

@@ -44,8 +44,14 @@ class ValidatedBatch:
         return Counter(r.code for r in self.rejections)
 
 
-def validate_batch(mechanism: Mechanism, reports: Sequence[Any]) -> ValidatedBatch:
-    """Check every report's shape, id and payload (``mechanism.parse_wire``)."""
+def validate_batch(
+    mechanism: Mechanism, reports: Sequence[Any], *, texts: Sequence[str] | None = None
+) -> ValidatedBatch:
+    """Check every report's shape, id and payload (``mechanism.parse_wire``).
+
+    ``texts``: the JSON text each report's payload was parsed from, when the caller has it
+    (the shuffler's batches: each opened plaintext); it saves encoding each payload again
+    (:func:`_compact_all`)."""
     rejections: list[Rejection] = []
     candidates: list[tuple[int, str]] = []
     payloads: list[Any] = []
@@ -84,13 +90,16 @@ def validate_batch(mechanism: Mechanism, reports: Sequence[Any]) -> ValidatedBat
             payloads.append(entry["payload"])
 
     errors = _parse_wire_errors(mechanism, payloads)
-    rows: list[tuple[str, str]] = []
-    for position, (index, report_id) in enumerate(candidates):
+    kept = [p for p, _ in enumerate(candidates) if p not in errors]
+    encoded = _compact_all(
+        [payloads[p] for p in kept],
+        None if texts is None else [texts[candidates[p][0]] for p in kept],
+    )
+    rows = [(candidates[p][1], text) for p, text in zip(kept, encoded, strict=True)]
+    for position, (index, _) in enumerate(candidates):
         reason = errors.get(position)
         if reason is not None:
             rejections.append(Rejection(index, "invalid_payload", _bounded(reason)))
-        else:
-            rows.append((report_id, _compact(payloads[position])))
     rejections.sort(key=lambda r: r.index)
     return ValidatedBatch(rows=rows, rejections=rejections)
 
@@ -121,6 +130,20 @@ def _parse_wire_errors(mechanism: Mechanism, payloads: list[Any]) -> dict[int, s
 # One encoder for every payload: json.dumps with non-default options builds a new encoder per
 # call, which costs more than encoding a small payload.
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def _compact_all(payloads: list[Any], texts: list[str] | None) -> list[str]:
+    """Each payload's compact JSON. Given ``texts`` (each one JSON value, the text its payload
+    was parsed from), they are the answer when the list's one encoding is exactly those texts
+    joined by commas in brackets: an array's elements are found uniquely in its text, so each
+    text is then its payload's own compact encoding."""
+    if texts is not None:
+        try:
+            if _compact(payloads) == "[" + ",".join(texts) + "]":
+                return list(texts)
+        except (ValueError, RecursionError):  # NaN, or one level too deep: one by one below
+            pass
+    return [_compact(p) for p in payloads]
 
 
 def _short(value: Any) -> str:

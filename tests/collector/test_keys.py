@@ -106,3 +106,27 @@ def test_opening_a_batch_agrees_with_opening_each_envelope(tmp_path: Path) -> No
             assert result is None, envelope
         elif result is not None:
             assert result == [check_envelope(e) for e in [*many, envelope]]
+
+
+@pytest.mark.parametrize(
+    ("texts", "values"),
+    [
+        (["1", "[1,2]", '{"a":1}', '"é"'], [1, [1, 2], {"a": 1}, "é"]),  # compact: kept
+        (["1", "[1, 2]"], [1, [1, 2]]),  # a space
+        (["1e2", "1"], [100.0, 1]),  # a float written short: stored as 100.0
+        (['"\\u0041"', "2"], ["A", 2]),  # an escape the compact form does not need
+        (["[1,2", "3]"], [[1, 2], 3]),  # texts that are not one value each
+    ],
+)
+def test_a_batchs_payloads_are_stored_in_their_compact_form(
+    texts: list[str], values: list[object]
+) -> None:
+    """The batch route hands the opened plaintexts' texts to ``validate_batch``, which keeps
+    them only when they are the payloads' compact encodings."""
+    from client_sdk.mechanisms import mechanism_from_config
+    from collector.ingest import _compact, _compact_all, validate_batch
+
+    assert _compact_all(values, texts) == [_compact(v) for v in values]
+    mechanism = mechanism_from_config({"mechanism": "grr", "epsilon": 1.0, "k": 4})
+    reports = [{"id": f"{i:032x}", "payload": v} for i, v in enumerate(values)]
+    assert validate_batch(mechanism, reports, texts=texts) == validate_batch(mechanism, reports)
