@@ -414,7 +414,8 @@ class PEM(Mechanism):
         with lo its last s = min(step_bits, bits of the chunk) bits, so r = base + a_last lo
         (mod P) with base = b + sum_t a_t x_t (last chunk H * 2^s) the same for the 2^s prefixes
         of one group (one parent, extended). ``base - low_y`` is computed once per report and
-        group in int64 (folded modulo the Mersenne prime with shifts), and each of the (at most
+        group (the sum by two exact float64 matrix products, then int64 folded modulo the
+        Mersenne prime with shifts), and each of the (at most
         2^s) low parts in use costs an add and a reduction in uint32 (r < 2P < 2^32, r mod P =
         min(r, r - P) with wrap-around) and one compare: "h(prefix) == y" is "r - low_y mod P <
         width_y", [low_y, low_y + width_y) = [ceil(yP/g), ceil((y+1)P/g)) (no division).
@@ -426,6 +427,20 @@ class PEM(Mechanism):
             return np.zeros(x.shape[0], dtype=np.int64)
         count = self.chunk_count(level)
         shift = min(self.level_bits(level) - CHUNK_BITS * (count - 1), self.step_bits)
+        keys = np.concatenate([x[:, :-1], (x[:, -1:] >> shift) << shift], axis=1)
+        _, group_of, sizes = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+        grouped = sizes[group_of.reshape(-1)] > 1
+        out = np.zeros(x.shape[0], dtype=np.int64)
+        # a prefix alone in its group (a finished string) costs one cell, not one per low part
+        for members, bits in ((grouped, shift), (~grouped, 0)):
+            if members.any():
+                out[members] = self._supports(array, x[members], count, bits)
+        return out
+
+    def _supports(
+        self, array: Reports, x: npt.NDArray[np.int64], count: int, shift: int
+    ) -> npt.NDArray[np.int64]:
+        """``support_counts`` of the chunks x, grouped by all but their last ``shift`` bits."""
         suffixes, low_of = np.unique(x[:, -1] & ((1 << shift) - 1), return_inverse=True)
         keys = np.concatenate([x[:, :-1], (x[:, -1:] >> shift) << shift], axis=1)
         groups, group_of = np.unique(keys, axis=0, return_inverse=True)
@@ -438,15 +453,17 @@ class PEM(Mechanism):
         prime = np.uint32(PRIME)
         full = np.zeros((len(groups), suffixes.size), dtype=np.int64)
         step = max(1, BLOCK_CELLS // full.size)
+        # sum_t a_t x_t with x_t = hi_t 2^15 + lo_t: two float64 matrix products, exact (every
+        # partial sum is below 9 * 2^31 * 2^15 < 2^53)
+        group_low = (groups & 0x7FFF).astype(np.float64).T
+        group_high = (groups >> 15).astype(np.float64).T
         for start in range(0, y.size, step):
             seeds = array["seed"][start : start + step]
-            base = np.broadcast_to(
-                seeds[:, -1:] + (PRIME - low[start : start + step, None]),
-                (seeds.shape[0], len(groups)),
-            ).copy()
-            for t in range(count):
-                base = _fold(base + seeds[:, t : t + 1] * groups[None, :, t])
-            base = _reduce(base).astype(np.uint32)
+            coefficients = seeds[:, :count].astype(np.float64)
+            below = (coefficients @ group_low).astype(np.int64)
+            above = _fold((coefficients @ group_high).astype(np.int64)) << 15
+            offset = seeds[:, -1:] + (PRIME - low[start : start + step, None])
+            base = _reduce(below + above + offset).astype(np.uint32)
             added = ((seeds[:, count - 1 : count] * suffixes[None, :]) % PRIME).astype(np.uint32)
             r = base[:, :, None] + added[:, None, :]
             np.minimum(r, r - prime, out=r)
