@@ -763,8 +763,9 @@ class HeavySetCorrection:
         light = np.ones(self.counts.size, dtype=bool)
         light[self.heavy] = False
         plug = np.where(light, np.clip(self.counts, 0.0, n), 0.0)
-        if plug.sum() > n - heavy_total:
-            plug *= max(n - heavy_total, 0.0) / plug.sum()
+        room = max(n - heavy_total, 0.0)
+        if plug.sum() > room:  # then plug.sum() > 0
+            plug *= room / plug.sum()
         rest = max(n - heavy_total - float(plug.sum()), 0.0)
         square = float(np.sum(plug**2)) + rest
         counts = np.zeros(self.counts.size)
