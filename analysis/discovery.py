@@ -56,11 +56,7 @@ MAX_ASSEMBLED = 4096
 """At most this many strings are assembled from the fragments of one tag."""
 
 TOP = 64
-"""Default number of strings a discovery reports (and fewest prefixes it keeps per level)."""
-
-KEEP_CELLS = 1 << 22
-"""Report x candidate cells a PEM level may cost when it keeps more than ``top`` prefixes (a
-second or so of support counting; at 10^6 reports over 16 levels ``top`` is already more)."""
+"""Default number of prefixes a discovery keeps per level (and of strings it reports)."""
 
 PEM_METHOD = (
     "prefix extension over local hashing; exact binomial test of each string on the levels "
@@ -352,11 +348,10 @@ def discover_pem_by_support(
     memory, in shards, on workers).
 
     Level 0 scores every plausible ``start_bits`` prefix; each later level scores the best
-    prefixes of the previous level (of positive estimate) extended by every suffix of
-    ``step_bits``, pruned to plausible ones. A level keeps ``keep_count`` prefixes: ``top``, or
-    more when the next level has few reports (its noise is large and its cost small). A kept
-    prefix that already determines its string (``PEM.complete``: a short string) is set aside
-    as a finished string instead of being extended, and is scored on every later level.
+    ``top`` prefixes of the previous level (of positive estimate) extended by every suffix of
+    ``step_bits``, pruned to plausible ones. A kept prefix that already determines its string
+    (``PEM.complete``: a short string) is set aside as a finished string instead of being
+    extended, and is scored on every later level.
     ``alphabet``: a hint that the values are written in these characters; prefixes with a
     byte of none of their UTF-8 encodings are not scored (strings outside it are not found).
 
@@ -428,10 +423,10 @@ def discover_pem_by_support(
         order = np.argsort(-estimates, kind="stable")
         done: list[int] = []
         if level < last:
-            keep = keep_count(mechanism, top, level, int(per_level[level + 1]))
-            kept = [prefixes[i] for i in order[:keep] if estimates[i] > 0]
-            done = [v for v in kept if mechanism.complete(v, level)]
-            kept = [v for v in kept if not mechanism.complete(v, level)]
+            best = [prefixes[i] for i in order[:top] if estimates[i] > 0]
+            finishes = [mechanism.complete(v, level) for v in best]
+            done = list(itertools.compress(best, finishes))
+            kept = [v for v, finish in zip(best, finishes, strict=True) if not finish]
             finished += [v << (mechanism.total_bits - width) for v in done]
             finished_support = np.r_[finished_support, np.zeros(len(done), np.int64)]
             finished_reports = np.r_[finished_reports, np.zeros(len(done), np.int64)]
@@ -487,15 +482,6 @@ def discover_pem_by_support(
         levels=tuple(levels),
         unconfirmed=tuple(item.value for item in items if not item.significant),
     )
-
-
-def keep_count(mechanism: PEM, top: int, level: int, next_reports: int) -> int:
-    """How many prefixes level i keeps: ``top``, or as many as make the next level cost
-    ``KEEP_CELLS`` report x candidate cells when that is more. The noise variance of a level's
-    estimates is about 1/n_(i+1) of one report's, so at few reports a level keeps more prefixes
-    (a heavy prefix's rank among them is noisier), while its cost stays bounded."""
-    step = mechanism.level_bits(level + 1) - mechanism.level_bits(level)
-    return max(top, KEEP_CELLS // (max(1, next_reports) << step))
 
 
 def discover_sfp(

@@ -153,15 +153,15 @@ class PEM(Mechanism):
 
     # ---- the bit strings ----------------------------------------------------------------------
 
-    @property
+    @cached_property
     def length_bits(self) -> int:
         return int(self.max_length).bit_length()
 
-    @property
+    @cached_property
     def total_bits(self) -> int:
         return self.length_bits + 8 * self.max_length
 
-    @property
+    @cached_property
     def levels(self) -> int:
         """1 + ceil((total_bits - start_bits) / step_bits)."""
         assert self.start_bits is not None

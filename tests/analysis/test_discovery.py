@@ -117,15 +117,6 @@ def test_a_string_finished_early_is_tested_on_every_later_level_exactly() -> Non
     assert item.std_error < last_only / 3  # 15 levels' reports, not the last one's
 
 
-def test_few_reports_keep_more_prefixes_per_level_than_top() -> None:
-    rng = np.random.default_rng(5)
-    values, _ = _zipf_population(rng, 8_000)
-    m = PEM(epsilon=2.0, max_length=4, step_bits=4)
-    result = discover_pem(m, m.perturb(values, rng=rng), top=8)
-    assert max(level["kept"] for level in result.levels) > 8
-    assert len(result.items) <= 8
-
-
 def test_an_alphabet_hint_scores_fewer_prefixes_and_finds_the_strings_written_in_it() -> None:
     rng = np.random.default_rng(9)
     binary = [format(i, "b").replace("0", "a").replace("1", "b") for i in range(2, 16)]
