@@ -239,7 +239,14 @@ def test_gap_from_a_campaign_and_its_errors(db: Path, capsys: pytest.CaptureFixt
         capsys, "gap", "--mechanism", json.dumps(GRR_CONFIG), "--n", "10", "--db", str(db)
     )
     assert code == 2 and "not both" in err
-    code, _, err = _run(capsys, "gap", "--db", str(db), "--campaign", "load-time")
-    assert code == 2 and "frequency oracle" in err
+    code, out, _ = _run(capsys, "gap", "--db", str(db), "--campaign", "load-time")
+    assert code == 0  # a mean campaign: the curator's noisy sum (analysis.gap_mean)
+    document = json.loads(out)
+    assert document["kind"] == "mean" and document["n"] == 400
+    assert document["central_laplace_variance"] == pytest.approx(2 * (10.0 / 1.0) ** 2 / 400**2)
+    code, _, err = _run(
+        capsys, "gap", "--db", str(db), "--campaign", "load-time", "--target-std", "0.01"
+    )
+    assert code == 2 and "--target-std applies to frequency oracles" in err
     code, _, err = _run(capsys, "gap", "--db", str(db), "--campaign", "nope")
     assert code == 2 and "no campaign named 'nope'" in err
