@@ -32,7 +32,6 @@ import dataclasses
 import datetime
 import functools
 import html
-import itertools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -375,7 +374,11 @@ def _heatmap(figure: Any, *, table: Mapping[str, Any], intervals: bool = False) 
         table["labels"][1],
         row_name=table["attributes"][0],
         column_name=table["attributes"][1],
-        intervals=(table["ci_low"], table["ci_high"]) if intervals else None,
+        intervals=(
+            (table["ci_low"], table["ci_high"])
+            if intervals and None not in np.ravel(table["ci_low"])
+            else None
+        ),
     )
 
 
@@ -924,16 +927,14 @@ def _fourier_build(context: Context) -> tuple[dict[str, Any], Figures]:
     m, estimate = context.mechanism, context.estimate
     records = None if context.truth is None else m.check_tuples(context.truth)
 
-    def entry(names: tuple[str, ...]) -> dict[str, Any]:
-        marginal = estimate.marginal(*names)
+    document = estimate.to_dict()  # its tables: every pair (of order >= 2), as `estimate` prints
+
+    def entry(names: tuple[str, ...], numbers: Mapping[str, Any]) -> dict[str, Any]:
         indices = [m.names.index(name) for name in names]
         out: dict[str, Any] = {
             "attributes": list(names),
             "labels": [_attribute_labels(m, a) for a in indices],
-            "frequencies": np.asarray(marginal.frequencies).tolist(),
-            "std_errors": np.asarray(marginal.std_errors).tolist(),
-            "ci_low": np.asarray(marginal.ci_low).tolist(),
-            "ci_high": np.asarray(marginal.ci_high).tolist(),
+            **{key: numbers[key] for key in ("frequencies", "std_errors", "ci_low", "ci_high")},
         }
         if records is not None:
             cells = np.bincount(
@@ -943,13 +944,27 @@ def _fourier_build(context: Context) -> tuple[dict[str, Any], Figures]:
             out["truth"] = (cells.reshape((2,) * len(names)) / records.shape[0]).tolist()
         return out
 
-    one_way = [entry((name,)) for name in m.names]
-    pairs = [entry(pair) for pair in itertools.combinations(m.names, 2)] if m.order >= 2 else []
+    def one(name: str) -> dict[str, Any]:
+        marginal = estimate.marginal(name)
+        return entry(
+            (name,),
+            json_safe(
+                {
+                    "frequencies": marginal.frequencies,
+                    "std_errors": marginal.std_errors,
+                    "ci_low": marginal.ci_low,
+                    "ci_high": marginal.ci_high,
+                }
+            ),
+        )
+
+    one_way = [one(name) for name in m.names]
+    pairs = [entry(tuple(t["attributes"]), t) for t in document["tables"]] if m.order >= 2 else []
     figures: Figures = {}
     labels = [f"{e['attributes'][0]} = {e['labels'][0][1]}" for e in one_way]
     share = [e["frequencies"][1] for e in one_way]
-    low = [e["ci_low"][1] for e in one_way]
-    high = [e["ci_high"][1] for e in one_way]
+    low = [_or_nan(e["ci_low"][1]) for e in one_way]  # None: no bootstrap (replicates=0)
+    high = [_or_nan(e["ci_high"][1]) for e in one_way]
     truth = [e["truth"][1] for e in one_way] if records is not None else None
 
     def bars(figure: Any) -> None:
@@ -977,11 +992,15 @@ def _fourier_build(context: Context) -> tuple[dict[str, Any], Figures]:
         "coefficients": m.coefficients,
         "one_way": one_way,
         "tables": pairs,
-        "intervals": estimate.to_dict()["intervals"] if pairs or one_way else None,
+        "intervals": document["intervals"],
         "gap": exact,
         "measured_gap": measured,
     }
     return data, figures
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _cell(table: Mapping[str, Any], i: int, j: int | None = None) -> str:
