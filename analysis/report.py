@@ -11,10 +11,11 @@ For a categorical campaign (a frequency oracle) the page shows (``ldp-analyze re
    (``analysis.accounting``): the exact epsilon of T reports against the classical bounds.
 
 Every other estimate kind (means, RAPPOR, heavy hitters, marginals, distributions, ranges,
-key-value) has its own view in ``analysis.report_kinds``: the estimate, its central gap, then the same privacy
-section. A shuffled campaign's page states both guarantees: the local epsilon of each report
-and the central (epsilon, delta) of the batches the collector received (and, for frequencies,
-the error of local-only, shuffled and curator collection at that central guarantee).
+key-value) has its own view in ``analysis.report_kinds``: the estimate, its central gap, then
+the same privacy section. A shuffled campaign's page states both guarantees: the local epsilon
+of each report and the central (epsilon, delta) of the batches the collector received (and, for
+frequencies, the error of local-only, shuffled and curator collection at that central
+guarantee).
 
 Figures are PNGs embedded as base64 data URIs, so the page needs no other file and no network.
 Every string taken from the campaign (its name, labels) is HTML-escaped.
