@@ -99,6 +99,18 @@ def _note(text: str) -> str:
     return f'<p class="note">{text}</p>'
 
 
+def _measured_table(
+    header: list[str], measured: dict[str, Any], rows: list[tuple[str, str, str]]
+) -> str:
+    """A measured-against-expected table: one row a model, ``(label, measured key, expected
+    key)`` of the gap document's ``measured`` part."""
+    fmt = report_common.fmt_number
+    return report_common.html_table(
+        header,
+        [[label, fmt(measured[value]), fmt(measured[expected])] for label, value, expected in rows],
+    )
+
+
 def _interval(low: Any, high: Any, digits: int = 4) -> str:
     if low is None or high is None:
         return "&ndash;"
@@ -783,20 +795,13 @@ def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     if measured:
         mse = measured["range_mse"]
         parts.append(
-            r.html_table(
+            _measured_table(
                 ["random ranges (measured)", "MSE", "expected"],
+                mse,
                 [
-                    ["local", r.fmt_number(mse["ldp"]), r.fmt_number(mse["ldp_expected"])],
-                    [
-                        "central flat",
-                        r.fmt_number(mse["central_flat"]),
-                        r.fmt_number(mse["central_flat_expected"]),
-                    ],
-                    [
-                        "central tree",
-                        r.fmt_number(mse["central_hierarchical"]),
-                        r.fmt_number(mse["central_hierarchical_expected"]),
-                    ],
+                    ("local", "ldp", "ldp_expected"),
+                    ("central flat", "central_flat", "central_flat_expected"),
+                    ("central tree", "central_hierarchical", "central_hierarchical_expected"),
                 ],
             )
         )
@@ -1306,24 +1311,21 @@ def _mean_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str
     measured = d.get("measured_gap")
     if measured:
         parts.append(
-            r.html_table(
+            _measured_table(
                 ["measured against the truth", "squared error", "expected"],
+                measured,
                 [
-                    [
-                        "LDP (these reports)",
-                        r.fmt_number(measured["ldp_squared_error"]),
-                        r.fmt_number(measured["ldp_expected"]),
-                    ],
-                    [
+                    ("LDP (these reports)", "ldp_squared_error", "ldp_expected"),
+                    (
                         "central Laplace (mean over runs)",
-                        r.fmt_number(measured["central_laplace_mse"]),
-                        r.fmt_number(measured["central_laplace_expected"]),
-                    ],
-                    [
+                        "central_laplace_mse",
+                        "central_laplace_expected",
+                    ),
+                    (
                         "central Gaussian (mean over runs)",
-                        r.fmt_number(measured["central_gaussian_mse"]),
-                        r.fmt_number(measured["central_gaussian_expected"]),
-                    ],
+                        "central_gaussian_mse",
+                        "central_gaussian_expected",
+                    ),
                 ],
             )
         )
@@ -1488,24 +1490,13 @@ def _rappor_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[s
     measured = d.get("measured_gap")
     if measured:
         parts.append(
-            r.html_table(
+            _measured_table(
                 ["measured against the truth", "MSE per candidate", "expected"],
+                measured,
                 [
-                    [
-                        "LDP (these reports)",
-                        r.fmt_number(measured["ldp_mse"]),
-                        r.fmt_number(measured["ldp_reported_variance"]),
-                    ],
-                    [
-                        "central Laplace",
-                        r.fmt_number(measured["central_laplace_mse"]),
-                        r.fmt_number(measured["central_laplace_expected"]),
-                    ],
-                    [
-                        "central Gaussian",
-                        r.fmt_number(measured["central_gaussian_mse"]),
-                        r.fmt_number(measured["central_gaussian_expected"]),
-                    ],
+                    ("LDP (these reports)", "ldp_mse", "ldp_reported_variance"),
+                    ("central Laplace", "central_laplace_mse", "central_laplace_expected"),
+                    ("central Gaussian", "central_gaussian_mse", "central_gaussian_expected"),
                 ],
             )
         )

@@ -242,7 +242,7 @@ def test_distribution_view(reports: dict[str, Report]) -> None:
 
 def test_range_view(reports: dict[str, Report]) -> None:
     report = reports["range"]
-    check_page(report, ("Ranges and quantiles", "average over"))
+    check_page(report, ("Ranges and quantiles", "average over", "random ranges (measured)"))
     ranges = report.data["ranges"]
     assert ranges[-1]["lo"] == 0 and ranges[-1]["hi"] == 32
     assert ranges[-1]["frequency"] == pytest.approx(1.0) and ranges[-1]["truth"] == 1.0
