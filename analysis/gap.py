@@ -78,6 +78,7 @@ __all__ = [
     "ldp_variance",
     "measured_kind_gap",
     "parse_simulation",
+    "require_kind",
     "run_central_gaussian",
     "run_central_laplace",
     "simulated_kind_gap",
@@ -98,6 +99,14 @@ def _check_neighbouring(neighbouring: str) -> str:
             f"neighbouring must be one of {', '.join(NEIGHBOURING)}; got {neighbouring!r}"
         )
     return neighbouring
+
+
+def require_kind(mechanism: Mechanism, kind: type[Any], what: str) -> Any:
+    """``mechanism`` as a ``kind`` (each gap module's entry check), else a ValueError naming it:
+    "mechanism 'oue' is not {what}"."""
+    if not isinstance(mechanism, kind):
+        raise ValueError(f"mechanism {mechanism.name!r} is not {what}")
+    return mechanism
 
 
 def _frequency_oracle(mechanism: Mechanism) -> FrequencyOracle:

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analysis.distribution import DistributionEstimate, estimate_distribution
-from analysis.gap import GapOptions, Simulation, laplace_sensitivity, zipf_weights
+from analysis.gap import GapOptions, Simulation, laplace_sensitivity, require_kind, zipf_weights
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.square_wave import SquareWave
 
@@ -36,9 +36,7 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def _square_wave(mechanism: Mechanism) -> SquareWave:
-    if not isinstance(mechanism, SquareWave):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a distribution mechanism")
-    return mechanism
+    return require_kind(mechanism, SquareWave, "a distribution mechanism")
 
 
 def exact_gap(mechanism: Mechanism, n: int, options: GapOptions) -> dict[str, Any]:

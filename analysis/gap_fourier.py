@@ -44,6 +44,7 @@ from analysis.gap import (
     Simulation,
     central_gaussian_sigma,
     laplace_sensitivity,
+    require_kind,
     zipf_weights,
 )
 from client_sdk.mechanisms.base import Mechanism
@@ -70,9 +71,7 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def _fourier(mechanism: Mechanism) -> Fourier:
-    if not isinstance(mechanism, Fourier):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a Fourier-marginal mechanism")
-    return mechanism
+    return require_kind(mechanism, Fourier, "a Fourier-marginal mechanism")
 
 
 def _tables(m: Fourier) -> int:

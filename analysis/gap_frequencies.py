@@ -38,6 +38,7 @@ from analysis.gap import (
     central_gaussian_variance,
     central_laplace_variance,
     empirical_gap,
+    require_kind,
     run_central_gaussian,
     run_central_laplace,
     utility_gap,
@@ -51,9 +52,7 @@ __all__ = ["exact_gap", "measured_gap", "shuffled_column", "simulated_gap"]
 
 
 def _oracle(mechanism: Mechanism) -> FrequencyOracle:
-    if not isinstance(mechanism, FrequencyOracle):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a frequency oracle")
-    return mechanism
+    return require_kind(mechanism, FrequencyOracle, "a frequency oracle")
 
 
 def at_epsilon(mechanism: FrequencyOracle, epsilon: float) -> FrequencyOracle:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.gap import GapOptions, Simulation, laplace_sensitivity, zipf_weights
+from analysis.gap import GapOptions, Simulation, laplace_sensitivity, require_kind, zipf_weights
 from analysis.key_value import KeyValueEstimate, estimate_key_value
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.pckv import PCKV
@@ -29,9 +29,7 @@ __all__ = ["exact_gap", "measured_gap", "simulated_gap"]
 
 
 def _pckv(mechanism: Mechanism) -> PCKV:
-    if not isinstance(mechanism, PCKV):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a key-value mechanism")
-    return mechanism
+    return require_kind(mechanism, PCKV, "a key-value mechanism")
 
 
 def central_scale(m: PCKV, options: GapOptions) -> float:

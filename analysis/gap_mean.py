@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analysis.estimation import MeanEstimate, estimate_mean
-from analysis.gap import GapOptions, Simulation, zipf_weights
+from analysis.gap import GapOptions, Simulation, require_kind, zipf_weights
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
 from client_sdk.mechanisms.numeric import NumericMechanism
@@ -44,9 +44,7 @@ SIMULATED_BUCKETS = 10
 
 
 def _numeric(mechanism: Mechanism) -> NumericMechanism:
-    if not isinstance(mechanism, NumericMechanism):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a numeric (mean) mechanism")
-    return mechanism
+    return require_kind(mechanism, NumericMechanism, "a numeric (mean) mechanism")
 
 
 def _ball_radius(m: NumericMechanism) -> float | None:

@@ -26,6 +26,7 @@ from analysis.gap import (
     Simulation,
     central_gaussian_sigma,
     laplace_sensitivity,
+    require_kind,
     zipf_weights,
 )
 from analysis.multi import MultiEstimate, estimate_multi
@@ -36,9 +37,7 @@ __all__ = ["exact_gap", "measured_gap", "simulated_gap", "true_table"]
 
 
 def _multi(mechanism: Mechanism) -> Multi:
-    if not isinstance(mechanism, Multi):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a multi-attribute mechanism")
-    return mechanism
+    return require_kind(mechanism, Multi, "a multi-attribute mechanism")
 
 
 def _central(m: Multi, n: int, options: GapOptions) -> tuple[float, float]:

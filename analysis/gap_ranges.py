@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.gap import GapOptions, Simulation, laplace_sensitivity, zipf_weights
+from analysis.gap import GapOptions, Simulation, laplace_sensitivity, require_kind, zipf_weights
 from analysis.ranges import RangeEstimate, estimate_ranges
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.hierarchical import Hierarchical, RangeMechanism
@@ -38,9 +38,7 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def _hierarchical(mechanism: Mechanism) -> RangeMechanism:
-    if not isinstance(mechanism, RangeMechanism):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a range mechanism")
-    return mechanism
+    return require_kind(mechanism, RangeMechanism, "a range mechanism")
 
 
 def _central_tree(m: RangeMechanism) -> Hierarchical:

@@ -31,6 +31,7 @@ from analysis.gap import (
     Simulation,
     central_gaussian_sigma,
     laplace_sensitivity,
+    require_kind,
     run_central_gaussian,
     run_central_laplace,
     zipf_weights,
@@ -46,9 +47,7 @@ MAX_SIMULATED_CANDIDATES = 2000
 
 
 def _rappor(mechanism: Mechanism) -> RAPPOR:
-    if not isinstance(mechanism, RAPPOR):
-        raise ValueError(f"mechanism {mechanism.name!r} is not a RAPPOR mechanism")
-    return mechanism
+    return require_kind(mechanism, RAPPOR, "a RAPPOR mechanism")
 
 
 def lone_candidate_variance(m: RAPPOR, n: int) -> float:
