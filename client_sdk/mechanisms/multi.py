@@ -734,24 +734,38 @@ class Multi(Mechanism):
         return AggregateStatistic(counts, len(reports))
 
     def _aggregate_smp(self, reports: Reports) -> AggregateStatistic:
-        """SMP: the reports sorted by unit once (one gather of whole records), then each unit's
-        oracle counts its contiguous block."""
+        """SMP: the reports sorted by unit once, gathered as whole records (one gather) and each
+        unit's oracle counts its block. When GRR units hold most reports, their oracles count
+        the reports' values instead (a gather of 8 bytes, not a record, per report) and only
+        the other units' records are gathered."""
         counts = np.zeros(self.k + self.u, dtype=np.int64)
         order, bounds = self._order(reports["attribute"])
-        ordered = self._gather_records(np.ascontiguousarray(reports), order)
+        records = np.ascontiguousarray(reports)
+        sizes = np.diff(bounds)
+        grr = np.array([oracle.name == "grr" for oracle in self.oracles])
+        by_value = grr if 2 * int(sizes[grr].sum()) > len(reports) else np.zeros_like(grr)
+        values, rows = np.zeros(0, dtype=np.int64), order
+        if by_value.any():
+            values = np.ascontiguousarray(records["values"][:, 0])
+            others = [order[bounds[j] : bounds[j + 1]] for j in np.flatnonzero(~grr)]
+            rows = np.concatenate([np.zeros(0, dtype=np.intp), *others])
+        whole = self._gather_records(records, rows)
+        start = 0  # where the next unit's block starts in ``whole``
         for j, oracle in enumerate(self.oracles):
             low, high = int(bounds[j]), int(bounds[j + 1])
             counts[self.k + j] = high - low
-            if low == high:
-                continue
-            block = ordered[low:high]
-            if oracle.name == "oue":
-                chunk = block["bits"][:, 0, : (oracle.k + 7) // 8]
-            elif oracle.name == "olh":
-                chunk = self._hashed(block["seed"], block["values"][:, 0])
+            if by_value[j]:
+                chunk: Any = np.take(values, order[low:high])
             else:
-                chunk = block["values"][:, 0]
-            counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
+                block, start = whole[start : start + high - low], start + high - low
+                if oracle.name == "oue":
+                    chunk = block["bits"][:, 0, : (oracle.k + 7) // 8]
+                elif oracle.name == "olh":
+                    chunk = self._hashed(block["seed"], block["values"][:, 0])
+                else:
+                    chunk = block["values"][:, 0]
+            if low < high:
+                counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
         return AggregateStatistic(counts, len(reports))
 
     def pq(self, j: int) -> tuple[float, float]:
