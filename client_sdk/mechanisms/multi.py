@@ -473,36 +473,15 @@ class Multi(Mechanism):
     @cached_property
     def report_dtype(self) -> np.dtype[Any]:
         """One slot per unit (SPL, RS+FD), or the sampled unit's only (SMP)."""
-        if self.protocol == "smp":
-            return self._smp_dtype
-        return np.dtype(
-            [
-                ("attribute", np.int64),
-                ("values", np.int64, (self.u,)),
-                ("bits", np.uint8, (self.u, self._bytes)),
-            ]
-        )
-
-    @cached_property
-    def _smp_dtype(self) -> np.dtype[Any]:
-        """SMP's record: a report carries one unit's payload, so the payload fields share their
-        bytes (GRR's value, OLH's value and seed, OUE's bits, all from offset 0; a report's
-        other fields are meaningless) and the unit number is an int16 after them. Records a
-        third smaller than separate fields make the gathers by unit move a third fewer bytes."""
-        olh = any(o.name == "olh" for o in self.oracles)
-        payload = max(self._bytes, 16 if olh else 8)
-        payload += -payload % 2  # the int16 aligned
-        fields: list[tuple[str, Any, int]] = [
-            ("values", (np.int64, (1,)), 0),
-            ("bits", (np.uint8, (1, self._bytes)), 0),
+        d = 1 if self.protocol == "smp" else self.u
+        fields: list[Any] = [
+            ("attribute", np.int64),
+            ("values", np.int64, (d,)),
+            ("bits", np.uint8, (d, self._bytes)),
         ]
-        if olh:
-            fields.append(("seed", np.uint64, 8))
-        fields.append(("attribute", np.int16, payload))
-        names, formats, offsets = (list(column) for column in zip(*fields, strict=True))
-        return np.dtype(
-            {"names": names, "formats": formats, "offsets": offsets, "itemsize": payload + 2}
-        )
+        if any(o.name == "olh" for o in self.oracles):  # tables only, hence SMP: one seed
+            fields.append(("seed", np.uint64))
+        return np.dtype(fields)
 
     def check_tuples(self, values: Any) -> npt.NDArray[np.int64]:
         array = np.asarray(values)
@@ -734,38 +713,24 @@ class Multi(Mechanism):
         return AggregateStatistic(counts, len(reports))
 
     def _aggregate_smp(self, reports: Reports) -> AggregateStatistic:
-        """SMP: the reports sorted by unit once, gathered as whole records (one gather) and each
-        unit's oracle counts its block. When GRR units hold most reports, their oracles count
-        the reports' values instead (a gather of 8 bytes, not a record, per report) and only
-        the other units' records are gathered."""
+        """SMP: the reports sorted by unit once (one gather of whole records), then each unit's
+        oracle counts its contiguous block."""
         counts = np.zeros(self.k + self.u, dtype=np.int64)
         order, bounds = self._order(reports["attribute"])
-        records = np.ascontiguousarray(reports)
-        sizes = np.diff(bounds)
-        grr = np.array([oracle.name == "grr" for oracle in self.oracles])
-        by_value = grr if 2 * int(sizes[grr].sum()) > len(reports) else np.zeros_like(grr)
-        values, rows = np.zeros(0, dtype=np.int64), order
-        if by_value.any():
-            values = np.ascontiguousarray(records["values"][:, 0])
-            others = [order[bounds[j] : bounds[j + 1]] for j in np.flatnonzero(~grr)]
-            rows = np.concatenate([np.zeros(0, dtype=np.intp), *others])
-        whole = self._gather_records(records, rows)
-        start = 0  # where the next unit's block starts in ``whole``
+        ordered = self._gather_records(np.ascontiguousarray(reports), order)
         for j, oracle in enumerate(self.oracles):
             low, high = int(bounds[j]), int(bounds[j + 1])
             counts[self.k + j] = high - low
-            if by_value[j]:
-                chunk: Any = np.take(values, order[low:high])
+            if low == high:
+                continue
+            block = ordered[low:high]
+            if oracle.name == "oue":
+                chunk = block["bits"][:, 0, : (oracle.k + 7) // 8]
+            elif oracle.name == "olh":
+                chunk = self._hashed(block["seed"], block["values"][:, 0])
             else:
-                block, start = whole[start : start + high - low], start + high - low
-                if oracle.name == "oue":
-                    chunk = block["bits"][:, 0, : (oracle.k + 7) // 8]
-                elif oracle.name == "olh":
-                    chunk = self._hashed(block["seed"], block["values"][:, 0])
-                else:
-                    chunk = block["values"][:, 0]
-            if low < high:
-                counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
+                chunk = block["values"][:, 0]
+            counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
         return AggregateStatistic(counts, len(reports))
 
     def pq(self, j: int) -> tuple[float, float]:
