@@ -373,7 +373,11 @@ def discover_pem_by_support(
         raise ValueError("cannot discover from zero reports")
     p, q = mechanism.p_star, mechanism.q_star
     last = mechanism.levels - 1
-    allowed = None if alphabet is None else frozenset("".join(dict.fromkeys(alphabet)).encode())
+    if alphabet is not None and (not isinstance(alphabet, str) or not alphabet):
+        raise ValueError(
+            f"alphabet must be a non-empty string of the characters values use; got {alphabet!r}"
+        )
+    allowed = None if alphabet is None else frozenset(alphabet.encode())
 
     def plausible(prefix: int, level: int) -> bool:
         return mechanism.plausible(prefix, level) and (

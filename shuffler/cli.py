@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import math
 import os
 import sys
 import threading
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=f"{name} (see the module docstring)")
         sub.add_argument("--db", required=True)
         sub.add_argument("--collector", required=True, help="the collector's base URL")
-        sub.add_argument("--max-batch", type=int, default=10_000)
+        sub.add_argument("--max-batch", type=_at_least_one, default=10_000)
         sub.add_argument("--interval", type=float, default=0.2, help="seconds between rounds")
         sub.add_argument(
             "--max-wait",
@@ -83,14 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
-    if not value >= 0:  # also refuses nan
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:  # also refuses nan and what is not a number
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0; got {text!r}")
     return value
 
 
 def _at_least_one(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1; got {text!r}")
     return value

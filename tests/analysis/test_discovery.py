@@ -134,3 +134,11 @@ def test_an_alphabet_hint_scores_fewer_prefixes_and_finds_the_strings_written_in
     assert sum(level["candidates"] for level in hinted.levels) < sum(
         level["candidates"] for level in plain.levels
     )
+
+
+@pytest.mark.parametrize("alphabet", ["", 5, ["a", "b"]])
+def test_an_alphabet_hint_that_is_not_a_non_empty_string_is_refused(alphabet: object) -> None:
+    m = PEM(epsilon=4.0, max_length=4, step_bits=4)
+    reports = m.perturb(["ab"] * 200, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"alphabet must be a non-empty string .* got"):
+        discover_pem(m, reports, alphabet=alphabet)  # type: ignore[arg-type]
