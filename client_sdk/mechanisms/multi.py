@@ -54,6 +54,7 @@ from client_sdk.mechanisms.base import (
 from client_sdk.mechanisms.local_hashing import REPORT_DTYPE as LH_REPORT_DTYPE
 from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
+from client_sdk.mechanisms.unary import transposed_column_counts
 from client_sdk.randomness import RandomSource, uniform_below, uniform_below_32
 
 PROTOCOLS = ("spl", "smp", "rsfd")
@@ -63,6 +64,10 @@ MAX_TABLES = 2016
 MAX_K = 1 << 12
 MAX_ENUMERATED = 1 << 12
 """``channel_matrices`` enumerates at most this many tuples (inputs and outputs)."""
+_CHUNK_ROWS = 1 << 14
+"""Devices (reports) per chunk when SMP records are grouped by unit or put back: 16384 records
+of up to a few dozen bytes stay in a core's L2 cache, where moving whole records is cheap (a
+gather or scatter over the whole array misses the cache on every record)."""
 
 
 def _oracle(name: str, epsilon: float, k: int) -> FrequencyOracle:
@@ -579,32 +584,60 @@ class Multi(Mechanism):
         self, x: npt.NDArray[np.int64], sampled: npt.NDArray[np.int64], rng: RandomSource | None
     ) -> Reports:
         """SMP's reports: each device's unit (public) and that unit's oracle report. The devices
-        are sorted by unit once, each unit's reports are written to its contiguous block, and
-        one gather of whole records puts them back in the devices' order."""
+        are sorted by unit once and each unit's oracle reports all its devices in one call (in
+        device order); then, chunk by chunk of devices, each unit's reports of the chunk's
+        devices are copied to a small buffer of records (grouped by unit) and the buffer is
+        scattered to the devices' records: every move of whole records stays in the cache."""
         n = x.shape[0]
         order, bounds = self._order(sampled)
-        ordered = np.zeros(n, dtype=self.report_dtype)
-        ordered["attribute"] = np.repeat(np.arange(self.u), np.diff(bounds))
         flat = x.reshape(-1)
+        outs: list[Any] = []
         for j, oracle in enumerate(self.oracles):
             low, high = int(bounds[j]), int(bounds[j + 1])
             if low == high:
+                outs.append(None)
                 continue
             starts = order[low:high] * self.d  # each device's row in the flat tuples
             cells = np.take(flat, starts + self.units[j][0])
             for a in self.units[j][1:]:
                 cells = cells * self.ks[a] + np.take(flat, starts + a)
-            out = self._sample(oracle, cells, rng)
-            block = ordered[low:high]
-            if oracle.name == "oue":
-                block["bits"][:, 0, : out.shape[1]] = out
-            elif oracle.name == "olh":
-                block["seed"], block["values"][:, 0] = out["seed"], out["y"]
-            else:
-                block["values"][:, 0] = out
-        inverse = np.empty(n, dtype=np.intp)
-        inverse[order] = np.arange(n)
-        return self._gather_records(ordered, inverse)
+            outs.append(self._sample(oracle, cells, rng))
+        reports = np.empty(n, dtype=self.report_dtype)
+        record = np.dtype((np.void, reports.dtype.itemsize))
+        whole = reports.view(record)
+        edges = np.append(np.arange(0, n, _CHUNK_ROWS), n)
+        # cuts[j, c]: where chunk c's devices start among unit j's (ascending) devices
+        cuts = np.stack(
+            [np.searchsorted(order[bounds[j] : bounds[j + 1]], edges) for j in range(self.u)]
+        )
+        buffer = np.empty(int(np.diff(edges).max(initial=0)), dtype=self.report_dtype)
+        raw, records = buffer.view(np.uint8), buffer.view(record)
+        position = np.empty(buffer.size, dtype=np.intp)
+        units = np.arange(self.u)
+        for c in range(edges.size - 1):
+            s, e = int(edges[c]), int(edges[c + 1])
+            raw.fill(0)
+            sizes = cuts[:, c + 1] - cuts[:, c]
+            buffer["attribute"][: e - s] = np.repeat(units, sizes)
+            p = 0
+            for j, oracle in enumerate(self.oracles):
+                c0, c1 = int(cuts[j, c]), int(cuts[j, c + 1])
+                if c0 == c1:
+                    continue
+                segment, out = buffer[p : p + c1 - c0], outs[j][c0:c1]
+                if oracle.name == "oue":
+                    segment["bits"][:, 0, : out.shape[1]] = out
+                elif oracle.name == "olh":
+                    segment["seed"], segment["values"][:, 0] = out["seed"], out["y"]
+                else:
+                    segment["values"][:, 0] = out
+                p += c1 - c0
+            held = np.concatenate(  # the device of each buffer record
+                [order[bounds[j] + cuts[j, c] : bounds[j] + cuts[j, c + 1]] for j in units]
+            )
+            position[held - s] = np.arange(e - s)
+            np.take(records, position[: e - s], out=whole[s:e])  # a gather: faster than a scatter
+        return reports
 
     @staticmethod
     def _gather_records(reports: Reports, rows: npt.NDArray[np.intp]) -> Reports:
@@ -713,25 +746,76 @@ class Multi(Mechanism):
         return AggregateStatistic(counts, len(reports))
 
     def _aggregate_smp(self, reports: Reports) -> AggregateStatistic:
-        """SMP: the reports sorted by unit once (one gather of whole records), then each unit's
-        oracle counts its contiguous block."""
+        """SMP: how many reports each unit has, then the units' payloads grouped by unit chunk
+        by chunk of reports (a cache-local sort and gather of whole records; OUE's bytes
+        transposed for its popcount column counts) and counted by each unit's oracle."""
         counts = np.zeros(self.k + self.u, dtype=np.int64)
-        order, bounds = self._order(reports["attribute"])
-        ordered = self._gather_records(np.ascontiguousarray(reports), order)
-        for j, oracle in enumerate(self.oracles):
-            low, high = int(bounds[j]), int(bounds[j + 1])
-            counts[self.k + j] = high - low
-            if low == high:
-                continue
-            block = ordered[low:high]
-            if oracle.name == "oue":
-                chunk = block["bits"][:, 0, : (oracle.k + 7) // 8]
-            elif oracle.name == "olh":
-                chunk = self._hashed(block["seed"], block["values"][:, 0])
+        n = len(reports)
+        if n == 0:
+            return AggregateStatistic(counts, 0)
+        reports = np.ascontiguousarray(reports)
+        units = reports["attribute"].astype(np.intp)
+        low, high = int(units.min()), int(units.max())
+        if low < 0 or high >= self.u:
+            raise ValueError(
+                f"reports' attribute must be a unit in [0, {self.u}); got "
+                f"{low if low < 0 else high}"
+            )
+        per_unit = np.bincount(units, minlength=self.u)
+        counts[self.k :] = per_unit
+        kinds = [oracle.name for oracle in self.oracles]
+        present = [j for j in range(self.u) if per_unit[j]]
+        payloads: dict[int, Any] = {}
+        for j in present:
+            if kinds[j] == "oue":  # byte c of row r at [c, r]; rows padded to a multiple of 8
+                padded = -(-int(per_unit[j]) // 8) * 8
+                payloads[j] = np.zeros(((self.oracles[j].k + 7) // 8, padded), dtype=np.uint8)
+            elif kinds[j] == "olh":
+                payloads[j] = np.empty(int(per_unit[j]), dtype=LH_REPORT_DTYPE)
             else:
-                chunk = block["values"][:, 0]
-            counts[self.offsets[j] : self.offsets[j + 1]] = oracle.support_counts(chunk)
-        return AggregateStatistic(counts, len(reports))
+                payloads[j] = np.empty(int(per_unit[j]), dtype=np.int64)
+        filled = dict.fromkeys(present, 0)
+        record = np.dtype((np.void, reports.dtype.itemsize))
+        whole = reports.view(record)
+        small = units.astype(np.int16)
+        copied = np.empty(min(n, _CHUNK_ROWS), dtype=record)
+        for start in range(0, n, _CHUNK_ROWS):
+            chunk = small[start : start + _CHUNK_ROWS]
+            order = np.argsort(chunk, kind="stable")
+            bounds = np.concatenate([[0], np.cumsum(np.bincount(chunk, minlength=self.u))])
+            # a sequential copy first: the gather then reads the cache, not memory
+            source = copied[: chunk.size]
+            source[...] = whole[start : start + chunk.size]
+            grouped = np.take(source, order).view(reports.dtype)
+            for j in present:
+                c0, c1 = int(bounds[j]), int(bounds[j + 1])
+                if c0 == c1:
+                    continue
+                block, at = grouped[c0:c1], filled[j]
+                if kinds[j] == "oue":
+                    nbytes = payloads[j].shape[0]
+                    payloads[j][:, at : at + c1 - c0] = block["bits"][:, 0, :nbytes].T
+                elif kinds[j] == "grr":
+                    payloads[j][at : at + c1 - c0] = block["values"][:, 0]
+                else:
+                    payloads[j]["seed"][at : at + c1 - c0] = block["seed"]
+                    payloads[j]["y"][at : at + c1 - c0] = block["values"][:, 0]
+                filled[j] = at + c1 - c0
+        for j in present:
+            oracle = self.oracles[j]
+            if kinds[j] == "oue":
+                support = transposed_column_counts(payloads[j], oracle.k)
+            elif kinds[j] == "grr":
+                values = payloads[j]
+                if values.min() < 0 or values.max() >= oracle.k:
+                    raise ValueError(
+                        f"{self._unit_name(j)}: a report's value must be in [0, {oracle.k})"
+                    )
+                support = np.bincount(values, minlength=oracle.k)
+            else:
+                support = oracle.support_counts(payloads[j])
+            counts[self.offsets[j] : self.offsets[j + 1]] = support
+        return AggregateStatistic(counts, n)
 
     def pq(self, j: int) -> tuple[float, float]:
         """(p*, q*) of attribute j's support indicator for the protocol's estimator."""

@@ -85,6 +85,29 @@ def column_counts(packed: npt.NDArray[np.uint8], k: int) -> npt.NDArray[np.int64
     return (_BIT_TABLE.T @ per_value).T.reshape(-1)[:k]
 
 
+_LANES = np.uint64(0x0101010101010101)
+
+
+def transposed_column_counts(columns: npt.NDArray[np.uint8], k: int) -> npt.NDArray[np.int64]:
+    """:func:`column_counts` of packed rows given transposed: ``columns[c, r]`` is byte c of row
+    r, shape (ceil(k/8), w) with w a multiple of 8 (pad rows all zero). Bit i of byte c (most
+    significant first) is item 8c + i: its count is the popcount of every word of byte column c
+    masked to bit i of each of its eight bytes (eight masked popcount passes over the bytes,
+    no per-byte histogram)."""
+    nbytes = (k + 7) // 8
+    if columns.ndim != 2 or columns.shape[0] != nbytes or columns.shape[1] % 8:
+        raise ValueError(
+            f"columns must have shape ({nbytes}, a multiple of 8) for k={k}; got {columns.shape}"
+        )
+    words = np.ascontiguousarray(columns).view(np.uint64)
+    counts = np.empty((nbytes, 8), dtype=np.int64)
+    masked = np.empty_like(words)
+    for bit in range(8):
+        np.bitwise_and(words, _LANES * np.uint64(0x80 >> bit), out=masked)
+        counts[:, bit] = np.bitwise_count(masked).sum(axis=1, dtype=np.int64)
+    return counts.reshape(-1)[:k]
+
+
 def packed_bits_to_index(packed: npt.NDArray[np.uint8], k: int) -> npt.NDArray[np.int64]:
     """The integer sum_i bit_i * 2**i of each packed row of k bits (k <= 62)."""
     if k > 62:

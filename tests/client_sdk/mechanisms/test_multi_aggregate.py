@@ -12,6 +12,7 @@ import pytest
 
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi
+from client_sdk.mechanisms.unary import column_counts, transposed_column_counts
 from tests.stats import assert_within_z
 
 KS = (2, 4, 6, 10, 15, 20)
@@ -83,3 +84,30 @@ def test_report_i_is_device_is(epsilon: float) -> None:
         expected += rows.size * p
         variance += rows.size * p * (1 - p)
     assert_within_z(supported, expected, math.sqrt(variance), what="true cells supported")
+
+
+@pytest.mark.parametrize("k", [2, 8, 13, 64, 300])
+def test_transposed_column_counts_equal_the_byte_histograms(k: int) -> None:
+    rng = np.random.default_rng(k)
+    rows = np.packbits(rng.random((1001, k)) < 0.3, axis=1)
+    columns = np.zeros((rows.shape[1], 1008), dtype=np.uint8)
+    columns[:, :1001] = rows.T
+    expected = np.unpackbits(rows, axis=1, count=k).sum(axis=0)
+    assert np.array_equal(transposed_column_counts(columns, k), expected)
+    assert np.array_equal(column_counts(rows, k), expected)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        transposed_column_counts(columns[:, :1001], k)
+
+
+def test_aggregate_refuses_a_unit_or_value_out_of_range() -> None:
+    m = tables(4.0)
+    reports = m.perturb(tuples(100, 1), rng=np.random.default_rng(2))
+    bad = reports.copy()
+    bad["attribute"][3] = m.u
+    with pytest.raises(ValueError, match=rf"attribute must be a unit in \[0, {m.u}\); got {m.u}"):
+        m.aggregate(bad)
+    j = next(j for j, o in enumerate(m.oracles) if o.name == "grr")
+    bad = reports.copy()
+    bad["attribute"][0], bad["values"][0, 0] = j, m.sizes[j]
+    with pytest.raises(ValueError, match=rf"value must be in \[0, {m.sizes[j]}\)"):
+        m.aggregate(bad)
