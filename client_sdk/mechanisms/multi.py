@@ -494,10 +494,16 @@ class Multi(Mechanism):
             raise ValueError(f"values must have shape (n, {self.d}); got shape {array.shape}")
         if array.size and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer)):
             raise ValueError(f"values must be integers; got dtype {array.dtype}")
-        array = array.astype(np.int64, copy=False)
-        # one comparison: a negative value viewed as unsigned is at least 2**63
-        outside = array.view(np.uint64) >= np.array(self.ks, dtype=np.uint64)
-        if outside.any():
+        array = np.ascontiguousarray(array, dtype=np.int64)
+        # one comparison: a negative value viewed as unsigned is at least 2**63; over rows of
+        # `rep` tuples against the limits repeated (numpy's loops are slow over rows of d)
+        unsigned, limits = array.view(np.uint64), np.array(self.ks, dtype=np.uint64)
+        rep = max(1, 256 // self.d)
+        whole = array.shape[0] - array.shape[0] % rep
+        if (unsigned[:whole].reshape(-1, rep * self.d) >= np.tile(limits, rep)).any() or (
+            unsigned[whole:] >= limits
+        ).any():
+            outside = unsigned >= limits
             row, j = (int(v) for v in np.argwhere(outside)[0])
             name, k, _ = self.attributes[j]
             raise ValueError(f"values[{row}, {j}] ({name}) must be in [0, {k})")

@@ -34,6 +34,7 @@ from client_sdk.randomness import (
     bernoulli_bytes,
     bernoulli_lazy,
     probability_threshold,
+    random_bits,
     threshold_probability,
 )
 
@@ -182,24 +183,33 @@ class UnaryEncoding(FrequencyOracle):
         """The reports of :meth:`perturb` (the same distribution), from about 2 random bits per
         bit instead of 8: the bytes of every row by :func:`bernoulli_bytes` at q, the pad bits
         cleared, then bit x replaced by an independent Bernoulli(p) (the bits are independent,
-        so this leaves the others as they were). ``perturb`` keeps its own random stream, which
-        memoized (permanent) reports recomputed from a keyed source must reproduce."""
+        so this leaves the others as they were); when p is exactly 1/2 (OUE), bit x is one fair
+        random bit. ``perturb`` keeps its own random stream, which memoized (permanent) reports
+        recomputed from a keyed source must reproduce."""
         x = check_values(values, self.k)
-        p_threshold, q_threshold = self._thresholds
+        step = rows_per_chunk(self.report_bytes)  # blocks of at most CHUNK_BITS bytes
+        if x.size <= step:
+            return self._compact_block(x, rng)
         out = np.empty((x.size, self.report_bytes), dtype=np.uint8)
-        pad = np.uint8((0xFF << (8 * self.report_bytes - self.k)) & 0xFF)
-        masks = (np.uint8(0x80) >> (np.arange(8, dtype=np.uint8))).astype(np.uint8)
-        step = rows_per_chunk(self.k)
         for start in range(0, x.size, step):
             rows = x[start : start + step]
-            block = bernoulli_bytes(rng, q_threshold, (rows.size, self.report_bytes))
-            block[:, -1] &= pad
-            column, mask = rows >> 3, masks[rows & 7]
-            kept = bernoulli_lazy(rng, p_threshold, rows.size)
-            where = np.arange(rows.size), column
-            block[where] = (block[where] & ~mask) | np.where(kept, mask, np.uint8(0))
-            out[start : start + rows.size] = block
+            out[start : start + rows.size] = self._compact_block(rows, rng)
         return out
+
+    def _compact_block(self, rows: npt.NDArray[np.int64], rng: RandomSource | None) -> Reports:
+        p_threshold, q_threshold = self._thresholds
+        block = bernoulli_bytes(rng, q_threshold, (rows.size, self.report_bytes))
+        if self.k % 8:
+            block[:, -1] &= np.uint8((0xFF << (8 * self.report_bytes - self.k)) & 0xFF)
+        mask = np.right_shift(np.uint8(0x80), (rows & 7).astype(np.uint8))
+        if p_threshold == WORD_SPAN // 2:  # P[1] = 1/2 exactly: one uniform bit
+            kept = random_bits(rng, rows.size).view(np.uint8) * mask
+        else:
+            kept = bernoulli_lazy(rng, p_threshold, rows.size).view(np.uint8) * mask
+        flat = block.reshape(-1)
+        where = np.arange(rows.size) * self.report_bytes + (rows >> 3)
+        flat[where] = (flat[where] & ~mask) | kept
+        return block
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return list(encode_bit_rows(reports, self.k))

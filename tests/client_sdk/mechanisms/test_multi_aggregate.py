@@ -111,3 +111,15 @@ def test_aggregate_refuses_a_unit_or_value_out_of_range() -> None:
     bad["attribute"][0], bad["values"][0, 0] = j, m.sizes[j]
     with pytest.raises(ValueError, match=rf"value must be in \[0, {m.sizes[j]}\)"):
         m.aggregate(bad)
+
+
+@pytest.mark.parametrize(("row", "column", "value"), [(5, 3, 10), (990, 5, -1), (999, 0, 2)])
+def test_bad_tuples_are_found_in_the_tiled_rows_and_the_tail(
+    row: int, column: int, value: int
+) -> None:
+    m = tables(1.0)
+    x = tuples(1000, 7)  # 42 tuples a tiled row: rows 966.. are the tail
+    m.check_tuples(x)
+    x[row, column] = value
+    with pytest.raises(ValueError, match=rf"values\[{row}, {column}\] \(a{column}\) must be in"):
+        m.check_tuples(x)
