@@ -352,8 +352,10 @@ def discover_pem_by_support(
     ``step_bits``, pruned to plausible ones. A kept prefix that already determines its string
     (``PEM.complete``: a short string) is set aside as a finished string instead of being
     extended, and is scored on every later level.
-    ``alphabet``: a hint that the values are written in these characters; prefixes with a
-    byte of none of their UTF-8 encodings are not scored (strings outside it are not found).
+    ``alphabet``: for a campaign of UTF-8 bytes, a hint that the values are written in these
+    characters; prefixes with a byte of none of their UTF-8 encodings are not scored (strings
+    outside it are not found). A campaign with a device alphabet (``PEM.alphabet``) needs no
+    hint: its prefixes extend by valid character codes only, and the hint is refused.
 
     Each level is scored on its own devices, so a string's test is exact given how it was
     chosen (by earlier levels only): it is significant when P[Binomial(N, q*) >= C] <=
@@ -377,30 +379,40 @@ def discover_pem_by_support(
         raise ValueError(
             f"alphabet must be a non-empty string of the characters values use; got {alphabet!r}"
         )
-    allowed = None if alphabet is None else frozenset(alphabet.encode())
-
-    def plausible(prefix: int, level: int) -> bool:
-        return mechanism.plausible(prefix, level) and (
-            allowed is None or mechanism.within(prefix, level, allowed)
+    if alphabet is not None and mechanism.alphabet is not None:
+        raise ValueError(
+            "alphabet: the campaign's pem has a device alphabet (its config's 'alphabet'), so "
+            "the decoder extends by its characters only; the hint is for byte campaigns"
         )
-
+    allowed = None if alphabet is None else frozenset(alphabet.encode())
+    length_bits, symbol_bits = mechanism.length_bits, mechanism.symbol_bits
     suffix_cache: dict[tuple[int, int, int], list[int]] = {}
+
+    def suffixes(width: int, bits: int, length: int, tail: int) -> list[int]:
+        key = (width, length, tail)
+        if key not in suffix_cache:
+            suffix_cache[key] = mechanism.extensions(width, bits, length, tail, allowed)
+        return suffix_cache[key]
 
     def children(parent: int, level: int) -> list[int]:
         """The plausible extensions of a plausible parent: they depend only on the level, the
-        parent's length and the bits of its last, partly covered byte."""
+        parent's length and the bits of its last, partly covered symbol."""
         width = mechanism.level_bits(level - 1)
         step = mechanism.level_bits(level) - width
-        partial = (width - mechanism.length_bits) % 8
-        key = (level, parent >> (width - mechanism.length_bits), parent & ((1 << partial) - 1))
-        if key not in suffix_cache:
-            suffix_cache[key] = [
-                suffix for suffix in range(1 << step) if plausible((parent << step) | suffix, level)
-            ]
-        return [(parent << step) | suffix for suffix in suffix_cache[key]]
+        partial = (width - length_bits) % symbol_bits
+        length = parent >> (width - length_bits)
+        return [
+            (parent << step) | suffix
+            for suffix in suffixes(width, step, length, parent & ((1 << partial) - 1))
+        ]
 
     levels: list[dict[str, Any]] = []
-    prefixes = [v for v in range(1 << mechanism.level_bits(0)) if plausible(v, 0)]
+    start = mechanism.level_bits(0) - length_bits
+    prefixes = [
+        (length << start) | suffix
+        for length in range(mechanism.max_length + 1)
+        for suffix in suffixes(length_bits, start, length, 0)
+    ]
     kept: list[int] = []
     finished: list[int] = []  # finished strings as bit strings of total_bits
     finished_support = np.zeros(0, dtype=np.int64)

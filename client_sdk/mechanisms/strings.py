@@ -1,8 +1,9 @@
 """Strings as values: their validation, and what the string mechanisms share when memoized.
 
 A string mechanism (``cms``, ``hcms``, ``pem``, ``sfp``) takes UTF-8 strings of at most
-``max_length`` bytes (:func:`distinct_strings`). Under ``"longitudinal"`` each has a memoized
-variant (docs/math/heavy-hitters.md, "Memoization"): the permanent response (PRR) of a string is
+``max_length`` bytes (characters, for a PEM campaign with an ``alphabet``;
+:func:`distinct_strings`). Under ``"longitudinal"`` each has a memoized variant
+(docs/math/heavy-hitters.md, "Memoization"): the permanent response (PRR) of a string is
 the plain mechanism at ``epsilon_permanent`` run on the keyed source's stream for that string
 (label :func:`memo_label`: the string's bytes in hex, never stored), and each report re-randomizes
 the PRR's randomized part with fresh noise (the instantaneous step). What a device picks
@@ -43,14 +44,18 @@ __all__ = [
 
 
 def distinct_strings(
-    values: Any, max_length: int, name: str
+    values: Any, max_length: int, name: str, alphabet: str | None = None
 ) -> tuple[list[bytes], npt.NDArray[np.int64]]:
     """Distinct values as UTF-8 bytes (first-seen order) and the index of each value among them.
 
     ``values`` is a sequence of ``str``. A value of more than ``max_length`` bytes is refused
-    with its position, its length and the limit, never its content. Each distinct string is
-    checked and encoded once.
+    with its position, its length and the limit, never its content. With ``alphabet`` (a
+    campaign whose values are written in these characters: PEM's device alphabet),
+    ``max_length`` counts characters, and a value with a character outside the alphabet is
+    refused with its position and the character's offset, never the character. Each distinct
+    string is checked and encoded once.
     """
+    allowed = None if alphabet is None else frozenset(alphabet)
     if isinstance(values, (str, bytes)):
         values = [values]
     elif isinstance(values, np.ndarray):
@@ -84,11 +89,24 @@ def distinct_strings(
                 f"{name}: values[{index}] is not valid Unicode (it has a lone surrogate, which "
                 "UTF-8 cannot encode)"
             ) from None
-        if len(raw) > max_length:
+        if allowed is None and len(raw) > max_length:
             index = first_index(lambda v, long=value: isinstance(v, str) and v == long)
             raise ValueError(
                 f"{name}: values[{index}] is {len(raw)} bytes in UTF-8, more than max_length="
                 f"{max_length}"
+            )
+        if allowed is not None and len(value) > max_length:
+            index = first_index(lambda v, long=value: isinstance(v, str) and v == long)
+            raise ValueError(
+                f"{name}: values[{index}] is {len(value)} characters, more than max_length="
+                f"{max_length} (the campaign has an alphabet: max_length counts characters)"
+            )
+        if allowed is not None and not allowed.issuperset(value):
+            index = first_index(lambda v, bad=value: isinstance(v, str) and v == bad)
+            offset = next(j for j, c in enumerate(value) if c not in allowed)
+            raise ValueError(
+                f"{name}: values[{index}] has a character outside the campaign's alphabet (at "
+                f"character {offset}; the alphabet has {len(allowed)} characters)"
             )
         encoded.append(raw)
     return encoded, inverse
@@ -133,6 +151,13 @@ class MemoizedStrings:
     max_length: int
 
     memoized: ClassVar[bool] = True
+
+    @property
+    def _alphabet(self) -> str | None:
+        """The campaign's alphabet, for a mechanism that has one (PEM's ``alphabet``)."""
+        alphabet: str | None = getattr(self, "alphabet", None)
+        return alphabet
+
     deterministic_pseudonym: ClassVar[bool] = False
 
     def _check_permanent(self) -> None:
@@ -186,7 +211,7 @@ class MemoizedStrings:
     def memo_keys(self, values: Any, *, permanent: KeyedSource) -> list[str]:
         """The ledger's key of each string's PRR (a keyed hash: not the string)."""
         keys = check_keyed_source(permanent, self.name)
-        distinct, inverse = distinct_strings(values, self.max_length, self.name)
+        distinct, inverse = distinct_strings(values, self.max_length, self.name, self._alphabet)
         named = [keys.key(memo_label("", raw), 0) for raw in distinct]
         return [named[i] for i in inverse.tolist()]
 
@@ -200,13 +225,13 @@ class MemoizedStrings:
         """One report per string: its PRR under ``permanent`` (required: a memoized mechanism
         never falls back to unmemoized reports), then fresh noise from ``rng``."""
         keys = check_keyed_source(permanent, self.name)
-        distinct, inverse = distinct_strings(values, self.max_length, self.name)
+        distinct, inverse = distinct_strings(values, self.max_length, self.name, self._alphabet)
         return self.instantaneous(self.permanent_reports(distinct, keys)[inverse], rng)
 
     def permanent_responses(self, values: Any, *, permanent: KeyedSource) -> Any:
         """The PRR of each string, recomputed from the keyed source (same inputs, same output)."""
         keys = check_keyed_source(permanent, self.name)
-        distinct, inverse = distinct_strings(values, self.max_length, self.name)
+        distinct, inverse = distinct_strings(values, self.max_length, self.name, self._alphabet)
         return self.permanent_reports(distinct, keys)[inverse]
 
     def perturb_independent_devices(self, values: Any, *, rng: RandomSource | None = None) -> Any:

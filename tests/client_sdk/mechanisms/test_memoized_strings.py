@@ -49,7 +49,16 @@ SMALL = {
     "cms": {"mechanism": "cms", "epsilon": 1.0, "m": 4, "hashes": 2, "max_length": 8},
     "hcms": {"mechanism": "hcms", "epsilon": 0.7, "m": 4, "hashes": 2, "max_length": 8},
     "pem": {"mechanism": "pem", "epsilon": 1.5, "max_length": 1},
+    "pem-alphabet": {
+        "mechanism": "pem",
+        "epsilon": 1.5,
+        "max_length": 1,
+        "alphabet": "abcdé",
+        "start_bits": 1,
+        "step_bits": 1,
+    },
 }
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def _output_index(m: Any, reports: np.ndarray) -> np.ndarray:
@@ -70,6 +79,7 @@ def _output_index(m: Any, reports: np.ndarray) -> np.ndarray:
         (SMALL["cms"], MemoizedCMS),
         (SMALL["hcms"], MemoizedHCMS),
         ({"mechanism": "pem", "epsilon": 2.0, "max_length": 8}, MemoizedPEM),
+        ({"mechanism": "pem", "epsilon": 2.0, "max_length": 8, "alphabet": LETTERS}, MemoizedPEM),
         ({"mechanism": "sfp", "epsilon": 2.0, "max_length": 4, "m": 64, "hashes": 4}, MemoizedSFP),
     ],
 )
@@ -111,7 +121,7 @@ def test_the_two_stage_channel_is_exactly_private(name: str, permanent: float) -
         float(np.max(np.log(c.max(axis=0) / c.min(axis=0)))) for c in m.permanent_channel_matrices()
     )
     assert worst_permanent <= permanent * (1 + 1e-9)
-    total = 1 / m.levels if name == "pem" else 1.0  # pem: one matrix per level and seed
+    total = 1 / m.levels if name.startswith("pem") else 1.0  # pem: a matrix a level and seed
     for matrix in m.channel_matrices():
         np.testing.assert_allclose(matrix.sum(axis=1), total, rtol=1e-12)
 
@@ -152,8 +162,13 @@ def test_device_reports_and_permanent_responses_follow_their_channels(name: str)
     stats.assert_chi_square(observed, matrix[row], what=f"memoized {name} simulated")
 
 
-def test_pem_device_reports_keep_their_bucket_with_the_composed_probability() -> None:
-    m = memoized({"mechanism": "pem", "epsilon": 2.0, "max_length": 4}, 4.0)
+@pytest.mark.parametrize("alphabet", [None, "日本"])
+def test_pem_device_reports_keep_their_bucket_with_the_composed_probability(
+    alphabet: str | None,
+) -> None:
+    config = {"mechanism": "pem", "epsilon": 2.0, "max_length": 4, "alphabet": alphabet}
+    m = memoized({k: v for k, v in config.items() if v is not None}, 4.0)
+    assert m.alphabet == alphabet and m.permanent.alphabet == alphabet
     rng = np.random.default_rng(3)
     devices = [DeviceKeys(rng.bytes(32), SCOPE) for _ in range(4000)]
     reports = np.concatenate([m.perturb(["日"], rng=rng, permanent=k) for k in devices])
@@ -217,6 +232,13 @@ def test_memo_keys_name_strings_without_revealing_them() -> None:
         m.perturb(["a"], rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"values\[0\] is 9 bytes.*max_length=8"):
         m.perturb(["123456789"], permanent=DeviceKeys(bytes(range(32)), SCOPE))
+    pem = memoized({"mechanism": "pem", "epsilon": 2.0, "max_length": 2, "alphabet": "éa"}, 3.0)
+    keys = DeviceKeys(bytes(range(32)), SCOPE)
+    assert len(pem.memo_keys(["éé", "a"], permanent=keys)) == 2  # 2 characters (4 bytes)
+    for refuse in (pem.memo_keys, pem.perturb, pem.permanent_responses):
+        with pytest.raises(ValueError, match=r"values\[1\] has a character outside") as caught:
+            refuse(["a", "aï"], permanent=keys)
+        assert "ï" not in str(caught.value)
 
 
 # ---- estimation ---------------------------------------------------------------------------------
@@ -256,6 +278,11 @@ def test_discovery_from_memoized_reports_finds_the_heavy_strings() -> None:
     for item in result.items:
         if item.value in heavy:
             assert abs(item.frequency - heavy[item.value] / len(values)) < 5 * item.std_error
+    alphabet = "".join(sorted(set("".join(values))))  # hex digits and the heavy strings
+    pem = memoized({"mechanism": "pem", "epsilon": 4.0, "max_length": 5, "alphabet": alphabet}, 6.0)
+    result = analysis.estimate(pem, pem.perturb_independent_devices(values, rng=rng))
+    found = {item.value for item in result.items if item.significant}
+    assert set(heavy) <= found and found <= set(values)
     sfp = memoized({"mechanism": "sfp", "epsilon": 6.0, "max_length": 5}, 8.0)
     result = analysis.estimate(sfp, sfp.perturb_independent_devices(values, rng=rng))
     found = {item.value for item in result.items if item.significant}
@@ -307,3 +334,23 @@ def test_the_client_charges_epsilon_inf_once_per_distinct_string(
     assert not any("weather" in json.dumps(p) for p in stored)
     seeds = {tuple(p["seed"]) for p in stored if isinstance(p, dict) and "seed" in p}
     assert len(seeds) == 1  # the PRR's seed, in all five reports
+
+
+def test_a_pem_campaign_with_an_alphabet_from_json_through_the_client(
+    collector: Collector, tmp_path: Path
+) -> None:
+    """The campaign JSON's alphabet reaches the devices (values outside it refused by campaign,
+    not shown, nothing queued) and the collector stores reports that decode to the strings."""
+    config = {"mechanism": "pem", "epsilon": 4.0, "max_length": 8, "alphabet": "0123456789abcdef"}
+    created = collector.create({"name": "crash-ids", "mechanism": config})
+    assert created["mechanism"]["alphabet"] == config["alphabet"]
+    with TelemetryClient(collector.url, state_dir=tmp_path / "device") as client:
+        with pytest.raises(ValueError, match=r"campaign 'crash-ids': pem: values\[0\] has a char"):
+            client.record("crash-ids", "c0ffee-1")
+        client.record_many("crash-ids", ["c0ffee", "deadbeef", ""])
+        assert client.flush() == 3
+    m = mechanism_from_config(config)
+    payloads = [json.loads(payload) for _, payload in collector.stored()]
+    reports, errors = m.parse_wire(payloads)
+    assert not errors and reports.size == 3
+    assert not any("c0ffee" in json.dumps(p) for p in payloads)

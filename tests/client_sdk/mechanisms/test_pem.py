@@ -27,19 +27,94 @@ def test_config_resolves_its_shape_round_trips_and_names_bad_fields() -> None:
         PEM(epsilon=1.0, max_length=8, start_bits=3)  # shorter than the length field
 
 
-@pytest.mark.parametrize("epsilon", [0.5, 2.0])
-def test_exact_privacy_over_every_one_byte_value_and_check_seed(epsilon: float) -> None:
-    m = PEM(epsilon=epsilon, max_length=1, step_bits=3)
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def test_an_alphabet_makes_each_character_its_index_in_w_bits() -> None:
+    m = PEM(epsilon=4.0, max_length=8, alphabet=LETTERS)
+    assert (m.symbol_bits, m.symbols, m.length_bits, m.total_bits) == (5, 26, 4, 44)
+    assert (m.start_bits, m.step_bits, m.levels) == (9, 5, 8)  # one character a level
+    document = m.to_config()
+    assert document["alphabet"] == LETTERS and mechanism_from_config(document) == m
+    assert "alphabet" not in PEM(epsilon=4.0, max_length=8).to_config()  # absent when None
+    small = PEM(epsilon=1.0, max_length=3, alphabet="xyé")  # 2 bits a character
+    bits = small.value_bits(["éx".encode()])[0]
+    assert bits.tolist() == [1, 0, 1, 0, 0, 0, 0, 0]  # length 2; codes 2, 0; padding 0
+    prefix = int("".join(map(str, bits)), 2)
+    assert small.decode_prefix(prefix) == "éx"
+    assert small.decode_prefix(prefix | 0b11 << 2) is None  # code 3 is outside the alphabet
+    assert not small.plausible(prefix | 0b11 << 2, small.levels - 1)
+    assert small.plausible(prefix, small.levels - 1) and small.complete(prefix, small.levels - 1)
+    one = PEM(epsilon=1.0, max_length=4, alphabet="z")  # 1 bit a character, only code 0
+    assert one.symbol_bits == 1 and one.total_bits == 3 + 4
+    assert one.decode_prefix(0b011_0000) == "zzz" and one.decode_prefix(0b011_1000) is None
+
+
+@pytest.mark.parametrize(
+    ("alphabet", "match"),
+    [
+        ("", "alphabet must be a non-empty string"),
+        (5, "alphabet must be a non-empty string"),
+        (["a", "b"], "alphabet must be a non-empty string"),
+        ("abca", "alphabet must not repeat a character; got 'abca' \\('a'\\)"),
+        (
+            "".join(map(chr, range(300, 557))),
+            "alphabet must have at most 256 characters .*; got 257",
+        ),
+        ("a\ud800", "alphabet must be valid Unicode"),
+    ],
+)
+def test_a_bad_alphabet_is_refused_by_name(alphabet: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        mechanism_from_config(
+            {"mechanism": "pem", "epsilon": 2.0, "max_length": 4, "alphabet": alphabet}
+        )
+
+
+def test_a_value_outside_the_alphabet_or_too_many_characters_is_refused_without_showing_it() -> (
+    None
+):
+    m = PEM(epsilon=2.0, max_length=2, alphabet="abé")
+    reports = m.perturb(["éé", "", "ba"], rng=np.random.default_rng(0))  # 4 bytes, 2 characters
+    assert np.array_equal(m.from_wire(m.to_wire(reports)), reports)
+    with pytest.raises(
+        ValueError,
+        match=r"pem: values\[2\] has a character outside the campaign's alphabet \(at character 1",
+    ) as caught:
+        m.perturb(["a", "b", "aQ"], rng=np.random.default_rng(0))
+    assert "aQ" not in str(caught.value) and "Q" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"values\[1\] is 3 characters, more than max_length=2"):
+        m.perturb(["a", "ééé"], rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="outside the alphabet"):
+        m.value_bits([b"z"])  # the bit strings of unchecked values: refused too
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "alphabet"), [(0.5, None), (2.0, None), (2.0, "abcé"), (1.0, "0123456789")]
+)
+def test_exact_privacy_over_every_one_symbol_value_and_check_seed(
+    epsilon: float, alphabet: str | None
+) -> None:
+    m = PEM(
+        epsilon=epsilon,
+        max_length=1,
+        start_bits=1,
+        step_bits=3 if alphabet is None else 1,
+        alphabet=alphabet,
+    )
+    matrices = list(m.channel_matrices())
+    assert matrices[0].shape[0] == 1 + (256 if alphabet is None else len(alphabet))
+    assert len(matrices) == 4 * m.levels  # four check seeds a level
     implemented = m.implemented_epsilon()
     assert implemented <= epsilon + 1e-12
     assert implemented > epsilon - 1e-9
 
 
-def test_levels_and_buckets_follow_the_declared_channel() -> None:
-    m = PEM(epsilon=1.5, max_length=4)
+@pytest.mark.parametrize(("alphabet", "value"), [(None, "hé!"), (LETTERS + "!é", "hé!")])
+def test_levels_and_buckets_follow_the_declared_channel(alphabet: str | None, value: str) -> None:
+    m = PEM(epsilon=1.5, max_length=4, alphabet=alphabet)
     assert m.g is not None
     n = 40_000
-    value = "hé!"
     reports = m.perturb([value] * n, rng=np.random.default_rng(3))
     levels = np.bincount(reports["level"], minlength=m.levels)
     assert stats.chisquare(levels).pvalue > 1e-4  # uniform, whatever the value
@@ -83,8 +158,9 @@ def test_a_heavier_last_level_draws_levels_by_their_weights_exactly() -> None:
         PEM(epsilon=1.0, max_length=1, final_weight=0)
 
 
-def test_a_non_holder_supports_a_prefix_with_the_exact_q_star() -> None:
-    m = PEM(epsilon=1.0, max_length=2, step_bits=6)
+@pytest.mark.parametrize("alphabet", [None, "abc"])
+def test_a_non_holder_supports_a_prefix_with_the_exact_q_star(alphabet: str | None) -> None:
+    m = PEM(epsilon=1.0, max_length=2, step_bits=6 if alphabet is None else 2, alphabet=alphabet)
     n = 200_000
     reports = m.perturb(["ab"] * n, rng=np.random.default_rng(5))
     last = m.levels - 1
@@ -157,3 +233,28 @@ def test_complete_and_within_read_the_length_and_the_covered_bytes() -> None:
     assert not m.within(prefix[0], 0, frozenset(b"\x80"))  # "a" starts with the nibble 6
     empty = int("".join(map(str, m.value_bits([b""])[0][: m.level_bits(0)])), 2)
     assert m.complete(empty, 0) and m.within(empty, 0, frozenset())
+    with pytest.raises(ValueError, match="within"):
+        PEM(epsilon=2.0, max_length=4, alphabet="ab").within(0, 0, letters)
+
+
+@pytest.mark.parametrize(
+    ("alphabet", "step", "start"),
+    [(None, 4, None), (None, 3, 5), ("abcde", 2, None), ("abcde", 4, 3), (LETTERS, 7, None)],
+)
+def test_extensions_are_exactly_the_plausible_children(
+    alphabet: str | None, step: int, start: int | None
+) -> None:
+    """Every parent the decoder can keep, against ``plausible`` on each of its 2^step children."""
+    m = PEM(epsilon=2.0, max_length=3, step_bits=step, start_bits=start, alphabet=alphabet)
+    rng = np.random.default_rng(1)
+    for level in range(1, m.levels):
+        width, bits = m.level_bits(level - 1), m.level_bits(level) - m.level_bits(level - 1)
+        parents = [
+            v for v in rng.integers(0, 1 << width, 400).tolist() if m.plausible(v, level - 1)
+        ]
+        for parent in parents[:40]:
+            length = parent >> (width - m.length_bits)
+            partial = (width - m.length_bits) % m.symbol_bits
+            got = m.extensions(width, bits, length, parent & ((1 << partial) - 1))
+            want = [s for s in range(1 << bits) if m.plausible((parent << bits) | s, level)]
+            assert got == want, (level, parent)
