@@ -93,22 +93,27 @@ def consistent_batches(
     """:func:`consistent_tables` on R tables at once: ``batches[i]`` has shape (R, *table i)."""
     out = _norm_sub_all([np.asarray(t, dtype=np.float64) for t in batches])
     shared = sorted({a for ax in axes for a in ax if sum(a in other for other in axes) > 1})
+    # per shared attribute, each holder's (table, axes summed over, broadcast shape, cells per
+    # value): fixed over the rounds
+    plans = []
+    for attribute in shared:
+        plan = []
+        for i, ax in enumerate(axes):
+            if attribute not in ax:
+                continue
+            position = 1 + ax.index(attribute)
+            others = tuple(d for d in range(1, out[i].ndim) if d != position)
+            shape = [out[i].shape[0]] + [1] * (out[i].ndim - 1)
+            shape[position] = out[i].shape[position]
+            plan.append((i, others, shape, out[i][0].size // out[i].shape[position]))
+        weights = np.array([1.0 / c for *_, c in plan])
+        plans.append((plan, weights))
     for _ in range(rounds):
-        for attribute in shared:
-            holders = [i for i, ax in enumerate(axes) if attribute in ax]
-            sums, cells = [], []
-            for i in holders:
-                position = 1 + axes[i].index(attribute)
-                others = tuple(d for d in range(1, out[i].ndim) if d != position)
-                sums.append(out[i].sum(axis=others))
-                cells.append(out[i][0].size // out[i].shape[position])
-            weights = np.array([1.0 / c for c in cells])
+        for plan, weights in plans:
+            sums = [out[i].sum(axis=others) for i, others, _, _ in plan]
             target = sum(w * t for w, t in zip(weights, sums, strict=True)) / weights.sum()
-            for i, total, c in zip(holders, sums, cells, strict=True):
-                position = 1 + axes[i].index(attribute)
-                shape = [out[i].shape[0]] + [1] * (out[i].ndim - 1)
-                shape[position] = out[i].shape[position]
-                out[i] = out[i] + ((target - total) / c).reshape(shape)
+            for (i, _, broadcast, c), total in zip(plan, sums, strict=True):
+                out[i] = out[i] + ((target - total) / c).reshape(broadcast)
         out = _norm_sub_all(out)
     return out
 
@@ -202,6 +207,12 @@ class MultiEstimate:
         ]
 
     @cached_property
+    def _plug_tables(self) -> list[FloatArray]:
+        """Each raw table projected onto the simplex, flat (the plug-in frequencies of its
+        exact standard errors), all in one padded projection."""
+        return [t.reshape(-1) for t in _norm_sub_all([t[None] for t in self._raw_tables])]
+
+    @cached_property
     def tables(self) -> list[FloatArray]:
         """The consistent tables (``marginals`` campaigns)."""
         return consistent_tables(self._raw_tables, list(self.oracle.units))
@@ -291,16 +302,21 @@ class MultiEstimate:
                 + "; ".join(",".join(t) for t in m.marginals)
             )
         unit, raw = m.units[table], self._raw_tables[table]
-        plug = project_simplex(raw.ravel())[0]
+        plug = self._plug_tables[table]
         kept = tuple(m.ks[a] for a in wanted)
         order = [unit.index(a) for a in wanted]
         order += [d for d in range(raw.ndim) if d not in order]
+        frequencies = project_onto(raw[None], unit, wanted)[0]
+        if len(wanted) == len(unit):  # every cell alone: the cells' own exact variance
+            variance = m.variance(self.statistic.n, table, plug).reshape(raw.shape)
+            return Marginal(
+                ",".join(names), frequencies, np.sqrt(np.maximum(variance, 0.0)).transpose(order)
+            )
         cells = np.arange(raw.size).reshape(raw.shape)
         grouped = np.transpose(cells, order).reshape(int(np.prod(kept)), -1)
         masks = np.zeros((grouped.shape[0], raw.size), dtype=bool)
         masks[np.arange(grouped.shape[0])[:, None], grouped] = True
         variance = m.sum_variance(self.statistic.n, table, masks, plug)
-        frequencies = project_onto(raw[None], unit, wanted)[0]
         return Marginal(
             ",".join(names), frequencies, np.sqrt(np.maximum(variance, 0.0)).reshape(kept)
         )
