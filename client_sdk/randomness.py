@@ -45,6 +45,7 @@ __all__ = [
     "threshold_probability",
     "uniform_below",
     "uniform_below_32",
+    "uniform_below_bits",
 ]
 
 WORD_BITS = 64
@@ -229,6 +230,32 @@ def uniform_below_32(
             redo_high = np.broadcast_to(highs, shape)[where]
             out[where] = uniform_below_32(rng, redo_high, redo_high.size)
     return out
+
+
+def uniform_below_bits(rng: RandomSource | None, high: int, size: int) -> npt.NDArray[np.int64]:
+    """Exactly uniform integers in ``[0, high)`` for ``2 <= high <= 2**32``: the top
+    L = bit_length(high - 1) bits of a 32-bit lane, drawn again while at least ``high`` (a lane
+    is rejected with probability 1 - high / 2**L < 1/2). No multiplication or division: for a
+    high just below a power of two (the hash family's P - 1 and P = 2**31 - 1, rejected about
+    once in 2**30 draws) the cheapest exact draw from 32 random bits."""
+    h = int(high)
+    if not 2 <= h <= (1 << 32):
+        raise ValueError(f"high must be in [2, 2**32]; got {high!r}")
+    shift = np.uint32(32 - (h - 1).bit_length())
+    out = np.empty(int(size), dtype=np.int64)
+    pending: npt.NDArray[np.intp] | None = None
+    while True:
+        count = out.size if pending is None else pending.size
+        lanes = raw_words(rng, -(-count // 2)).view(np.uint32)[:count] >> shift
+        if pending is None:
+            out[:] = lanes
+            rejected = np.flatnonzero(out >= h)
+        else:
+            out[pending] = lanes
+            rejected = pending[lanes >= h]
+        if not rejected.size:
+            return out
+        pending = rejected
 
 
 def probability_threshold(probability: float | Fraction, *, rounding: str = "nearest") -> int:

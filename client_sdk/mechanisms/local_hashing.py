@@ -74,7 +74,7 @@ from client_sdk.randomness import (
     probability_threshold,
     threshold_probability,
     uniform_below,
-    uniform_below_32,
+    uniform_below_bits,
 )
 
 __all__ = [
@@ -223,13 +223,13 @@ class _LocalHashing(FrequencyOracle):
     def perturb_compact(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
         """The reports of :meth:`perturb` (the same distribution): the seed uniform on
         [0, SEED_SPACE) as (a - 1) P + b from a - 1 uniform on [0, P - 1) and b on [0, P) (the
-        bijection of :func:`hash_parameters`; 32-bit draws, no 64-bit division), the randomized
-        response over [g] from fewer random bits (:func:`keep_or_other_compact`); ``perturb``
-        keeps the stream memoized reports need."""
+        bijection of :func:`hash_parameters`; 31-bit draws by :func:`uniform_below_bits`, no
+        64-bit division), the randomized response over [g] from fewer random bits
+        (:func:`keep_or_other_compact`); ``perturb`` keeps the stream memoized reports need."""
         x = check_values(values, self.k)
-        a_less_one = uniform_below_32(rng, HASH_PRIME - 1, x.size).astype(np.uint64)
-        b = uniform_below_32(rng, HASH_PRIME, x.size).astype(np.uint64)
-        seeds = a_less_one * np.uint64(HASH_PRIME) + b
+        a_less_one = uniform_below_bits(rng, HASH_PRIME - 1, x.size)
+        b = uniform_below_bits(rng, HASH_PRIME, x.size)
+        seeds = (a_less_one * HASH_PRIME + b).view(np.uint64)  # below 2**62: the same bits
         reports = np.empty(x.size, dtype=REPORT_DTYPE)
         reports["seed"] = seeds
         reports["y"] = keep_or_other_compact(

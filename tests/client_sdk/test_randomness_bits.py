@@ -1,0 +1,62 @@
+"""uniform_below_bits (the hash seeds' draws of local hashing's compact sampler): the lane of
+every 32-bit value maps to its top L bits and only values below ``high`` are kept, so each
+output has probability exactly 1/high; rejected draws are drawn again; and at fixed seeds the
+outputs are uniform by chi-square."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import client_sdk.randomness as randomness
+from client_sdk.randomness import uniform_below_bits
+from tests.stats import assert_chi_square
+
+
+@pytest.mark.parametrize("high", [2, 5, 8, 9, (1 << 31) - 1, 1 << 32])
+def test_every_lane_maps_to_its_top_bits_or_is_drawn_again(
+    high: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bits = (high - 1).bit_length()
+    values = [v for v in range(min(1 << bits, 64))] + [(1 << bits) - 1]  # every top-L value
+    lanes = [(v << (32 - bits)) | (0x9E37 & ((1 << (32 - bits)) - 1)) for v in values]
+    kept = [v for v in values if v < high]
+    refill = [((i % high) << (32 - bits)) for i in range(len(values))]  # accepted redraws
+    stream = lanes + [0] * (len(lanes) % 2) + refill  # a call takes whole words (2 lanes)
+
+    def words(rng: object, size: int) -> np.ndarray:
+        nonlocal stream
+        take, stream = stream[: 2 * size], stream[2 * size :]
+        take += [0] * (2 * size - len(take))
+        return np.array(take, dtype=np.uint32).view(np.uint64)
+
+    monkeypatch.setattr(randomness, "raw_words", words)
+    out = uniform_below_bits(None, high, len(values))
+    accepted = [v < high for v in values]
+    assert [int(o) for o, a in zip(out, accepted, strict=True) if a] == kept
+    redrawn = [int(o) for o, a in zip(out, accepted, strict=True) if not a]
+    assert redrawn == [i % high for i in range(len(redrawn))]
+
+
+def test_each_output_has_probability_one_over_high() -> None:
+    # over all 2**L top-bit values with equal weight, the kept ones are exactly [0, high)
+    for high in range(2, 300):
+        bits = (high - 1).bit_length()
+        assert 2 * high > 1 << bits >= high  # rejection below 1/2
+        assert [v for v in range(1 << bits) if v < high] == list(range(high))
+
+
+@pytest.mark.parametrize("high", [3, 1000, (1 << 31) - 2, (1 << 31) - 1, 1 << 32])
+def test_uniform_below_bits_is_uniform(high: int) -> None:
+    draws = uniform_below_bits(np.random.default_rng(12), high, 200_000)
+    assert draws.dtype == np.int64 and draws.min() >= 0 and draws.max() < high
+    cells = min(high, 64)
+    observed = np.bincount(draws * cells // high, minlength=cells)
+    sizes = np.diff(-(-np.arange(cells + 1) * high // cells))  # values in each cell
+    assert_chi_square(observed, sizes / high, what=f"uniform below {high}")
+
+
+def test_uniform_below_bits_refuses_a_bad_high() -> None:
+    for high in (1, 0, (1 << 32) + 1):
+        with pytest.raises(ValueError, match=r"high must be in \[2, 2\*\*32\]"):
+            uniform_below_bits(None, high, 3)
