@@ -456,17 +456,18 @@ def discover_pem_by_support(
                 "finished": len(done) if level < last else len(prefixes),
             }
         )
-    tested = [
-        (mechanism.decode_prefix(v), int(c), n_level) for v, c in zip(prefixes, counts, strict=True)
-    ] + [
-        (mechanism.decode_prefix(v), int(c), int(r))
-        for v, c, r in zip(finished, finished_support, finished_reports, strict=True)
-    ]
-    strings = [(value, c, r) for value, c, r in tested if value is not None]
+    tested = list(zip(prefixes, counts.tolist(), itertools.repeat(n_level))) + list(
+        zip(finished, finished_support.tolist(), finished_reports.tolist(), strict=True)
+    )
+    decoded: list[str | None] = []
+    if mechanism.alphabet is None:  # bytes may not be UTF-8: decode each to know
+        decoded = [mechanism.decode_prefix(v) for v, _, _ in tested]
+        strings = [i for i, value in enumerate(decoded) if value is not None]
+    else:  # every plausible bit string over an alphabet is a string: decode the items only
+        strings = list(range(len(tested)))
     examined = max(1, len(strings))
-    values = [value for value, _, _ in strings]
-    support_of = np.asarray([c for _, c, _ in strings], dtype=np.int64)
-    reports_of = np.asarray([r for _, _, r in strings], dtype=np.int64)
+    support_of = np.asarray([tested[i][1] for i in strings], dtype=np.int64)
+    reports_of = np.asarray([tested[i][2] for i in strings], dtype=np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         frequencies = (support_of / reports_of - q) / (p - q)
     p_values = stats.binom.sf(support_of - 1, reports_of, q)
@@ -476,8 +477,13 @@ def discover_pem_by_support(
     std_errors = np.sqrt(mechanism.frequency_variance(reports_of[order], n, plug)) * n
     null = np.sqrt(q * (1 - q) / reports_of[order]) / (p - q) * n
     critical = bonferroni_z(alpha, examined)
+    values: list[str] = []
+    for i in order:
+        value = decoded[strings[i]] if decoded else mechanism.decode_prefix(tested[strings[i]][0])
+        assert value is not None  # only strings were kept
+        values.append(value)
     items = items_from_counts(
-        [values[i] for i in order],
+        values,
         frequencies[order] * n,
         std_errors,
         null,

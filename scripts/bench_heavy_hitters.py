@@ -1,10 +1,11 @@
 """Benchmark: heavy hitters over an unknown vocabulary (docs/math/heavy-hitters.md).
 
 A Zipf(1.1) population over a vocabulary of random strings of 1 to 8 bytes, n devices, at each
-epsilon: PEM and SFP recall of the true top 20 and top 50 among the significant items, false
-discoveries (significant strings nobody holds), decode time, and the encode rate on the OS
-CSPRNG. Then CMS and HCMS: the mean squared error of candidate estimates over fresh hash seeds
-divided by the exact random-hash variance (1 expected), and their encode rates.
+epsilon: PEM (UTF-8 bytes; and "pem a-z", the device alphabet of the vocabulary's letters) and
+SFP recall of the true top 20 and top 50 among the significant items, false discoveries
+(significant strings nobody holds), decode time, and the encode rate on the OS CSPRNG. Then CMS
+and HCMS: the mean squared error of candidate estimates over fresh hash seeds divided by the
+exact random-hash variance (1 expected), and their encode rates.
 
     python scripts/bench_heavy_hitters.py [--n 1000000] [--vocabulary 100000] [--eps 2 4 8]
     python scripts/bench_heavy_hitters.py --quick    # n = 200,000, vocabulary 20,000
@@ -22,6 +23,9 @@ from analysis.selection import top_k
 from client_sdk.mechanisms.pem import PEM
 from client_sdk.mechanisms.sfp import SFP
 from client_sdk.mechanisms.sketch import CMS, HCMS, StringSketch
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+"""The vocabulary's characters: the device alphabet of the 'pem a-z' rows."""
 
 
 def vocabulary(rng: np.random.Generator, size: int) -> list[str]:
@@ -105,17 +109,23 @@ def main() -> None:
             print(f"eps {epsilon:g} central top-{k} (exponential mechanism): recall {recall:.2f}")
         if args.central_only:
             continue
-        pem = PEM(epsilon=epsilon, max_length=8)
-        reports = pem.perturb(values, rng=rng)
-        start, cpu = time.perf_counter(), time.process_time()
-        result = discover_pem(pem, reports)
-        decode, decode_cpu = time.perf_counter() - start, time.process_time() - cpu
-        rate = encode_rate(pem, values[:100_000])
-        print(
-            f"eps {epsilon:g} "
-            + discovery_figures("pem", result, words, counts)
-            + f", decode {decode:.1f} s ({decode_cpu:.1f} CPU-s), encode {rate:,.0f}/s (CSPRNG)"
-        )
+        for label, pem in (
+            ("pem", PEM(epsilon=epsilon, max_length=8)),
+            ("pem a-z", PEM(epsilon=epsilon, max_length=8, alphabet=LETTERS)),
+        ):
+            # the device alphabet's run on its own generator: the other rows draw as before
+            source = rng if pem.alphabet is None else np.random.default_rng([20261201, 1])
+            reports = pem.perturb(values, rng=source)
+            start, cpu = time.perf_counter(), time.process_time()
+            result = discover_pem(pem, reports)
+            decode, decode_cpu = time.perf_counter() - start, time.process_time() - cpu
+            rate = encode_rate(pem, values[:100_000])
+            print(
+                f"eps {epsilon:g} "
+                + discovery_figures(label, result, words, counts)
+                + f", decode {decode:.1f} s ({decode_cpu:.1f} CPU-s), encode {rate:,.0f}/s"
+                " (CSPRNG)"
+            )
         sfp = SFP(epsilon=epsilon, max_length=8)
         reports = sfp.perturb(values, rng=rng)
         statistic = sfp.aggregate(reports)
