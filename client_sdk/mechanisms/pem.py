@@ -85,8 +85,9 @@ LEVEL_LABEL = "pem:level"
 
 BLOCK_CELLS = 1 << 15
 """Report x low part cells the server hashes at once, for one group (9 bytes a cell in use)."""
-BASE_CELLS = 1 << 16
-"""Report x group cells whose hash bases the server computes at once."""
+BASE_CELLS = 1 << 13
+"""Report x group cells whose hash bases the server computes at once (64 KiB of int64: a
+larger temporary is a fresh mapping whose page faults cost more than the arithmetic)."""
 
 
 def _fold(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -95,7 +96,7 @@ def _fold(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def _reduce(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """v mod P for 0 <= v < 2**32."""
+    """v mod P for 0 <= v < 2**36 (the fold leaves less than 2P)."""
     v = _fold(v)
     v[v >= PRIME] -= PRIME
     return v
@@ -516,11 +517,11 @@ class PEM(Mechanism):
         with lo its last s = min(step_bits, bits of the chunk) bits, so r = base + a_last lo
         (mod P) with base = b + sum_t a_t x_t (last chunk H * 2^s) the same for the 2^s prefixes
         of one group (one parent, extended). ``base - low_y`` is computed once per report and
-        group (the sum by two exact float64 matrix products, then int64 folded modulo the
-        Mersenne prime with shifts), and each of the (at most
-        2^s) low parts in use costs an add and a reduction in uint32 (r < 2P < 2^32, r mod P =
-        min(r, r - P) with wrap-around) and one compare: "h(prefix) == y" is "r - low_y mod P <
-        width_y", [low_y, low_y + width_y) = [ceil(yP/g), ceil((y+1)P/g)) (no division).
+        group (in int64: each a_t x_t < 2^61 folded modulo the Mersenne prime with shifts), and
+        each of the (at most 2^s) low parts in use costs an add and a reduction in uint32
+        (r < 2P < 2^32, r mod P = min(r, r - P) with wrap-around) and one compare: "h(prefix)
+        == y" is "r - low_y mod P < width_y", [low_y, low_y + width_y) = [ceil(yP/g),
+        ceil((y+1)P/g)) (no division).
         """
         array = self._check(reports)
         mine = array["level"] == level
@@ -572,23 +573,23 @@ class PEM(Mechanism):
         r = np.empty((min(per_op, first.size), lows, rows), dtype=np.uint32)
         wrapped = np.empty_like(r)
         hits = np.empty(r.shape, dtype=bool)
-        # sum_t a_t x_t with x_t = hi_t 2^15 + lo_t: two float64 matrix products, exact (every
-        # partial sum is below 9 * 2^31 * 2^15 < 2^53)
-        group_low = (groups & 0x7FFF).astype(np.float64)
-        group_high = (groups >> 15).astype(np.float64)
+        columns = [groups[:, t : t + 1] for t in range(count)]
         seed = array["seed"]
         for start in range(0, y.size, rows):
             k = min(rows, y.size - start)
             block = slice(start, start + k)
-            coefficients = seed[block, :count].astype(np.float64).T
+            coefficients = np.ascontiguousarray(seed[block, :count].T)
             offset = seed[block, -1] + (PRIME - low[block])
             under = width[block]
             added = ((suffixes[:, None] * seed[None, block, count - 1]) % PRIME).astype(np.uint32)
             for g0 in range(0, first.size, per_base):
                 chosen = slice(g0, g0 + per_base)
-                below = (group_low[chosen] @ coefficients).astype(np.int64)
-                above = _fold((group_high[chosen] @ coefficients).astype(np.int64)) << 15
-                base = _reduce(below + above + offset).astype(np.uint32)
+                # a_t x_t < 2^31 2^30: exact in int64; folded each is below 2^32 + 2^30, so
+                # the sum over at most 9 chunks and the offset (< 2P) is below 2^36
+                total = _fold(columns[0][chosen] * coefficients[0]) + offset
+                for t in range(1, count):
+                    total += _fold(columns[t][chosen] * coefficients[t])
+                base = _reduce(total).astype(np.uint32)
                 if lows == 1 and suffixes[0] == 0:  # no low part: base is r - low_y
                     full[chosen, 0] += (base < under).sum(axis=1)
                     continue
