@@ -8,7 +8,9 @@
   every cell of the 15 2-way marginals by CALM (tables chosen by its rule, consistent), beside
   multi-freq-ldpy 0.2.5's SPL, SMP and RS+FD over the pairs (in the venv of bench_peers.py, at
   ``--peer-n``: its per-report Python loop), and the time per report; and 16 binary attributes
-  by Fourier (order 2) beside CALM.
+  by Fourier (order 2) beside CALM. The peer's results are stored under the peers' venv folder
+  (``results/marginals-<hash>.json``, with the load of the run) and read back by later runs,
+  which re-time only ours; ``--refresh-peers`` runs the peer again.
 * Throughput of each new estimator (perturb and estimate) at n = 10^6.
 """
 
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import itertools
 import json
 import math
+import os
 import subprocess
 import tempfile
 import time
@@ -120,7 +124,9 @@ def _ours(
     return _two_way_mae(tables, x, ks), elapsed, booted, m.u
 
 
-def marginal_figures(n: int, peer_n: int, rng: np.random.Generator, peers: bool) -> None:
+def marginal_figures(
+    n: int, peer_n: int, rng: np.random.Generator, peers: bool, refresh: bool = False
+) -> None:
     """2-way marginals of 6 attributes: CALM (ours) beside multi-freq-ldpy's SPL, SMP and RS+FD
     (GRR) run over the 15 pairs as attributes (the peer has no marginal protocol: a pair's
     combined value is one attribute), in the peers' venv of scripts/bench_peers.py."""
@@ -140,20 +146,34 @@ def marginal_figures(n: int, peer_n: int, rng: np.random.Generator, peers: bool)
 
         python = bench_peers.ensure_venv(bench_peers.DEFAULT_VENV)
         pair_x = np.stack([small[:, a] * ks[b] + small[:, b] for a, b in pairs], axis=1)
-        started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="ldp-marginal-peer-") as tmp:
-            folder = Path(tmp)
-            (folder / "driver.py").write_text(PEER_DRIVER)
-            np.save(folder / "tuples.npy", pair_x)
-            job = {
-                "eps": [1.0, 2.0, 4.0],
-                "ks": [ks[a] * ks[b] for a, b in pairs],
-                "repeats": REPEATS,
-            }
-            (folder / "job.json").write_text(json.dumps(job))
-            subprocess.run([str(python), str(folder / "driver.py"), str(folder)], check=True)
-            peer = json.loads((folder / "result.json").read_text())
-        print(f"(peer subprocess {time.perf_counter() - started:.0f} s)")
+        job = {"eps": [1.0, 2.0, 4.0], "ks": [ks[a] * ks[b] for a, b in pairs], "repeats": REPEATS}
+        # the peer's results (and CPU times) are kept under the hash of the pins, the driver,
+        # the job and the data: later runs re-time only ours (the load of the run that made
+        # the file is printed with it)
+        digest = hashlib.sha256("\n".join(bench_peers.PINS).encode() + PEER_DRIVER.encode())
+        digest.update(json.dumps(job, sort_keys=True).encode() + pair_x.tobytes())
+        stored = (
+            bench_peers.DEFAULT_VENV.parent
+            / "results"
+            / f"marginals-{digest.hexdigest()[:16]}.json"
+        )
+        if stored.exists() and not refresh:
+            peer = json.loads(stored.read_text())
+            print(f"(peer results from {stored}, measured at load {peer.pop('load')})")
+        else:
+            started = time.perf_counter()
+            with tempfile.TemporaryDirectory(prefix="ldp-marginal-peer-") as tmp:
+                folder = Path(tmp)
+                (folder / "driver.py").write_text(PEER_DRIVER)
+                np.save(folder / "tuples.npy", pair_x)
+                (folder / "job.json").write_text(json.dumps(job))
+                before = os.getloadavg()[0]
+                subprocess.run([str(python), str(folder / "driver.py"), str(folder)], check=True)
+                peer = json.loads((folder / "result.json").read_text())
+            load = f"{max(before, os.getloadavg()[0]):.2f}"
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            stored.write_text(json.dumps({**peer, "load": load}))
+            print(f"(peer subprocess {time.perf_counter() - started:.0f} s, load {load})")
     header = (
         f"{'eps':>4} {'tables':>6} {'ours':>9} {'ours@peer n':>11} {'SPL':>9} {'SMP':>9} "
         f"{'RS+FD':>9} {'ours us':>7} {'@peer n':>7} {'peer us':>7} {'ratio':>6} "
@@ -281,6 +301,9 @@ def main() -> None:
     parser.add_argument("--marginal-n", type=int, default=1_000_000)
     parser.add_argument("--peer-n", type=int, default=100_000)
     parser.add_argument("--no-peers", action="store_true", help="skip multi-freq-ldpy")
+    parser.add_argument(
+        "--refresh-peers", action="store_true", help="re-run the peer (not its stored results)"
+    )
     parser.add_argument("--throughput-only", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(2020)
@@ -292,7 +315,7 @@ def main() -> None:
             bench_richer_values.distribution_figures(n, rng)
         bench_richer_values.range_figures(args.n[0], args.trials, rng)
         bench_richer_values.key_value_figures(args.n[0], args.trials, rng)
-    marginal_figures(args.marginal_n, args.peer_n, rng, not args.no_peers)
+    marginal_figures(args.marginal_n, args.peer_n, rng, not args.no_peers, args.refresh_peers)
     binary_marginal_figures(args.marginal_n, rng)
     if not args.marginals_only:
         throughput(args.throughput_n, rng)
