@@ -215,6 +215,8 @@ def uniform_below_32(
     if np.broadcast_shapes(highs.shape, shape) != shape:
         raise ValueError(f"high of shape {highs.shape} does not broadcast to size {shape}")
     lane_bits = 16 if highs.size and highs.max() <= (1 << 12) else 32
+    if highs.ndim == 0 and lane_bits == 16:
+        return _uniform_below_16(rng, int(highs), shape)
     lane, wide = (np.uint16, np.uint32) if lane_bits == 16 else (np.uint32, np.uint64)
     wide_highs = highs.astype(wide)
     reject_below = ((1 << lane_bits) % highs.astype(np.uint64)).astype(wide)
@@ -256,6 +258,30 @@ def uniform_below_bits(rng: RandomSource | None, high: int, size: int) -> npt.ND
         if not rejected.size:
             return out
         pending = rejected
+
+
+def _uniform_below_16(
+    rng: RandomSource | None, high: int, shape: tuple[int, ...]
+) -> npt.NDArray[np.int64]:
+    """:func:`uniform_below_32` for one ``high`` <= 2**12 on 16-bit lanes, the same algorithm
+    in fewer passes: one uint32 product, its high half written straight into the int64 output,
+    its low half (the little-endian first uint16 of each product) compared with 2**16 mod
+    high."""
+    count = int(np.prod(shape, dtype=np.int64))
+    lanes = raw_words(rng, -(-count // 4)).view(np.uint16)[:count]
+    product = np.multiply(lanes, np.uint32(high), dtype=np.uint32)
+    out = np.empty(count, dtype=np.int64)
+    np.right_shift(product, np.uint32(16), out=out, casting="unsafe")
+    reject_below = (1 << 16) % high
+    if reject_below:
+        low = product.view(np.uint16)[0::2] if _LITTLE else (product & np.uint32(0xFFFF))
+        rejected = np.flatnonzero(low < reject_below)
+        if rejected.size:  # a draw is rejected with probability below high / 2**16
+            out[rejected] = _uniform_below_16(rng, high, (rejected.size,))
+    return out.reshape(shape)
+
+
+_LITTLE = np.little_endian
 
 
 def probability_threshold(probability: float | Fraction, *, rounding: str = "nearest") -> int:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import client_sdk.randomness as randomness
-from client_sdk.randomness import uniform_below_bits
+from client_sdk.randomness import uniform_below_32, uniform_below_bits
 from tests.stats import assert_chi_square
 
 
@@ -60,3 +60,29 @@ def test_uniform_below_bits_refuses_a_bad_high() -> None:
     for high in (1, 0, (1 << 32) + 1):
         with pytest.raises(ValueError, match=r"high must be in \[2, 2\*\*32\]"):
             uniform_below_bits(None, high, 3)
+
+
+@pytest.mark.parametrize("high", [3, 7, 15, 100, 4096])
+def test_one_high_on_16_bit_lanes_is_the_array_path_and_exactly_uniform(
+    high: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the same draws as the path for a high per draw, at a fixed seed
+    single = uniform_below_32(np.random.default_rng(9), high, 50_000)
+    per_draw = uniform_below_32(np.random.default_rng(9), np.full(50_000, high), 50_000)
+    assert np.array_equal(single, per_draw)
+    # every 16-bit lane once: the kept ones give each value exactly floor(2**16 / high) times
+    lanes = np.arange(1 << 16, dtype=np.uint16)
+    redraw = np.full(1 << 16, 0xFFFF, dtype=np.uint16)  # kept for every high: gives high - 1
+    stream = [lanes.view(np.uint64), redraw.view(np.uint64)]
+
+    def words(rng: object, size: int) -> np.ndarray:
+        out = stream.pop(0)
+        assert out.size >= size
+        return out[:size]
+
+    monkeypatch.setattr(randomness, "raw_words", words)
+    out = uniform_below_32(None, high, 1 << 16)
+    kept = (lanes.astype(np.int64) * high) % (1 << 16) >= (1 << 16) % high
+    assert np.array_equal(out[kept], (lanes[kept].astype(np.int64) * high) >> 16)
+    assert np.all(np.bincount(out[kept], minlength=high) == (1 << 16) // high)
+    assert np.all(out[~kept] == high - 1)  # redrawn from the lane 0xFFFF
