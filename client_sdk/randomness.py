@@ -353,6 +353,9 @@ def bernoulli_lazy(
 
 
 BYTE_LANE_BITS = 16
+_LOOKUP_BLOCK = 1 << 16
+"""Lanes looked up per ``take`` in :func:`bernoulli_bytes`: numpy copies the uint16 indexes to
+intp first, and a block's copy (512 KiB) stays in the cache."""
 """The first uniform lane that :func:`bernoulli_bytes` draws per output byte."""
 _REFINE_SHIFT = 512 - BYTE_LANE_BITS - WORD_BITS  # a lane and one word: the top 80 of 512 bits
 
@@ -484,7 +487,10 @@ def bernoulli_bytes(
     count = int(np.prod(shape, dtype=np.int64))
     tables = byte_tables(threshold)
     lanes = raw_words(rng, -(-count // 4)).view(np.uint16)[:count]
-    out = tables.lane[lanes]
+    out = np.empty(count, dtype=np.uint16)
+    for start in range(0, count, _LOOKUP_BLOCK):  # numpy widens the indexes of each block
+        stop = start + _LOOKUP_BLOCK
+        np.take(tables.lane, lanes[start:stop], out=out[start:stop])
     straddle = np.flatnonzero(out == 256)
     if straddle.size:
         refined, _ = _refine_bytes(

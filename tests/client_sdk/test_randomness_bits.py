@@ -86,3 +86,24 @@ def test_one_high_on_16_bit_lanes_is_the_array_path_and_exactly_uniform(
     assert np.array_equal(out[kept], (lanes[kept].astype(np.int64) * high) >> 16)
     assert np.all(np.bincount(out[kept], minlength=high) == (1 << 16) // high)
     assert np.all(out[~kept] == high - 1)  # redrawn from the lane 0xFFFF
+
+
+def test_bernoulli_bytes_look_every_lane_up_across_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    threshold = randomness.probability_threshold(0.3)
+    tables = randomness.byte_tables(threshold)
+    lanes = np.tile(np.arange(1 << 16, dtype=np.uint16), 3)  # three lookup blocks
+    assert lanes.size > 2 * randomness._LOOKUP_BLOCK
+    fed = [lanes.view(np.uint64)]
+
+    def words(rng: object, size: int) -> np.ndarray:
+        return fed.pop(0)[:size] if fed else np.full(size, 1 << 63, dtype=np.uint64)
+
+    monkeypatch.setattr(randomness, "raw_words", words)
+    out = randomness.bernoulli_bytes(None, threshold, lanes.size)
+    decided = tables.lane[lanes] != 256
+    assert np.array_equal(out[decided], tables.lane[lanes][decided].astype(np.uint8))
+    # a straddling lane refined by the word 2**63: the cell holding lane + 1/2 (of a lane)
+    for index in np.flatnonzero(~decided)[:20].tolist():
+        middle = (int(lanes[index]) << 496) + (1 << 495)
+        cell = sum(c <= middle for c in tables.cumulative) - 1
+        assert out[index] == cell
