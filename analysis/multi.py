@@ -121,9 +121,52 @@ def consistent_batches(
 def consistent_tables(
     tables: list[FloatArray], axes: list[tuple[int, ...]], rounds: int = CONSISTENCY_ROUNDS
 ) -> list[FloatArray]:
-    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes)."""
-    batches = consistent_batches([t[None] for t in tables], axes, rounds)
-    return [b[0] for b in batches]
+    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes).
+
+    The steps of :func:`consistent_batches` on one set of tables, held as the rows of one
+    padded array (``_PAD`` past each table's cells) so that each Norm-Sub is one projection and
+    each attribute's 1-way sums are one ``bincount`` over its holders' cells (the sums of the
+    same cells; only their order of addition differs)."""
+    arrays = [np.asarray(t, dtype=np.float64) for t in tables]
+    sizes = [t.size for t in arrays]
+    width = max(sizes)
+    padded = np.full((len(arrays), width), _PAD)
+    for row, (table, size) in enumerate(zip(arrays, sizes, strict=True)):
+        padded[row, :size] = table.reshape(-1)
+    shared = sorted({a for ax in axes for a in ax if sum(a in other for other in axes) > 1})
+    plans = []  # per shared attribute: its holders' cells (flat), their (holder, value) rows
+    for attribute in shared:
+        holders = [i for i, ax in enumerate(axes) if attribute in ax]
+        cells, rows, per_value = [], [], []
+        for h, i in enumerate(holders):
+            shape = arrays[i].shape
+            position = axes[i].index(attribute)
+            value = np.indices(shape)[position].reshape(-1)
+            cells.append(i * width + np.arange(sizes[i]))
+            rows.append(h * shape[position] + value)
+            per_value.append(sizes[i] // shape[position])
+        k = arrays[holders[0]].shape[axes[holders[0]].index(attribute)]
+        weights = np.array([1.0 / c for c in per_value])
+        plans.append(
+            (np.concatenate(cells), np.concatenate(rows), k, weights, np.array(per_value, float))
+        )
+    pad = np.arange(width)[None, :] >= np.array(sizes)[:, None]
+    flat = project_simplex(padded)[0].reshape(-1)
+    for _ in range(rounds):
+        for where, index, k, weights, count in plans:
+            sums = np.bincount(index, weights=flat[where], minlength=weights.size * k)
+            sums = sums.reshape(weights.size, k)
+            target = (weights @ sums) / weights.sum()
+            delta = (target - sums) / count[:, None]
+            flat[where] += delta.reshape(-1)[index]
+        padded = flat.reshape(len(arrays), width)
+        padded[pad] = _PAD  # projected pad cells are 0: below every cell again
+        flat = project_simplex(padded)[0].reshape(-1)
+    out = flat.reshape(len(arrays), width)
+    return [
+        out[row, :size].reshape(t.shape)
+        for row, (t, size) in enumerate(zip(arrays, sizes, strict=True))
+    ]
 
 
 def project_onto(table: FloatArray, axes: tuple[int, ...], keep: tuple[int, ...]) -> FloatArray:

@@ -1,4 +1,5 @@
-"""CALM estimates (analysis/multi.py): a whole table's cells carry their exact standard errors
+"""CALM estimates (analysis/multi.py): the consistent tables of one set are the batched rounds'
+result; a whole table's cells carry their exact standard errors
 from the cells' own variance, which equals the sum variance over one-cell masks for every
 table oracle (GRR, OUE, OLH), in either attribute order."""
 
@@ -7,7 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.multi import estimate_multi
+from analysis.multi import (
+    CONSISTENCY_ROUNDS,
+    consistent_batches,
+    consistent_tables,
+    estimate_multi,
+)
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi
 
@@ -41,3 +47,21 @@ def test_whole_table_std_errors_equal_the_one_cell_sum_variances(epsilon: float)
         assert np.allclose(est.raw_marginal(b, a).std_errors, got.T, rtol=1e-12, atol=0)
         assert np.array_equal(est.marginal(a, b).std_errors, got)
     assert seen >= ({"grr", "oue"} if epsilon != 2.0 else {"grr", "olh", "oue"})
+
+
+@pytest.mark.parametrize(
+    "axes",
+    [[(0, 1), (0, 2), (1, 2)], [(0, 1, 2), (2, 3), (1, 3), (0, 4)], [(0, 1), (2, 3)]],
+)
+def test_consistent_tables_are_the_batched_rounds_on_one_set(
+    axes: list[tuple[int, ...]],
+) -> None:
+    ks = (3, 2, 4, 5, 2)
+    rng = np.random.default_rng(len(axes))
+    tables = [rng.random([ks[a] for a in ax]) / 20 - 0.01 for ax in axes]
+    got = consistent_tables(tables, axes)
+    batched = consistent_batches([t[None] for t in tables], axes, CONSISTENCY_ROUNDS)
+    for table, reference in zip(got, batched, strict=True):
+        assert table.shape == reference.shape[1:]
+        assert np.allclose(table, reference[0], rtol=0, atol=1e-14)
+        assert np.all(table >= 0) and table.sum() == pytest.approx(1.0, abs=1e-12)
