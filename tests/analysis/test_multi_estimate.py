@@ -1,7 +1,7 @@
-"""CALM estimates (analysis/multi.py): the consistent tables of one set are the batched rounds'
-result; a whole table's cells carry their exact standard errors
-from the cells' own variance, which equals the sum variance over one-cell masks for every
-table oracle (GRR, OUE, OLH), in either attribute order."""
+"""CALM estimates (analysis/multi.py): the consistent tables of one set are the batched
+rounds' result; a whole table's cells carry their exact standard errors from the cells' own
+variance, which equals the sum variance over one-cell masks for every table oracle (GRR, OUE,
+OLH), in either attribute order."""
 
 from __future__ import annotations
 
