@@ -83,7 +83,7 @@ MAX_ALPHABET = 256
 LEVEL_LABEL = "pem:level"
 """The keyed-source label of a device's level."""
 
-BLOCK_CELLS = 1 << 15
+BLOCK_CELLS = 1 << 16
 """Report x low part cells the server hashes at once, for one group (9 bytes a cell in use)."""
 BASE_CELLS = 1 << 13
 """Report x group cells whose hash bases the server computes at once (64 KiB of int64: a
