@@ -15,7 +15,8 @@ import pytest
 from scipy import stats
 
 import analysis.discovery as discovery
-from analysis.discovery import bonferroni_z, discover_sfp, estimate_sketch
+from analysis.discovery import bonferroni_z, discover_pem, discover_sfp, estimate_sketch
+from client_sdk.mechanisms.pem import PEM
 from client_sdk.mechanisms.sfp import SFP
 from client_sdk.mechanisms.sketch import CMS, HCMS, HeavySetCorrection, StringSketch
 
@@ -220,3 +221,26 @@ def test_sfp_confirmation_uses_the_same_correction_and_controls_false_discoverie
     assert len(calls) == 2 * runs  # discover_sfp's test is the sketches' one
     assert false <= _poisson_limit(2 * runs * ALPHA), false
     assert found == 3 * runs
+
+
+@pytest.mark.parametrize("alphabet", [None, "0123456789abcdef"])
+def test_pem_makes_at_most_the_stated_false_discoveries_over_many_runs(
+    alphabet: str | None,
+) -> None:
+    # PEM's exact binomial test, Bonferroni over every string tested: E[false] <= alpha a run,
+    # so R runs make more than the Poisson(R alpha) limit with probability <= 1e-3. A single run
+    # asserting "nothing false" fails in about one seed in twenty by design; this is the rule.
+    runs, false, found = 40, 0, 0
+    vocabulary = [f"{i:x}" for i in range(1, 3000)]
+    weights = np.arange(1, len(vocabulary) + 1, dtype=np.float64) ** -1.1
+    for run in range(runs):
+        rng = np.random.default_rng(500 + run)
+        drawn = rng.choice(len(vocabulary), size=40_000, p=weights / weights.sum())
+        held = {vocabulary[i] for i in np.unique(drawn)}
+        m = PEM(epsilon=5.0, max_length=3, step_bits=4, alphabet=alphabet)
+        result = discover_pem(m, m.perturb([vocabulary[i] for i in drawn], rng=rng))
+        significant = {item.value for item in result.significant}
+        false += len(significant - held)
+        found += vocabulary[0] in significant
+    assert false <= _poisson_limit(runs * ALPHA), false
+    assert found == runs  # the heaviest string (about 13% of devices) is found every run
