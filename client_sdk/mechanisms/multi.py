@@ -93,6 +93,23 @@ def table_oracle(epsilon: float, cells: int) -> FrequencyOracle:
     return min(candidates, key=lambda o: o.total_variance())
 
 
+COST_TOLERANCE = 0.005
+"""``cheap_table_oracle`` takes the cheapest oracle whose exact total variance is within this
+fraction of the smallest (0.5% in variance: at most 0.25% in standard error)."""
+
+
+def cheap_table_oracle(epsilon: float, cells: int, tolerance: float = COST_TOLERANCE) -> str:
+    """The oracle ``{"cover": 2}`` gives a table: the first of GRR, OUE, OLH (the order of their
+    cost to run: GRR one randomized response, OUE c bits, OLH a 64-bit seed and c hash
+    evaluations a report at the collector) whose exact total variance is at most (1 +
+    tolerance) times the least (docs/math/marginals.md)."""
+    variances = [_oracle(n, epsilon, cells).total_variance() for n in TABLE_ORACLES]
+    least = min(variances)
+    return next(
+        n for n, v in zip(TABLE_ORACLES, variances, strict=True) if v <= least * (1 + tolerance)
+    )
+
+
 def _worst_rsfd_ratio(epsilon_prime: float, ks: Sequence[int]) -> float:
     """max over tuples and outputs of P[y|x]/P[y|x'] for RS+FD-GRR at epsilon' (implemented)."""
     grrs = [_oracle("grr", epsilon_prime, k) for k in ks]
@@ -316,6 +333,11 @@ class Multi(Mechanism):
     protocol: str
     attributes: Any
     marginals: Any = None
+    table_oracles: Any = None
+    """Each table's oracle (``"grr"``, ``"oue"`` or ``"olh"``), in the order of ``marginals``.
+    Absent with an explicit list of tables: ``table_oracle`` (least exact variance), the meaning
+    of every config written before the field; with ``{"cover": 2}``: ``cheap_table_oracle``,
+    written out by ``to_config``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -326,8 +348,35 @@ class Multi(Mechanism):
         parsed = parse_attributes(self.attributes)
         names = [n for n, _, _ in parsed]
         object.__setattr__(self, "attributes", tuple(parsed))
+        chosen = isinstance(self.marginals, Mapping)
         if self.marginals is not None:
             object.__setattr__(self, "marginals", self._check_marginals(self.marginals, names))
+        if self.table_oracles is not None:
+            object.__setattr__(self, "table_oracles", self._check_table_oracles())
+        elif chosen:
+            cells = [
+                math.prod(k for n, k, _ in self.attributes if n in table)
+                for table in self.marginals
+            ]
+            picked = tuple(cheap_table_oracle(self.epsilon, c) for c in cells)
+            object.__setattr__(self, "table_oracles", picked)
+
+    def _check_table_oracles(self) -> tuple[str, ...]:
+        given = self.table_oracles
+        if self.marginals is None:
+            raise ValueError(f"table_oracles needs marginals; got table_oracles {given!r}")
+        tables = len(self.marginals)
+        if not isinstance(given, (list, tuple)) or len(given) != tables:
+            raise ValueError(
+                f"table_oracles must list one oracle per table ({tables}); got {given!r}"
+            )
+        for index, name in enumerate(given):
+            if name not in TABLE_ORACLES:
+                raise ValueError(
+                    f"table_oracles[{index}] must be one of {', '.join(TABLE_ORACLES)}; "
+                    f"got {name!r}"
+                )
+        return tuple(given)
 
     def _check_marginals(self, marginals: Any, names: list[str]) -> tuple[tuple[str, ...], ...]:
         if self.protocol != "smp":
@@ -402,6 +451,8 @@ class Multi(Mechanism):
         }
         if self.marginals is not None:
             config["marginals"] = [list(table) for table in self.marginals]
+        if self.table_oracles is not None:
+            config["table_oracles"] = list(self.table_oracles)
         return config
 
     def encode_records(self, records: Sequence[Any]) -> npt.NDArray[np.int64]:
@@ -461,6 +512,11 @@ class Multi(Mechanism):
         """The oracle of each attribute: at eps/d (SPL), eps (SMP) or GRR at eps' (RS+FD)."""
         if self.protocol == "spl":
             return tuple(best_oracle(self.epsilon / self.d, k) for k in self.ks)
+        if self.table_oracles is not None:
+            return tuple(
+                _oracle(name, self.epsilon, size)
+                for name, size in zip(self.table_oracles, self.sizes, strict=True)
+            )
         if self.protocol == "smp" and self.marginals is not None:
             return tuple(table_oracle(self.epsilon, size) for size in self.sizes)
         if self.protocol == "smp":

@@ -233,3 +233,106 @@ def test_tables_bad_configs_and_queries() -> None:
         est.marginal("c")
     with pytest.raises(ValueError, match=r"no table .* covers os, c"):
         est.marginal("os", "c")
+
+
+COVERED = [{"name": f"a{j}", "k": k} for j, k in enumerate((2, 4, 6, 10, 15, 20))]
+
+
+def test_cover_writes_its_cost_aware_oracles_and_old_configs_keep_theirs() -> None:
+    from client_sdk.mechanisms.multi import TABLE_ORACLES, _oracle, table_oracle
+
+    base = {"mechanism": "multi", "epsilon": 2.0, "protocol": "smp", "attributes": COVERED}
+    m = mechanism_from_config({**base, "marginals": {"cover": 2}})
+    assert isinstance(m, Multi)
+    config = m.to_config()
+    assert config["table_oracles"] == [o.name for o in m.oracles] == list(m.table_oracles)
+    assert mechanism_from_config(config) == m
+    # eps = 2: OUE within 0.5% of OLH's variance wherever OLH is the least, so no OLH table
+    assert "olh" not in config["table_oracles"]
+    for oracle, size in zip(m.oracles, m.sizes, strict=True):
+        variances = {n: _oracle(n, 2.0, size).total_variance() for n in TABLE_ORACLES}
+        assert oracle.total_variance() <= min(variances.values()) * 1.005
+        cheaper = TABLE_ORACLES[: TABLE_ORACLES.index(oracle.name)]
+        assert all(variances[n] > min(variances.values()) * 1.005 for n in cheaper)
+    # the same tables listed without oracles (a config written before the field): least variance
+    old = mechanism_from_config({**base, "marginals": config["marginals"]})
+    assert isinstance(old, Multi) and old.table_oracles is None
+    assert [o.name for o in old.oracles] == [table_oracle(2.0, c).name for c in old.sizes]
+    assert "olh" in [o.name for o in old.oracles]
+    assert "table_oracles" not in old.to_config()
+    assert mechanism_from_config(old.to_config()) == old
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"table_oracles": ["grr"]}, r"table_oracles must list one oracle per table \(2\)"),
+        ({"table_oracles": "grr"}, r"table_oracles must list .*got 'grr'"),
+        ({"table_oracles": ["grr", "rappor"]}, r"table_oracles\[1\] must be one of .*'rappor'"),
+        ({"table_oracles": ["oue", 1]}, r"table_oracles\[1\] must be one of grr, oue, olh"),
+        ({"marginals": None, "table_oracles": ["grr"]}, "table_oracles needs marginals"),
+    ],
+)
+def test_bad_table_oracles_are_refused(change: dict[str, object], match: str) -> None:
+    config = {
+        "mechanism": "multi",
+        "epsilon": 1.0,
+        "protocol": "smp",
+        "attributes": [{"name": "os", "k": 2}, {"name": "v", "k": 3}, {"name": "c", "k": 2}],
+        "marginals": [["os", "v"], ["v", "c"]],
+        **change,
+    }
+    if config["marginals"] is None:
+        del config["marginals"]
+    with pytest.raises(ValueError, match=match):
+        mechanism_from_config(config)
+
+
+@pytest.mark.parametrize("oracles", [["grr", "olh"], ["oue", "grr"], ["olh", "oue"]])
+def test_given_table_oracles_exactly_private_and_match_the_channel(oracles: list[str]) -> None:
+    m = mechanism_from_config(
+        {
+            "mechanism": "multi",
+            "epsilon": 1.5,
+            "protocol": "smp",
+            "attributes": [{"name": "os", "k": 2}, {"name": "v", "k": 3}, {"name": "c", "k": 2}],
+            "marginals": [["os", "v"], ["v", "c"]],
+            "table_oracles": oracles,
+        }
+    )
+    assert isinstance(m, Multi)
+    assert [o.name for o in m.oracles] == oracles
+    assert mechanism_from_config(m.to_config()) == m
+    assert m.implemented_epsilon() <= 1.5 + 1e-12  # every tuple pair (OLH: per public seed)
+    x = np.tile(np.array([[1, 2, 0]]), (60_000, 1))
+    reports = m.perturb(x, rng=np.random.default_rng(21))
+    units = np.asarray(reports["attribute"])
+    assert_chi_square(np.bincount(units, minlength=2), np.full(2, 0.5), what="table drawn")
+    cells = (1 * 3 + 2, 2 * 2 + 0)
+    for j, oracle in enumerate(m.oracles):
+        mine = reports[units == j]
+        if oracle.name == "oue":  # bits of the table's cells, each Bernoulli p or q
+            bits = np.unpackbits(mine["bits"][:, 0, :], axis=1, count=oracle.k)
+            expected = np.full(oracle.k, oracle.q_star)
+            expected[cells[j]] = oracle.p_star
+            assert_within_z(
+                bits.mean(axis=0),
+                expected,
+                np.sqrt(expected * (1 - expected) / len(mine)),
+                what="OUE bits",
+            )
+            continue
+        if oracle.name == "grr":
+            observed = np.bincount(mine["values"][:, 0], minlength=oracle.k)
+            (channel,) = list(oracle.channel_matrices())
+            assert_chi_square(observed, channel[cells[j]], what="GRR table")
+            continue
+        # OLH: y given the hash of the true cell is randomized response over g buckets
+        from client_sdk.mechanisms.local_hashing import local_hash
+
+        g = oracle.buckets
+        kept = local_hash(mine["seed"], cells[j], g) == mine["values"][:, 0]
+        p = float(oracle._keep_probability)
+        assert_chi_square(
+            np.bincount(kept.astype(int), minlength=2), np.array([1 - p, p]), what="OLH kept"
+        )
