@@ -110,6 +110,9 @@ _AGGREGATION_BLOCK = 1 << 14
 # the per-item loop of the incremental pass, whose cost is dominated by numpy call overhead.
 _DIRECT_BELOW = 512
 _DIRECT_CELLS = 1 << 18
+# Up to this many buckets the intervals' starts are one table looked up by y (int64 floor
+# divisions by g cost about 12 ns a report, most of a block's setup at small k).
+_INTERVAL_TABLE_MAX = 1 << 16
 
 
 def hash_parameters(
@@ -141,6 +144,23 @@ def _bucket_intervals(
     low = (yy * HASH_PRIME + g - 1) // g
     high = ((yy + 1) * HASH_PRIME + g - 1) // g
     return low, high - low
+
+
+def _interval_starts(g: int) -> npt.NDArray[np.int64]:
+    """ceil(y P / g) for y in [0, g]: bucket y's residues are [starts[y], starts[y + 1])."""
+    y = np.arange(g + 1, dtype=np.int64)
+    return (y * HASH_PRIME + g - 1) // g
+
+
+def _start_residues(
+    b: npt.NDArray[np.uint64], low: npt.NDArray[np.int64]
+) -> npt.NDArray[np.uint32]:
+    """(b - low) mod P for b, low in [0, P), in uint32 without a division: t = b + (P - low)
+    lies in [1, 2P) and is below 2**32; t - P wraps around to a huge value exactly when t < P,
+    so the minimum of t and t - P is t mod P."""
+    t = b.astype(np.uint32)
+    t += (HASH_PRIME - low).astype(np.uint32)
+    return np.minimum(t, t - np.uint32(HASH_PRIME))
 
 
 class _LocalHashing(FrequencyOracle):
@@ -286,12 +306,29 @@ class _LocalHashing(FrequencyOracle):
                 self._count_incremental(block, counts)
         return counts
 
+    @cached_property
+    def _starts(self) -> npt.NDArray[np.int64] | None:
+        """``_interval_starts(g)`` when g is small enough to tabulate, else None."""
+        g = self.buckets
+        return _interval_starts(g) if g <= _INTERVAL_TABLE_MAX else None
+
+    def _intervals(
+        self, y: npt.NDArray[np.integer]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``_bucket_intervals(y, g)`` (y checked to be below g), by table lookup for small g."""
+        starts = self._starts
+        if starts is None:
+            return _bucket_intervals(y, self.buckets)
+        index = np.asarray(y, dtype=np.intp)
+        low = np.take(starts, index)
+        return low, np.take(starts, index + 1) - low
+
     def _count_incremental(self, block: Reports, counts: npt.NDArray[np.int64]) -> None:
         a, b = hash_parameters(block["seed"])
-        low, width = _bucket_intervals(block["y"], self.buckets)
+        low, width = self._intervals(block["y"])
         prime = np.uint32(HASH_PRIME)
         # s_0 = (b - low) mod P; every value below fits in uint32 (s + a < 2P < 2**32).
-        s = ((b.astype(np.int64) - low) % HASH_PRIME).astype(np.uint32)
+        s = _start_residues(b, low)
         step = a.astype(np.uint32)
         widths = width.astype(np.uint32)
         scratch = np.empty_like(s)
@@ -306,7 +343,7 @@ class _LocalHashing(FrequencyOracle):
 
     def _count_direct(self, block: Reports, counts: npt.NDArray[np.int64]) -> None:
         a, b = hash_parameters(block["seed"])
-        low, width = _bucket_intervals(block["y"], self.buckets)
+        low, width = self._intervals(block["y"])
         prime = np.uint64(HASH_PRIME)
         a2, b2 = a[:, None], b[:, None]
         low2 = low.astype(np.uint64)[:, None]

@@ -208,6 +208,48 @@ def test_support_counts_match_brute_force(n_reports: int) -> None:
         np.testing.assert_array_equal(counts, (table == reports["y"][:, None]).sum(axis=0))
 
 
+def test_interval_table_and_start_residues_are_the_exact_formulas() -> None:
+    from client_sdk.mechanisms.local_hashing import (
+        _INTERVAL_TABLE_MAX,
+        _bucket_intervals,
+        _start_residues,
+    )
+
+    for g in (2, 3, 8, 1001, _INTERVAL_TABLE_MAX, _INTERVAL_TABLE_MAX + 1):
+        m = OLH(1.0, 10, g=g)
+        assert (m._starts is None) == (g > _INTERVAL_TABLE_MAX)
+        y = np.unique(np.r_[0, 1, g // 2, g - 2, g - 1]).astype(np.uint32)
+        low, width = m._intervals(y)
+        expected_low, expected_width = _bucket_intervals(y, g)
+        np.testing.assert_array_equal(low, expected_low)
+        np.testing.assert_array_equal(width, expected_width)
+        if m._starts is not None:  # every bucket's interval, and they tile [0, P)
+            every = np.arange(g, dtype=np.uint32)
+            np.testing.assert_array_equal(m._intervals(every)[0], _bucket_intervals(every, g)[0])
+            assert m._starts[0] == 0 and m._starts[-1] == HASH_PRIME
+    edges = np.array([0, 1, 2, HASH_PRIME // 2, HASH_PRIME - 2, HASH_PRIME - 1])
+    b, low = (a.ravel() for a in np.meshgrid(edges, edges))
+    rng = np.random.default_rng(3)
+    b = np.r_[b, rng.integers(0, HASH_PRIME, 10_000)]
+    low = np.r_[low, rng.integers(0, HASH_PRIME, 10_000)]
+    got = _start_residues(b.astype(np.uint64), low.astype(np.int64))
+    assert got.dtype == np.uint32
+    np.testing.assert_array_equal(got, (b - low) % HASH_PRIME)
+
+
+@pytest.mark.parametrize("g", [5, 70_000])  # bucket intervals from the table, then computed
+def test_support_counts_match_the_hash_table_for_any_g(g: int) -> None:
+    m = OLH(1.0, 50, g=g)
+    rng = np.random.default_rng(g)
+    reports = m.perturb(rng.integers(0, 50, 3000), rng=rng)
+    table = local_hash(reports["seed"][:, None], np.arange(50)[None, :], g)
+    expected = (table == reports["y"][:, None]).sum(axis=0)
+    np.testing.assert_array_equal(m.support_counts(reports), expected)  # incremental
+    np.testing.assert_array_equal(
+        m.support_counts(reports[:200]), (table[:200] == reports["y"][:200, None]).sum(axis=0)
+    )  # direct
+
+
 def test_support_counts_at_a_large_k_both_paths() -> None:
     m = BLH(1.0, 3000)
     rng = np.random.default_rng(6)
