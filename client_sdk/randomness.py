@@ -421,25 +421,20 @@ def _refine_bytes(
     words: npt.NDArray[np.uint64],
     more: Callable[[int], npt.NDArray[np.uint64]],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """The byte of each straddling lane refined by one 64-bit word, by a vectorized binary
-    search of the word among the lane's boundaries: below every boundary the interval starts in
-    ``first``, and each boundary below the word moves it one cell on. A word equal to a
-    boundary's top 64 bits is undecided (probability count / 2**64): those draws go on with
+    """The byte of each straddling lane refined by one 64-bit word, by comparing the word with
+    each of the lane's boundaries (all the draws' boundaries side by side, one pass: a lane
+    holds few, and a search's rounds cost more in calls): below every boundary the interval
+    starts in ``first``, and each boundary below the word moves it one cell on. A word equal to
+    a boundary's top 64 bits is undecided (probability count / 2**64): those draws go on with
     ``more`` words in exact integer arithmetic (:func:`_exact_byte`)."""
-    low = tables.start[lanes]
-    high = low + tables.count[lanes]
-    end = high.copy()
-    last = tables.bounds.size - 1
-    while True:
-        active = low < high
-        if not active.any():
-            break
-        middle = (low + high) >> 1
-        below = tables.bounds[np.minimum(middle, last)] < words
-        low = np.where(active & below, middle + 1, low)
-        high = np.where(active & ~below, middle, high)
-    out = tables.first[lanes] + (low - tables.start[lanes])
-    tied = (low < end) & (tables.bounds[np.minimum(low, last)] == words)
+    counts = tables.count[lanes]
+    draw = np.repeat(np.arange(lanes.size), counts)  # the draw of each (draw, boundary) pair
+    ends = np.cumsum(counts)
+    position = np.arange(draw.size) - (ends - counts)[draw] + tables.start[lanes][draw]
+    bounds, word = tables.bounds[position], words[draw]
+    out = tables.first[lanes] + np.bincount(draw[bounds < word], minlength=lanes.size)
+    tied = np.zeros(lanes.size, dtype=bool)
+    tied[draw[bounds == word]] = True
     for index in np.flatnonzero(tied).tolist():
         prefix = (int(lanes[index]) << WORD_BITS) | int(words[index])
         out[index] = _exact_byte(tables.cumulative, prefix, BYTE_LANE_BITS + WORD_BITS, more)
