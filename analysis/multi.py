@@ -172,6 +172,8 @@ def consistent_tables(
 def project_onto(table: FloatArray, axes: tuple[int, ...], keep: tuple[int, ...]) -> FloatArray:
     """A batch of tables (R, *shape over ``axes``) summed down to the attributes ``keep`` (in
     that order)."""
+    if tuple(keep) == tuple(axes):  # the whole table in its own order (the sum of no axes)
+        return table.copy()
     positions = [1 + axes.index(a) for a in keep]
     others = tuple(d for d in range(1, table.ndim) if d not in positions)
     summed = table.sum(axis=others)

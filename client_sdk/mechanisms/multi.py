@@ -461,11 +461,11 @@ class Multi(Mechanism):
 
     # ---- structure ---------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(n for n, _, _ in self.attributes)
 
-    @property
+    @cached_property
     def ks(self) -> tuple[int, ...]:
         return tuple(k for _, k, _ in self.attributes)
 
