@@ -24,7 +24,7 @@ import hmac
 import os
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -353,6 +353,11 @@ def bernoulli_lazy(
 
 
 BYTE_LANE_BITS = 16
+_HEADS_DECIDING = 192
+""":func:`bernoulli_bytes` draws an 8-bit head first only when at least this many of the 256
+heads decide their byte alone (75% of draws): measured on 10**7 bytes, the head saved 15-25%
+of the CPU where it decides 80-96% (q = 0.12, 0.02) and cost 25% more where it decides half
+(q = 0.27: the second stage's gather and scatter outweigh the 4 bits it saves)."""
 _LOOKUP_BLOCK = 1 << 16
 """Lanes looked up per ``take`` in :func:`bernoulli_bytes`: numpy copies the uint16 indexes to
 intp first, and a block's copy (512 KiB) stays in the cache."""
@@ -378,6 +383,9 @@ class ByteTables:
     start: npt.NDArray[np.int64]
     count: npt.NDArray[np.int64]
     bounds: npt.NDArray[np.uint64]
+    head: npt.NDArray[np.uint16]
+    """``head[h]``: the byte whose cell holds the whole interval [h, h+1) / 2**8 (every lane
+    ``lane[256 h : 256 h + 256]`` that byte), else 256: the first 8 bits decide it alone."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -410,8 +418,17 @@ def byte_tables(threshold: int) -> ByteTables:
         inside = [c for c in cumulative[first[u] + 1 :] if c < end]
         start[u], count[u] = len(bounds), len(inside)
         bounds.extend((c >> _REFINE_SHIFT) - (u << WORD_BITS) for c in inside)
+    rows = lane.reshape(256, 256)
+    whole = np.all(rows == rows[:, :1], axis=1) & (rows[:, 0] != 256)
+    head = np.where(whole, rows[:, 0], 256).astype(np.uint16)
     return ByteTables(
-        tuple(cumulative), lane, first, start, count, np.array([*bounds, 0], dtype=np.uint64)
+        tuple(cumulative),
+        lane,
+        first,
+        start,
+        count,
+        np.array([*bounds, 0], dtype=np.uint64),
+        head,
     )
 
 
@@ -465,27 +482,50 @@ def _exact_byte(
 def bernoulli_bytes(
     rng: RandomSource | None, threshold: int, size: int | tuple[int, ...]
 ) -> npt.NDArray[np.uint8]:
-    """Bytes of 8 independent Bernoulli(``threshold / 2**64``) bits each, exactly, from about
-    16 random bits per byte (2 per bit: a quarter of :func:`bernoulli_lazy`).
+    """Bytes of 8 independent Bernoulli(``threshold / 2**64``) bits each, exactly, from 8 to
+    16 random bits per byte (about 10 at q = 0.12, 12 at q = 0.27, 8.5 at q = 0.02).
 
     The same distribution as ``numpy.packbits(bernoulli(rng, threshold, (..., 8)), axis=-1)``:
     the byte is the cell, in the exact cumulative distribution of the 256 byte values
     (:class:`ByteTables`), of a uniform number in [0, 1) whose binary digits are drawn lazily
-    (Knuth & Yao 1976; the interval algorithm of Han & Hoshi, IEEE Trans. IT 1997). A 16-bit
-    lane decides the byte by table lookup unless one of the 255 boundaries falls inside its
-    interval (probability at most 255 / 2**16); those draws take one more 64-bit word, and the
-    ties that leaves (probability about 2**-64 each) more words, in exact integer arithmetic.
+    (Knuth & Yao 1976; the interval algorithm of Han & Hoshi, IEEE Trans. IT 1997). Where
+    most 8-bit heads decide (``_HEADS_DECIDING``), its first 8 bits decide the byte when their
+    interval lies in one cell (``head``) and the others take 8 more bits; elsewhere 16 bits are
+    drawn at once. The 16-bit lane which decides it by table lookup unless one of the 255 boundaries
+    falls inside its interval (probability at most 255 / 2**16); those draws take one more
+    64-bit word, and the ties that leaves (probability about 2**-64 each) more words, in exact
+    integer arithmetic. Stopping after 8 bits is exact: every 16-bit lane of such an interval
+    gives the same byte.
     Bit-vector mechanisms use it for their bit rows without memoization (their perturb keeps
     its stream, which a keyed permanent response must reproduce).
     """
     shape = (size,) if isinstance(size, int) else tuple(size)
     count = int(np.prod(shape, dtype=np.int64))
     tables = byte_tables(threshold)
-    lanes = raw_words(rng, -(-count // 4)).view(np.uint16)[:count]
-    out = np.empty(count, dtype=np.uint16)
-    for start in range(0, count, _LOOKUP_BLOCK):  # numpy widens the indexes of each block
-        stop = start + _LOOKUP_BLOCK
-        np.take(tables.lane, lanes[start:stop], out=out[start:stop])
+    if np.count_nonzero(tables.head != 256) < _HEADS_DECIDING:  # 16-bit lanes at once
+        lanes = raw_words(rng, -(-count // 4)).view(np.uint16)[:count]
+        out = _lookup(tables.lane, lanes)
+        _refine_straddles(tables, lanes, out, rng)
+        return out.astype(np.uint8).reshape(shape)
+    heads = raw_words(rng, -(-count // 8)).view(np.uint8)[:count]
+    out = _lookup(tables.head, heads)
+    later = np.flatnonzero(out == 256)
+    if later.size:
+        lanes = heads[later].astype(np.uint16) << np.uint16(8)
+        lanes |= raw_words(rng, -(-later.size // 8)).view(np.uint8)[: later.size]
+        decided = _lookup(tables.lane, lanes)
+        _refine_straddles(tables, lanes, decided, rng)
+        out[later] = decided
+    return out.astype(np.uint8).reshape(shape)
+
+
+def _refine_straddles(
+    tables: ByteTables,
+    lanes: npt.NDArray[np.uint16],
+    out: npt.NDArray[np.uint16],
+    rng: RandomSource | None,
+) -> None:
+    """The looked-up bytes of straddling lanes (256) refined in place (:func:`_refine_bytes`)."""
     straddle = np.flatnonzero(out == 256)
     if straddle.size:
         refined, _ = _refine_bytes(
@@ -495,7 +535,15 @@ def bernoulli_bytes(
             lambda size: raw_words(rng, size),
         )
         out[straddle] = refined
-    return out.astype(np.uint8).reshape(shape)
+
+
+def _lookup(table: npt.NDArray[np.uint16], lanes: npt.NDArray[Any]) -> npt.NDArray[np.uint16]:
+    """``table[lanes]`` block by block (numpy widens each block's indexes to intp first)."""
+    out = np.empty(lanes.size, dtype=np.uint16)
+    for start in range(0, lanes.size, _LOOKUP_BLOCK):
+        stop = start + _LOOKUP_BLOCK
+        np.take(table, lanes[start:stop], out=out[start:stop])
+    return out
 
 
 def random_bits(rng: RandomSource | None, size: int) -> npt.NDArray[np.bool_]:

@@ -89,8 +89,9 @@ def test_one_high_on_16_bit_lanes_is_the_array_path_and_exactly_uniform(
 
 
 def test_bernoulli_bytes_look_every_lane_up_across_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    threshold = randomness.probability_threshold(0.3)
+    threshold = randomness.probability_threshold(0.3)  # heads decide too few: 16-bit lanes
     tables = randomness.byte_tables(threshold)
+    assert np.count_nonzero(tables.head != 256) < randomness._HEADS_DECIDING
     lanes = np.tile(np.arange(1 << 16, dtype=np.uint16), 3)  # three lookup blocks
     assert lanes.size > 2 * randomness._LOOKUP_BLOCK
     fed = [lanes.view(np.uint64)]
@@ -107,3 +108,45 @@ def test_bernoulli_bytes_look_every_lane_up_across_blocks(monkeypatch: pytest.Mo
         middle = (int(lanes[index]) << 496) + (1 << 495)
         cell = sum(c <= middle for c in tables.cumulative) - 1
         assert out[index] == cell
+
+
+def test_bernoulli_bytes_heads_then_lanes_across_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    threshold = randomness.probability_threshold(0.1)  # most heads decide: 8 bits first
+    tables = randomness.byte_tables(threshold)
+    assert np.count_nonzero(tables.head != 256) >= randomness._HEADS_DECIDING
+    heads = np.tile(np.arange(256, dtype=np.uint8), 3 * 256)  # three lookup blocks
+    assert heads.size > 2 * randomness._LOOKUP_BLOCK
+    later = tables.head[heads] == 256
+    seconds = np.arange(int(later.sum()) + 8, dtype=np.int64).astype(np.uint8)  # every low byte
+    fed = [heads.view(np.uint64), seconds[: -(-int(later.sum()) // 8) * 8].view(np.uint64)]
+
+    def words(rng: object, size: int) -> np.ndarray:
+        return fed.pop(0)[:size] if fed else np.full(size, 1 << 63, dtype=np.uint64)
+
+    monkeypatch.setattr(randomness, "raw_words", words)
+    out = randomness.bernoulli_bytes(None, threshold, heads.size)
+    assert not fed  # the heads, then one more byte per undecided head
+    assert np.array_equal(out[~later], tables.head[heads[~later]].astype(np.uint8))
+    lanes = (heads[later].astype(np.int64) << 8) | seconds[: int(later.sum())]
+    assert set(np.unique(lanes & 0xFF).tolist()) == set(range(256))
+    decided = tables.lane[lanes] != 256
+    assert np.array_equal(out[later][decided], tables.lane[lanes][decided].astype(np.uint8))
+    # a straddling lane refined by the word 2**63: the cell holding lane + 1/2 (of a lane)
+    straddling = zip(lanes[~decided].tolist(), out[later][~decided].tolist(), strict=True)
+    for lane, got in list(straddling)[:20]:
+        middle = (int(lane) << 496) + (1 << 495)
+        assert got == sum(c <= middle for c in tables.cumulative) - 1
+
+
+@pytest.mark.parametrize("probability", [0.02, 0.12, 0.27, 0.3, 0.5, 0.9])
+def test_byte_heads_decide_exactly_the_lanes_of_one_cell(probability: float) -> None:
+    """A head decides its byte exactly when all its 256 lanes do, and as they do (so the
+    sampler's distribution is the 16-bit lanes', whose exactness test_randomness checks)."""
+    tables = randomness.byte_tables(randomness.probability_threshold(probability))
+    rows = tables.lane.reshape(256, 256).astype(np.int64)
+    one_cell = (rows == rows[:, :1]).all(axis=1) & (rows[:, 0] != 256)
+    assert np.array_equal(tables.head != 256, one_cell)
+    assert np.array_equal(tables.head[one_cell], rows[one_cell, 0])
+    for h in np.flatnonzero(one_cell).tolist():  # the interval [h, h + 1) / 2**8 in one cell
+        b = int(tables.head[h])
+        assert tables.cumulative[b] <= h << 504 and (h + 1) << 504 <= tables.cumulative[b + 1]
