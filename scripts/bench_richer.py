@@ -121,7 +121,13 @@ def _ours(
     if replicates:
         _ = dataclasses.replace(est, replicates=replicates)._replicate_tables
     booted = time.process_time() - start
+    kinds = [o.name for o in m.oracles]
+    _ORACLES_USED[epsilon] = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
     return _two_way_mae(tables, x, ks), elapsed, booted, m.u
+
+
+_ORACLES_USED: dict[float, str] = {}
+"""The table oracles of each epsilon's run (printed under the figure)."""
 
 
 def marginal_figures(
@@ -213,6 +219,10 @@ def marginal_figures(
         "200-replicate bootstrap of the post-processed cells (boot s: its CPU seconds, about\n"
         "the same at any n: it draws statistics, not reports). The peer's RS+FD uses its\n"
         "amplified epsilon' (not eps-LDP on whole tuples)."
+    )
+    print(
+        "Table oracles (cost-aware, written to the config as table_oracles): "
+        + "; ".join(f"eps {e:g}: {used}" for e, used in _ORACLES_USED.items())
     )
 
 
