@@ -5,7 +5,8 @@ real TelemetryClients recording strings (one state directory per device), and th
 
 - ``pem`` (no domain): each device's level comes from its own secret, so the fleet is many
   devices; the heavy strings (one of 0 bytes, one of exactly max_length bytes, multi-byte
-  UTF-8) are significant and nothing significant is held by nobody (E[false] <= 0.05).
+  UTF-8) are significant and at most one significant string is held by nobody (E[false] <=
+  0.05 a run).
 - ``cms`` with candidates: the heavy candidates are significant, the absent one is not.
 - the same pem campaign memoized (``"longitudinal"``): a device reporting its string every
   day sends the same hash seed and is charged epsilon_inf once.
@@ -89,7 +90,12 @@ def test_discovery_and_candidates_through_the_whole_system(
     assert set(found["items"][0]) >= {"value", "frequency", "std_error", "significant"}
     significant = {item["value"]: item for item in found["items"] if item["significant"]}
     assert set(HEAVY) <= set(significant)
-    assert set(significant) <= held  # nothing significant that nobody holds
+    # E[false discoveries] <= alpha = 0.05 a run, and the levels come from the devices' own
+    # secrets (new every run): one false string is a 1-in-20 event by design, two or more have
+    # probability <= 0.025 (Markov). The rate itself is tested over 40 runs in
+    # tests/analysis/test_discovery_significance.py.
+    false = set(significant) - held
+    assert len(false) <= 1, false
     for value, frequency in HEAVY.items():
         item = significant[value]
         assert abs(item["frequency"] - frequency) < 5.5 * item["std_error"] + 0.02  # sampling
