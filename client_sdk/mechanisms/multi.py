@@ -652,7 +652,9 @@ class Multi(Mechanism):
         scattered to the devices' records: every move of whole records stays in the cache."""
         n = x.shape[0]
         order, bounds = self._order(sampled)
-        flat = x.reshape(-1)
+        # the tuples as bytes where every k fits (checked values): the per-unit gathers then
+        # read an array 8 times smaller, mostly from the cache (about half their time)
+        flat = (x.astype(np.uint8) if max(self.ks) <= 256 else x).reshape(-1)
         outs: list[Any] = []
         for j, oracle in enumerate(self.oracles):
             low, high = int(bounds[j]), int(bounds[j + 1])
@@ -660,7 +662,7 @@ class Multi(Mechanism):
                 outs.append(None)
                 continue
             starts = order[low:high] * self.d  # each device's row in the flat tuples
-            cells = np.take(flat, starts + self.units[j][0])
+            cells = np.take(flat, starts + self.units[j][0]).astype(np.int64)
             for a in self.units[j][1:]:
                 cells = cells * self.ks[a] + np.take(flat, starts + a)
             outs.append(self._sample(oracle, cells, rng))
