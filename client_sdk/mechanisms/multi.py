@@ -354,11 +354,7 @@ class Multi(Mechanism):
         if self.table_oracles is not None:
             object.__setattr__(self, "table_oracles", self._check_table_oracles())
         elif chosen:
-            cells = [
-                math.prod(k for n, k, _ in self.attributes if n in table)
-                for table in self.marginals
-            ]
-            picked = tuple(cheap_table_oracle(self.epsilon, c) for c in cells)
+            picked = tuple(cheap_table_oracle(self.epsilon, c) for c in self.sizes)
             object.__setattr__(self, "table_oracles", picked)
 
     def _check_table_oracles(self) -> tuple[str, ...]:
@@ -648,8 +644,8 @@ class Multi(Mechanism):
         """SMP's reports: each device's unit (public) and that unit's oracle report. The devices
         are sorted by unit once and each unit's oracle reports all its devices in one call (in
         device order); then, chunk by chunk of devices, each unit's reports of the chunk's
-        devices are copied to a small buffer of records (grouped by unit) and the buffer is
-        scattered to the devices' records: every move of whole records stays in the cache."""
+        devices are copied to a small buffer of records (grouped by unit) and the chunk's records
+        are gathered from it in device order: every move of whole records stays in the cache."""
         n = x.shape[0]
         order, bounds = self._order(sampled)
         # the tuples as bytes where every k fits (checked values): the per-unit gathers then
@@ -702,13 +698,6 @@ class Multi(Mechanism):
             position[held - s] = np.arange(e - s)
             np.take(records, position[: e - s], out=whole[s:e])  # a gather: faster than a scatter
         return reports
-
-    @staticmethod
-    def _gather_records(reports: Reports, rows: npt.NDArray[np.intp]) -> Reports:
-        """``reports[rows]`` through a view as whole records (numpy's structured gather goes
-        field by field, several times slower)."""
-        record = np.dtype((np.void, reports.dtype.itemsize))
-        return np.take(reports.view(record), rows).view(reports.dtype)
 
     # ---- wire --------------------------------------------------------------------------------
 

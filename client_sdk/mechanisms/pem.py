@@ -601,7 +601,7 @@ class PEM(Mechanism):
                     np.subtract(cell, prime, out=other)  # r < 2P < 2^32: r mod P = min(r, r - P)
                     np.minimum(cell, other, out=cell)
                     np.less(cell, under, out=hit)
-                    full[g0 + h0 : g0 + h0 + j] += hit.view(np.uint8).sum(axis=2, dtype=np.uint16)
+                    full[g0 + h0 : g0 + h0 + j] += hit.view(np.uint8).sum(axis=2, dtype=np.uint32)
         return full[group_of.reshape(-1), low_of.reshape(-1)]
 
     def _candidate_chunks(
