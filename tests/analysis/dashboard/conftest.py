@@ -2,13 +2,13 @@
 
 ``seeded_db`` writes campaigns and perturbed reports straight through ``collector.storage``
 (fast, for unit tests). ``servers`` starts a real collector (``ldp-collector serve``) and a real
-dashboard (``ldp-analyze dashboard``, gunicorn) on free loopback ports, for the browser tests.
+dashboard (``ldp-analyze dashboard``, gunicorn: :mod:`analysis.dashboard.process`) on free
+loopback ports, for the browser tests.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +21,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from analysis.dashboard import create_app
+from analysis.dashboard.process import DashboardProcess  # re-exported for the tests
 from client_sdk.mechanisms import mechanism_from_config
-from collector.process import CollectorProcess, ServerProcess, entry_point
+from collector.process import CollectorProcess
 from collector.storage import Storage
 
 TOKEN = "dashboard-test-token-" + "y" * 16
@@ -202,30 +203,6 @@ def sign_in(client: FlaskClient, token: str = TOKEN, base_url: str = "http://loc
 
 
 # ---- real processes ------------------------------------------------------------------------------
-
-
-class DashboardProcess(ServerProcess):
-    """A real ``ldp-analyze dashboard`` process (gunicorn) on a free loopback port."""
-
-    name = "dashboard"
-    ready_prefix = "ldp-analyze dashboard: serving"
-
-    def __init__(self, db: str | os.PathLike[str], token: str, log_dir: Path) -> None:
-        super().__init__(log_dir=log_dir, env={"LDP_ADMIN_TOKEN": token})
-        self.db = os.fspath(db)
-
-    def arguments(self) -> list[str]:
-        return [
-            *entry_point("ldp-analyze", "analysis.cli"),
-            "dashboard",
-            "--db",
-            self.db,
-            "--port",
-            str(self.port),
-            "--poll-seconds",
-            "1",
-            "--no-access-log",
-        ]
 
 
 def upload(collector: CollectorProcess, campaign: str, reports: list[dict[str, Any]]) -> None:
