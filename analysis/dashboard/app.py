@@ -157,26 +157,44 @@ def login() -> BaseResponse:
     error = None
     status = 200
     if request.method == "POST":
+        admin_token = _ext()["token"]
+        address = auth.client_key(request.remote_addr)
+        browser = auth.trusted_browser(
+            request.cookies.get(auth.TRUSTED_BROWSER_COOKIE), admin_token
+        )
+        # Both comparisons always run, before the throttle is asked: the same work on every path.
         expected_csrf = request.cookies.get(auth.LOGIN_CSRF_COOKIE, "")
-        given_csrf = request.form.get("csrf", "")
-        if _ext()["throttle"].blocked():
+        csrf_ok = auth.tokens_equal(request.form.get("csrf", ""), expected_csrf)
+        token_ok = auth.tokens_equal(request.form.get("token", ""), admin_token)
+        throttle: auth.LoginThrottle = _ext()["throttle"]
+        if throttle.blocked(address, browser):
             error, status = "Too many failed sign-ins; wait a minute.", 429
-        elif not expected_csrf or not auth.tokens_equal(given_csrf, expected_csrf):
+        elif not expected_csrf or not csrf_ok:
             error, status = "The form expired; sign in again.", 400
-        elif auth.tokens_equal(request.form.get("token", ""), _ext()["token"]):
+        elif token_ok:
             session_id, _ = _ext()["sessions"].create()
             response = redirect(url_for("dashboard.campaigns"), code=303)
             auth.set_cookie(
                 response, request, auth.SESSION_COOKIE, session_id, auth.SESSION_MAX_SECONDS
             )
+            if browser is None:
+                auth.set_cookie(
+                    response,
+                    request,
+                    auth.TRUSTED_BROWSER_COOKIE,
+                    auth.new_trusted_browser(admin_token),
+                    auth.TRUSTED_BROWSER_SECONDS,
+                )
             response.delete_cookie(auth.LOGIN_CSRF_COOKIE, path="/")
             return response
         else:
-            _ext()["throttle"].failed()
+            throttle.failed(address, browser)
             error, status = "Wrong admin token.", 401
     csrf = secrets.token_urlsafe(32)
     response = Response(render_template("login.html", login_csrf=csrf, error=error), status=status)
     auth.set_cookie(response, request, auth.LOGIN_CSRF_COOKIE, csrf, auth.LOGIN_FORM_SECONDS)
+    if status == 429:
+        response.headers["Retry-After"] = str(int(auth.THROTTLE_SECONDS))
     return response
 
 

@@ -13,15 +13,30 @@
   sign-in a random value also set in a short-lived ``SameSite=Strict`` cookie (double submit),
   for sign-out the session's own token. ``SameSite=Strict`` alone already keeps other sites'
   forms from sending the session cookie; the token covers browsers that do not honour it.
-* Failed sign-ins are limited to :data:`MAX_FAILURES` a minute per process (then 429), which
-  bounds online guessing without tracking clients.
+* Failed sign-ins are throttled per client, so that nobody can lock the admin out
+  (:class:`LoginThrottle`): at most :data:`MAX_FAILURES` wrong tokens a minute from one client
+  address (an IPv6 address by its /64), then that address answers 429, and at most
+  :data:`MAX_FAILURES_ALL` a minute from all addresses together (a ceiling on online guessing
+  however many addresses an attacker has). A browser that has signed in before carries a
+  *trusted-browser* cookie (OWASP's "device cookie": a random id and its HMAC under a key derived
+  from the admin token, so it survives restarts and dies with the token) and is throttled by its
+  own count of wrong tokens only: what others fill, at its address or anywhere, does not hold it
+  back. A correct token is therefore never refused because of someone else's wrong ones, while a
+  client that is throttled learns nothing from a guess (429 whether right or wrong: letting a
+  right token through there would give it unlimited guesses). Every sign-in compares both the
+  token and the form's CSRF token (``hmac.compare_digest``) before looking at the throttle, so
+  every path does the same work. Behind a reverse proxy every client has the proxy's address:
+  then the per-address count is one count, and the trusted-browser cookie is what keeps the admin
+  in.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import hmac
+import ipaddress
 import secrets
 import threading
 import time
@@ -33,11 +48,15 @@ from werkzeug.wrappers import Response
 __all__ = [
     "LOGIN_CSRF_COOKIE",
     "SESSION_COOKIE",
+    "TRUSTED_BROWSER_COOKIE",
     "LoginThrottle",
     "Session",
     "SessionStore",
+    "client_key",
+    "new_trusted_browser",
     "set_cookie",
     "tokens_equal",
+    "trusted_browser",
 ]
 
 SESSION_COOKIE = "ldp_dashboard_session"
@@ -45,13 +64,55 @@ LOGIN_CSRF_COOKIE = "ldp_dashboard_login"
 SESSION_IDLE_SECONDS = 60 * 60
 SESSION_MAX_SECONDS = 12 * 60 * 60
 LOGIN_FORM_SECONDS = 15 * 60
+TRUSTED_BROWSER_COOKIE = "ldp_dashboard_browser"
+TRUSTED_BROWSER_SECONDS = 90 * 24 * 60 * 60
 MAX_FAILURES = 10
-"""Failed sign-ins allowed per minute (per process) before sign-in answers 429."""
+"""Wrong tokens allowed per minute from one client (an address, or a trusted browser)."""
+MAX_FAILURES_ALL = 300
+"""Wrong tokens allowed per minute from all addresses together (trusted browsers aside)."""
+THROTTLE_SECONDS = 60.0
 
 
 def tokens_equal(given: str, expected: str) -> bool:
     """Constant-time comparison of two secrets (as UTF-8 bytes)."""
     return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+def client_key(address: str | None) -> str:
+    """The throttle's key of a remote address: the address itself, an IPv6 one by its /64 (what
+    one host usually holds)."""
+    try:
+        parsed = ipaddress.ip_address(address or "")
+    except ValueError:
+        return f"address:{address}"
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return f"address:{parsed.ipv4_mapped}"
+        return f"address:{ipaddress.IPv6Network((parsed, 64), strict=False)}"
+    return f"address:{parsed}"
+
+
+def _browser_mac(admin_token: str, browser_id: str) -> str:
+    key = hmac.new(admin_token.encode("utf-8"), b"ldp-dashboard trusted browser", hashlib.sha256)
+    return hmac.new(key.digest(), browser_id.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def new_trusted_browser(admin_token: str) -> str:
+    """A trusted-browser cookie value for a browser that just signed in: ``id.mac``."""
+    browser_id = secrets.token_urlsafe(16)
+    return f"{browser_id}.{_browser_mac(admin_token, browser_id)}"
+
+
+def trusted_browser(cookie: str | None, admin_token: str) -> str | None:
+    """The browser id of a valid trusted-browser cookie (made by :func:`new_trusted_browser`
+    under this admin token), else ``None``."""
+    browser_id, _, mac = (cookie or "").partition(".")
+    if not browser_id or not browser_id.isascii() or not mac:
+        return None
+    valid = hmac.compare_digest(
+        mac.encode("ascii", "replace"), _browser_mac(admin_token, browser_id).encode("ascii")
+    )
+    return browser_id if valid else None
 
 
 def set_cookie(response: Response, request: Request, name: str, value: str, max_age: int) -> None:
@@ -126,24 +187,44 @@ class SessionStore:
 
 
 class LoginThrottle:
-    """At most :data:`MAX_FAILURES` failed sign-ins in any 60 s window (per process)."""
+    """Wrong tokens in the last :data:`THROTTLE_SECONDS`, per client and in all (module
+    docstring). A client is a :func:`client_key` or, for a trusted browser, ``browser:<id>``."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._failures: collections.deque[float] = collections.deque()
+        self._failures: dict[str, collections.deque[float]] = {}
+        self._all: collections.deque[float] = collections.deque()
         self._lock = threading.Lock()
         self._clock = clock
 
-    def _trim(self, now: float) -> None:
-        while self._failures and now - self._failures[0] > 60.0:
-            self._failures.popleft()
+    @staticmethod
+    def _key(address: str, browser: str | None) -> str:
+        return f"browser:{browser}" if browser is not None else address
 
-    def blocked(self) -> bool:
+    def _trim(self, now: float) -> None:
+        while self._all and now - self._all[0] > THROTTLE_SECONDS:
+            self._all.popleft()
+        for key in list(self._failures):
+            times = self._failures[key]
+            while times and now - times[0] > THROTTLE_SECONDS:
+                times.popleft()
+            if not times:
+                del self._failures[key]  # the table holds only clients with recent failures
+
+    def blocked(self, address: str, browser: str | None = None) -> bool:
+        """Whether sign-in from ``address`` (a :func:`client_key`), or from the trusted browser
+        ``browser``, is throttled now."""
         with self._lock:
             self._trim(self._clock())
-            return len(self._failures) >= MAX_FAILURES
+            mine = len(self._failures.get(self._key(address, browser), ()))
+            if browser is not None:
+                return mine >= MAX_FAILURES
+            return mine >= MAX_FAILURES or len(self._all) >= MAX_FAILURES_ALL
 
-    def failed(self) -> None:
+    def failed(self, address: str, browser: str | None = None) -> None:
+        """Count a wrong token from that client (a trusted browser's own count only)."""
         with self._lock:
             now = self._clock()
             self._trim(now)
-            self._failures.append(now)
+            self._failures.setdefault(self._key(address, browser), collections.deque()).append(now)
+            if browser is None:
+                self._all.append(now)

@@ -8,9 +8,11 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
+from requests.adapters import HTTPAdapter
 
 from analysis.cli import main
 from collector.process import entry_point
@@ -108,3 +110,53 @@ def test_over_https_the_session_cookie_is_secure(seeded_db: Path, tmp_path: Path
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(20)
+
+
+class _From(HTTPAdapter):
+    """Connections from one loopback source address (Linux routes all of 127/8 to lo)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["source_address"] = (self.source, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def _browser(source: str) -> requests.Session:
+    session = requests.Session()
+    session.mount("http://", _From(source))
+    return session
+
+
+def _sign_in(browser: requests.Session, url: str, token: str) -> int:
+    page = browser.get(f"{url}/login", timeout=10).text
+    marker = 'name="csrf" value="'
+    csrf = page[page.index(marker) + len(marker) :].split('"', 1)[0]
+    answer = browser.post(
+        f"{url}/login", data={"csrf": csrf, "token": token}, allow_redirects=False, timeout=10
+    )
+    return answer.status_code
+
+
+def test_wrong_tokens_from_one_client_lock_out_neither_another_nor_a_trusted_browser(
+    seeded_db: Path, tmp_path: Path
+) -> None:
+    """The sign-in throttle under gunicorn, clients told apart by their source address."""
+    dashboard = DashboardProcess(seeded_db, TOKEN, tmp_path, extra_args=["--no-warm"])
+    dashboard.start(timeout=60)
+    try:
+        admin = _browser("127.0.0.2")
+        assert _sign_in(admin, dashboard.url, TOKEN) == 303  # now a trusted browser
+        admin.cookies.clear(domain="127.0.0.1", path="/", name="ldp_dashboard_session")
+        attacker = _browser("127.0.0.2")  # the admin's address (a shared NAT)
+        statuses = [_sign_in(attacker, dashboard.url, "wrong-guess") for _ in range(12)]
+        assert statuses == [401] * 10 + [429] * 2
+        assert _sign_in(attacker, dashboard.url, TOKEN) == 429  # throttled: no oracle
+        # Another client's right token, and the admin's own browser at the attacker's address:
+        assert _sign_in(_browser("127.0.0.3"), dashboard.url, TOKEN) == 303
+        assert _sign_in(admin, dashboard.url, TOKEN) == 303
+        assert admin.get(f"{dashboard.url}/api/campaigns", timeout=10).status_code == 200
+    finally:
+        dashboard.stop()
