@@ -254,7 +254,8 @@ class ParquetFragment:
         reports: list[Reports] = []
         days: list[Days] = []
         for relative, row_groups, day in self.pieces:
-            path = Path(self.directory) / relative
+            where = f"--parquet {self.directory}: {relative}"
+            path = export.contained(Path(self.directory), relative, where=where)
             handle = pq.ParquetFile(path)
             table = handle.read_row_groups(list(row_groups))
             chunk_keys = keys_from_bytes(export.ids_from_table(table))
@@ -288,27 +289,38 @@ class ParquetSource:
         return manifest
 
     def campaign(self, name: str) -> StoredCampaign:
-        path = Path(self.directory) / export.CAMPAIGN_DOCUMENT
+        """The exported campaign ``name``: ``_campaign.json`` checked field by field, its
+        ``config_id`` recomputed from its content, and the manifest naming the same campaign."""
+        directory = Path(self.directory)
+        path = directory / export.CAMPAIGN_DOCUMENT
         if not path.is_file():
             raise FileNotFoundError(
                 f"--parquet {self.directory}: no {export.CAMPAIGN_DOCUMENT} "
                 "(not an export directory: ldp-collector export --out DIR writes one)"
             )
-        document = json.loads(path.read_text(encoding="utf-8"))
-        if document.get("name") != name:
+        document = _campaign_document(export.read_json(directory, export.CAMPAIGN_DOCUMENT), path)
+        if document["name"] != name:
             raise LookupError(
-                f"--parquet {self.directory} holds campaign {document.get('name')!r}, not {name!r}"
+                f"--parquet {self.directory} holds campaign {document['name']!r}, not {name!r}"
             )
         content_id = campaign_config_id(
             mechanism=document["mechanism"],
             domain=document.get("domain"),
             policy=document.get("policy"),
             min_batch_size=document["min_batch_size"],
+            shuffle=document.get("shuffle"),
         )
-        if content_id != document.get("config_id"):
+        if content_id != document["config_id"]:
             raise ValueError(
-                f"{path}: config_id {document.get('config_id')} is not the id of its content "
+                f"{path}: config_id {document['config_id']} is not the id of its content "
                 f"({content_id})"
+            )
+        manifest = self._manifest()
+        if (manifest.campaign, manifest.config_id) != (name, content_id):
+            raise ValueError(
+                f"{directory / export.MANIFEST}: lists files of campaign {manifest.campaign!r} "
+                f"(config_id {manifest.config_id}), but {export.CAMPAIGN_DOCUMENT} is campaign "
+                f"{name!r} (config_id {content_id})"
             )
         return StoredCampaign(
             name=document["name"],
@@ -318,7 +330,8 @@ class ParquetSource:
             policy=document.get("policy"),
             config_id=document["config_id"],
             min_batch_size=int(document["min_batch_size"]),
-            created=document.get("created", ""),
+            created=document.get("created") or "",
+            shuffle=document.get("shuffle"),
         )
 
     def _files(self, since: str | None, until: str | None) -> list[dict[str, Any]]:
@@ -338,15 +351,16 @@ class ParquetSource:
     ) -> list[Fragment | None]:
         import pyarrow.parquet as pq
 
+        manifest = self._manifest()
         pieces: list[list[tuple[str, tuple[int, ...], str]]] = [[] for _ in range(1 << bits)]
         for entry in self._files(since, until):
+            where = f"--parquet {self.directory}: {entry['path']}"
+            path = export.contained(Path(self.directory), entry["path"], where=where)
             try:
-                metadata = pq.read_metadata(Path(self.directory) / entry["path"])
+                metadata = pq.read_metadata(path)
             except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
-                raise ValueError(f"--parquet {self.directory}: {entry['path']}: {error}") from None
-            export.check_schema_version(
-                metadata.metadata, where=f"--parquet {self.directory}: {entry['path']}"
-            )
+                raise ValueError(f"{where}: {error}") from None
+            _check_file_metadata(metadata, manifest, int(entry["rows"]), where=where)
             column = metadata.schema.names.index("report_id")
             spans: dict[int, list[int]] = {}
             for group in range(metadata.num_row_groups):
@@ -364,6 +378,55 @@ class ParquetSource:
             ParquetFragment(self.directory, tuple(items), p, bits) if items else None
             for p, items in enumerate(pieces)
         ]
+
+
+_CAMPAIGN_FIELDS: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "mechanism": (dict,),
+    "min_batch_size": (int,),
+    "config_id": (str,),
+}
+_OPTIONAL_CAMPAIGN_FIELDS: dict[str, tuple[type, ...]] = {
+    "domain": (list, type(None)),
+    "policy": (dict, type(None)),
+    "created": (str, type(None)),
+    "shuffle": (dict, type(None)),
+}
+
+
+def _campaign_document(document: Any, path: Path) -> dict[str, Any]:
+    """An export's ``_campaign.json``, its fields' types checked (``ValueError`` naming the file
+    and the field); the content itself is checked by its ``config_id`` and the mechanism."""
+    if not isinstance(document, dict):
+        raise ValueError(f"{path}: must be a JSON object; got {type(document).__name__}")
+    for field, kinds in (*_CAMPAIGN_FIELDS.items(), *_OPTIONAL_CAMPAIGN_FIELDS.items()):
+        if field not in document:
+            if field in _CAMPAIGN_FIELDS:
+                raise ValueError(f"{path}: lacks the field {field}")
+            continue
+        value = document[field]
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            expected = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+            raise ValueError(f"{path}: {field} must be {expected}; got {value!r}")
+    return document
+
+
+def _check_file_metadata(
+    metadata: Any, manifest: export.Manifest, rows: int, *, where: str
+) -> None:
+    """A listed Parquet file must be of the manifest's campaign and config (its schema metadata,
+    written by the export) and hold the rows the manifest counts."""
+    export.check_schema_version(metadata.metadata, where=where)
+    recorded = metadata.metadata or {}
+    for key, expected in (("campaign", manifest.campaign), ("config_id", manifest.config_id)):
+        found = recorded.get(f"ldp.{key}".encode(), b"").decode("utf-8", "replace")
+        if found != expected:
+            raise ValueError(
+                f"{where}: the file's ldp.{key} is {found!r}, not the manifest's {expected!r} "
+                "(a file of another campaign or config)"
+            )
+    if metadata.num_rows != rows:
+        raise ValueError(f"{where}: holds {metadata.num_rows} rows; the manifest says {rows}")
 
 
 def _partition_of_id(raw: bytes, bits: int) -> int:

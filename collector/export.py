@@ -176,7 +176,10 @@ def check_schema_version(metadata: Mapping[bytes, bytes] | None, *, where: str) 
     raw = (metadata or {}).get(b"ldp.schema_version")
     if raw is None:
         raise ValueError(f"{where} has no ldp.schema_version: not written by ldp-collector export")
-    version = int(raw)
+    try:
+        version = int(raw)
+    except ValueError:
+        raise ValueError(f"{where} has ldp.schema_version {raw!r}, not an integer") from None
     if not 1 <= version <= SCHEMA_VERSION:
         raise ValueError(
             f"{where} has schema version {version}; this code reads versions 1 to "
@@ -236,13 +239,60 @@ class Manifest:
 
     @classmethod
     def load(cls, directory: Path) -> Manifest | None:
+        """The manifest of an export directory (``None`` if it has none), its shape checked
+        (:meth:`from_document`); ``ValueError`` naming the file and the field otherwise."""
         path = directory / MANIFEST
         if not path.exists():
             return None
-        document = json.loads(path.read_text(encoding="utf-8"))
-        check_schema_version(
-            {b"ldp.schema_version": str(document.get("schema_version")).encode()}, where=str(path)
-        )
+        return cls.from_document(read_json(directory, MANIFEST), where=str(path))
+
+    @classmethod
+    def from_document(cls, document: Any, *, where: str) -> Manifest:
+        """A manifest from its JSON document, every field checked: the files' paths stay inside
+        the export directory (``day=YYYY-MM-DD/NAME.parquet``; :func:`contained` also resolves
+        symlinks when a file is opened). ``ValueError`` naming ``where`` and the field."""
+        if not isinstance(document, dict):
+            raise ValueError(f"{where}: must be a JSON object; got {_kind(document)}")
+        version = document.get("schema_version")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ValueError(f"{where}: schema_version must be an integer; got {version!r}")
+        check_schema_version({b"ldp.schema_version": str(version).encode()}, where=where)
+        fields = {field.name for field in dataclasses.fields(cls)}
+        _check_keys(document, fields, fields, where=where, name="the manifest")
+        for key in ("campaign", "config_id", "source"):
+            if not isinstance(document[key], str) or not document[key]:
+                raise ValueError(
+                    f"{where}: {key} must be a non-empty string; got {document[key]!r}"
+                )
+        for key in ("scans", "files"):
+            if not isinstance(document[key], list):
+                raise ValueError(f"{where}: {key} must be a list; got {_kind(document[key])}")
+        for i, scan in enumerate(document["scans"]):
+            field = f"scans[{i}]"
+            _check_keys(
+                scan,
+                {"since", "until", "upto"},
+                {"since", "until", "upto"},
+                where=where,
+                name=field,
+            )
+            check_day(scan["since"], f"{where}: {field}.since")
+            check_day(scan["until"], f"{where}: {field}.until")
+            _check_count(scan["upto"], f"{where}: {field}.upto")
+        seen: set[str] = set()
+        for i, entry in enumerate(document["files"]):
+            field = f"files[{i}]"
+            _check_keys(entry, {"path", "rows"}, {"path", "day", "rows"}, where=where, name=field)
+            day = check_entry_path(entry["path"], f"{where}: {field}.path")
+            if "day" in entry and entry["day"] != day:
+                raise ValueError(
+                    f"{where}: {field}.day {entry['day']!r} is not the day of its path "
+                    f"{entry['path']!r}"
+                )
+            _check_count(entry["rows"], f"{where}: {field}.rows")
+            if entry["path"] in seen:
+                raise ValueError(f"{where}: {field}.path {entry['path']!r} is listed twice")
+            seen.add(entry["path"])
         return cls(**document)
 
     def save(self, directory: Path) -> None:
@@ -286,6 +336,64 @@ class Manifest:
     @property
     def rows(self) -> int:
         return sum(int(f["rows"]) for f in self.files)
+
+
+_ENTRY_PATH = re.compile(r"day=(\d{4}-\d{2}-\d{2})/([^/\\]+\.parquet)")
+
+
+def check_entry_path(path: Any, field: str) -> str:
+    """The day of a manifest file's path, which must be ``day=YYYY-MM-DD/NAME.parquet``
+    (relative, no ``..``: inside the export directory); ``ValueError`` naming ``field``."""
+    match = _ENTRY_PATH.fullmatch(path) if isinstance(path, str) else None
+    if match is None or match.group(2) in (".parquet", "..parquet"):
+        raise ValueError(
+            f"{field} must be a path day=YYYY-MM-DD/NAME.parquet inside the export directory "
+            f"(no absolute path, no '..'); got {path!r}"
+        )
+    return str(check_day(match.group(1), field))
+
+
+def contained(directory: Path, relative: str, *, where: str) -> Path:
+    """``directory / relative``, refused (``ValueError``) when it resolves outside ``directory``
+    (an absolute path, ``..``, or a symlink that leads out)."""
+    path = directory / relative
+    resolved, root = path.resolve(), directory.resolve()
+    if not resolved.is_relative_to(root) or resolved == root:
+        raise ValueError(
+            f"{where}: {relative!r} resolves to {resolved}, outside the export directory {root}"
+        )
+    return path
+
+
+def read_json(directory: Path, name: str) -> Any:
+    """A JSON file of an export directory (``_manifest.json``, ``_campaign.json``), contained
+    in it; ``ValueError`` naming the file when it is not JSON."""
+    path = contained(directory, name, where=str(directory))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path}: not a JSON document ({error})") from None
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _check_keys(
+    value: Any, required: set[str], allowed: set[str], *, where: str, name: str
+) -> None:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: {name} must be a JSON object; got {_kind(value)}")
+    missing, unknown = sorted(required - set(value)), sorted(set(value) - allowed)
+    if missing:
+        raise ValueError(f"{where}: {name} lacks the field(s) {', '.join(missing)}")
+    if unknown:
+        raise ValueError(f"{where}: {name} has unknown field(s) {', '.join(unknown)}")
+
+
+def _check_count(value: Any, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{field} must be a non-negative integer; got {value!r}")
 
 
 def _next_day(day: str) -> str:
