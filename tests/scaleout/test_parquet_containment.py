@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from analysis import sources
 from analysis.cli import main as analyze
 from client_sdk.mechanisms import mechanism_from_config
 from collector import export
+from collector.storage import Storage
 from tests.scaleout.shards import CONFIGS, campaign_document, fill, random_reports, report_ids
 
 DAY = "2026-01-01"
@@ -255,3 +257,21 @@ def test_the_command_exits_2_without_a_traceback(lake: dict[str, Path]) -> None:
         assert "Traceback" not in done.stderr and done.stdout == ""
         assert done.stderr.startswith("ldp-analyze estimate: error: ")
         assert str(lake["small"] / export.MANIFEST) in done.stderr
+
+
+def test_a_shuffled_campaigns_export_is_read(tmp_path: Path) -> None:
+    """Its config_id covers its "shuffle" block: recomputed with it, the export is accepted."""
+    campaign = {
+        "name": "s",
+        "mechanism": {"mechanism": "grr", "k": 4},
+        "domain": ["a", "b", "c", "d"],
+        "shuffle": {"min_batch": 3, "central_epsilon": 1.0, "delta": 1e-6},
+    }
+    with Storage(tmp_path / "c.db") as storage:
+        storage.create_campaign(campaign)
+        rows = [(f"{i:032x}", str(i % 4)) for i in range(1, 4)]
+        storage.insert_batch("s", "a" * 32, rows, size=3)
+    export.export_campaign(tmp_path / "c.db", "s", tmp_path / "lake")
+    stored, found = sources.open_sources("s", parquets=[str(tmp_path / "lake")])
+    assert stored.shuffle == campaign["shuffle"]
+    assert found[0].count("s") == 3
