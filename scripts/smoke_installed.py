@@ -19,6 +19,7 @@ Every check runs; the failures are listed at the end and the exit status is 1 if
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,14 @@ class Checks:
             self.failed.append(f"{what}: {detail}" if detail != "" else what)
             print(f"  FAIL  {what} {detail}".rstrip(), flush=True)
         return condition
+
+    @contextlib.contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        """Checks that may raise (a process that does not start): the error is a failure."""
+        try:
+            yield
+        except Exception as error:
+            self(False, f"{name} raised", f"{type(error).__name__}: {error}")
 
 
 def installed_outside_the_tree() -> list[str]:
@@ -124,50 +134,50 @@ def smoke_dashboard(check: Checks, root: Path, db: str) -> None:
 
     token = secrets.token_urlsafe(24)
     with DashboardProcess(db, token, root) as dashboard:
-        browser = requests.Session()
-        login = browser.get(f"{dashboard.url}/login", timeout=TIMEOUT)
-        check(
-            login.status_code == 200 and 'name="csrf"' in login.text,
-            "dashboard GET /login renders the form (templates/login.html)",
-            login.status_code,
-        )
+        url, browser = dashboard.url, requests.Session()
         for name in STATIC_FILES:
-            answer = browser.get(f"{dashboard.url}/static/{name}", timeout=TIMEOUT)
+            with check.section(f"dashboard GET /static/{name}"):
+                answer = browser.get(f"{url}/static/{name}", timeout=TIMEOUT)
+                check(
+                    answer.status_code == 200 and len(answer.content) > 100,
+                    f"dashboard GET /static/{name} is 200",
+                    answer.status_code,
+                )
+        with check.section("dashboard GET /login (templates/login.html)"):
+            login = browser.get(f"{url}/login", timeout=TIMEOUT)
             check(
-                answer.status_code == 200 and len(answer.content) > 100,
-                f"dashboard GET /static/{name} is 200",
-                answer.status_code,
+                login.status_code == 200 and 'name="csrf"' in login.text,
+                "dashboard GET /login renders the form (templates/login.html)",
+                login.status_code,
             )
-        marker = 'name="csrf" value="'
-        start = login.text.find(marker) + len(marker)
-        csrf = login.text[start : login.text.find('"', start)]
-        signed = browser.post(
-            f"{dashboard.url}/login",
-            data={"csrf": csrf, "token": token},
-            allow_redirects=False,
-            timeout=TIMEOUT,
-        )
-        check(signed.status_code == 303, "dashboard sign-in with the token is 303", signed.text)
+            marker = 'name="csrf" value="'
+            start = login.text.find(marker) + len(marker)
+            csrf = login.text[start : login.text.find('"', start)]
+            form = {"csrf": csrf, "token": token}
+            signed = browser.post(f"{url}/login", data=form, allow_redirects=False, timeout=30)
+            check(signed.status_code == 303, "dashboard sign-in with the token is 303", signed.text)
         pages = {
             "/": 'data-page="campaigns"',
             f"/campaigns/{COLORS['name']}": 'data-page="campaign"',
             "/no-such-page": "<h1>404</h1>",
         }
         for path, expected in pages.items():
-            answer = browser.get(f"{dashboard.url}{path}", timeout=TIMEOUT)
+            with check.section(f"dashboard GET {path}"):
+                answer = browser.get(f"{url}{path}", timeout=TIMEOUT)
+                check(
+                    answer.status_code == (404 if path == "/no-such-page" else 200)
+                    and answer.headers["Content-Type"].startswith("text/html")
+                    and expected in answer.text,
+                    f"dashboard GET {path} renders its template",
+                    f"{answer.status_code} {answer.text[:200]!r}",
+                )
+        with check.section("dashboard GET /api/campaigns/colors"):
+            data = browser.get(f"{url}/api/campaigns/{COLORS['name']}", timeout=TIMEOUT)
             check(
-                answer.status_code == (404 if path == "/no-such-page" else 200)
-                and answer.headers["Content-Type"].startswith("text/html")
-                and expected in answer.text,
-                f"dashboard GET {path} renders its template",
-                f"{answer.status_code} {answer.text[:200]!r}",
+                data.status_code == 200 and json.loads(data.text).get("name") == COLORS["name"],
+                "dashboard GET /api/campaigns/colors is the campaign's JSON",
+                f"{data.status_code} {data.text[:200]!r}",
             )
-        data = browser.get(f"{dashboard.url}/api/campaigns/{COLORS['name']}", timeout=TIMEOUT)
-        check(
-            data.status_code == 200 and json.loads(data.text).get("name") == COLORS["name"],
-            "dashboard GET /api/campaigns/colors is the campaign's JSON",
-            f"{data.status_code} {data.text[:200]!r}",
-        )
 
 
 def smoke_demo(check: Checks, root: Path) -> None:
@@ -215,12 +225,15 @@ def main() -> int:
         os.chdir(root)
         collector = CollectorProcess(root / "collector.db", workers=1, log_dir=root)
         try:
-            collector.start(timeout=60)
-            smoke_collector(check, root, collector)
-            smoke_dashboard(check, root, collector.db)
+            with check.section("the installed collector"):
+                collector.start(timeout=60)
+                smoke_collector(check, root, collector)
+            with check.section("the installed dashboard"):
+                smoke_dashboard(check, root, collector.db)
         finally:
             collector.stop()
-        smoke_demo(check, root)
+        with check.section("ldp-demo"):
+            smoke_demo(check, root)
     seconds = time.perf_counter() - start
     if check.failed:
         print(
