@@ -3,7 +3,8 @@
 ``mechanism_from_config`` dispatches, in this order: a config carrying ``"longitudinal"`` is a
 memoized frequency oracle (:func:`memoized_from_config`); ``{"mechanism": "auto"}`` is the
 selection of ``client_sdk.mechanisms.auto``; any other name is looked up in the registry and
-built by its class's ``from_config``. Errors are ``ValueError`` naming the field and the value.
+built by its class's ``from_config``. Errors are ``ValueError`` naming the field and the value;
+a config's epsilon is refused below ``MIN_EPSILON`` here, for every mechanism at once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from client_sdk.mechanisms import auto
-from client_sdk.mechanisms._validation import check_config_keys, check_epsilon
+from client_sdk.mechanisms._validation import (
+    check_config_epsilon,
+    check_config_keys,
+    check_epsilon,
+)
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.longitudinal import LONGITUDINAL_FIELD, Memoized
 from client_sdk.mechanisms.registry import MECHANISMS, mechanism_class
@@ -26,6 +31,8 @@ def mechanism_from_config(config: Mapping[str, Any]) -> Mechanism:
     _check_mapping(config)
     if "mechanism" not in config:
         raise ValueError("config is missing the field 'mechanism'")
+    if "epsilon" in config:  # the floor of every mechanism config (MIN_EPSILON), checked once
+        check_config_epsilon(config["epsilon"])
     if LONGITUDINAL_FIELD in config:
         return memoized_from_config(config)
     name = config["mechanism"]
@@ -65,7 +72,7 @@ def memoized_from_config(config: Mapping[str, Any]) -> Mechanism:
         )
     if "epsilon" not in config:
         raise ValueError("config is missing the field 'epsilon'")
-    epsilon = check_epsilon(config["epsilon"])
+    epsilon = check_config_epsilon(config["epsilon"])
     if permanent < epsilon:
         raise ValueError(
             f"longitudinal.epsilon_permanent must be >= epsilon (one report can never reveal "
