@@ -124,7 +124,7 @@ class ItemsEstimate:
             "method": self.method,
             "correction": "bonferroni",
             "alpha": self.alpha,
-            "critical_z": self.critical_z,
+            "critical_z": _finite(self.critical_z),
             "examined": self.examined,
             "detected": len(self.significant),
             "levels": list(self.levels),
