@@ -847,7 +847,8 @@ def _key_value_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
     figures = {"keys": _png(11.0, 3.8, draw)}
     exact, measured = _gap(context)
-    return {"keys": keys, "gap": exact, "measured_gap": measured}, figures
+    data = {"keys": keys, "notes": document["notes"], "gap": exact, "measured_gap": measured}
+    return data, figures
 
 
 def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
@@ -878,6 +879,7 @@ def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> lis
             "PCKV (Gu et al., USENIX Security 2020): frequencies with their exact standard errors, "
             "means with delta-method standard errors."
         ),
+        *(_note(html.escape(note)) for note in d.get("notes", ())),
         "<h2>2. The central gap</h2>",
         r.html_table(
             ["one key's frequency", "variance"],

@@ -232,6 +232,7 @@ def _summarize_key_value(
     means, mean_errors = mechanism.means(statistic)
     z = _z(confidence)
     return {
+        "notes": [mechanism.bias_note()],
         "keys": [
             {
                 "key": key,

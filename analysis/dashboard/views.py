@@ -471,6 +471,7 @@ def _key_value(document: Document, _estimate: Any) -> Display:
                 "chart": means,
             }
         ],
+        "notes": [str(note) for note in document.get("notes", [])],
     }
 
 
