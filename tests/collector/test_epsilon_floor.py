@@ -1,17 +1,21 @@
 """A real collector refuses a campaign whose epsilon is below the floor with a problem+json 400
 naming the field and the floor, and serves finite estimates for one at the floor (issue 21,
-item 9: 5e-324 and 1e-300 were created with 201, then ``GET /estimate`` answered 500)."""
+item 9: 5e-324 and 1e-300 were created with 201, then ``GET /estimate`` answered 500); a
+campaign stored before the floor still lists, and its estimates are refused naming the floor."""
 
 from __future__ import annotations
 
 import math
 import secrets
+import sqlite3
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import requests
 
+from analysis.cli import main
+from client_sdk.config import canonical_json
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms._validation import MIN_EPSILON
 from client_sdk.protocol import PROBLEM_TYPES
@@ -73,3 +77,42 @@ def test_a_campaign_at_the_floor_estimates_finite_numbers(collector: CollectorPr
     mean, error = float(np.ravel(document["mean"])[0]), float(np.ravel(document["std_error"])[0])
     assert math.isfinite(mean) and math.isfinite(error)
     assert abs(mean - values.mean()) <= 4 * error
+
+
+def test_a_campaign_stored_before_the_floor_lists_and_refuses_estimates(
+    collector: CollectorProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database from before the floor may hold such a campaign: it must not break the listing
+    (one bad row made GET /v1/campaigns a 500), and its estimates are refused by name."""
+    config = {"mechanism": "grr", "epsilon": 1e-300, "k": 3}
+    conn = sqlite3.connect(collector.db)
+    try:
+        with conn:
+            conn.execute(
+                "INSERT INTO campaigns (name, config_id, mechanism, domain, policy, "
+                "min_batch_size, created) VALUES (?, ?, ?, ?, NULL, 1, ?)",
+                ["old", "ab" * 16, canonical_json(config), '["a","b","c"]', "2026-01-01T00:00:00Z"],
+            )
+    finally:
+        conn.close()
+    listing = requests.get(f"{collector.url}/v1/campaigns", timeout=30)
+    assert listing.status_code == 200, listing.text
+    assert "old" in {c["name"] for c in listing.json()["campaigns"]}
+    stored = mechanism_from_config(config, stored=True)
+    payloads = stored.to_wire(stored.perturb(np.arange(30) % 3, rng=np.random.default_rng(3)))
+    upload = requests.post(
+        f"{collector.url}/v1/campaigns/old/reports",
+        json={
+            "config_id": "ab" * 16,
+            "reports": [{"id": secrets.token_hex(16), "payload": p} for p in payloads],
+        },
+        timeout=30,
+    )
+    assert upload.status_code == 200, upload.text
+    response = requests.get(
+        f"{collector.url}/v1/campaigns/old/estimate", headers=collector.admin(), timeout=30
+    )
+    assert response.status_code == 422, response.text
+    assert "below the floor 0.0001" in response.json()["detail"]
+    assert main(["estimate", "--db", collector.db, "--campaign", "old"]) == 2
+    assert "below the floor 0.0001" in capsys.readouterr().err
