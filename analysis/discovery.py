@@ -102,10 +102,11 @@ class Outlook:
     above the noise (``above_noise``: its z beyond Bonferroni over that stage's candidates), or
     ``None``. How many reports find a string of frequency f about half the time
     (:meth:`reports_for`) comes from the mechanism's null variance per report ``per_report``
-    (v): each of the ``stages`` selection stages sees n / ``stage_share`` reports, where the
-    string's estimate, N(f, (v + f(1 - f)) share / n) (the noise, and which devices that stage
-    drew), must pass the kept threshold ``selection_z`` sqrt(v share / n) at every stage with
-    probability 1/2 (``every_z`` = z_(0.5^(1/stages)) more standard errors); then the final test
+    (v): each selection stage (PEM's L - 1 pruning levels, SFP's offsets) sees n /
+    ``stage_share`` reports, where the string's estimate, N(f, (v + f(1 - f)) share / n) (the
+    noise, and which devices that stage drew), must pass the kept threshold ``selection_z``
+    sqrt(v share / n) at every one of the S stages with probability 1/2 (``every_z`` =
+    z_(0.5^(1/S)) more standard errors); then the final test
     needs ``final_z`` null standard errors (variance ``final_per_report`` over n /
     ``final_share`` reports). ``selection_z`` is the threshold observed in these reports (the
     null's upper tail is far from normal at small n), never below its normal quantile.
