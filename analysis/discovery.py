@@ -31,7 +31,7 @@ from scipy import special, stats
 from analysis.streaming import ReportSource, aggregate, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.pem import PEM
-from client_sdk.mechanisms.sfp import SFP
+from client_sdk.mechanisms.sfp import FRAGMENTS, SFP
 from client_sdk.mechanisms.sketch import HeavySetCorrection, StringSketch
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "TOP",
     "DiscoveredItem",
     "ItemsEstimate",
+    "Outlook",
     "bonferroni_z",
     "discover",
     "discover_pem",
@@ -88,6 +89,141 @@ class DiscoveredItem:
         }
 
 
+REFERENCE_FREQUENCIES = (0.2, 0.1, 0.05, 0.02, 0.01)
+"""The frequencies an empty discovery says how many reports would find."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Outlook:
+    """Where a discovery that found nothing significant stands (docs/math/heavy-hitters.md,
+    "Nothing discovered yet"): a normal state early in every campaign, not a failure.
+
+    ``level_reached`` is the last stage (``ItemsEstimate.levels``) whose best candidate stood
+    above the noise (``above_noise``: its z beyond Bonferroni over that stage's candidates), or
+    ``None``. How many reports find a string of frequency f about half the time
+    (:meth:`reports_for`) comes from the mechanism's null variance per report ``per_report``
+    (v): each selection stage (PEM's L - 1 pruning levels, SFP's offsets) sees n /
+    ``stage_share`` reports, where the string's estimate, N(f, (v + f(1 - f)) share / n) (the
+    noise, and which devices that stage drew), must pass the kept threshold ``selection_z``
+    sqrt(v share / n) at every one of the S stages with probability 1/2 (``every_z`` =
+    z_(0.5^(1/S)) more standard errors); then the final test
+    needs ``final_z`` null standard errors (variance ``final_per_report`` over n /
+    ``final_share`` reports). ``selection_z`` is the threshold observed in these reports (the
+    null's upper tail is far from normal at small n), never below its normal quantile.
+    ``top_value``, ``top_frequency``: the candidate with the largest positive estimate, if any.
+    """
+
+    n: int
+    stages: int
+    level_reached: int | str | None
+    stages_above_noise: int
+    per_report: float
+    stage_share: int
+    selection_z: float
+    every_z: float
+    final_per_report: float
+    final_share: int
+    final_z: float
+    top_value: str | None = None
+    top_frequency: float | None = None
+
+    def reports_for(self, frequency: float) -> int:
+        """About how many reports find a string of this frequency half the time."""
+        f, v = frequency, self.per_report
+        selection = self.selection_z * math.sqrt(v) + self.every_z * math.sqrt(v + f * (1 - f))
+        final = self.final_z**2 * self.final_per_report * self.final_share
+        return math.ceil(max(self.stage_share * selection**2, final) / f**2)
+
+    @property
+    def detectable_frequency(self) -> float | None:
+        """The frequency a string needs to be found about half the time at this n (``None``:
+        not even a string every device holds)."""
+        if self.reports_for(1.0) > self.n:
+            return None
+        low, high = 0.0, 1.0
+        for _ in range(60):  # reports_for falls as f grows: bisection
+            middle = (low + high) / 2
+            low, high = (low, middle) if self.reports_for(middle) <= self.n else (middle, high)
+        return high
+
+    @property
+    def top_reports(self) -> int | None:
+        if self.top_frequency is None or self.top_frequency <= 0:
+            return None
+        return self.reports_for(min(self.top_frequency, 1.0))
+
+    def describe(self) -> str:
+        reached = (
+            f"no stage's best candidate stood above the noise (of {self.stages} stages)"
+            if self.level_reached is None
+            else f"the best candidate stood above the noise at {self.stages_above_noise} of "
+            f"{self.stages} stages, the last of them level {self.level_reached}"
+        )
+        detectable = self.detectable_frequency
+        found = (
+            "not even a string every device holds would be found half the time"
+            if detectable is None
+            else f"a string is found about half the time once its frequency exceeds "
+            f"{detectable:.3g}"
+        )
+        examples = ", ".join(
+            f"f = {f:g}: {self.reports_for(f):,}" for f in REFERENCE_FREQUENCIES[:3]
+        )
+        top = (
+            "no candidate has a positive estimate yet"
+            if self.top_reports is None
+            else f"the most frequent candidate (estimated {self.top_frequency:.3g}) would need "
+            f"about {self.top_reports:,}"
+        )
+        return (
+            f"Nothing discovered yet, the normal state early in a campaign: at n = {self.n:,} "
+            f"{reached}, and {found}. Reports needed to find a string of frequency f about "
+            f"half the time (from the mechanism's variance; a rough guide: 0.75 to 2.4 times "
+            f"the n that found half in seeded checks): {examples}; {top}."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "note": self.describe(),
+            "level_reached": self.level_reached,
+            "stages_above_noise": self.stages_above_noise,
+            "stages": self.stages,
+            "detectable_frequency": self.detectable_frequency,
+            "reports_for_frequency": {f"{f:g}": self.reports_for(f) for f in REFERENCE_FREQUENCIES},
+            "top": None
+            if self.top_reports is None
+            else {
+                "value": self.top_value,
+                "frequency": self.top_frequency,
+                "reports_needed": self.top_reports,
+            },
+        }
+
+
+def _level_reached(levels: Sequence[dict[str, Any]]) -> int | str | None:
+    reached = [level["level"] for level in levels if level.get("above_noise")]
+    return reached[-1] if reached else None
+
+
+def _top_candidate(items: Sequence[DiscoveredItem]) -> tuple[str | None, float | None]:
+    positive = [item for item in items if item.frequency > 0]
+    return (positive[0].value, positive[0].frequency) if positive else (None, None)
+
+
+def _selection_z(kept: int, candidates: int, observed: Sequence[float]) -> float:
+    """The kept threshold in null standard errors: the median of the ``observed`` ones (the
+    ``kept``-th largest estimate of each stage), at least the normal quantile z_(1 - kept /
+    candidates) and 0 (only positive estimates are kept)."""
+    normal = float(-special.ndtri(kept / candidates)) if kept < candidates else 0.0
+    return max(normal, float(np.median(observed)) if len(observed) else 0.0, 0.0)
+
+
+def _every_z(stages: int) -> float:
+    """z_(0.5^(1/stages)): passing each of ``stages`` independent thresholds with probability
+    0.5^(1/stages) passes them all half the time."""
+    return float(special.ndtri(0.5 ** (1 / max(stages, 1))))
+
+
 @dataclasses.dataclass(frozen=True)
 class ItemsEstimate:
     """Estimated frequencies of strings (a ``DocumentedEstimate``).
@@ -110,6 +246,8 @@ class ItemsEstimate:
     unconfirmed: tuple[str, ...] = ()
     null: str = ""
     """What the test's null distribution includes (sketches: ``SKETCH_NULL``)."""
+    outlook: Outlook | None = None
+    """For a discovery with no significant string: how far it got and what n it needs."""
 
     @property
     def significant(self) -> tuple[DiscoveredItem, ...]:
@@ -124,12 +262,13 @@ class ItemsEstimate:
             "method": self.method,
             "correction": "bonferroni",
             "alpha": self.alpha,
-            "critical_z": self.critical_z,
+            "critical_z": _finite(self.critical_z),
             "examined": self.examined,
             "detected": len(self.significant),
             "levels": list(self.levels),
             "unconfirmed": list(self.unconfirmed),
             "null": self.null,
+            "nothing_discovered": None if self.outlook is None else self.outlook.to_dict(),
         }
 
     def format_table(self) -> str:
@@ -141,16 +280,26 @@ class ItemsEstimate:
             out.write(
                 f"{item.value:<{width}}  {item.frequency:>10.5f}  {item.std_error:>10.5f}  {mark}\n"
             )
+        test = (
+            f"Bonferroni over {self.examined} strings, alpha = {self.alpha}, "
+            f"z > {self.critical_z:.3f}"
+            if self.examined
+            else "no string was assembled, so none was tested"
+        )
         out.write(
-            f"n = {self.n}; {len(self.significant)} of {len(self.items)} significant (Bonferroni "
-            f"over {self.examined} strings, alpha = {self.alpha}, z > {self.critical_z:.3f})\n"
+            f"n = {self.n}; {len(self.significant)} of {len(self.items)} significant ({test})\n"
         )
         for level in self.levels:
-            out.write("level {level}: {reports} reports, {candidates} candidates\n".format(**level))
+            out.write("level {level}: {reports} reports, {candidates} candidates".format(**level))
+            if level.get("best_z") is not None:
+                out.write(f", best z {level['best_z']:.2f}")
+            out.write("\n")
         if self.unconfirmed:
             out.write(f"not confirmed: {', '.join(self.unconfirmed)}\n")
         if self.null:
             out.write(f"null: {self.null}\n")
+        if self.outlook is not None:
+            out.write(f"{self.outlook.describe()}\n")
         return out.getvalue()
 
 
@@ -375,6 +524,11 @@ def discover_pem_by_support(
         raise ValueError("cannot discover from zero reports")
     p, q = mechanism.p_star, mechanism.q_star
     last = mechanism.levels - 1
+
+    def null_sd(reports: int) -> float:
+        """The standard error of a frequency estimate from ``reports`` under the null."""
+        return math.sqrt(q * (1 - q) / reports) / (p - q)
+
     if alphabet is not None and (not isinstance(alphabet, str) or not alphabet):
         raise ValueError(
             f"alphabet must be a non-empty string of the characters values use; got {alphabet!r}"
@@ -418,6 +572,7 @@ def discover_pem_by_support(
     finished_support = np.zeros(0, dtype=np.int64)
     finished_reports = np.zeros(0, dtype=np.int64)
     counts = np.zeros(0, dtype=np.int64)
+    thresholds: list[float] = []
     for level in range(mechanism.levels):
         width = mechanism.level_bits(level)
         if level:
@@ -436,7 +591,10 @@ def discover_pem_by_support(
         finished_reports += n_level
         counts = counts[: len(prefixes)]
         estimates = (counts / n_level - q) / (p - q)
+        best_z = _finite(float(estimates.max() / null_sd(n_level))) if len(prefixes) else None
         order = np.argsort(-estimates, kind="stable")
+        if level < last and len(prefixes) > top:  # the top-th estimate: the kept threshold
+            thresholds.append(float(estimates[order[top - 1]] / null_sd(n_level)))
         done: list[int] = []
         if level < last:
             best = [prefixes[i] for i in order[:top] if estimates[i] > 0]
@@ -454,6 +612,9 @@ def discover_pem_by_support(
                 "candidates": len(prefixes),
                 "kept": len(kept) if level < last else 0,
                 "finished": len(done) if level < last else len(prefixes),
+                "best_z": best_z,
+                "above_noise": best_z is not None
+                and best_z > bonferroni_z(alpha, max(1, len(prefixes))),
             }
         )
     tested = list(zip(prefixes, counts.tolist(), itertools.repeat(n_level))) + list(
@@ -492,6 +653,18 @@ def discover_pem_by_support(
         critical_z=critical,
         significant=significant[order],
     )
+    outlook = None
+    if not any(item.significant for item in items):
+        outlook = pem_outlook(
+            mechanism,
+            n,
+            levels,
+            items,
+            top=top,
+            alpha=alpha,
+            examined=examined,
+            thresholds=thresholds,
+        )
     return ItemsEstimate(
         items=items,
         n=n,
@@ -503,6 +676,83 @@ def discover_pem_by_support(
         method=PEM_METHOD,
         levels=tuple(levels),
         unconfirmed=tuple(item.value for item in items if not item.significant),
+        outlook=outlook,
+    )
+
+
+def pem_outlook(
+    mechanism: PEM,
+    n: int,
+    levels: Sequence[dict[str, Any]],
+    items: Sequence[DiscoveredItem],
+    *,
+    top: int,
+    alpha: float,
+    examined: int,
+    thresholds: Sequence[float],
+) -> Outlook:
+    """A PEM discovery with nothing significant (:class:`Outlook`): each of the L levels holds
+    about n/L reports, with null variance V* = q*(1-q*)/(p*-q*)^2 per report of a frequency
+    estimate; a string's prefix must rank among the ``top`` kept at each of the L - 1 pruning
+    levels (``thresholds``: the observed ``top``-th estimates in null standard errors), and the
+    string pass the final test, z_(1 - alpha/examined) on the last level's reports."""
+    p, q = mechanism.p_star, mechanism.q_star
+    per_report = q * (1 - q) / (p - q) ** 2
+    candidates = int(np.median([level["candidates"] for level in levels])) or 1
+    value, frequency = _top_candidate(items)
+    return Outlook(
+        n=n,
+        stages=len(levels),
+        level_reached=_level_reached(levels),
+        stages_above_noise=sum(bool(level.get("above_noise")) for level in levels),
+        per_report=per_report,
+        stage_share=mechanism.levels,
+        selection_z=_selection_z(top, candidates, thresholds),
+        every_z=_every_z(mechanism.levels - 1),
+        final_per_report=per_report,
+        final_share=mechanism.levels,
+        final_z=bonferroni_z(alpha, max(1, examined)),
+        top_value=value,
+        top_frequency=frequency,
+    )
+
+
+def sfp_outlook(
+    mechanism: SFP,
+    n: int,
+    levels: Sequence[dict[str, Any]],
+    items: Sequence[DiscoveredItem],
+    *,
+    top: int,
+    alpha: float,
+    examined: int,
+    thresholds: Sequence[float],
+) -> Outlook:
+    """An SFP discovery with nothing significant (:class:`Outlook`): a string's fragment must be
+    among the 2 ``top`` kept at every one of the ``max_length`` offsets (n / max_length reports
+    each, null variance v_f per report of the Hadamard fragment oracle; ``thresholds``: the
+    observed 2 ``top``-th estimates in null standard errors), and its word pass the word
+    sketch's test (null variance v_w per report of all n, Bonferroni over the candidates
+    examined, ``top`` when none were), as ``client_sdk.mechanisms.sfp.resolved_share`` models
+    it."""
+    offsets = mechanism.offsets
+    fragment = float(mechanism.fragment_oracle.variance(1, np.zeros(FRAGMENTS))[0])
+    word = float(mechanism.word_sketch.count_variance(1, np.zeros(1), np.zeros(1))[0])
+    value, frequency = _top_candidate(items)
+    return Outlook(
+        n=n,
+        stages=len(levels),
+        level_reached=_level_reached(levels),
+        stages_above_noise=sum(bool(level.get("above_noise")) for level in levels),
+        per_report=fragment,
+        stage_share=offsets,
+        selection_z=_selection_z(2 * top, FRAGMENTS, thresholds),
+        every_z=_every_z(offsets),
+        final_per_report=word,
+        final_share=1,
+        final_z=bonferroni_z(alpha, max(1, examined or top)),
+        top_value=value,
+        top_frequency=frequency,
     )
 
 
@@ -531,20 +781,27 @@ def discover_sfp(
     word, fragments = mechanism.split(statistic)
     kept: list[dict[int, list[int]]] = []
     levels: list[dict[str, Any]] = []
+    thresholds: list[float] = []  # the 2 top-th estimate of each offset, in null std errors
     for offset, fragment in enumerate(fragments):
         by_tag: dict[int, list[int]] = {}
+        best_z = None
         if fragment.n:
             estimates = mechanism.fragment_counts(fragment)
             order = np.argsort(-estimates, kind="stable")[: 2 * top]
             for row in order[estimates[order] > 0]:
                 by_tag.setdefault(int(row) // 256, []).append(int(row) % 256)
+            null = np.sqrt(mechanism.fragment_variance(fragment, np.zeros(FRAGMENTS)))
+            best_z = _finite(float(estimates[order[0]] / null[order[0]]))
+            thresholds.append(float(estimates[order[-1]] / null[order[-1]]))
         kept.append(by_tag)
         levels.append(
             {
                 "level": offset,
                 "reports": fragment.n,
-                "candidates": 256 * 256,
+                "candidates": FRAGMENTS,
                 "kept": sum(map(len, by_tag.values())),
+                "best_z": best_z,
+                "above_noise": best_z is not None and best_z > bonferroni_z(alpha, FRAGMENTS),
             }
         )
     assembled: list[bytes] = []
@@ -562,8 +819,9 @@ def discover_sfp(
             candidates.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
             continue
-    levels.append({"level": "words", "reports": word.n, "candidates": len(candidates), "kept": 0})
+    words = {"level": "words", "reports": word.n, "candidates": len(candidates), "kept": 0}
     if not candidates:
+        levels.append({**words, "best_z": None, "above_noise": False})
         return ItemsEstimate(
             items=(),
             n=statistic.n,
@@ -574,11 +832,35 @@ def discover_sfp(
             mechanism=mechanism.to_config(),
             method=SFP_METHOD,
             levels=tuple(levels),
+            outlook=sfp_outlook(
+                mechanism,
+                statistic.n,
+                levels,
+                (),
+                top=top,
+                alpha=alpha,
+                examined=0,
+                thresholds=thresholds,
+            ),
         )
     confirmed = estimate_sketch(
         mechanism.word_sketch, word, candidates, confidence=confidence, alpha=alpha
     )
     items = confirmed.items[:top]
+    best_z = _finite(max(item.z for item in confirmed.items))
+    levels.append({**words, "best_z": best_z, "above_noise": bool(confirmed.significant)})
+    outlook = None
+    if not confirmed.significant:
+        outlook = sfp_outlook(
+            mechanism,
+            statistic.n,
+            levels,
+            items,
+            top=top,
+            alpha=alpha,
+            examined=len(candidates),
+            thresholds=thresholds,
+        )
     return dataclasses.replace(
         confirmed,
         items=items,
@@ -586,6 +868,7 @@ def discover_sfp(
         method=SFP_METHOD,
         levels=tuple(levels),
         unconfirmed=tuple(item.value for item in items if not item.significant),
+        outlook=outlook,
     )
 
 

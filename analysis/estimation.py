@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FrequencyOracle, Mechanism
+from client_sdk.mechanisms.factory import below_epsilon_floor
 from client_sdk.mechanisms.numeric import NumericMechanism
 
 __all__ = [
@@ -220,6 +221,9 @@ def check_estimable(mechanism: Mechanism, candidates: Sequence[str] | None = Non
     kind = getattr(mechanism, "estimate_kind", None)
     if kind not in ESTIMATORS:
         raise ValueError(f"mechanism {mechanism.name!r} has no estimator")
+    refusal = below_epsilon_floor(mechanism)  # a stored campaign that predates the floor
+    if refusal is not None:
+        raise ValueError(f"mechanism {mechanism.name!r}: {refusal}")
     if ESTIMATORS[kind].needs_candidates and not candidates:
         raise ValueError(
             f"mechanism {mechanism.name!r} records strings and is estimated against a candidate "

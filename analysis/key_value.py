@@ -15,8 +15,8 @@ from client_sdk.mechanisms.pckv import PCKV
 @dataclasses.dataclass(frozen=True)
 class KeyValueEstimate:
     """Per key (arrays of shape (k,)): ``frequencies`` (unbiased when every record has at most
-    ``padding`` keys) with their exact ``frequency_std_errors``, and ``means`` (a ratio
-    estimator, clipped to [-1, 1]) with delta-method ``mean_std_errors``."""
+    ``padding`` keys; ``notes`` says so) with their exact ``frequency_std_errors``, and ``means``
+    (a ratio estimator, clipped to [-1, 1]) with delta-method ``mean_std_errors``."""
 
     frequencies: FloatArray
     frequency_std_errors: FloatArray
@@ -25,6 +25,8 @@ class KeyValueEstimate:
     n: int
     confidence: float
     mechanism: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    """What the numbers assume (``PCKV.bias_note``: devices with more pairs than the padding)."""
 
     def to_dict(self) -> dict[str, Any]:
         z = z_value(self.confidence)
@@ -33,6 +35,7 @@ class KeyValueEstimate:
                 "n": self.n,
                 "mechanism": self.mechanism,
                 "confidence": self.confidence,
+                "notes": list(self.notes),
                 "keys": [
                     {
                         "key": i,
@@ -66,6 +69,7 @@ class KeyValueEstimate:
                 f"{i:>6} {self.frequencies[i]:>10.4f} {self.frequency_std_errors[i]:>10.4f} "
                 f"{self.means[i]:>8.4f} {self.mean_std_errors[i]:>10.4f}"
             )
+        lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -82,4 +86,5 @@ def estimate_key_value(
         n=statistic.n,
         confidence=confidence,
         mechanism=mechanism.to_config(),
+        notes=(mechanism.bias_note(),),
     )

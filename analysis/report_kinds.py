@@ -147,6 +147,7 @@ def _heavy_build(context: Context) -> tuple[dict[str, Any], Figures]:
         "method": estimate.method,
         "levels": list(estimate.levels),
         "unconfirmed": list(estimate.unconfirmed),
+        "nothing_discovered": None if estimate.outlook is None else estimate.outlook.to_dict(),
         "gap": exact,
         "measured_gap": measured,
     }
@@ -195,14 +196,17 @@ def _heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     parts = ["<h2>1. Discovered items</h2>"]
     if "items" in figures:
         parts.append(r.image_tag(figures, "items", "discovered items with their intervals"))
-    parts.append(
-        _note(
-            f"{html.escape(d['method'])}. An item is <span class='yes'>significant</span> when "
-            f"its z exceeds {d['critical_z']:.3f}: Bonferroni over the {d['examined']} strings "
-            f"examined at alpha = {d['alpha']}, so the expected number of false discoveries is "
-            f"at most {d['alpha']}. {d['detected']} detected."
-        )
+    test = (
+        f"An item is <span class='yes'>significant</span> when its z exceeds "
+        f"{d['critical_z']:.3f}: Bonferroni over the {d['examined']} strings examined at "
+        f"alpha = {d['alpha']}, so the expected number of false discoveries is at most "
+        f"{d['alpha']}."
+        if d["critical_z"] is not None
+        else "No string was assembled, so none was tested."
     )
+    parts.append(_note(f"{html.escape(d['method'])}. {test} {d['detected']} detected."))
+    if d.get("nothing_discovered"):
+        parts.append(_note(html.escape(d["nothing_discovered"]["note"])))
     header = ["value", "frequency", f"{percent} interval", "std error", "z", "significant"]
     if has_truth:
         header.append("truth")
@@ -847,7 +851,8 @@ def _key_value_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
     figures = {"keys": _png(11.0, 3.8, draw)}
     exact, measured = _gap(context)
-    return {"keys": keys, "gap": exact, "measured_gap": measured}, figures
+    data = {"keys": keys, "notes": document["notes"], "gap": exact, "measured_gap": measured}
+    return data, figures
 
 
 def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
@@ -878,6 +883,7 @@ def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> lis
             "PCKV (Gu et al., USENIX Security 2020): frequencies with their exact standard errors, "
             "means with delta-method standard errors."
         ),
+        *(_note(html.escape(note)) for note in d.get("notes", ())),
         "<h2>2. The central gap</h2>",
         r.html_table(
             ["one key's frequency", "variance"],

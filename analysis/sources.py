@@ -471,7 +471,7 @@ def _concatenate(
 
 @functools.lru_cache(maxsize=64)
 def _mechanism(config_json: str) -> Mechanism:
-    return mechanism_from_config(json.loads(config_json))
+    return mechanism_from_config(json.loads(config_json), stored=True)  # as stored (no floor)
 
 
 def open_sources(

@@ -34,6 +34,7 @@ and cannot be re-randomized because the raw values are gone (by design).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -326,6 +327,7 @@ class TelemetryClient:
         self._changed: dict[str, tuple[str, str]] = {}  # name -> (accepted, served) config ids
         self._closed: set[str] = set()
         self._campaigns_lock = threading.Lock()
+        self._counters: dict[str, collections.Counter[str]] = {}  # campaign -> name -> count
         self._rng_lock = threading.Lock()  # a numpy Generator is not thread-safe
         self._flush_lock = threading.Lock()
 
@@ -505,7 +507,17 @@ class TelemetryClient:
                     for key, payload in zip(memo_keys, payloads, strict=True)
                 ],
             )
+        counts = mechanism.device_counters(encoded)
+        with self._campaigns_lock:
+            self._counters.setdefault(campaign.name, collections.Counter()).update(counts)
         return payloads
+
+    def counters(self, campaign: str) -> dict[str, int]:
+        """What this client counted about the values it randomized for ``campaign`` since it
+        started (``Mechanism.device_counters``; kept on the device, never sent): for ``pckv``,
+        ``pckv_records_over_padding``, the records whose keys the estimates under-count."""
+        with self._campaigns_lock:
+            return dict(self._counters.get(campaign, {}))
 
     def _perturb(self, campaign: Campaign, encoded: npt.NDArray[Any], **keys: Any) -> Any:
         """The mechanism's ``perturb``; a value it refuses is named by campaign, not shown."""

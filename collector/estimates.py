@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from client_sdk.mechanisms import AggregateStatistic, FrequencyOracle
+from client_sdk.mechanisms.factory import below_epsilon_floor
 from client_sdk.mechanisms.hierarchical import RangeMechanism, first_at_least
 from client_sdk.mechanisms.numeric import NumericMechanism
 from client_sdk.mechanisms.pckv import PCKV
@@ -76,6 +77,9 @@ def summarize(
             f"min_batch_size {campaign.min_batch_size}; no estimate is released"
         )
     mechanism = campaign.mechanism
+    refusal = below_epsilon_floor(mechanism)
+    if refusal is not None:
+        raise UnsupportedEstimate(f"campaign {campaign.name!r}: {refusal}")
     # By what the devices record (value_kind); the isinstance checks the interface it implies.
     kind = getattr(mechanism, "value_kind", None)
     if kind == "category" and isinstance(mechanism, FrequencyOracle):
@@ -232,6 +236,7 @@ def _summarize_key_value(
     means, mean_errors = mechanism.means(statistic)
     z = _z(confidence)
     return {
+        "notes": [mechanism.bias_note()],
         "keys": [
             {
                 "key": key,

@@ -142,7 +142,7 @@ class ExportPage:
 @functools.lru_cache(maxsize=256)
 def _mechanism_for(config_json: str) -> Mechanism:
     """Mechanisms are immutable and configs canonical, so one object per config is shared."""
-    return mechanism_from_config(json.loads(config_json))
+    return mechanism_from_config(json.loads(config_json), stored=True)
 
 
 # ---- the storage object ------------------------------------------------------------------------

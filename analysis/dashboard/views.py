@@ -154,6 +154,9 @@ def _heavy_hitters(document: Document, _estimate: Any) -> Display:
             f"{document['detected']} significant of {document.get('examined', len(items))} "
             f"examined{test}."
         )
+    outlook = document.get("nothing_discovered")
+    if isinstance(outlook, dict) and outlook.get("note"):
+        notes.append(str(outlook["note"]))
     unconfirmed = document.get("unconfirmed") or []
     if unconfirmed:
         notes.append(
@@ -471,6 +474,7 @@ def _key_value(document: Document, _estimate: Any) -> Display:
                 "chart": means,
             }
         ],
+        "notes": [str(note) for note in document.get("notes", [])],
     }
 
 

@@ -82,6 +82,32 @@ about that epsilon a mechanism would claim what it cannot implement (and exp ove
 709.8). 40 keeps a margin and is far above any epsilon worth collecting telemetry at."""
 
 
+MIN_EPSILON = 1e-4
+"""The smallest epsilon a campaign's mechanism config may ask for (:func:`check_config_epsilon`;
+docs/architecture.md, "The epsilon floor"). Above it every mechanism's arithmetic stays exact to
+far below its noise: doubles near 1 are 2**-52 apart, so e**eps - 1 (e**(eps/2) - 1 for piecewise
+and hybrid) keeps a relative precision of 2**-52 / eps (4e-12 here, none at 1e-300 where
+e**eps == 1 and the estimators divide by zero); Square Wave's b(eps) divides two differences of
+order eps**2 / 2 (relative error 4e-8 here, 4e-4 at 1e-6, no digit left at 1e-8); Laplace's
+integer noise needs a scale of at most 2**36 grid steps (its default 2**20 steps: eps >= 2**-16);
+a 64-bit threshold keeps a signal of (e**eps - 1)/K to 2**-64 K / eps. Below it, a frequency's
+standard error exceeds 10**4 / sqrt(n), so no campaign is worth collecting there either."""
+
+
+def check_config_epsilon(value: Any, field: str = "epsilon") -> float:
+    """A config's epsilon: :func:`check_epsilon` and at least :data:`MIN_EPSILON`, in the one
+    place every mechanism config passes (``client_sdk.mechanisms.factory``), so the collector's
+    campaign creation refuses it too. Mechanisms built inside others may run at a share of it
+    (SFP's fragment, HCMS's e**(eps/2)): the floor keeps those exact as well."""
+    number = check_epsilon(value, field)
+    if number < MIN_EPSILON:
+        raise ValueError(
+            f"{field} must be at least {MIN_EPSILON:g}: below it e**{field} - 1 loses its digits "
+            f"in 64-bit floats and the estimates stop being exact; got {describe(value)}"
+        )
+    return number
+
+
 def check_probability(
     value: Any, field: str, *, open_low: bool = True, open_high: bool = True
 ) -> float:

@@ -203,6 +203,11 @@ class Mechanism(abc.ABC):
     def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
         """Randomize ``values`` (one per report), vectorized. ``rng=None`` uses the OS CSPRNG."""
 
+    def device_counters(self, values: Any) -> dict[str, int]:
+        """Counts the device keeps about the values it randomized (``TelemetryClient.counters``;
+        never sent), such as PCKV's records with more pairs than its padding. None by default."""
+        return {}
+
     # ---- wire ----------------------------------------------------------------------------
 
     @abc.abstractmethod

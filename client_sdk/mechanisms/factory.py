@@ -3,7 +3,8 @@
 ``mechanism_from_config`` dispatches, in this order: a config carrying ``"longitudinal"`` is a
 memoized frequency oracle (:func:`memoized_from_config`); ``{"mechanism": "auto"}`` is the
 selection of ``client_sdk.mechanisms.auto``; any other name is looked up in the registry and
-built by its class's ``from_config``. Errors are ``ValueError`` naming the field and the value.
+built by its class's ``from_config``. Errors are ``ValueError`` naming the field and the value;
+a config's epsilon is refused below ``MIN_EPSILON`` here, for every mechanism at once.
 """
 
 from __future__ import annotations
@@ -13,21 +14,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from client_sdk.mechanisms import auto
-from client_sdk.mechanisms._validation import check_config_keys, check_epsilon
+from client_sdk.mechanisms._validation import (
+    MIN_EPSILON,
+    check_config_epsilon,
+    check_config_keys,
+    check_epsilon,
+)
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.longitudinal import LONGITUDINAL_FIELD, Memoized
 from client_sdk.mechanisms.registry import MECHANISMS, mechanism_class
 
-__all__ = ["mechanism_from_config", "memoized_from_config"]
+__all__ = ["below_epsilon_floor", "mechanism_from_config", "memoized_from_config"]
 
 
-def mechanism_from_config(config: Mapping[str, Any]) -> Mechanism:
-    """Build the mechanism a config describes; ``ValueError`` naming the field on bad input."""
+def mechanism_from_config(config: Mapping[str, Any], *, stored: bool = False) -> Mechanism:
+    """Build the mechanism a config describes; ``ValueError`` naming the field on bad input.
+
+    ``stored``: a config a collector already stored, read as it was stored. The epsilon floor
+    (``MIN_EPSILON``) is then not applied, so a campaign created before it still lists and
+    serves; its estimates are refused (``below_epsilon_floor``)."""
     _check_mapping(config)
     if "mechanism" not in config:
         raise ValueError("config is missing the field 'mechanism'")
+    if "epsilon" in config and not stored:  # the floor of every config (MIN_EPSILON), once
+        check_config_epsilon(config["epsilon"])
     if LONGITUDINAL_FIELD in config:
-        return memoized_from_config(config)
+        return memoized_from_config(config, stored=stored)
     name = config["mechanism"]
     if name == auto.AUTO:
         check_config_keys(config, name=auto.AUTO, required={"epsilon", "k"}, optional=set())
@@ -35,7 +47,7 @@ def mechanism_from_config(config: Mapping[str, Any]) -> Mechanism:
     return _registered(name).from_config(config)
 
 
-def memoized_from_config(config: Mapping[str, Any]) -> Mechanism:
+def memoized_from_config(config: Mapping[str, Any], *, stored: bool = False) -> Mechanism:
     """Build the memoized mechanism of a config carrying ``"longitudinal"``.
 
     A string mechanism (cms, hcms, pem, sfp) is built as its ``longitudinal_variant()`` (keyed
@@ -65,7 +77,9 @@ def memoized_from_config(config: Mapping[str, Any]) -> Mechanism:
         )
     if "epsilon" not in config:
         raise ValueError("config is missing the field 'epsilon'")
-    epsilon = check_epsilon(config["epsilon"])
+    epsilon = (
+        check_epsilon(config["epsilon"]) if stored else check_config_epsilon(config["epsilon"])
+    )
     if permanent < epsilon:
         raise ValueError(
             f"longitudinal.epsilon_permanent must be >= epsilon (one report can never reveal "
@@ -103,6 +117,19 @@ def memoized_from_config(config: Mapping[str, Any]) -> Mechanism:
     return Memoized(
         inner=cls.from_config(inner_config), epsilon=epsilon, allow_pseudonym=allow_pseudonym
     )
+
+
+def below_epsilon_floor(mechanism: Mechanism) -> str | None:
+    """Why a (stored) mechanism's estimates are refused: its epsilon is below ``MIN_EPSILON``
+    (docs/architecture.md, "The epsilon floor"); ``None`` when it is not."""
+    epsilon = getattr(mechanism, "epsilon", None)
+    if isinstance(epsilon, (int, float)) and epsilon < MIN_EPSILON:
+        return (
+            f"epsilon {epsilon!r} is below the floor {MIN_EPSILON:g}, where the estimators' "
+            "arithmetic stops being exact (the campaign predates the floor): no estimate is "
+            "released"
+        )
+    return None
 
 
 def _check_mapping(config: Any) -> None:

@@ -87,10 +87,20 @@ class Pairs:
         return np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
 
 
+PADDING_ADVICE = (
+    "padding (l, an integer >= 1) is required: a record is padded to l pairs and one is sampled, "
+    "so a device holding more than l pairs samples each with probability 1/|S| < 1/l and its "
+    "keys are under-counted (Gu et al., USENIX Security 2020); there is no safe default. Choose "
+    "about the 99th percentile of the number of pairs a device holds (a larger l costs variance: "
+    "each key is sampled with probability 1/l)"
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class PCKV(Mechanism):
-    """Config: ``{"mechanism": "pckv", "epsilon", "k", "padding"}`` (padding l >= 1) and
-    optionally ``"variant": "ue"`` (PCKV-UE; omitted or ``"grr"``: PCKV-GRR)."""
+    """Config: ``{"mechanism": "pckv", "epsilon", "k", "padding"}`` (padding l >= 1, required:
+    :data:`PADDING_ADVICE`) and optionally ``"variant": "ue"`` (PCKV-UE; omitted or ``"grr"``:
+    PCKV-GRR)."""
 
     name: ClassVar[str] = "pckv"
     value_kind: ClassVar[Literal["category", "number", "string", "record"]] = "record"
@@ -102,8 +112,15 @@ class PCKV(Mechanism):
 
     epsilon: float
     k: int
-    padding: int = 1
+    padding: int
     variant: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> PCKV:
+        """As every mechanism's, with the missing ``padding`` explained (no default is safe)."""
+        if isinstance(config, Mapping) and "padding" not in config:
+            raise ValueError(f"config for 'pckv' is missing padding: {PADDING_ADVICE}")
+        return super().from_config(config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -199,6 +216,25 @@ class PCKV(Mechanism):
     def encode_records(self, records: Sequence[Any]) -> list[dict[int, float]]:
         """What the client records: checked mappings (errors never echo a value)."""
         return self.check_records(records)
+
+    def device_counters(self, values: Any) -> dict[str, int]:
+        """What the device counts about its own records (never sent): how many had more pairs
+        than ``padding``, whose keys the estimate under-counts (:meth:`bias_note`)."""
+        sizes = self.pack(values).sizes
+        return {"pckv_records_over_padding": int(np.count_nonzero(sizes > self.padding))}
+
+    def bias_note(self) -> str:
+        """What the estimates assume about the devices' records, for every estimate's notes."""
+        ell = self.padding
+        return (
+            f"Frequencies are unbiased for devices holding at most padding = {ell} pairs. A "
+            f"device with |S| > {ell} pairs samples each with probability 1/|S|, so each of its "
+            f"keys counts {ell}/|S| of a holder: a key's frequency is biased low by the sum, over "
+            f"its holders with more than {ell} pairs, of (1 - {ell}/|S|)/n, and its mean weights "
+            f"those holders by {ell}/|S|. Devices count such records themselves "
+            f"(TelemetryClient.counters); padding should be about the 99th percentile of the "
+            f"pairs a device holds (Gu et al., USENIX Security 2020)."
+        )
 
     def pack(self, values: Any) -> Pairs:
         """Flatten and check records without a Python loop over them (C-level iteration and
