@@ -9,8 +9,9 @@ With ``marginals`` (Zhang, Wang, Li, He & Chen, "CALM: consistent adaptive local
 marginal release under local differential privacy", CCS 2018), devices are partitioned over the
 tables and each table is estimated like an SMP attribute (unbiased, exact variance); the tables
 are then made consistent (:func:`consistent_tables`): Norm-Sub of each table, then for every
-attribute shared by several tables the 1-way sums T_i (over C_i cells each) are replaced by
-T* = sum(T_i/C_i)/sum(1/C_i), adding (T* - T_i)/C_i to each of table i's cells, alternating a few
+attribute the 1-way sums T_i of its holders (over C_i cells per value each) are replaced by the
+anchor T*, the simplex projection of the holders' raw sums combined with inverse-variance
+weights (:class:`OneWay`), adding (T* - T_i)/C_i to each of table i's cells, alternating a few
 times and ending with Norm-Sub. A marginal no table holds is reconstructed by maximum entropy
 (:func:`max_entropy`): the distribution over its attributes with the largest entropy whose
 projections agree with every table's projection onto the shared attributes (iterative
@@ -26,8 +27,10 @@ The public estimate object, :class:`MultiEstimate` (``estimate_kind`` ``"multi"`
 - ``tables`` (the consistent tables, in config order), ``to_dict()``, ``format_table()``.
 
 Standard errors: an unbiased cell, and a post-processed cell of a collected table, carry the exact
-standard error of the unbiased cell (``method`` ``unbiased`` / ``consistent``); a reconstructed
-cell carries the bootstrap standard deviation (``max-entropy``). Post-processed cells have
+standard error of the unbiased cell (``method`` ``unbiased`` / ``consistent``); a 1-way marginal
+carries the exact standard error of the combination of every table holding its attribute
+(``raw_marginal``) and of its simplex projection (``marginal``); a reconstructed cell carries
+the bootstrap standard deviation (``max-entropy``). Post-processed cells have
 bias-corrected percentile intervals from a seeded parametric bootstrap (as in
 docs/math/postprocessing.md): devices drawn over the tables, each table's cells from its
 consistent estimate, each oracle's support counts from their exact law (GRR: exact; OUE:
@@ -43,6 +46,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from analysis.postprocess.bootstrap import DEFAULT_REPLICATES, bootstrap_interval
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
@@ -87,13 +91,44 @@ def _norm_sub_all(tables: list[FloatArray]) -> list[FloatArray]:
     ]
 
 
+Weights = dict[int, FloatArray]
+"""Per attribute, its holders' weights, shaped (holders in table order, values): the 1-way sums
+move to their weighted mean, value by value."""
+
+
+def _holder_weights(
+    attribute: int, per_value: Sequence[int], k: int, weights: Weights | None
+) -> FloatArray:
+    """The (holders, k) weights of one attribute: the given ones, else 1/C_i (each holder's cells
+    per value: inverse variances when all cells have equal variance)."""
+    if weights is not None and attribute in weights:
+        given = np.asarray(weights[attribute], dtype=np.float64)
+        if given.shape != (len(per_value), k):
+            raise ValueError(
+                f"weights of attribute {attribute} must have shape {(len(per_value), k)}; "
+                f"got {given.shape}"
+            )
+        return given
+    return np.repeat(1.0 / np.asarray(per_value, dtype=np.float64)[:, None], k, axis=1)
+
+
+def _adjusted(axes: Sequence[tuple[int, ...]], anchored: bool) -> list[int]:
+    """The attributes whose 1-way sums the rounds adjust: shared ones (anchored: every one)."""
+    return sorted({a for ax in axes for a in ax if anchored or sum(a in o for o in axes) > 1})
+
+
 def consistent_batches(
-    batches: Sequence[FloatArray], axes: Sequence[tuple[int, ...]], rounds: int
+    batches: Sequence[FloatArray],
+    axes: Sequence[tuple[int, ...]],
+    rounds: int,
+    weights: Weights | None = None,
+    anchored: bool = False,
 ) -> list[FloatArray]:
     """:func:`consistent_tables` on R tables at once: ``batches[i]`` has shape (R, *table i)."""
-    out = _norm_sub_all([np.asarray(t, dtype=np.float64) for t in batches])
-    shared = sorted({a for ax in axes for a in ax if sum(a in other for other in axes) > 1})
-    # per shared attribute, each holder's (table, axes summed over, broadcast shape, cells per
+    raw = [np.asarray(t, dtype=np.float64) for t in batches]
+    out = _norm_sub_all(raw)
+    shared = _adjusted(axes, anchored)
+    # per adjusted attribute, each holder's (table, axes summed over, broadcast shape, cells per
     # value): fixed over the rounds
     plans = []
     for attribute in shared:
@@ -106,12 +141,23 @@ def consistent_batches(
             shape = [out[i].shape[0]] + [1] * (out[i].ndim - 1)
             shape[position] = out[i].shape[position]
             plan.append((i, others, shape, out[i][0].size // out[i].shape[position]))
-        weights = np.array([1.0 / c for *_, c in plan])
-        plans.append((plan, weights))
+        first = plan[0][0]
+        k = out[first].shape[1 + axes[first].index(attribute)]
+        held = _holder_weights(attribute, [c for *_, c in plan], k, weights)
+        anchor = None
+        if anchored:
+            sums = [raw[i].sum(axis=others) for i, others, _, _ in plan]
+            mean = sum(w * t for w, t in zip(held, sums, strict=True)) / held.sum(axis=0)
+            anchor = project_simplex(mean)[0]
+        plans.append((plan, held, anchor))
     for _ in range(rounds):
-        for plan, weights in plans:
+        for plan, held, anchor in plans:
             sums = [out[i].sum(axis=others) for i, others, _, _ in plan]
-            target = sum(w * t for w, t in zip(weights, sums, strict=True)) / weights.sum()
+            target = (
+                sum(w * t for w, t in zip(held, sums, strict=True)) / held.sum(axis=0)
+                if anchor is None
+                else anchor
+            )
             for (i, _, broadcast, c), total in zip(plan, sums, strict=True):
                 out[i] = out[i] + ((target - total) / c).reshape(broadcast)
         out = _norm_sub_all(out)
@@ -119,9 +165,20 @@ def consistent_batches(
 
 
 def consistent_tables(
-    tables: list[FloatArray], axes: list[tuple[int, ...]], rounds: int = CONSISTENCY_ROUNDS
+    tables: list[FloatArray],
+    axes: list[tuple[int, ...]],
+    rounds: int = CONSISTENCY_ROUNDS,
+    weights: Weights | None = None,
+    anchored: bool = False,
 ) -> list[FloatArray]:
-    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes).
+    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes;
+    ``weights``: see :data:`Weights`, by default 1/C_i).
+
+    Each round moves every shared attribute's 1-way sums to their weighted mean and Norm-Subs
+    every table (CALM). ``anchored``: the target of every attribute (shared or not) is instead
+    fixed before the first Norm-Sub, the simplex projection of the weighted mean of the *raw*
+    tables' sums, so that Norm-Sub's clipping of small cells does not drift into the 1-way
+    marginals (alternating projections onto the simplex and onto the anchored sums).
 
     The steps of :func:`consistent_batches` on one set of tables, held as the rows of one
     padded array (``_PAD`` past each table's cells) so that each Norm-Sub is one projection and
@@ -133,8 +190,9 @@ def consistent_tables(
     padded = np.full((len(arrays), width), _PAD)
     for row, (table, size) in enumerate(zip(arrays, sizes, strict=True)):
         padded[row, :size] = table.reshape(-1)
-    shared = sorted({a for ax in axes for a in ax if sum(a in other for other in axes) > 1})
-    plans = []  # per shared attribute: its holders' cells (flat), their (holder, value) rows
+    shared = _adjusted(axes, anchored)
+    raw = padded.reshape(-1).copy()
+    plans = []  # per adjusted attribute: its holders' cells (flat), their (holder, value) rows
     for attribute in shared:
         holders = [i for i, ax in enumerate(axes) if attribute in ax]
         cells, rows, per_value = [], [], []
@@ -146,17 +204,20 @@ def consistent_tables(
             rows.append(h * shape[position] + value)
             per_value.append(sizes[i] // shape[position])
         k = arrays[holders[0]].shape[axes[holders[0]].index(attribute)]
-        weights = np.array([1.0 / c for c in per_value])
-        plans.append(
-            (np.concatenate(cells), np.concatenate(rows), k, weights, np.array(per_value, float))
-        )
+        held = _holder_weights(attribute, per_value, k, weights)
+        where, index = np.concatenate(cells), np.concatenate(rows)
+        anchor = None
+        if anchored:
+            sums = np.bincount(index, weights=raw[where], minlength=held.size)
+            anchor = project_simplex((held * sums.reshape(held.shape)).sum(axis=0) / held.sum(0))
+        plans.append((where, index, held, np.array(per_value, float), anchor))
     pad = np.arange(width)[None, :] >= np.array(sizes)[:, None]
     flat = project_simplex(padded)[0].reshape(-1)
     for _ in range(rounds):
-        for where, index, k, weights, count in plans:
-            sums = np.bincount(index, weights=flat[where], minlength=weights.size * k)
-            sums = sums.reshape(weights.size, k)
-            target = (weights @ sums) / weights.sum()
+        for where, index, held, count, anchor in plans:
+            sums = np.bincount(index, weights=flat[where], minlength=held.size)
+            sums = sums.reshape(held.shape)
+            target = (held * sums).sum(axis=0) / held.sum(axis=0) if anchor is None else anchor[0]
             delta = (target - sums) / count[:, None]
             flat[where] += delta.reshape(-1)[index]
         padded = flat.reshape(len(arrays), width)
@@ -231,6 +292,69 @@ def max_entropy(
 
 
 @dataclasses.dataclass(frozen=True)
+class OneWay:
+    """An attribute's 1-way marginal from every table holding it (docs/math/marginals.md)."""
+
+    holders: tuple[int, ...]
+    """The tables holding the attribute, in config order."""
+    weights: FloatArray
+    """(holders, k): 1 / (D_i + f/n), the inverse-variance weights of the combination."""
+    frequencies: FloatArray
+    """The weighted combination of the holders' unbiased 1-way sums (unbiased)."""
+    covariance: FloatArray
+    """(k, k): its exact covariance at the plug-in frequencies."""
+
+    @property
+    def variance(self) -> FloatArray:
+        return np.maximum(np.diag(self.covariance), 0.0)
+
+    def simplex_variance(self, projected: FloatArray) -> FloatArray:
+        """The variance of the combination projected onto the simplex (``projected``): on the
+        cells it keeps positive the projection is x - (sum_A x - 1)/|A|, linear, with variance
+        diag(P C P), P = I - 11^T/|A|; a cell it sets to 0 keeps the combination's variance."""
+        active = np.asarray(projected) > 0
+        variance = self.variance.copy()
+        size = int(active.sum())
+        if size:
+            c = self.covariance[np.ix_(active, active)]
+            row = c.sum(axis=1)
+            kept = np.diag(c) - 2 * row / size + c.sum() / size**2
+            variance[active] = np.maximum(kept, 0.0)
+        return variance
+
+
+def _combine(
+    m: Multi,
+    n: int,
+    holders: tuple[int, ...],
+    sums: Sequence[FloatArray],
+    values: Sequence[npt.NDArray[np.intp]],
+    f: FloatArray,
+) -> OneWay:
+    """The inverse-variance combination of the holders' 1-way sums ``sums`` (``values``: each
+    holder's value of the attribute per cell, flat) with its covariance at the plug-in ``f``
+    (:attr:`MultiEstimate._one_way`)."""
+    k = f.size
+    v, w = np.triu_indices(k, 1)
+    covariances = []
+    for j, value in zip(holders, values, strict=True):
+        single = value[None, :] == np.arange(k)[:, None]  # (k, cells)
+        # the sum variance depends on the cells only through f_S (every oracle), so f_v
+        # spread evenly over the cells of value v gives it at the plug-in f_v
+        cells = f[value] / np.bincount(value, minlength=k)[value]
+        own = m.sum_variance(n, j, single, cells)
+        pair = m.sum_variance(n, j, single[v] | single[w], cells)
+        cov = np.diag(own)
+        cov[v, w] = cov[w, v] = (pair - own[v] - own[w]) / 2
+        covariances.append(cov)
+    inverse = 1.0 / (np.array([np.diag(c) for c in covariances]) + f / n)
+    share = inverse / inverse.sum(axis=0)
+    combined = sum(np.outer(s_i, s_i) * c for s_i, c in zip(share, covariances, strict=True))
+    combined -= np.diag(f * (1 - (share**2).sum(axis=0))) / n
+    return OneWay(holders, inverse, (share * np.asarray(sums)).sum(axis=0), combined)
+
+
+@dataclasses.dataclass(frozen=True)
 class MultiEstimate:
     """Marginals of a multi-attribute campaign; ``marginal(name)`` / ``marginal(a, b[, c])``."""
 
@@ -258,9 +382,48 @@ class MultiEstimate:
         return [t.reshape(-1) for t in _norm_sub_all([t[None] for t in self._raw_tables])]
 
     @cached_property
+    def _one_way(self) -> dict[int, OneWay]:
+        """Each attribute's 1-way marginal combined over the tables holding it.
+
+        Table i's 1-way sums T_i(v) are unbiased with exact variance D_i(v) and, within the
+        table, covariance (Var(T_i(v) + T_i(w)) - D_i(v) - D_i(w)) / 2 (``Multi.sum_variance``
+        of disjoint cell sets; 0 for OUE's independent bits). A device reports one table, so
+        for tables i != j, Cov(T_i(v), T_j(w)) = -[v = w] f_v / n: a device adds
+        [A = i] u Y_i / n to T_i, the product of its two terms is 0, leaving -E[.] E[.]; over
+        the devices, -sum (x_v / n)(x_w / n), and a device has one value. Per value the
+        holders' covariance diag(D + f/n) - (f/n) 11^T has generalised least squares weights
+        proportional to 1 / (D_i + f/n) (Sherman-Morrison). With the normalised weights w_i,
+        Cov = sum_i W_i C_i W_i - diag(f (1 - sum_i w_i^2)) / n, whose diagonal is
+        1 / sum_i 1/(D_i + f/n) - f/n. Plug-in f: the mean of the holders' Norm-Sub'ed sums."""
+        m, n = self.oracle, self.statistic.n
+        out = {}
+        for a in range(m.d):
+            holders = tuple(j for j, unit in enumerate(m.units) if a in unit)
+            if not holders:
+                continue
+            sums, plugs, values = [], [], []
+            for j in holders:
+                unit = m.units[j]
+                shape = [m.ks[b] for b in unit]
+                sums.append(project_onto(self._raw_tables[j][None], unit, (a,))[0])
+                plug = self._plug_tables[j].reshape(shape)[None]
+                plugs.append(project_onto(plug, unit, (a,))[0])
+                values.append(np.indices(shape)[unit.index(a)].reshape(-1))
+            out[a] = _combine(m, n, holders, sums, values, np.mean(plugs, axis=0))
+        return out
+
+    @cached_property
+    def _weights(self) -> Weights:
+        """The consistency step's weights: each shared 1-way sum moves to the holders'
+        inverse-variance combination (:attr:`_one_way`)."""
+        return {a: one.weights for a, one in self._one_way.items()}
+
+    @cached_property
     def tables(self) -> list[FloatArray]:
         """The consistent tables (``marginals`` campaigns)."""
-        return consistent_tables(self._raw_tables, list(self.oracle.units))
+        return consistent_tables(
+            self._raw_tables, list(self.oracle.units), weights=self._weights, anchored=True
+        )
 
     @cached_property
     def _replicate_tables(self) -> list[FloatArray]:
@@ -285,7 +448,9 @@ class MultiEstimate:
                 )
             estimate = u * (support - groups[:, j, None] * q) / (n * (p - q))
             raw.append(estimate.reshape((reps, *[m.ks[a] for a in unit])))
-        return consistent_batches(raw, list(m.units), CONSISTENCY_ROUNDS)
+        return consistent_batches(
+            raw, list(m.units), CONSISTENCY_ROUNDS, self._weights, anchored=True
+        )
 
     def _names_to_indices(self, names: tuple[str, ...]) -> tuple[int, ...]:
         m = self.oracle
@@ -330,7 +495,8 @@ class MultiEstimate:
 
     def raw_marginal(self, *names: str) -> Marginal:
         """The unbiased cells of a collected table holding ``names`` (summed over its other
-        attributes), axes in the order asked, with their exact standard errors."""
+        attributes), axes in the order asked, with their exact standard errors; one attribute:
+        the inverse-variance combination of every table holding it (:attr:`_one_way`)."""
         m = self.oracle
         wanted = self._names_to_indices(names)
         if m.marginals is None:
@@ -340,6 +506,9 @@ class MultiEstimate:
                     f"'smp'); got {', '.join(names)}"
                 )
             return m.marginal(self.statistic, names[0])
+        if len(wanted) == 1 and wanted[0] in self._one_way:
+            one = self._one_way[wanted[0]]
+            return Marginal(names[0], one.frequencies.copy(), np.sqrt(one.variance))
         table = self._holding_table(wanted)
         if table is None:
             raise ValueError(
@@ -383,7 +552,11 @@ class MultiEstimate:
                 else np.empty((0, *frequencies.shape))
             )
             low, high = self._intervals(replicas, frequencies)
-            exact = self.raw_marginal(*names).std_errors
+            if len(wanted) == 1:  # the anchored combination, projected (:attr:`_one_way`)
+                one = self._one_way[wanted[0]]
+                exact = np.sqrt(one.simplex_variance(frequencies))
+            else:
+                exact = self.raw_marginal(*names).std_errors
             return Marginal(",".join(names), frequencies, exact, low, high, "consistent")
         if len(wanted) > 3:
             raise ValueError(f"marginals of at most 3 attributes; got {', '.join(names)}")
