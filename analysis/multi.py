@@ -40,6 +40,7 @@ independent bits; OLH: binomial, exact in each margin), then the whole pipeline 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Sequence
 from functools import cached_property
@@ -323,6 +324,13 @@ class OneWay:
         return variance
 
 
+@functools.cache
+def _pairs(k: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The pairs v < w of k values, as two index arrays."""
+    v, w = np.triu_indices(k, 1)
+    return v, w
+
+
 def _combine(
     m: Multi,
     n: int,
@@ -335,15 +343,15 @@ def _combine(
     holder's value of the attribute per cell, flat) with its covariance at the plug-in ``f``
     (:attr:`MultiEstimate._one_way`)."""
     k = f.size
-    v, w = np.triu_indices(k, 1)
+    v, w = _pairs(k)
     covariances = []
     for j, value in zip(holders, values, strict=True):
         single = value[None, :] == np.arange(k)[:, None]  # (k, cells)
         # the sum variance depends on the cells only through f_S (every oracle), so f_v
         # spread evenly over the cells of value v gives it at the plug-in f_v
-        cells = f[value] / np.bincount(value, minlength=k)[value]
-        own = m.sum_variance(n, j, single, cells)
-        pair = m.sum_variance(n, j, single[v] | single[w], cells)
+        cells = f[value] / (value.size // k)
+        both = m.sum_variance(n, j, np.concatenate([single, single[v] | single[w]]), cells)
+        own, pair = both[:k], both[k:]
         cov = np.diag(own)
         cov[v, w] = cov[w, v] = (pair - own[v] - own[w]) / 2
         covariances.append(cov)
@@ -403,12 +411,13 @@ class MultiEstimate:
                 continue
             sums, plugs, values = [], [], []
             for j in holders:
-                unit = m.units[j]
-                shape = [m.ks[b] for b in unit]
-                sums.append(project_onto(self._raw_tables[j][None], unit, (a,))[0])
-                plug = self._plug_tables[j].reshape(shape)[None]
-                plugs.append(project_onto(plug, unit, (a,))[0])
-                values.append(np.indices(shape)[unit.index(a)].reshape(-1))
+                raw = self._raw_tables[j]
+                position = m.units[j].index(a)
+                others = tuple(d for d in range(raw.ndim) if d != position)
+                sums.append(raw.sum(axis=others))
+                plugs.append(self._plug_tables[j].reshape(raw.shape).sum(axis=others))
+                stride = int(np.prod(raw.shape[position + 1 :]))  # row-major: a's value
+                values.append(np.arange(raw.size) // stride % m.ks[a])
             out[a] = _combine(m, n, holders, sums, values, np.mean(plugs, axis=0))
         return out
 
