@@ -113,9 +113,33 @@ def _holder_weights(
     return np.repeat(1.0 / np.asarray(per_value, dtype=np.float64)[:, None], k, axis=1)
 
 
-def _adjusted(axes: Sequence[tuple[int, ...]], anchored: bool) -> list[int]:
-    """The attributes whose 1-way sums the rounds adjust: shared ones (anchored: every one)."""
-    return sorted({a for ax in axes for a in ax if anchored or sum(a in o for o in axes) > 1})
+Anchors = dict[int, FloatArray]
+"""Per attribute, fixed targets for its holders' 1-way sums: (R, k) for a batch, (k,) for one
+set of tables."""
+
+
+def _adjusted(axes: Sequence[tuple[int, ...]], anchors: Anchors | None) -> list[int]:
+    """The attributes whose 1-way sums the rounds adjust: shared and anchored ones."""
+    fixed = anchors or {}
+    return sorted({a for ax in axes for a in ax if a in fixed or sum(a in o for o in axes) > 1})
+
+
+def simplex_anchors(
+    batches: Sequence[FloatArray], axes: Sequence[tuple[int, ...]], weights: Weights
+) -> Anchors:
+    """Per attribute in ``weights``, the simplex projection of its holders' 1-way sums of the
+    (raw) ``batches`` (R, *table each) combined with the weights, (R, k): the anchors of
+    :func:`consistent_batches` (docs/math/marginals.md)."""
+    out = {}
+    for attribute, held in weights.items():
+        sums = []
+        for table, ax in zip(batches, axes, strict=True):
+            if attribute in ax:
+                position = 1 + ax.index(attribute)
+                sums.append(table.sum(axis=tuple(d for d in range(1, table.ndim) if d != position)))
+        mean = sum(w * t for w, t in zip(held, sums, strict=True)) / held.sum(axis=0)
+        out[attribute] = project_simplex(mean)[0]
+    return out
 
 
 def consistent_batches(
@@ -123,12 +147,12 @@ def consistent_batches(
     axes: Sequence[tuple[int, ...]],
     rounds: int,
     weights: Weights | None = None,
-    anchored: bool = False,
+    anchors: Anchors | None = None,
 ) -> list[FloatArray]:
-    """:func:`consistent_tables` on R tables at once: ``batches[i]`` has shape (R, *table i)."""
-    raw = [np.asarray(t, dtype=np.float64) for t in batches]
-    out = _norm_sub_all(raw)
-    shared = _adjusted(axes, anchored)
+    """:func:`consistent_tables` on R tables at once: ``batches[i]`` has shape (R, *table i),
+    ``anchors[a]`` (R, k)."""
+    out = _norm_sub_all([np.asarray(t, dtype=np.float64) for t in batches])
+    shared = _adjusted(axes, anchors)
     # per adjusted attribute, each holder's (table, axes summed over, broadcast shape, cells per
     # value): fixed over the rounds
     plans = []
@@ -145,12 +169,7 @@ def consistent_batches(
         first = plan[0][0]
         k = out[first].shape[1 + axes[first].index(attribute)]
         held = _holder_weights(attribute, [c for *_, c in plan], k, weights)
-        anchor = None
-        if anchored:
-            sums = [raw[i].sum(axis=others) for i, others, _, _ in plan]
-            mean = sum(w * t for w, t in zip(held, sums, strict=True)) / held.sum(axis=0)
-            anchor = project_simplex(mean)[0]
-        plans.append((plan, held, anchor))
+        plans.append((plan, held, None if anchors is None else anchors.get(attribute)))
     for _ in range(rounds):
         for plan, held, anchor in plans:
             sums = [out[i].sum(axis=others) for i, others, _, _ in plan]
@@ -170,16 +189,15 @@ def consistent_tables(
     axes: list[tuple[int, ...]],
     rounds: int = CONSISTENCY_ROUNDS,
     weights: Weights | None = None,
-    anchored: bool = False,
+    anchors: Anchors | None = None,
 ) -> list[FloatArray]:
     """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes;
     ``weights``: see :data:`Weights`, by default 1/C_i).
 
     Each round moves every shared attribute's 1-way sums to their weighted mean and Norm-Subs
-    every table (CALM). ``anchored``: the target of every attribute (shared or not) is instead
-    fixed before the first Norm-Sub, the simplex projection of the weighted mean of the *raw*
-    tables' sums, so that Norm-Sub's clipping of small cells does not drift into the 1-way
-    marginals (alternating projections onto the simplex and onto the anchored sums).
+    every table (CALM). ``anchors`` (see :func:`simplex_anchors`): an attribute's fixed target
+    (shared or not) instead, so that Norm-Sub's clipping of small cells does not drift into the
+    1-way marginals (alternating projections onto the simplex and onto the anchored sums).
 
     The steps of :func:`consistent_batches` on one set of tables, held as the rows of one
     padded array (``_PAD`` past each table's cells) so that each Norm-Sub is one projection and
@@ -191,8 +209,7 @@ def consistent_tables(
     padded = np.full((len(arrays), width), _PAD)
     for row, (table, size) in enumerate(zip(arrays, sizes, strict=True)):
         padded[row, :size] = table.reshape(-1)
-    shared = _adjusted(axes, anchored)
-    raw = padded.reshape(-1).copy()
+    shared = _adjusted(axes, anchors)
     plans = []  # per adjusted attribute: its holders' cells (flat), their (holder, value) rows
     for attribute in shared:
         holders = [i for i, ax in enumerate(axes) if attribute in ax]
@@ -206,19 +223,17 @@ def consistent_tables(
             per_value.append(sizes[i] // shape[position])
         k = arrays[holders[0]].shape[axes[holders[0]].index(attribute)]
         held = _holder_weights(attribute, per_value, k, weights)
-        where, index = np.concatenate(cells), np.concatenate(rows)
-        anchor = None
-        if anchored:
-            sums = np.bincount(index, weights=raw[where], minlength=held.size)
-            anchor = project_simplex((held * sums.reshape(held.shape)).sum(axis=0) / held.sum(0))
-        plans.append((where, index, held, np.array(per_value, float), anchor))
+        anchor = None if anchors is None else anchors.get(attribute)
+        plans.append(
+            (np.concatenate(cells), np.concatenate(rows), held, np.array(per_value, float), anchor)
+        )
     pad = np.arange(width)[None, :] >= np.array(sizes)[:, None]
     flat = project_simplex(padded)[0].reshape(-1)
     for _ in range(rounds):
         for where, index, held, count, anchor in plans:
             sums = np.bincount(index, weights=flat[where], minlength=held.size)
             sums = sums.reshape(held.shape)
-            target = (held * sums).sum(axis=0) / held.sum(axis=0) if anchor is None else anchor[0]
+            target = (held * sums).sum(axis=0) / held.sum(axis=0) if anchor is None else anchor
             delta = (target - sums) / count[:, None]
             flat[where] += delta.reshape(-1)[index]
         padded = flat.reshape(len(arrays), width)
@@ -423,20 +438,34 @@ class MultiEstimate:
 
     @cached_property
     def _weights(self) -> Weights:
-        """The consistency step's weights: each shared 1-way sum moves to the holders'
-        inverse-variance combination (:attr:`_one_way`)."""
+        """Each attribute's combination weights (:attr:`_one_way`): the anchors' and, for an
+        attribute without one, the consistency step's."""
         return {a: one.weights for a, one in self._one_way.items()}
+
+    @cached_property
+    def _anchors(self) -> Anchors:
+        """Each attribute's 1-way marginal: its combination projected onto the simplex (the
+        consistent tables' anchors)."""
+        raw = [t[None] for t in self._raw_tables]
+        return {a: t[0] for a, t in simplex_anchors(raw, self.oracle.units, self._weights).items()}
 
     @cached_property
     def tables(self) -> list[FloatArray]:
         """The consistent tables (``marginals`` campaigns)."""
+        units = list(self.oracle.units)
         return consistent_tables(
-            self._raw_tables, list(self.oracle.units), weights=self._weights, anchored=True
+            self._raw_tables, units, weights=self._weights, anchors=self._anchors
         )
 
-    @cached_property
+    @property
     def _replicate_tables(self) -> list[FloatArray]:
         """The consistent tables of each bootstrap replicate, (R, *table) each."""
+        return self._replicates[0]
+
+    @cached_property
+    def _replicates(self) -> tuple[list[FloatArray], Anchors]:
+        """Each bootstrap replicate's consistent tables, (R, *table) each, and its 1-way
+        marginals (the anchors, with the estimate's weights), (R, k) each."""
         m = self.oracle
         rng = np.random.default_rng(self.seed)
         n, u, reps = self.statistic.n, m.u, self.replicates
@@ -457,9 +486,9 @@ class MultiEstimate:
                 )
             estimate = u * (support - groups[:, j, None] * q) / (n * (p - q))
             raw.append(estimate.reshape((reps, *[m.ks[a] for a in unit])))
-        return consistent_batches(
-            raw, list(m.units), CONSISTENCY_ROUNDS, self._weights, anchored=True
-        )
+        anchors = simplex_anchors(raw, m.units, self._weights)
+        tables = consistent_batches(raw, list(m.units), CONSISTENCY_ROUNDS, self._weights, anchors)
+        return tables, anchors
 
     def _names_to_indices(self, names: tuple[str, ...]) -> tuple[int, ...]:
         m = self.oracle
@@ -552,6 +581,16 @@ class MultiEstimate:
         if m.marginals is None:
             return self.raw_marginal(*names)
         table = self._holding_table(wanted)
+        if table is not None and len(wanted) == 1:  # the projected combination (the anchor)
+            frequencies = self._anchors[wanted[0]].copy()
+            replicas = (
+                self._replicates[1][wanted[0]]
+                if self.replicates >= 2
+                else np.empty((0, *frequencies.shape))
+            )
+            low, high = self._intervals(replicas, frequencies)
+            variance = self._one_way[wanted[0]].simplex_variance(frequencies)
+            return Marginal(names[0], frequencies, np.sqrt(variance), low, high, "consistent")
         if table is not None:
             unit = m.units[table]
             frequencies = project_onto(self.tables[table][None], unit, wanted)[0]
@@ -561,11 +600,7 @@ class MultiEstimate:
                 else np.empty((0, *frequencies.shape))
             )
             low, high = self._intervals(replicas, frequencies)
-            if len(wanted) == 1:  # the anchored combination, projected (:attr:`_one_way`)
-                one = self._one_way[wanted[0]]
-                exact = np.sqrt(one.simplex_variance(frequencies))
-            else:
-                exact = self.raw_marginal(*names).std_errors
+            exact = self.raw_marginal(*names).std_errors
             return Marginal(",".join(names), frequencies, exact, low, high, "consistent")
         if len(wanted) > 3:
             raise ValueError(f"marginals of at most 3 attributes; got {', '.join(names)}")

@@ -17,6 +17,7 @@ from analysis.multi import (
     consistent_tables,
     estimate_multi,
     project_onto,
+    simplex_anchors,
 )
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi
@@ -67,15 +68,17 @@ def test_consistent_tables_are_the_batched_rounds_on_one_set(
     ks = (3, 2, 4, 5, 2)
     rng = np.random.default_rng(len(axes))
     tables = [rng.random([ks[a] for a in ax]) / 20 - 0.01 for ax in axes]
-    weights = None
-    if anchored:  # uneven weights per holder and value
+    weights, anchors, batch_anchors = None, None, None
+    if anchored:  # uneven weights per holder and value; every attribute anchored
         weights = {
             a: rng.random((sum(a in ax for ax in axes), ks[a])) + 0.1
             for a in {a for ax in axes for a in ax}
         }
-    got = consistent_tables(tables, axes, weights=weights, anchored=anchored)
+        batch_anchors = simplex_anchors([t[None] for t in tables], axes, weights)
+        anchors = {a: t[0] for a, t in batch_anchors.items()}
+    got = consistent_tables(tables, axes, weights=weights, anchors=anchors)
     batched = consistent_batches(
-        [t[None] for t in tables], axes, CONSISTENCY_ROUNDS, weights, anchored
+        [t[None] for t in tables], axes, CONSISTENCY_ROUNDS, weights, batch_anchors
     )
     for table, reference in zip(got, batched, strict=True):
         assert table.shape == reference.shape[1:]
@@ -133,8 +136,9 @@ def test_one_way_combination_has_its_exact_covariance(oracle: str) -> None:
 
 
 def test_anchored_tables_agree_with_the_projected_combination() -> None:
-    """Every attribute's 1-way sums in the consistent tables are the simplex projection of the
-    combination (to 1e-4 here), and one held by one table keeps that table's sum variance."""
+    """An attribute's 1-way marginal is the simplex projection of the combination (the anchor),
+    every consistent table's 1-way sums agree with it (to 1e-4 on these small tables), and an
+    attribute held by one table keeps that table's sum and its exact variance."""
     m = _calm((3, 4, 2, 5), "oue", [["a0", "a1"], ["a0", "a2"], ["a1", "a2", "a3"]])
     rng = np.random.default_rng(12)
     x = np.stack([rng.integers(0, k, 30_000) for k in (3, 4, 2, 5)], axis=1)
@@ -143,7 +147,7 @@ def test_anchored_tables_agree_with_the_projected_combination() -> None:
         one = est._one_way[a]
         anchor = project_simplex(one.frequencies)[0]
         marginal = est.marginal(name)
-        assert np.abs(marginal.frequencies - anchor).max() < 1e-4
+        assert np.allclose(marginal.frequencies, anchor, rtol=0, atol=1e-15)
         assert np.allclose(marginal.std_errors, np.sqrt(one.simplex_variance(anchor)))
         for j in one.holders:
             unit = m.units[j]
