@@ -574,8 +574,10 @@ class MultiEstimate:
         )
 
     def marginal(self, *names: str) -> Marginal:
-        """The marginal of one attribute or (with ``marginals``) of 2 or 3 attributes: from the
-        consistent table holding them, else reconstructed by maximum entropy."""
+        """The marginal of one attribute or (with ``marginals``) of 2 or 3 attributes: one
+        attribute held by tables, the projected combination of all of them (the anchor, with
+        its exact standard errors); several, the consistent table holding them; else
+        reconstructed by maximum entropy."""
         m = self.oracle
         wanted = self._names_to_indices(names)
         if m.marginals is None:
