@@ -9,8 +9,9 @@ With ``marginals`` (Zhang, Wang, Li, He & Chen, "CALM: consistent adaptive local
 marginal release under local differential privacy", CCS 2018), devices are partitioned over the
 tables and each table is estimated like an SMP attribute (unbiased, exact variance); the tables
 are then made consistent (:func:`consistent_tables`): Norm-Sub of each table, then for every
-attribute shared by several tables the 1-way sums T_i (over C_i cells each) are replaced by
-T* = sum(T_i/C_i)/sum(1/C_i), adding (T* - T_i)/C_i to each of table i's cells, alternating a few
+attribute the 1-way sums T_i of its holders (over C_i cells per value each) are replaced by the
+anchor T*, the simplex projection of the holders' raw sums combined with inverse-variance
+weights (:class:`OneWay`), adding (T* - T_i)/C_i to each of table i's cells, alternating a few
 times and ending with Norm-Sub. A marginal no table holds is reconstructed by maximum entropy
 (:func:`max_entropy`): the distribution over its attributes with the largest entropy whose
 projections agree with every table's projection onto the shared attributes (iterative
@@ -26,8 +27,10 @@ The public estimate object, :class:`MultiEstimate` (``estimate_kind`` ``"multi"`
 - ``tables`` (the consistent tables, in config order), ``to_dict()``, ``format_table()``.
 
 Standard errors: an unbiased cell, and a post-processed cell of a collected table, carry the exact
-standard error of the unbiased cell (``method`` ``unbiased`` / ``consistent``); a reconstructed
-cell carries the bootstrap standard deviation (``max-entropy``). Post-processed cells have
+standard error of the unbiased cell (``method`` ``unbiased`` / ``consistent``); a 1-way marginal
+carries the exact standard error of the combination of every table holding its attribute
+(``raw_marginal``) and of its simplex projection (``marginal``); a reconstructed cell carries
+the bootstrap standard deviation (``max-entropy``). Post-processed cells have
 bias-corrected percentile intervals from a seeded parametric bootstrap (as in
 docs/math/postprocessing.md): devices drawn over the tables, each table's cells from its
 consistent estimate, each oracle's support counts from their exact law (GRR: exact; OUE:
@@ -37,12 +40,14 @@ independent bits; OLH: binomial, exact in each margin), then the whole pipeline 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from analysis.postprocess.bootstrap import DEFAULT_REPLICATES, bootstrap_interval
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
@@ -87,13 +92,68 @@ def _norm_sub_all(tables: list[FloatArray]) -> list[FloatArray]:
     ]
 
 
+Weights = dict[int, FloatArray]
+"""Per attribute, its holders' weights, shaped (holders in table order, values): the 1-way sums
+move to their weighted mean, value by value."""
+
+
+def _holder_weights(
+    attribute: int, per_value: Sequence[int], k: int, weights: Weights | None
+) -> FloatArray:
+    """The (holders, k) weights of one attribute: the given ones, else 1/C_i (each holder's cells
+    per value: inverse variances when all cells have equal variance)."""
+    if weights is not None and attribute in weights:
+        given = np.asarray(weights[attribute], dtype=np.float64)
+        if given.shape != (len(per_value), k):
+            raise ValueError(
+                f"weights of attribute {attribute} must have shape {(len(per_value), k)}; "
+                f"got {given.shape}"
+            )
+        return given
+    return np.repeat(1.0 / np.asarray(per_value, dtype=np.float64)[:, None], k, axis=1)
+
+
+Anchors = dict[int, FloatArray]
+"""Per attribute, fixed targets for its holders' 1-way sums: (R, k) for a batch, (k,) for one
+set of tables."""
+
+
+def _adjusted(axes: Sequence[tuple[int, ...]], anchors: Anchors | None) -> list[int]:
+    """The attributes whose 1-way sums the rounds adjust: shared and anchored ones."""
+    fixed = anchors or {}
+    return sorted({a for ax in axes for a in ax if a in fixed or sum(a in o for o in axes) > 1})
+
+
+def simplex_anchors(
+    batches: Sequence[FloatArray], axes: Sequence[tuple[int, ...]], weights: Weights
+) -> Anchors:
+    """Per attribute in ``weights``, the simplex projection of its holders' 1-way sums of the
+    (raw) ``batches`` (R, *table each) combined with the weights, (R, k): the anchors of
+    :func:`consistent_batches` (docs/math/marginals.md)."""
+    out = {}
+    for attribute, held in weights.items():
+        sums = []
+        for table, ax in zip(batches, axes, strict=True):
+            if attribute in ax:
+                position = 1 + ax.index(attribute)
+                sums.append(table.sum(axis=tuple(d for d in range(1, table.ndim) if d != position)))
+        mean = sum(w * t for w, t in zip(held, sums, strict=True)) / held.sum(axis=0)
+        out[attribute] = project_simplex(mean)[0]
+    return out
+
+
 def consistent_batches(
-    batches: Sequence[FloatArray], axes: Sequence[tuple[int, ...]], rounds: int
+    batches: Sequence[FloatArray],
+    axes: Sequence[tuple[int, ...]],
+    rounds: int,
+    weights: Weights | None = None,
+    anchors: Anchors | None = None,
 ) -> list[FloatArray]:
-    """:func:`consistent_tables` on R tables at once: ``batches[i]`` has shape (R, *table i)."""
+    """:func:`consistent_tables` on R tables at once: ``batches[i]`` has shape (R, *table i),
+    ``anchors[a]`` (R, k)."""
     out = _norm_sub_all([np.asarray(t, dtype=np.float64) for t in batches])
-    shared = sorted({a for ax in axes for a in ax if sum(a in other for other in axes) > 1})
-    # per shared attribute, each holder's (table, axes summed over, broadcast shape, cells per
+    shared = _adjusted(axes, anchors)
+    # per adjusted attribute, each holder's (table, axes summed over, broadcast shape, cells per
     # value): fixed over the rounds
     plans = []
     for attribute in shared:
@@ -106,12 +166,18 @@ def consistent_batches(
             shape = [out[i].shape[0]] + [1] * (out[i].ndim - 1)
             shape[position] = out[i].shape[position]
             plan.append((i, others, shape, out[i][0].size // out[i].shape[position]))
-        weights = np.array([1.0 / c for *_, c in plan])
-        plans.append((plan, weights))
+        first = plan[0][0]
+        k = out[first].shape[1 + axes[first].index(attribute)]
+        held = _holder_weights(attribute, [c for *_, c in plan], k, weights)
+        plans.append((plan, held, None if anchors is None else anchors.get(attribute)))
     for _ in range(rounds):
-        for plan, weights in plans:
+        for plan, held, anchor in plans:
             sums = [out[i].sum(axis=others) for i, others, _, _ in plan]
-            target = sum(w * t for w, t in zip(weights, sums, strict=True)) / weights.sum()
+            target = (
+                sum(w * t for w, t in zip(held, sums, strict=True)) / held.sum(axis=0)
+                if anchor is None
+                else anchor
+            )
             for (i, _, broadcast, c), total in zip(plan, sums, strict=True):
                 out[i] = out[i] + ((target - total) / c).reshape(broadcast)
         out = _norm_sub_all(out)
@@ -119,9 +185,19 @@ def consistent_batches(
 
 
 def consistent_tables(
-    tables: list[FloatArray], axes: list[tuple[int, ...]], rounds: int = CONSISTENCY_ROUNDS
+    tables: list[FloatArray],
+    axes: list[tuple[int, ...]],
+    rounds: int = CONSISTENCY_ROUNDS,
+    weights: Weights | None = None,
+    anchors: Anchors | None = None,
 ) -> list[FloatArray]:
-    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes).
+    """Norm-Sub and mutual consistency of marginal tables (``axes``: each table's attributes;
+    ``weights``: see :data:`Weights`, by default 1/C_i).
+
+    Each round moves every shared attribute's 1-way sums to their weighted mean and Norm-Subs
+    every table (CALM). ``anchors`` (see :func:`simplex_anchors`): an attribute's fixed target
+    (shared or not) instead, so that Norm-Sub's clipping of small cells does not drift into the
+    1-way marginals (alternating projections onto the simplex and onto the anchored sums).
 
     The steps of :func:`consistent_batches` on one set of tables, held as the rows of one
     padded array (``_PAD`` past each table's cells) so that each Norm-Sub is one projection and
@@ -133,8 +209,8 @@ def consistent_tables(
     padded = np.full((len(arrays), width), _PAD)
     for row, (table, size) in enumerate(zip(arrays, sizes, strict=True)):
         padded[row, :size] = table.reshape(-1)
-    shared = sorted({a for ax in axes for a in ax if sum(a in other for other in axes) > 1})
-    plans = []  # per shared attribute: its holders' cells (flat), their (holder, value) rows
+    shared = _adjusted(axes, anchors)
+    plans = []  # per adjusted attribute: its holders' cells (flat), their (holder, value) rows
     for attribute in shared:
         holders = [i for i, ax in enumerate(axes) if attribute in ax]
         cells, rows, per_value = [], [], []
@@ -146,17 +222,18 @@ def consistent_tables(
             rows.append(h * shape[position] + value)
             per_value.append(sizes[i] // shape[position])
         k = arrays[holders[0]].shape[axes[holders[0]].index(attribute)]
-        weights = np.array([1.0 / c for c in per_value])
+        held = _holder_weights(attribute, per_value, k, weights)
+        anchor = None if anchors is None else anchors.get(attribute)
         plans.append(
-            (np.concatenate(cells), np.concatenate(rows), k, weights, np.array(per_value, float))
+            (np.concatenate(cells), np.concatenate(rows), held, np.array(per_value, float), anchor)
         )
     pad = np.arange(width)[None, :] >= np.array(sizes)[:, None]
     flat = project_simplex(padded)[0].reshape(-1)
     for _ in range(rounds):
-        for where, index, k, weights, count in plans:
-            sums = np.bincount(index, weights=flat[where], minlength=weights.size * k)
-            sums = sums.reshape(weights.size, k)
-            target = (weights @ sums) / weights.sum()
+        for where, index, held, count, anchor in plans:
+            sums = np.bincount(index, weights=flat[where], minlength=held.size)
+            sums = sums.reshape(held.shape)
+            target = (held * sums).sum(axis=0) / held.sum(axis=0) if anchor is None else anchor
             delta = (target - sums) / count[:, None]
             flat[where] += delta.reshape(-1)[index]
         padded = flat.reshape(len(arrays), width)
@@ -231,6 +308,76 @@ def max_entropy(
 
 
 @dataclasses.dataclass(frozen=True)
+class OneWay:
+    """An attribute's 1-way marginal from every table holding it (docs/math/marginals.md)."""
+
+    holders: tuple[int, ...]
+    """The tables holding the attribute, in config order."""
+    weights: FloatArray
+    """(holders, k): 1 / (D_i + f/n), the inverse-variance weights of the combination."""
+    frequencies: FloatArray
+    """The weighted combination of the holders' unbiased 1-way sums (unbiased)."""
+    covariance: FloatArray
+    """(k, k): its exact covariance at the plug-in frequencies."""
+
+    @property
+    def variance(self) -> FloatArray:
+        return np.maximum(np.diag(self.covariance), 0.0)
+
+    def simplex_variance(self, projected: FloatArray) -> FloatArray:
+        """The variance of the combination projected onto the simplex (``projected``): on the
+        cells it keeps positive the projection is x - (sum_A x - 1)/|A|, linear, with variance
+        diag(P C P), P = I - 11^T/|A|; a cell it sets to 0 keeps the combination's variance."""
+        active = np.asarray(projected) > 0
+        variance = self.variance.copy()
+        size = int(active.sum())
+        if size:
+            c = self.covariance[np.ix_(active, active)]
+            row = c.sum(axis=1)
+            kept = np.diag(c) - 2 * row / size + c.sum() / size**2
+            variance[active] = np.maximum(kept, 0.0)
+        return variance
+
+
+@functools.cache
+def _pairs(k: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The pairs v < w of k values, as two index arrays."""
+    v, w = np.triu_indices(k, 1)
+    return v, w
+
+
+def _combine(
+    m: Multi,
+    n: int,
+    holders: tuple[int, ...],
+    sums: Sequence[FloatArray],
+    values: Sequence[npt.NDArray[np.intp]],
+    f: FloatArray,
+) -> OneWay:
+    """The inverse-variance combination of the holders' 1-way sums ``sums`` (``values``: each
+    holder's value of the attribute per cell, flat) with its covariance at the plug-in ``f``
+    (:attr:`MultiEstimate._one_way`)."""
+    k = f.size
+    v, w = _pairs(k)
+    covariances = []
+    for j, value in zip(holders, values, strict=True):
+        single = value[None, :] == np.arange(k)[:, None]  # (k, cells)
+        # the sum variance depends on the cells only through f_S (every oracle), so f_v
+        # spread evenly over the cells of value v gives it at the plug-in f_v
+        cells = f[value] / (value.size // k)
+        both = m.sum_variance(n, j, np.concatenate([single, single[v] | single[w]]), cells)
+        own, pair = both[:k], both[k:]
+        cov = np.diag(own)
+        cov[v, w] = cov[w, v] = (pair - own[v] - own[w]) / 2
+        covariances.append(cov)
+    inverse = 1.0 / (np.array([np.diag(c) for c in covariances]) + f / n)
+    share = inverse / inverse.sum(axis=0)
+    combined = sum(np.outer(s_i, s_i) * c for s_i, c in zip(share, covariances, strict=True))
+    combined -= np.diag(f * (1 - (share**2).sum(axis=0))) / n
+    return OneWay(holders, inverse, (share * np.asarray(sums)).sum(axis=0), combined)
+
+
+@dataclasses.dataclass(frozen=True)
 class MultiEstimate:
     """Marginals of a multi-attribute campaign; ``marginal(name)`` / ``marginal(a, b[, c])``."""
 
@@ -258,13 +405,67 @@ class MultiEstimate:
         return [t.reshape(-1) for t in _norm_sub_all([t[None] for t in self._raw_tables])]
 
     @cached_property
-    def tables(self) -> list[FloatArray]:
-        """The consistent tables (``marginals`` campaigns)."""
-        return consistent_tables(self._raw_tables, list(self.oracle.units))
+    def _one_way(self) -> dict[int, OneWay]:
+        """Each attribute's 1-way marginal combined over the tables holding it.
+
+        Table i's 1-way sums T_i(v) are unbiased with exact variance D_i(v) and, within the
+        table, covariance (Var(T_i(v) + T_i(w)) - D_i(v) - D_i(w)) / 2 (``Multi.sum_variance``
+        of disjoint cell sets; 0 for OUE's independent bits). A device reports one table, so
+        for tables i != j, Cov(T_i(v), T_j(w)) = -[v = w] f_v / n: a device adds
+        [A = i] u Y_i / n to T_i, the product of its two terms is 0, leaving -E[.] E[.]; over
+        the devices, -sum (x_v / n)(x_w / n), and a device has one value. Per value the
+        holders' covariance diag(D + f/n) - (f/n) 11^T has generalised least squares weights
+        proportional to 1 / (D_i + f/n) (Sherman-Morrison). With the normalised weights w_i,
+        Cov = sum_i W_i C_i W_i - diag(f (1 - sum_i w_i^2)) / n, whose diagonal is
+        1 / sum_i 1/(D_i + f/n) - f/n. Plug-in f: the mean of the holders' Norm-Sub'ed sums."""
+        m, n = self.oracle, self.statistic.n
+        out = {}
+        for a in range(m.d):
+            holders = tuple(j for j, unit in enumerate(m.units) if a in unit)
+            if not holders:
+                continue
+            sums, plugs, values = [], [], []
+            for j in holders:
+                raw = self._raw_tables[j]
+                position = m.units[j].index(a)
+                others = tuple(d for d in range(raw.ndim) if d != position)
+                sums.append(raw.sum(axis=others))
+                plugs.append(self._plug_tables[j].reshape(raw.shape).sum(axis=others))
+                stride = int(np.prod(raw.shape[position + 1 :]))  # row-major: a's value
+                values.append(np.arange(raw.size) // stride % m.ks[a])
+            out[a] = _combine(m, n, holders, sums, values, np.mean(plugs, axis=0))
+        return out
 
     @cached_property
+    def _weights(self) -> Weights:
+        """Each attribute's combination weights (:attr:`_one_way`): the anchors' and, for an
+        attribute without one, the consistency step's."""
+        return {a: one.weights for a, one in self._one_way.items()}
+
+    @cached_property
+    def _anchors(self) -> Anchors:
+        """Each attribute's 1-way marginal: its combination projected onto the simplex (the
+        consistent tables' anchors)."""
+        raw = [t[None] for t in self._raw_tables]
+        return {a: t[0] for a, t in simplex_anchors(raw, self.oracle.units, self._weights).items()}
+
+    @cached_property
+    def tables(self) -> list[FloatArray]:
+        """The consistent tables (``marginals`` campaigns)."""
+        units = list(self.oracle.units)
+        return consistent_tables(
+            self._raw_tables, units, weights=self._weights, anchors=self._anchors
+        )
+
+    @property
     def _replicate_tables(self) -> list[FloatArray]:
         """The consistent tables of each bootstrap replicate, (R, *table) each."""
+        return self._replicates[0]
+
+    @cached_property
+    def _replicates(self) -> tuple[list[FloatArray], Anchors]:
+        """Each bootstrap replicate's consistent tables, (R, *table) each, and its 1-way
+        marginals (the anchors, with the estimate's weights), (R, k) each."""
         m = self.oracle
         rng = np.random.default_rng(self.seed)
         n, u, reps = self.statistic.n, m.u, self.replicates
@@ -285,7 +486,9 @@ class MultiEstimate:
                 )
             estimate = u * (support - groups[:, j, None] * q) / (n * (p - q))
             raw.append(estimate.reshape((reps, *[m.ks[a] for a in unit])))
-        return consistent_batches(raw, list(m.units), CONSISTENCY_ROUNDS)
+        anchors = simplex_anchors(raw, m.units, self._weights)
+        tables = consistent_batches(raw, list(m.units), CONSISTENCY_ROUNDS, self._weights, anchors)
+        return tables, anchors
 
     def _names_to_indices(self, names: tuple[str, ...]) -> tuple[int, ...]:
         m = self.oracle
@@ -330,7 +533,8 @@ class MultiEstimate:
 
     def raw_marginal(self, *names: str) -> Marginal:
         """The unbiased cells of a collected table holding ``names`` (summed over its other
-        attributes), axes in the order asked, with their exact standard errors."""
+        attributes), axes in the order asked, with their exact standard errors; one attribute:
+        the inverse-variance combination of every table holding it (:attr:`_one_way`)."""
         m = self.oracle
         wanted = self._names_to_indices(names)
         if m.marginals is None:
@@ -340,6 +544,9 @@ class MultiEstimate:
                     f"'smp'); got {', '.join(names)}"
                 )
             return m.marginal(self.statistic, names[0])
+        if len(wanted) == 1 and wanted[0] in self._one_way:
+            one = self._one_way[wanted[0]]
+            return Marginal(names[0], one.frequencies.copy(), np.sqrt(one.variance))
         table = self._holding_table(wanted)
         if table is None:
             raise ValueError(
@@ -367,13 +574,25 @@ class MultiEstimate:
         )
 
     def marginal(self, *names: str) -> Marginal:
-        """The marginal of one attribute or (with ``marginals``) of 2 or 3 attributes: from the
-        consistent table holding them, else reconstructed by maximum entropy."""
+        """The marginal of one attribute or (with ``marginals``) of 2 or 3 attributes: one
+        attribute held by tables, the projected combination of all of them (the anchor, with
+        its exact standard errors); several, the consistent table holding them; else
+        reconstructed by maximum entropy."""
         m = self.oracle
         wanted = self._names_to_indices(names)
         if m.marginals is None:
             return self.raw_marginal(*names)
         table = self._holding_table(wanted)
+        if table is not None and len(wanted) == 1:  # the projected combination (the anchor)
+            frequencies = self._anchors[wanted[0]].copy()
+            replicas = (
+                self._replicates[1][wanted[0]]
+                if self.replicates >= 2
+                else np.empty((0, *frequencies.shape))
+            )
+            low, high = self._intervals(replicas, frequencies)
+            variance = self._one_way[wanted[0]].simplex_variance(frequencies)
+            return Marginal(names[0], frequencies, np.sqrt(variance), low, high, "consistent")
         if table is not None:
             unit = m.units[table]
             frequencies = project_onto(self.tables[table][None], unit, wanted)[0]
