@@ -1,0 +1,170 @@
+"""Vectorized arithmetic in Field64 and Field128 for batches of reports.
+
+An element is ``N = ENCODED_SIZE / 2`` little-endian 16-bit limbs held in ``uint64``, so an
+array of elements has shape ``(..., N)`` and is read from (and written to) the draft's encoding
+with one ``frombuffer``. Products of limbs are below 2**32, so a product or a dot product of up
+to 2**28 terms accumulates in ``uint64`` without loss; reduction folds the part above
+``2**(16 N)`` back with ``2**(16 N) = c (mod p)``, ``c = 2**(16 N) - p`` (``2**32 - 1`` for
+Field64, ``28 * 2**64 - 1`` for Field128), a fixed number of times, then subtracts ``p`` once
+if needed. Exact integer arithmetic throughout: no float, no Python object per element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.vdaf.field import Field
+
+__all__ = ["LimbField", "limb_field"]
+
+Arr = npt.NDArray[np.uint64]
+MASK = np.uint64(0xFFFF)
+SIXTEEN = np.uint64(16)
+
+
+def _limbs_of(x: int, n: int) -> list[int]:
+    return [(x >> (16 * i)) & 0xFFFF for i in range(n)]
+
+
+class LimbField:
+    """Arithmetic on ``(..., N)`` limb arrays of one field."""
+
+    def __init__(self, field: type[Field]) -> None:
+        self.field = field
+        self.N = field.ENCODED_SIZE // 2
+        self.c = (1 << (16 * self.N)) - field.MODULUS
+        self.c_bits = self.c.bit_length()
+        self.c_limbs = [x for x in _limbs_of(self.c, (self.c_bits + 15) // 16)]
+        self.c_arr = np.array(_limbs_of(self.c, self.N), dtype=np.uint64)
+        # a - b = a + (2**16N - 1 - b) + (2p - 2**16N + 1)  (mod p), every term non-negative.
+        self.sub_const = np.array(
+            _limbs_of(2 * field.MODULUS - (1 << (16 * self.N)) + 1, self.N), dtype=np.uint64
+        )
+
+    # -- conversions ------------------------------------------------------------------------
+
+    def from_bytes(self, buf: bytes, shape: tuple[int, ...]) -> Arr:
+        """Elements encoded as the draft does (little-endian), not checked against ``p``."""
+        return np.frombuffer(buf, dtype="<u2").astype(np.uint64).reshape(*shape, self.N)
+
+    def to_bytes(self, a: Arr) -> bytes:
+        return a.astype("<u2").tobytes()
+
+    def from_ints(self, values: Sequence[int] | Sequence[Sequence[int]]) -> Arr:
+        arr = np.asarray(values, dtype=object)
+        flat = b"".join(int(x).to_bytes(2 * self.N, "little") for x in arr.reshape(-1))
+        return self.from_bytes(flat, arr.shape)
+
+    def to_ints(self, a: Arr) -> list[int]:
+        """Flattened elements as Python ints (only for the few values that leave a batch)."""
+        raw = self.to_bytes(a)
+        size = 2 * self.N
+        return [int.from_bytes(raw[i : i + size], "little") for i in range(0, len(raw), size)]
+
+    def const(self, x: int) -> Arr:
+        return np.array(_limbs_of(x % self.field.MODULUS, self.N), dtype=np.uint64)
+
+    def zeros(self, shape: tuple[int, ...]) -> Arr:
+        return np.zeros((*shape, self.N), dtype=np.uint64)
+
+    def below_modulus(self, a: Arr) -> npt.NDArray[np.bool_]:
+        """True where the limbs hold a canonical element (``< p``): ``a + c`` stays below
+        ``2**16N`` exactly then."""
+        s = _carry(a + self.c_arr, extra=1)
+        return np.asarray(s[..., self.N] == 0)
+
+    # -- arithmetic -------------------------------------------------------------------------
+
+    def reduce(self, acc: Arr) -> Arr:
+        """Canonical limbs of ``sum_d acc[..., d] * 2**(16 d)`` mod p (each ``acc`` < 2**60)."""
+        n = self.N
+        x = _carry(acc, extra=4)
+        bits = 16 * x.shape[-1]
+        folds_at_bound = 0
+        # Each fold maps x = low + 2**16N * high (high < 2**(16 h)) to low + c * high
+        # < 2**(max(16N, 16 h + c_bits) + 1); once x < 2**(16N + 1), two more folds leave
+        # x < 2**16N (if the first carries out again, its low part is below c).
+        while folds_at_bound < 2:
+            if bits <= 16 * n + 1:
+                folds_at_bound += 1
+            low, high = x[..., :n], x[..., n:]
+            h = high.shape[-1]
+            out = np.zeros((*x.shape[:-1], max(n, h + len(self.c_limbs)) + 1), dtype=np.uint64)
+            out[..., :n] += low
+            for i, ci in enumerate(self.c_limbs):
+                out[..., i : i + h] += np.uint64(ci) * high
+            bits = max(16 * n, 16 * h + self.c_bits) + 1
+            x = _carry(out, extra=0)[..., : (bits + 15) // 16]
+        # Now x < 2**16N; subtract p once if x >= p (then x + c carries out).
+        low = x[..., :n]
+        y = _carry(low + self.c_arr, extra=1)
+        over = (y[..., n] != 0)[..., None]
+        return np.where(over, y[..., :n], low)
+
+    def add(self, a: Arr, b: Arr) -> Arr:
+        return self.reduce(a + b)
+
+    def sub(self, a: Arr, b: Arr) -> Arr:
+        return self.reduce(a + (MASK - b) + self.sub_const)
+
+    def neg(self, a: Arr) -> Arr:
+        return self.sub(np.zeros_like(a), a)
+
+    def mul(self, a: Arr, b: Arr) -> Arr:
+        """Element-wise product (leading dimensions broadcast)."""
+        a, b = np.broadcast_arrays(a, b)
+        n = self.N
+        acc = np.zeros((*a.shape[:-1], 2 * n), dtype=np.uint64)
+        for i in range(n):
+            acc[..., i : i + n] += a[..., i : i + 1] * b
+        return self.reduce(acc)
+
+    def dot(self, a: Arr, b: Arr) -> Arr:
+        """``sum_k a[..., k, :] * b[..., k, :]`` over the second-to-last axis (< 2**28 terms);
+        leading dimensions broadcast."""
+        n = self.N
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        acc = np.zeros((*lead, 2 * n), dtype=np.uint64)
+        for i in range(n):
+            acc[..., i : i + n] += np.einsum("...k,...kj->...j", a[..., i], b)
+        return self.reduce(acc)
+
+    def sum(self, a: Arr, axis: int) -> Arr:
+        """Sum over ``axis`` (an axis of the elements, not the limbs; < 2**40 terms)."""
+        if axis < 0:
+            axis -= 1
+        return self.reduce(a.sum(axis=axis, dtype=np.uint64))
+
+    def powers(self, r: Arr, count: int) -> Arr:
+        """``r**1 .. r**count`` along a new second-to-last axis, by doubling."""
+        out = r[..., None, :]
+        while out.shape[-2] < count:
+            top = out[..., -1:, :]
+            out = np.concatenate([out, self.mul(out, top)], axis=-2)
+        return out[..., :count, :]
+
+
+def _carry(acc: Arr, extra: int) -> Arr:
+    """Propagate carries so every limb is 16 bits; ``extra`` zero limbs absorb the top."""
+    if extra:
+        acc = np.concatenate([acc, np.zeros((*acc.shape[:-1], extra), dtype=np.uint64)], axis=-1)
+    else:
+        acc = acc.copy()
+    for d in range(acc.shape[-1] - 1):
+        acc[..., d + 1] += acc[..., d] >> SIXTEEN
+        acc[..., d] &= MASK
+    return acc
+
+
+_LIMB_FIELDS: dict[str, LimbField] = {}
+
+
+def limb_field(field: type[Field]) -> LimbField:
+    """The (cached) limb arithmetic of ``field``."""
+    lf = _LIMB_FIELDS.get(field.__name__)
+    if lf is None:
+        lf = _LIMB_FIELDS[field.__name__] = LimbField(field)
+    return lf
