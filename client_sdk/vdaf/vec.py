@@ -39,6 +39,9 @@ class LimbField:
         self.c_bits = self.c.bit_length()
         self.c_limbs = [x for x in _limbs_of(self.c, (self.c_bits + 15) // 16)]
         self.c_arr = np.array(_limbs_of(self.c, self.N), dtype=np.uint64)
+        self.c_col = np.array(_limbs_of(self.c, self.N), dtype=np.int64)
+        # 2**16N = c (mod p) as a few signed limb terms: (offset, coefficient).
+        self.fold = _sparse_limbs(self.c)
         # a - b = a + (2**16N - 1 - b) + (2p - 2**16N + 1)  (mod p), every term non-negative.
         self.sub_const = np.array(
             _limbs_of(2 * field.MODULUS - (1 << (16 * self.N)) + 1, self.N), dtype=np.uint64
@@ -79,30 +82,52 @@ class LimbField:
     # -- arithmetic -------------------------------------------------------------------------
 
     def reduce(self, acc: Arr) -> Arr:
-        """Canonical limbs of ``sum_d acc[..., d] * 2**(16 d)`` mod p (each ``acc`` < 2**60)."""
+        """Canonical limbs of ``sum_d acc[..., d] * 2**(16 d)`` mod p, for at most ``2 N``
+        limbs each below 2**44 (the folds multiply a limb by 28 at most twice: < 2**54).
+
+        Works limb-major in signed 64-bit: each limb ``d >= N`` folds down by the sparse
+        identity ``2**16N = sum coeff * 2**(16 offset)`` (Field128: ``28 * 2**64 - 1``,
+        Field64: ``2**32 - 1``), then six rounds of carry-and-fold of the top carry bring the
+        value into ``[0, 2**16N)`` (the carry shrinks below 2**9, then to -1, 0 or 1, and a
+        carry of +-1 settles within three more folds), and ``p`` is subtracted once if needed.
+        """
         n = self.N
-        x = _carry(acc, extra=4)
-        bits = 16 * x.shape[-1]
-        folds_at_bound = 0
-        # Each fold maps x = low + 2**16N * high (high < 2**(16 h)) to low + c * high
-        # < 2**(max(16N, 16 h + c_bits) + 1); once x < 2**(16N + 1), two more folds leave
-        # x < 2**16N (if the first carries out again, its low part is below c).
-        while folds_at_bound < 2:
-            if bits <= 16 * n + 1:
-                folds_at_bound += 1
-            low, high = x[..., :n], x[..., n:]
-            h = high.shape[-1]
-            out = np.zeros((*x.shape[:-1], max(n, h + len(self.c_limbs)) + 1), dtype=np.uint64)
-            out[..., :n] += low
-            for i, ci in enumerate(self.c_limbs):
-                out[..., i : i + h] += np.uint64(ci) * high
-            bits = max(16 * n, 16 * h + self.c_bits) + 1
-            x = _carry(out, extra=0)[..., : (bits + 15) // 16]
-        # Now x < 2**16N; subtract p once if x >= p (then x + c carries out).
-        low = x[..., :n]
-        y = _carry(low + self.c_arr, extra=1)
-        over = (y[..., n] != 0)[..., None]
-        return np.where(over, y[..., :n], low)
+        d_total = acc.shape[-1]
+        if d_total > 2 * n:
+            raise ValueError(f"reduce takes at most {2 * n} limbs, got {d_total}")
+        x = np.zeros((max(d_total, n + 1), *acc.shape[:-1]), dtype=np.int64)
+        x[:d_total] = np.moveaxis(acc, -1, 0)
+        for d in range(d_total - 1, n - 1, -1):
+            top = x[d]
+            for off, co in self.fold:
+                if co == 1:
+                    x[d - n + off] += top
+                elif co == -1:
+                    x[d - n + off] -= top
+                else:
+                    x[d - n + off] += co * top
+        x = x[: n + 1]
+        x[n] = 0
+        for _ in range(6):
+            for d in range(n):
+                x[d + 1] += x[d] >> 16
+                x[d] &= 0xFFFF
+            top = x[n].copy()
+            x[n] = 0
+            for off, co in self.fold:
+                x[off] += co * top
+        for d in range(n):
+            x[d + 1] += x[d] >> 16
+            x[d] &= 0xFFFF
+        # Now 0 <= x < 2**16N; if x >= p then x + c carries out of the top limb.
+        y = x[:n] + self.c_col.reshape((n,) + (1,) * (x.ndim - 1))
+        for d in range(n - 1):
+            y[d + 1] += y[d] >> 16
+            y[d] &= 0xFFFF
+        over = y[n - 1] >> 16
+        y[n - 1] &= 0xFFFF
+        out = np.where(over != 0, y, x[:n])
+        return np.moveaxis(out, 0, -1).astype(np.uint64)
 
     def add(self, a: Arr, b: Arr) -> Arr:
         return self.reduce(a + b)
@@ -123,17 +148,24 @@ class LimbField:
         return self.reduce(acc)
 
     def dot(self, a: Arr, b: Arr) -> Arr:
-        """``sum_k a[..., k, :] * b[..., k, :]`` over the second-to-last axis (< 2**28 terms);
-        leading dimensions broadcast."""
+        """``sum_k a[..., k, :] * b[..., k, :]`` over the second-to-last axis; leading
+        dimensions broadcast. Chunks of 512 terms keep each limb sum below 2**44."""
         n = self.N
+        k_total = max(a.shape[-2], b.shape[-2])
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        acc = np.zeros((*lead, 2 * n), dtype=np.uint64)
-        for i in range(n):
-            acc[..., i : i + n] += np.einsum("...k,...kj->...j", a[..., i], b)
-        return self.reduce(acc)
+        result: Arr | None = None
+        for start in range(0, k_total, 512):
+            a_k, b_k = a[..., start : start + 512, :], b[..., start : start + 512, :]
+            acc = np.zeros((*lead, 2 * n), dtype=np.uint64)
+            for i in range(n):
+                acc[..., i : i + n] += np.einsum("...k,...kj->...j", a_k[..., i], b_k)
+            part = self.reduce(acc)
+            result = part if result is None else self.add(result, part)
+        assert result is not None
+        return result
 
     def sum(self, a: Arr, axis: int) -> Arr:
-        """Sum over ``axis`` (an axis of the elements, not the limbs; < 2**40 terms)."""
+        """Sum over ``axis`` (an axis of the elements, not the limbs; < 2**28 terms)."""
         if axis < 0:
             axis -= 1
         return self.reduce(a.sum(axis=axis, dtype=np.uint64))
@@ -145,6 +177,18 @@ class LimbField:
             top = out[..., -1:, :]
             out = np.concatenate([out, self.mul(out, top)], axis=-2)
         return out[..., :count, :]
+
+
+def _sparse_limbs(c: int) -> list[tuple[int, int]]:
+    """``c`` as a short signed sum of ``coeff * 2**(16 offset)`` terms."""
+    known = {
+        (1 << 64) - (2**32 * 4294967295 + 1): [(2, 1), (0, -1)],  # 2**32 - 1
+        (1 << 128) - (2**66 * 4611686018427387897 + 1): [(4, 28), (0, -1)],  # 28*2**64 - 1
+    }
+    terms = known.get(c)
+    if terms is None or sum(co << (16 * off) for off, co in terms) != c:
+        raise ValueError(f"no sparse form for c = {c}")
+    return terms
 
 
 def _carry(acc: Arr, extra: int) -> Arr:

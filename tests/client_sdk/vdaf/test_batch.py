@@ -158,3 +158,24 @@ def test_the_rejection_fallback_gives_the_same_vector(monkeypatch: pytest.Monkey
     forced = verify_init_batch(vdaf, key, CTX, 1, nonces, [b""] * 3, helper)
     assert forced.verifier_shares == plain.verifier_shares
     assert forced.states() == plain.states()
+
+
+@pytest.mark.parametrize("field", [Prio3Count(2).field, Field128], ids=["Field64", "Field128"])
+def test_reduce_at_its_stated_bounds_and_long_dot_products(field: Any) -> None:
+    """``reduce`` takes up to 2N limbs below 2**44 (all-maximal limbs included); ``dot``
+    chunks sums longer than 512 terms."""
+    import numpy as np
+
+    lf = limb_field(field)
+    p = field.MODULUS
+    rng = np.random.default_rng(11)
+    for limbs in (lf.N, lf.N + 1, 2 * lf.N):
+        acc = rng.integers(0, 1 << 44, size=(400, limbs), dtype=np.uint64)
+        acc[0] = (1 << 44) - 1
+        expect = [sum(int(x) << (16 * d) for d, x in enumerate(row)) % p for row in acc]
+        assert lf.to_ints(lf.reduce(acc)) == expect
+    r = random.Random(2)
+    a = [[r.randrange(p) for _ in range(1300)] for _ in range(2)]
+    b = [[r.randrange(p) for _ in range(1300)] for _ in range(2)]
+    expect = [sum(x * y for x, y in zip(u, v, strict=True)) % p for u, v in zip(a, b, strict=True)]
+    assert lf.to_ints(lf.dot(lf.from_ints(a), lf.from_ints(b))) == expect
