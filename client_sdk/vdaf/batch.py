@@ -225,7 +225,8 @@ def _basis(lf: LimbField, n: int, t: Arr) -> Arr:
     one = np.broadcast_to(lf.const(1), (t.shape[0], 1, lf.N))
     prefix = _scan(lf, np.concatenate([one, diffs[:, :-1]], axis=1))
     suffix = _scan(lf, np.concatenate([one, diffs[:, :0:-1]], axis=1))[:, ::-1]
-    weights = lf.from_ints([w * field.inv(n) % field.MODULUS for w in field.nth_root_powers(n)])
+    n_inv = field.inv(n)
+    weights = lf.from_ints([w * n_inv % field.MODULUS for w in field.nth_root_powers(n)])
     return lf.mul(lf.mul(prefix, suffix), weights[None])
 
 

@@ -12,6 +12,7 @@ if needed. Exact integer arithmetic throughout: no float, no Python object per e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -91,12 +92,16 @@ class LimbField:
         value into ``[0, 2**16N)`` (the carry shrinks below 2**9, then to -1, 0 or 1, and a
         carry of +-1 settles within three more folds), and ``p`` is subtracted once if needed.
         """
+        return np.moveaxis(self._reduce_major(np.moveaxis(acc, -1, 0)), 0, -1)
+
+    def _reduce_major(self, acc: npt.NDArray[Any]) -> Arr:
+        """``reduce`` on limb-major input ``(D, ...)``; returns limb-major ``(N, ...)``."""
         n = self.N
-        d_total = acc.shape[-1]
+        d_total = acc.shape[0]
         if d_total > 2 * n:
             raise ValueError(f"reduce takes at most {2 * n} limbs, got {d_total}")
-        x = np.zeros((max(d_total, n + 1), *acc.shape[:-1]), dtype=np.int64)
-        x[:d_total] = np.moveaxis(acc, -1, 0)
+        x = np.zeros((max(d_total, n + 1), *acc.shape[1:]), dtype=np.int64)
+        x[:d_total] = acc
         for d in range(d_total - 1, n - 1, -1):
             top = x[d]
             for off, co in self.fold:
@@ -126,8 +131,7 @@ class LimbField:
             y[d] &= 0xFFFF
         over = y[n - 1] >> 16
         y[n - 1] &= 0xFFFF
-        out = np.where(over != 0, y, x[:n])
-        return np.moveaxis(out, 0, -1).astype(np.uint64)
+        return np.where(over != 0, y, x[:n]).astype(np.uint64)
 
     def add(self, a: Arr, b: Arr) -> Arr:
         return self.reduce(a + b)
@@ -142,10 +146,12 @@ class LimbField:
         """Element-wise product (leading dimensions broadcast)."""
         a, b = np.broadcast_arrays(a, b)
         n = self.N
-        acc = np.zeros((*a.shape[:-1], 2 * n), dtype=np.uint64)
+        am = np.ascontiguousarray(np.moveaxis(a, -1, 0))
+        bm = np.ascontiguousarray(np.moveaxis(b, -1, 0))
+        acc = np.zeros((2 * n, *a.shape[:-1]), dtype=np.uint64)
         for i in range(n):
-            acc[..., i : i + n] += a[..., i : i + 1] * b
-        return self.reduce(acc)
+            acc[i : i + n] += am[i] * bm
+        return np.moveaxis(self._reduce_major(acc), 0, -1)
 
     def dot(self, a: Arr, b: Arr) -> Arr:
         """``sum_k a[..., k, :] * b[..., k, :]`` over the second-to-last axis; leading
