@@ -41,6 +41,8 @@ __all__ = ["VerifyBatch", "verify_init_batch"]
 
 # Elements per sub-batch of the wire array (reports x wires x points), to bound memory.
 _WIRE_BUDGET = 1 << 19
+# Field elements of measurement and proof shares per sub-batch of reports.
+_REPORT_BUDGET = 1 << 19
 
 
 @dataclass
@@ -132,6 +134,26 @@ def verify_init_batch(
     b = len(nonces)
     if not (len(public_shares) == len(input_shares) == b):
         raise ValueError("nonces, public_shares and input_shares must have one entry per report")
+    rows = max(1, _REPORT_BUDGET // (vdaf.flp.MEAS_LEN + vdaf.flp.PROOF_LEN))
+    if b > rows:  # bound the memory of the share arrays: sub-batches, merged
+        parts_ = [
+            verify_init_batch(
+                vdaf,
+                verify_key,
+                ctx,
+                agg_id,
+                nonces[s : s + rows],
+                public_shares[s : s + rows],
+                input_shares[s : s + rows],
+            )
+            for s in range(0, b, rows)
+        ]
+        return VerifyBatch(
+            vdaf,
+            [x for part in parts_ for x in part.verifier_shares],
+            [x for part in parts_ for x in part.corrected_seeds],
+            np.concatenate([part.out_shares for part in parts_], axis=0),
+        )
     if len(verify_key) != vdaf.VERIFY_KEY_SIZE:
         raise ValueError(f"verify_key must be {vdaf.VERIFY_KEY_SIZE} bytes")
     for i, nonce in enumerate(nonces):

@@ -179,3 +179,31 @@ def test_reduce_at_its_stated_bounds_and_long_dot_products(field: Any) -> None:
     b = [[r.randrange(p) for _ in range(1300)] for _ in range(2)]
     expect = [sum(x * y for x, y in zip(u, v, strict=True)) % p for u, v in zip(a, b, strict=True)]
     assert lf.to_ints(lf.dot(lf.from_ints(a), lf.from_ints(b))) == expect
+
+
+def test_sub_batches_merge_to_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    from client_sdk.vdaf import batch
+
+    vdaf = Prio3Histogram(2, 10, 3)
+    rng = random.Random(4)
+    nonces = [rng.randbytes(16) for _ in range(7)]
+    sharded = [
+        vdaf.shard(CTX, i % 10, n, rng.randbytes(vdaf.RAND_SIZE)) for i, n in enumerate(nonces)
+    ]
+    publics = [vdaf.encode_public_share(p) for p, _ in sharded]
+    leaders = [vdaf.encode_input_share(s[0]) for _, s in sharded]
+    whole = verify_init_batch(vdaf, bytes(32), CTX, 0, nonces, publics, leaders)
+    monkeypatch.setattr(batch, "_REPORT_BUDGET", 2 * (vdaf.flp.MEAS_LEN + vdaf.flp.PROOF_LEN))
+    split = verify_init_batch(vdaf, bytes(32), CTX, 0, nonces, publics, leaders)
+    assert split.verifier_shares == whole.verifier_shares
+    assert split.states() == whole.states()
+    assert (
+        split.aggregate([True] * 7)
+        == whole.aggregate([True] * 7)
+        == [
+            sum(i % 10 == k for i in range(7))
+            and vdaf.field.MODULUS
+            and (sum(s[0][0][k] for _, s in sharded) % vdaf.field.MODULUS)
+            for k in range(10)
+        ]
+    )
