@@ -239,27 +239,10 @@ def verify_init_batch(
 
 
 def _basis(lf: LimbField, n: int, t: Arr) -> Arr:
-    """``L_i(t)`` over the ``n``-th roots for each report (``t`` of shape ``(B, N)``):
-    ``W**i / n * prod_{j != i} (t - W**j)`` with prefix and suffix products by doubling."""
-    field = lf.field
-    nodes = lf.from_ints(field.nth_root_powers(n))
-    diffs = lf.sub(t[:, None, :], nodes[None, :, :])  # (B, n, N)
-    one = np.broadcast_to(lf.const(1), (t.shape[0], 1, lf.N))
-    prefix = _scan(lf, np.concatenate([one, diffs[:, :-1]], axis=1))
-    suffix = _scan(lf, np.concatenate([one, diffs[:, :0:-1]], axis=1))[:, ::-1]
-    n_inv = field.inv(n)
-    weights = lf.from_ints([w * n_inv % field.MODULUS for w in field.nth_root_powers(n)])
-    return lf.mul(lf.mul(prefix, suffix), weights[None])
-
-
-def _scan(lf: LimbField, a: Arr) -> Arr:
-    """Inclusive prefix products along axis 1 (Hillis-Steele, log2(n) vectorized steps)."""
-    out = a.copy()
-    d = 1
-    while d < out.shape[1]:
-        out[:, d:] = lf.mul(out[:, d:], out[:, :-d])
-        d *= 2
-    return out
+    """``L_i(t)`` over the ``n``-th roots for each report (``t`` of shape ``(B, N)``), by
+    ``Lagrange.basis_at``: O(n) per report, the size of a wire, not of the measurement."""
+    lag = Lagrange(lf.field)
+    return lf.from_ints([lag.basis_at(n, x) for x in lf.to_ints(t)])
 
 
 _EXTENSIONS: dict[tuple[str, int, int], list[list[int]]] = {}

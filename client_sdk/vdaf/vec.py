@@ -43,6 +43,10 @@ class LimbField:
         self.c_col = np.array(_limbs_of(self.c, self.N), dtype=np.int64)
         # 2**16N = c (mod p) as a few signed limb terms: (offset, coefficient).
         self.fold = _sparse_limbs(self.c)
+        # Rounds of carry-and-fold that bring any reduce input below 2**16N (with one spare):
+        # Field128's top carry is below 2**39, then -1, 0 or 1 after one fold, then 0 within
+        # two more; Field64's shrinks 2**38 -> 2**7 -> {-1, 0, 1} -> 0 within two more.
+        self.rounds = 4 if self.c_bits > 64 else 5
         # a - b = a + (2**16N - 1 - b) + (2p - 2**16N + 1)  (mod p), every term non-negative.
         self.sub_const = np.array(
             _limbs_of(2 * field.MODULUS - (1 << (16 * self.N)) + 1, self.N), dtype=np.uint64
@@ -75,10 +79,16 @@ class LimbField:
         return np.zeros((*shape, self.N), dtype=np.uint64)
 
     def below_modulus(self, a: Arr) -> npt.NDArray[np.bool_]:
-        """True where the limbs hold a canonical element (``< p``): ``a + c`` stays below
-        ``2**16N`` exactly then."""
-        s = _carry(a + self.c_arr, extra=1)
-        return np.asarray(s[..., self.N] == 0)
+        """True where the limbs hold a canonical element (``< p``): compared limb by limb
+        from the top."""
+        p_limbs = _limbs_of(self.field.MODULUS, self.N)
+        less = np.zeros(a.shape[:-1], dtype=bool)
+        equal = np.ones(a.shape[:-1], dtype=bool)
+        for d in range(self.N - 1, -1, -1):
+            limb = a[..., d]
+            less |= equal & (limb < p_limbs[d])
+            equal &= limb == p_limbs[d]
+        return less
 
     # -- arithmetic -------------------------------------------------------------------------
 
@@ -88,9 +98,10 @@ class LimbField:
 
         Works limb-major in signed 64-bit: each limb ``d >= N`` folds down by the sparse
         identity ``2**16N = sum coeff * 2**(16 offset)`` (Field128: ``28 * 2**64 - 1``,
-        Field64: ``2**32 - 1``), then six rounds of carry-and-fold of the top carry bring the
-        value into ``[0, 2**16N)`` (the carry shrinks below 2**9, then to -1, 0 or 1, and a
-        carry of +-1 settles within three more folds), and ``p`` is subtracted once if needed.
+        Field64: ``2**32 - 1``), then ``rounds`` rounds of carry-and-fold of the top carry bring
+        the value into ``[0, 2**16N)`` (a carry of +-1 settles within two folds: if
+        ``low + c`` carries out again, its new low part is below c), and ``p`` is subtracted
+        once if needed.
         """
         return np.moveaxis(self._reduce_major(np.moveaxis(acc, -1, 0)), 0, -1)
 
@@ -113,7 +124,7 @@ class LimbField:
                     x[d - n + off] += co * top
         x = x[: n + 1]
         x[n] = 0
-        for _ in range(6):
+        for _ in range(self.rounds):
             for d in range(n):
                 x[d + 1] += x[d] >> 16
                 x[d] &= 0xFFFF
