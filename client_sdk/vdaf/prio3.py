@@ -257,6 +257,11 @@ class Prio3(Generic[M, R]):
         if jr_len > 0:
             if blind is None or public_share is None:
                 raise ValueError("this variant needs a blind and a public share")
+            if len(public_share) != self.SHARES:
+                raise ValueError(
+                    f"public share: expected {self.SHARES} joint randomness parts, "
+                    f"got {len(public_share)}"
+                )
             part = self.joint_rand_part(ctx, agg_id, blind, meas_share, nonce)
             parts = list(public_share)
             parts[agg_id] = part

@@ -225,3 +225,11 @@ def test_constants_are_the_drafts() -> None:
     v = Prio3Histogram(2, 4, 2)
     assert (v.SHARES, v.ROUNDS, v.VERIFY_KEY_SIZE, v.NONCE_SIZE, v.RAND_SIZE) == (2, 1, 32, 16, 128)
     assert Prio3Count(3).RAND_SIZE == 96
+
+
+def test_verify_init_refuses_a_public_share_with_the_wrong_number_of_parts() -> None:
+    vdaf = Prio3Histogram(2, 4, 2)
+    public, inputs = vdaf.shard(CTX, 1, bytes(16), bytes(vdaf.RAND_SIZE))
+    assert public is not None
+    with pytest.raises(ValueError, match="public share: expected 2 joint randomness parts, got 1"):
+        vdaf.verify_init(bytes(32), CTX, 1, None, bytes(16), public[:1], inputs[1])
