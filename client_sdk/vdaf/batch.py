@@ -43,6 +43,8 @@ __all__ = ["VerifyBatch", "verify_init_batch"]
 _WIRE_BUDGET = 1 << 19
 # Field elements of measurement and proof shares per sub-batch of reports.
 _REPORT_BUDGET = 1 << 19
+# Largest n whose Lagrange basis is computed vectorized (above it, per report in Python).
+_VECTOR_BASIS_MAX = 32
 
 
 @dataclass
@@ -239,10 +241,32 @@ def verify_init_batch(
 
 
 def _basis(lf: LimbField, n: int, t: Arr) -> Arr:
-    """``L_i(t)`` over the ``n``-th roots for each report (``t`` of shape ``(B, N)``), by
-    ``Lagrange.basis_at``: O(n) per report, the size of a wire, not of the measurement."""
-    lag = Lagrange(lf.field)
-    return lf.from_ints([lag.basis_at(n, x) for x in lf.to_ints(t)])
+    """``L_i(t)`` over the ``n``-th roots for each report (``t`` of shape ``(B, N)``):
+    ``W**i / n * prod_{j != i} (t - W**j)``. Small ``n``: prefix and suffix products by
+    doubling, vectorized across reports; large ``n``: ``Lagrange.basis_at`` per report, O(n)
+    scalar work (the size of a wire, not of the measurement), which is then the cheaper."""
+    field = lf.field
+    if n > _VECTOR_BASIS_MAX:
+        lag = Lagrange(field)
+        return lf.from_ints([lag.basis_at(n, x) for x in lf.to_ints(t)])
+    nodes = lf.from_ints(field.nth_root_powers(n))
+    diffs = lf.sub(t[:, None, :], nodes[None, :, :])  # (B, n, N)
+    one = np.broadcast_to(lf.const(1), (t.shape[0], 1, lf.N))
+    prefix = _scan(lf, np.concatenate([one, diffs[:, :-1]], axis=1))
+    suffix = _scan(lf, np.concatenate([one, diffs[:, :0:-1]], axis=1))[:, ::-1]
+    n_inv = field.inv(n)
+    weights = lf.from_ints([w * n_inv % field.MODULUS for w in field.nth_root_powers(n)])
+    return lf.mul(lf.mul(prefix, suffix), weights[None])
+
+
+def _scan(lf: LimbField, a: Arr) -> Arr:
+    """Inclusive prefix products along axis 1 (Hillis-Steele, log2(n) vectorized steps)."""
+    out = a.copy()
+    d = 1
+    while d < out.shape[1]:
+        out[:, d:] = lf.mul(out[:, d:], out[:, :-d])
+        d *= 2
+    return out
 
 
 _EXTENSIONS: dict[tuple[str, int, int], list[list[int]]] = {}

@@ -199,3 +199,16 @@ def test_sub_batches_merge_to_the_same_result(monkeypatch: pytest.MonkeyPatch) -
     assert split.states() == whole.states()
     leader_sum = [sum(s[0][0][k] for _, s in sharded) % vdaf.field.MODULUS for k in range(10)]
     assert split.aggregate([True] * 7) == whole.aggregate([True] * 7) == leader_sum
+
+
+@pytest.mark.parametrize("limit", [0, 1 << 20], ids=["scalar-basis", "vector-basis"])
+def test_both_ways_to_the_lagrange_basis_agree_with_the_single_path(
+    monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    from client_sdk.vdaf import batch
+
+    monkeypatch.setattr(batch, "_VECTOR_BASIS_MAX", limit)
+    name, vdaf, sample = CASES[4]  # histogram
+    test_batched_and_single_paths_agree(name, vdaf, sample)
+    name, vdaf, sample = CASES[1]  # sum
+    test_batched_and_single_paths_agree(name, vdaf, sample)
