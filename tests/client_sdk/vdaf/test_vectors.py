@@ -22,6 +22,7 @@ from client_sdk.vdaf import (
     VdafError,
     XofTurboShake128,
 )
+from client_sdk.vdaf.device import shard_encoded
 
 VEC_DIR = Path(os.environ.get("VDAF_TEST_VECTORS", "/work/shared/vdaf-draft20/test_vec"))
 VARIANTS = ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram", "Prio3MultihotCountVec")
@@ -95,6 +96,11 @@ def test_vector_file(name: str) -> None:
                 public, inputs = vdaf.shard(ctx, r["measurement"], nonce, bytes.fromhex(r["rand"]))
                 assert vdaf.encode_public_share(public).hex() == r["public_share"]
                 assert [vdaf.encode_input_share(s).hex() for s in inputs] == r["input_shares"]
+                fast_public, fast_inputs = shard_encoded(
+                    vdaf, ctx, r["measurement"], nonce, bytes.fromhex(r["rand"])
+                )
+                assert fast_public.hex() == r["public_share"]
+                assert [s.hex() for s in fast_inputs] == r["input_shares"]
             elif kind == "verify_init":
                 j = op["aggregator_id"]
                 vstate, vshare = vdaf.verify_init(
