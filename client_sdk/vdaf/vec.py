@@ -41,16 +41,13 @@ class LimbField:
         self.c_limbs = [x for x in _limbs_of(self.c, (self.c_bits + 15) // 16)]
         self.c_arr = np.array(_limbs_of(self.c, self.N), dtype=np.uint64)
         self.c_col = np.array(_limbs_of(self.c, self.N), dtype=np.int64)
+        self.p_col = np.array(_limbs_of(field.MODULUS, self.N), dtype=np.int64)
         # 2**16N = c (mod p) as a few signed limb terms: (offset, coefficient).
         self.fold = _sparse_limbs(self.c)
         # Rounds of carry-and-fold that bring any reduce input below 2**16N (with one spare):
         # Field128's top carry is below 2**39, then -1, 0 or 1 after one fold, then 0 within
         # two more; Field64's shrinks 2**38 -> 2**7 -> {-1, 0, 1} -> 0 within two more.
         self.rounds = 4 if self.c_bits > 64 else 5
-        # a - b = a + (2**16N - 1 - b) + (2p - 2**16N + 1)  (mod p), every term non-negative.
-        self.sub_const = np.array(
-            _limbs_of(2 * field.MODULUS - (1 << (16 * self.N)) + 1, self.N), dtype=np.uint64
-        )
 
     # -- conversions ------------------------------------------------------------------------
 
@@ -145,10 +142,43 @@ class LimbField:
         return np.where(over != 0, y, x[:n]).astype(np.uint64)
 
     def add(self, a: Arr, b: Arr) -> Arr:
-        return self.reduce(a + b)
+        """``a + b``: limb sums with carries, then ``p`` subtracted where the sum reaches it."""
+        a, b = np.broadcast_arrays(a, b)
+        x = np.moveaxis(a, -1, 0).astype(np.int64) + np.moveaxis(b, -1, 0).astype(np.int64)
+        return np.moveaxis(self._minus_p_if_needed(x), 0, -1)
 
     def sub(self, a: Arr, b: Arr) -> Arr:
-        return self.reduce(a + (MASK - b) + self.sub_const)
+        """``a - b``: signed limb differences with borrows, then ``p`` added where negative."""
+        a, b = np.broadcast_arrays(a, b)
+        x = np.moveaxis(a, -1, 0).astype(np.int64) - np.moveaxis(b, -1, 0).astype(np.int64)
+        n = self.N
+        for d in range(n - 1):
+            x[d + 1] += x[d] >> 16
+            x[d] &= 0xFFFF
+        negative = x[n - 1] < 0
+        x[n - 1] &= 0xFFFF
+        y = x + self.p_col.reshape((n,) + (1,) * (x.ndim - 1))
+        for d in range(n - 1):
+            y[d + 1] += y[d] >> 16
+            y[d] &= 0xFFFF
+        y[n - 1] &= 0xFFFF
+        return np.moveaxis(np.where(negative, y, x).astype(np.uint64), 0, -1)
+
+    def _minus_p_if_needed(self, x: npt.NDArray[np.int64]) -> Arr:
+        """Limb-major ``x`` (a value below ``2 p``, limbs not yet carried) to canonical."""
+        n = self.N
+        for d in range(n - 1):
+            x[d + 1] += x[d] >> 16
+            x[d] &= 0xFFFF
+        top = x[n - 1] >> 16  # 0 or 1: the bit 2**16N
+        x[n - 1] &= 0xFFFF
+        y = x + self.c_col.reshape((n,) + (1,) * (x.ndim - 1))
+        for d in range(n - 1):
+            y[d + 1] += y[d] >> 16
+            y[d] &= 0xFFFF
+        over = (y[n - 1] >> 16) + top  # x + c >= 2**16N  <=>  x >= p
+        y[n - 1] &= 0xFFFF
+        return np.where(over != 0, y, x).astype(np.uint64)
 
     def neg(self, a: Arr) -> Arr:
         return self.sub(np.zeros_like(a), a)
