@@ -8,14 +8,13 @@ vectors). Count and Sum (a handful of elements) go through ``vdaf.shard`` itself
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from client_sdk.vdaf.batch import _xof_vec
 from client_sdk.vdaf.errors import MeasurementError
-from client_sdk.vdaf.field import Field
+from client_sdk.vdaf.field import Field, Lagrange
 from client_sdk.vdaf.flp import Histogram, MultihotCountVec, SumVec, gadget_poly_len, wire_poly_len
 from client_sdk.vdaf.prio3 import (
     USAGE_JOINT_RAND_PART,
@@ -174,38 +173,27 @@ def _prove_chunked(valid: Any, lf: LimbField, meas: Arr, joint: Arr, prove_rand:
 
 
 def _double(lf: LimbField, values: Arr) -> Arr:
-    """``Lagrange.double_evaluations`` of each row: its values at the 2n-th roots."""
-    field = lf.field
+    """``Lagrange.double_evaluations`` of each row (axis -2): its values at the 2n-th roots.
+    The new values are a fixed linear map of the old (inverse NTT, scaling by ``s**k``, NTT),
+    applied as one matrix product."""
     n = values.shape[-2]
-    coeffs = _ntt(lf, values, _inverse_roots(field, n))
-    n_inv = field.inv(n)
-    s = field.nth_root(2 * n)
-    scale = lf.from_ints([pow(s, k, field.MODULUS) * n_inv % field.MODULUS for k in range(n)])
-    odd = _ntt(lf, lf.mul(coeffs, scale), field.nth_root_powers(n))
+    matrix = lf.from_ints(_odd_values_map(lf.field, n))  # (n, n): new value i from old k
+    odd = lf.dot(matrix[None], values[:, None])
     out = np.empty((*values.shape[:-2], 2 * n, lf.N), dtype=np.uint64)
     out[..., 0::2, :] = values
     out[..., 1::2, :] = odd
     return out
 
 
-def _inverse_roots(field: type[Field], n: int) -> list[int]:
-    roots = field.nth_root_powers(n)
-    return [roots[0], *roots[:0:-1]]
+_ODD_MAPS: dict[tuple[str, int], list[list[int]]] = {}
 
 
-def _ntt(lf: LimbField, a: Arr, roots: Sequence[int]) -> Arr:
-    """Radix-2 decimation in time along axis -2, all rows at once: ``out[i] = sum_k a[k]
-    roots[i k mod n]``."""
-    n = a.shape[-2]
-    log = n.bit_length() - 1
-    rev = np.array([int(format(i, f"0{log}b")[::-1], 2) if log else 0 for i in range(n)])
-    x = a[..., rev, :]
-    length = 2
-    while length <= n:
-        half = length // 2
-        tw = lf.from_ints([roots[(n // length) * k] for k in range(half)])
-        blocks = x.reshape(*x.shape[:-2], n // length, length, lf.N)
-        u, v = blocks[..., :half, :], lf.mul(blocks[..., half:, :], tw)
-        x = np.concatenate([lf.add(u, v), lf.sub(u, v)], axis=-2).reshape(x.shape)
-        length *= 2
-    return x
+def _odd_values_map(field: type[Field], n: int) -> list[list[int]]:
+    """Row i: the weights of the n values at the n-th roots that give the value at
+    ``W_2n * W_n**i`` (``Lagrange.double_evaluations`` of the unit vectors, odd positions)."""
+    key = (field.__name__, n)
+    if key not in _ODD_MAPS:
+        lag = Lagrange(field)
+        cols = [lag.double_evaluations([int(i == k) for i in range(n)])[1::2] for k in range(n)]
+        _ODD_MAPS[key] = [[cols[k][i] for k in range(n)] for i in range(n)]
+    return _ODD_MAPS[key]
