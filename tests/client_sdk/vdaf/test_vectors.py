@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from client_sdk.vdaf import (
+    Field64,
     Field128,
     Prio3,
     Prio3Count,
@@ -23,14 +24,16 @@ from client_sdk.vdaf import (
     XofTurboShake128,
 )
 from client_sdk.vdaf.device import shard_encoded
+from client_sdk.vdaf.flp import PolyEval, SumVec, Valid
 
 VEC_DIR = Path(os.environ.get("VDAF_TEST_VECTORS", "/work/shared/vdaf-draft20/test_vec"))
 VARIANTS = ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram", "Prio3MultihotCountVec")
+EXTRA = ("Prio3SumVecWithMultiproof", "Prio3HigherDegree")
 FILES = (
     sorted(
         p.name
         for p in (VEC_DIR / "vdaf").glob("Prio3*.json")
-        if p.name.rsplit("_", 1)[0].split("_bad")[0] in VARIANTS
+        if p.name.rsplit("_", 1)[0].split("_bad")[0] in VARIANTS + EXTRA
     )
     if (VEC_DIR / "vdaf").is_dir()
     else []
@@ -39,8 +42,43 @@ FILES = (
 pytestmark = pytest.mark.skipif(not FILES, reason=f"no draft-20 test vectors under {VEC_DIR}")
 
 
+class _HigherDegree(Valid[int, int]):
+    """The draft's test circuit with a degree-3 gadget: ``x (x - 1) (x - 2)``."""
+
+    MEAS_LEN = 1
+    JOINT_RAND_LEN = 0
+    OUTPUT_LEN = 1
+    EVAL_OUTPUT_LEN = 1
+
+    def __init__(self) -> None:
+        self.field = Field64
+        self.GADGETS = [PolyEval([0, 2, -3, 1], 1)]
+        self.GADGET_CALLS = [1]
+
+    def encode(self, measurement: int) -> list[int]:
+        return [measurement % Field64.MODULUS]
+
+    def eval(self, meas: Any, joint_rand: Any, num_shares: int, gadgets: Any = None) -> list[int]:
+        return [(gadgets or self.GADGETS)[0].eval(self.field, [meas[0]])]
+
+    def truncate(self, meas: Any) -> list[int]:
+        return list(meas)
+
+    def decode(self, output: Any, num_measurements: int) -> int:
+        return int(output[0])
+
+
+class _TestVdaf(Prio3[Any, Any]):
+    ID = 0xFFFFFFFF  # the draft's test-only algorithm ID
+
+
 def make(name: str, v: dict[str, Any]) -> Prio3[Any, Any]:
     kind = name.split("_")[0]
+    if kind == "Prio3SumVecWithMultiproof":  # Field64 with three proofs, as the draft's tests
+        valid = SumVec(Field64, v["length"], v["max_measurement"], v["chunk_length"])
+        return _TestVdaf(v["shares"], valid, num_proofs=3)
+    if kind == "Prio3HigherDegree":
+        return _TestVdaf(v["shares"], _HigherDegree())
     if kind == "Prio3Count":
         return Prio3Count(v["shares"])
     if kind == "Prio3Sum":
@@ -53,7 +91,7 @@ def make(name: str, v: dict[str, Any]) -> Prio3[Any, Any]:
 
 
 def test_the_five_variants_and_their_bad_cases_are_all_present() -> None:
-    assert len(FILES) == 22
+    assert len(FILES) == 25  # 22 of the five variants, 2 multiproof, 1 higher degree
     assert sum("_bad_" in f for f in FILES) == 8
 
 
