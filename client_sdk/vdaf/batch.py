@@ -40,7 +40,7 @@ from client_sdk.vdaf.vec import Arr, LimbField, limb_field
 __all__ = ["VerifyBatch", "verify_init_batch"]
 
 # Elements per sub-batch of the wire array (reports x wires x points), to bound memory.
-_WIRE_BUDGET = 1 << 19
+_WIRE_BUDGET = 1 << 21
 # Field elements of measurement and proof shares per sub-batch of reports.
 _REPORT_BUDGET = 1 << 19
 # Largest n whose Lagrange basis is computed vectorized (above it, per report in Python).
