@@ -320,8 +320,9 @@ def _query_rows(
         poly = known
     gadget_outs = poly[:, (size // p) * np.arange(1, calls + 1)]  # (B, calls, N)
 
-    # Wires: (B, ARITY, p, N), value 0 the seed, value k the k-th call's input.
-    wires = lf.zeros((b, g.ARITY, p))
+    # Wires: (B, ARITY, calls + 1, N), value 0 the seed, value k the k-th call's input (the
+    # values past the last call, up to p, are zero and left out of the products below).
+    wires = lf.zeros((b, g.ARITY, calls + 1))
     wires[:, :, 0] = seeds
     shares_inv = lf.const(field.inv(vdaf.SHARES))
     if isinstance(valid, Count):
@@ -360,7 +361,7 @@ def _query_rows(
     else:
         v, t = outputs[0], qr[:, 0]
     _refuse_roots_of_unity(lf, t, p)
-    wire_checks = lf.dot(wires, _basis(lf, p, t)[:, None])  # (B, ARITY, N)
+    wire_checks = lf.dot(wires, _basis(lf, p, t)[:, None, : calls + 1])  # (B, ARITY, N)
     gadget_check = lf.dot(poly, _basis(lf, size, t))
     return np.concatenate([v[:, None], wire_checks, gadget_check[:, None]], axis=1)
 
