@@ -34,9 +34,10 @@ class XofTurboShake128:
             raise ValueError(f"XOF seed: {len(seed)} bytes, at most 255 allowed")
         if len(dst) > 65535:
             raise ValueError(f"XOF dst: {len(dst)} bytes, at most 65535 allowed")
-        self._h = TurboSHAKE128.new(domain=1)
-        self._h.update(len(dst).to_bytes(2, "little") + dst + len(seed).to_bytes(1, "little"))
-        self._h.update(seed + binder)
+        self._h = TurboSHAKE128.new(
+            domain=1,
+            data=len(dst).to_bytes(2, "little") + dst + bytes((len(seed),)) + seed + binder,
+        )
 
     def next(self, length: int) -> bytes:
         return bytes(self._h.read(length))
