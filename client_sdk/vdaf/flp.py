@@ -10,8 +10,11 @@ the first ``DEGREE * (p - 1) + 1``.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
+
+import numpy as np
 
 from client_sdk.vdaf.errors import MeasurementError
 from client_sdk.vdaf.field import Field, Lagrange, next_power_of_2
@@ -370,11 +373,12 @@ def _range_check(
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as an int in ``[low, high]`` (numpy integers accepted, bools refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise MeasurementError(f"{name} must be an int in [{low}, {high}], got {value!r}")
-    if not low <= value <= high:
+    if not low <= int(value) <= high:
         raise MeasurementError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
+    return int(value)
 
 
 def _check_positive(name: str, value: int) -> None:

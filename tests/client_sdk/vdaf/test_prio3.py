@@ -233,3 +233,17 @@ def test_verify_init_refuses_a_public_share_with_the_wrong_number_of_parts() -> 
     assert public is not None
     with pytest.raises(ValueError, match="public share: expected 2 joint randomness parts, got 1"):
         vdaf.verify_init(bytes(32), CTX, 1, None, bytes(16), public[:1], inputs[1])
+
+
+def test_numpy_integers_are_measurements_as_ints_are() -> None:
+    import numpy as np
+
+    for vdaf, as_int, as_numpy in [
+        (Prio3Histogram(2, 5, 2), 3, np.int64(3)),
+        (Prio3Sum(2, 9), 7, np.uint8(7)),
+        (Prio3SumVec(2, 3, 4, 2), [1, 4, 0], list(np.array([1, 4, 0]))),
+    ]:
+        args = (bytes(16), bytes(vdaf.RAND_SIZE))
+        assert vdaf.shard(CTX, as_numpy, *args) == vdaf.shard(CTX, as_int, *args)
+    with pytest.raises(MeasurementError, match="Prio3Histogram measurement"):
+        Prio3Histogram(2, 5, 2).shard(CTX, np.bool_(True), bytes(16), bytes(128))
