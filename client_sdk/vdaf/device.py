@@ -8,6 +8,7 @@ vectors). Count and Sum (a handful of elements) go through ``vdaf.shard`` itself
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -91,16 +92,16 @@ def _encode(valid: Any, lf: LimbField, measurement: Any) -> Arr:
     """The circuit's encoding as limbs (every encoded value is 0 or 1), range-checked."""
     if isinstance(valid, Histogram):
         if (
-            isinstance(measurement, bool)
-            or not isinstance(measurement, int)
-            or not (0 <= measurement < valid.length)
+            isinstance(measurement, (bool, np.bool_))
+            or not isinstance(measurement, numbers.Integral)
+            or not 0 <= int(measurement) < valid.length
         ):
             raise MeasurementError(
                 f"Prio3Histogram measurement must be an int in [0, {valid.length - 1}], "
                 f"got {measurement!r}"
             )
         bits = np.zeros(valid.length, dtype=np.uint64)
-        bits[measurement] = 1
+        bits[int(measurement)] = 1
     elif isinstance(valid, MultihotCountVec):
         arr = np.asarray(measurement)
         if arr.shape != (valid.length,) or arr.dtype.kind not in "biu":

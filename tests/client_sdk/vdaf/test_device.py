@@ -64,3 +64,11 @@ def test_vectorized_shard_refuses_out_of_range_measurements(
 ) -> None:
     with pytest.raises(MeasurementError, match=needle):
         shard_encoded(vdaf, CTX, measurement, bytes(16), bytes(vdaf.RAND_SIZE))
+
+
+def test_a_numpy_index_shards_as_an_int_does() -> None:
+    import numpy as np
+
+    vdaf = Prio3Histogram(2, 9, 3)
+    args = (bytes(16), bytes(vdaf.RAND_SIZE))
+    assert shard_encoded(vdaf, CTX, np.int64(4), *args) == shard_encoded(vdaf, CTX, 4, *args)
