@@ -27,6 +27,7 @@ from collector import metrics as _metrics
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
 from shuffler.storage import ShufflerStorage
+from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR, ShufflePlan, shuffle_plan
 
 __all__ = ["create_app"]
 
@@ -37,10 +38,16 @@ _local = threading.local()
 
 def create_app(config: Mapping[str, Any]) -> Flask:
     """The app. ``config``: ``DB``, ``COLLECTOR`` (base URL); optional ``MAX_BATCH`` (10000),
-    ``MAX_CONTENT_LENGTH`` (16 MiB), ``RETRY_AFTER`` (1)."""
+    ``MAX_CONTENT_LENGTH`` (16 MiB), ``RETRY_AFTER`` (1), ``MIN_BATCH_FLOOR``
+    (``shuffler.trust.DEFAULT_MIN_BATCH_FLOOR``)."""
     app = Flask(__name__, static_folder=None)
     app.config.update(
-        {"MAX_BATCH": 10_000, "MAX_CONTENT_LENGTH": 16 * 1024 * 1024, "RETRY_AFTER": 1}
+        {
+            "MAX_BATCH": 10_000,
+            "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
+            "RETRY_AFTER": 1,
+            "MIN_BATCH_FLOOR": DEFAULT_MIN_BATCH_FLOOR,
+        }
     )
     app.config.update(config)
     app.json.sort_keys = False  # type: ignore[attr-defined]
@@ -60,10 +67,12 @@ def _storage() -> ShufflerStorage:
     return storage
 
 
-def campaign_document(name: str) -> dict[str, Any]:
-    """The collector's document for ``name`` (cached ``CAMPAIGN_TTL`` s); 404 if unknown, 503 if
-    the collector does not answer."""
-    cache: dict[str, tuple[float, dict[str, Any]]] = current_app.extensions["ldp_campaigns"]
+def campaign_plan(name: str) -> ShufflePlan | None:
+    """The verified plan of campaign ``name`` from the collector's document (cached
+    ``CAMPAIGN_TTL`` s; ``shuffler.trust``), ``None`` if it is not shuffled; 404 if unknown, 503
+    if the collector does not answer, 502 ``untrusted-campaign`` if its document does not verify
+    (its ``config_id`` is not the hash of its content)."""
+    cache: dict[str, tuple[float, ShufflePlan | None]] = current_app.extensions["ldp_campaigns"]
     hit = cache.get(name)
     if hit is not None and time.monotonic() - hit[0] < CAMPAIGN_TTL:
         return hit[1]
@@ -81,9 +90,16 @@ def campaign_document(name: str) -> dict[str, Any]:
         raise Problem(404, "not-found", f"no campaign named {name!r}")
     if response.status_code != 200:
         raise Problem(503, "overloaded", "the collector refused the campaign lookup")
-    document = dict(response.json())
-    cache[name] = (time.monotonic(), document)
-    return document
+    try:
+        plan = shuffle_plan(response.json(), name, current_app.config["MIN_BATCH_FLOOR"])
+    except ValueError as error:
+        raise Problem(
+            502,
+            "untrusted-campaign",
+            f"the collector served a campaign document the shuffler does not trust: {error}",
+        ) from None
+    cache[name] = (time.monotonic(), plan)
+    return plan
 
 
 @bp.post("/v1/campaigns/<name>/reports")
@@ -97,15 +113,15 @@ def upload(name: str) -> dict[str, Any]:
     cap = current_app.config["MAX_BATCH"]
     if len(reports) > cap:
         raise Problem(413, "payload-too-large", f"a batch holds at most {cap} reports")
-    document = campaign_document(name)
-    if document.get("shuffle") is None:
+    plan = campaign_plan(name)
+    if plan is None:
         raise Problem(409, "not-shuffled", f"campaign {name!r} is not shuffled")
-    if config_id != document.get("config_id"):
+    if config_id != plan.config_id:
         raise Problem(
             409,
             "stale-config",
             "config_id is not the campaign's current config; refetch it",
-            config_id=document.get("config_id"),
+            config_id=plan.config_id,
         )
     good, rejected = _checked(reports)
     accepted, duplicate = _storage().accept(name, config_id, good) if good else (0, 0)

@@ -27,6 +27,7 @@ from typing import Any
 
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from shuffler.storage import ShufflerStorage
+from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR
 
 TOKEN_ENV = "LDP_SHUFFLER_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -52,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
             help="collect up to --max-batch reports, forwarding at the latest this long after "
             "a campaign's oldest waiting report arrived (never fewer than min_batch); default: "
             "forward as soon as min_batch wait",
+        )
+        sub.add_argument(
+            "--min-batch-floor",
+            type=_at_least_two,
+            default=DEFAULT_MIN_BATCH_FLOOR,
+            metavar="N",
+            help="never forward a batch of fewer than N reports, whatever min_batch the "
+            f"collector's campaign document says ({DEFAULT_MIN_BATCH_FLOOR})",
         )
         sub.add_argument(
             "--concurrency",
@@ -93,14 +102,18 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _at_least_one(text: str) -> int:
+def _at_least(minimum: int, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1; got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {text!r}")
     return value
+
+
+_at_least_one = functools.partial(_at_least, 1)
+_at_least_two = functools.partial(_at_least, 2)  # a batch of one is not shuffled at all
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,6 +150,7 @@ def _forward(args: argparse.Namespace) -> int:
         max_wait=args.max_wait,
         interval=args.interval,
         concurrency=args.concurrency,
+        min_batch_floor=args.min_batch_floor,
     )
     if args.exit_with_parent:
         parent = os.getppid()
@@ -161,11 +175,18 @@ def _serve(args: argparse.Namespace) -> int:
     from shuffler.app import create_app
     from shuffler.supervisor import ForwarderSupervisor
 
-    app = create_app({"DB": args.db, "COLLECTOR": args.collector, "MAX_BATCH": args.max_batch})
+    app = create_app(
+        {
+            "DB": args.db,
+            "COLLECTOR": args.collector,
+            "MAX_BATCH": args.max_batch,
+            "MIN_BATCH_FLOOR": args.min_batch_floor,
+        }
+    )
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
     command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
-    command += ["--exit-with-parent"]
+    command += ["--min-batch-floor", str(args.min_batch_floor), "--exit-with-parent"]
     if args.max_wait is not None:
         command += ["--max-wait", str(args.max_wait)]
     supervisor = ForwarderSupervisor(command, args.db, first_delay=args.restart_delay)
