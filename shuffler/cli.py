@@ -3,6 +3,8 @@
     ldp-shuffler init-db --db shuffler.db
     ldp-shuffler serve --db shuffler.db --collector http://127.0.0.1:8000 --port 8100
     ldp-shuffler forward --db shuffler.db --collector URL   # the forwarder alone
+    ldp-shuffler credentials keygen --key operator.key      # device credentials (optional)
+    ldp-shuffler credentials issue --key operator.key --count 1000
 
 ``serve`` runs the app under gunicorn (the collector's gthread worker and address-free logger,
 ``collector.server``) and the forwarder beside it in a child process of the same process group,
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
+from shuffler.credentials import DEFAULT_QUOTA
 from shuffler.storage import ShufflerStorage
 from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR
 
@@ -39,6 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     init_db = commands.add_parser("init-db", help="create the shuffler's database")
     init_db.add_argument("--db", required=True)
     init_db.set_defaults(handler=_init_db)
+    credentials = commands.add_parser(
+        "credentials", help="the app operator's device credentials (shuffler.credentials)"
+    )
+    actions = credentials.add_subparsers(dest="action", required=True, metavar="ACTION")
+    keygen = actions.add_parser(
+        "keygen", help="make a signing key (0600) and its verify key (KEY.pub) for serve"
+    )
+    keygen.add_argument("--key", required=True, help="where the signing key goes (never replaced)")
+    keygen.set_defaults(handler=_keygen)
+    issue = actions.add_parser("issue", help="print new per-install tokens, one a line")
+    issue.add_argument("--key", required=True, help="the signing key keygen wrote")
+    issue.add_argument("--count", type=_at_least_one, default=1)
+    issue.set_defaults(handler=_issue)
     for name, handler in (("serve", _serve), ("forward", _forward)):
         sub = commands.add_parser(name, help=f"{name} (see the module docstring)")
         sub.add_argument("--db", required=True)
@@ -82,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="SECONDS",
                 help="wait before restarting an exited forwarder; doubles after each exit, up to "
                 "30 s (1)",
+            )
+            sub.add_argument(
+                "--credentials-key",
+                metavar="PUB",
+                default=None,
+                help="take uploads only with a device token signed by this operator's key (the "
+                ".pub file of 'credentials keygen'); default: from anyone",
+            )
+            sub.add_argument(
+                "--quota",
+                type=_at_least_one,
+                default=DEFAULT_QUOTA,
+                help="reports one credential may have waiting per campaign, so at most this many "
+                f"of one device in a batch ({DEFAULT_QUOTA})",
             )
             sub.add_argument("--host", default="127.0.0.1")
             sub.add_argument("--port", type=int, default=8100)
@@ -131,6 +161,24 @@ def _init_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keygen(args: argparse.Namespace) -> int:
+    from shuffler.credentials import verify_key_text, write_signing_key
+
+    verify_key = write_signing_key(args.key)
+    print(f"signing key written to {args.key} (keep it secret); verify key in {args.key}.pub:")
+    print(verify_key_text(verify_key))
+    return 0
+
+
+def _issue(args: argparse.Namespace) -> int:
+    from shuffler.credentials import issue_token, load_signing_key
+
+    key = load_signing_key(args.key)
+    for _ in range(args.count):
+        print(issue_token(key))
+    return 0
+
+
 def _token() -> str:
     token = os.environ.get(TOKEN_ENV, "")
     if len(token) < MIN_TOKEN_LENGTH:
@@ -173,6 +221,7 @@ def _stop_when_orphaned(forwarder: Any, parent: int) -> None:
 def _serve(args: argparse.Namespace) -> int:
     _token()
     from shuffler.app import create_app
+    from shuffler.credentials import load_verifier
     from shuffler.supervisor import ForwarderSupervisor
 
     app = create_app(
@@ -181,6 +230,10 @@ def _serve(args: argparse.Namespace) -> int:
             "COLLECTOR": args.collector,
             "MAX_BATCH": args.max_batch,
             "MIN_BATCH_FLOOR": args.min_batch_floor,
+            "VERIFIER": (
+                None if args.credentials_key is None else load_verifier(args.credentials_key)
+            ),
+            "QUOTA": args.quota,
         }
     )
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
