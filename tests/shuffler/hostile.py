@@ -35,12 +35,14 @@ def recomputed(document: dict[str, Any]) -> dict[str, Any]:
 
 class HostileCollector:
     """``url`` serves ``tamper(real document)`` for ``GET /v1/campaigns/<name>`` and takes every
-    batch (``batches``: their sizes, in arrival order); the rest goes to ``upstream``."""
+    batch (``batches``: their sizes, in arrival order); the rest goes to ``upstream``.
+    ``authorizations``: the ``Authorization`` header of every GET (``None`` when absent)."""
 
     def __init__(self, upstream: str, tamper: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         self.upstream = upstream.rstrip("/")
         self.tamper = tamper
         self.batches: list[int] = []
+        self.authorizations: list[str | None] = []
         self._lock = threading.Lock()
         owner = self
 
@@ -56,6 +58,8 @@ class HostileCollector:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
+                with owner._lock:
+                    owner.authorizations.append(self.headers.get("Authorization"))
                 upstream = requests.get(owner.upstream + self.path, timeout=10)
                 body = upstream.content
                 if upstream.status_code == 200 and self.path.count("/") == 3:

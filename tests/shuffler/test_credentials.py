@@ -34,6 +34,7 @@ from shuffler.credentials import (
 )
 from shuffler.process import ShufflerProcess
 from tests.e2e.conftest import stored_ids
+from tests.shuffler.hostile import HostileCollector
 
 MIN_BATCH, DELTA = 20, 1e-6
 CAMPAIGN = {
@@ -66,9 +67,9 @@ class Deployment:
     def token(self) -> str:
         return issue_token(load_signing_key(self.key))
 
-    def device(self, name: str) -> TelemetryClient:
+    def device(self, name: str, collector: str | None = None) -> TelemetryClient:
         return TelemetryClient(
-            self.collector.url,
+            collector or self.collector.url,
             state_dir=self.root / "devices" / name,
             shuffler_url=self.shuffler.url,
             shuffler_token=self.token(),
@@ -156,8 +157,12 @@ def test_one_credential_cannot_flood_a_batch_to_isolate_a_device(
         again = _sealed_upload(deployment, 1, attacker).json()
         assert again["accepted"] == 0 and again["deferred"] == [0]
 
-    with deployment.device("victim") as victim:
+    with (
+        HostileCollector(deployment.collector.url, lambda document: document) as recorder,
+        deployment.device("victim", recorder.url) as victim,
+    ):
         victim.record_many("metered", ["d", "d"])  # two reports: one waits in the SDK
+        assert recorder.authorizations == [None]  # the token goes to the shuffler only
         assert victim.flush() == 1
         assert victim.pending("metered") == 1
         time.sleep(1.5)
@@ -207,6 +212,17 @@ def _estimate(
     arguments += ["--format", "json", "--adversary-credentials", str(adversary)]
     assert main(arguments) == 0
     return dict(json.loads(capsys.readouterr().out))
+
+
+def test_the_sdk_takes_only_a_token_that_fits_a_header(tmp_path: Path) -> None:
+    for bad in ("two words", "line\nbreak", "", "x" * 257, 5):
+        with pytest.raises(ValueError, match="shuffler_token"):
+            TelemetryClient(
+                "http://127.0.0.1:9",
+                state_dir=tmp_path / "device",
+                shuffler_url="http://127.0.0.1:9",
+                shuffler_token=bad,  # type: ignore[arg-type]
+            )
 
 
 def test_the_cli_makes_a_key_and_issues_tokens(tmp_path: Path) -> None:
