@@ -43,6 +43,7 @@ from analysis.commands._arguments import (
     add_postprocess_arguments,
     add_source_arguments,
     add_window_arguments,
+    non_negative_int,
     positive_int,
 )
 from analysis.commands._shards import (
@@ -130,7 +131,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--adversary-credentials",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="A",
         help="a shuffled campaign's central guarantee assumes an adversary holds at most A "
