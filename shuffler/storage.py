@@ -48,9 +48,9 @@ SCHEMA = (
     "config_id TEXT NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID",
     # Which credential holds each waiting report, while it waits (shuffler.credentials): a
     # keyed digest of the credential, and the quota in force when it came; gone once batched.
-    "CREATE TABLE IF NOT EXISTS holders (campaign TEXT NOT NULL, fresh_id BLOB NOT NULL, "
-    "credential BLOB NOT NULL, quota INTEGER NOT NULL, PRIMARY KEY (campaign, fresh_id)) "
-    "WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS holders (campaign TEXT NOT NULL, config_id TEXT NOT NULL, "
+    "fresh_id BLOB NOT NULL, credential BLOB NOT NULL, quota INTEGER NOT NULL, "
+    "PRIMARY KEY (campaign, config_id, fresh_id)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS holders_by_credential ON holders (campaign, credential)",
     # One row, kept by ``serve``'s watch over its forwarder (shuffler.supervisor).
     "CREATE TABLE IF NOT EXISTS forwarder (one INTEGER PRIMARY KEY CHECK (one = 1), "
@@ -201,9 +201,10 @@ class ShufflerStorage:
         deferred: list[int] = []
         with immediate(self.conn) as conn:
             conn.execute(  # reports of this holder that left by any way no longer count
-                "DELETE FROM holders WHERE campaign = ? AND credential = ? AND fresh_id NOT IN "
-                "(SELECT fresh_id FROM waiting WHERE campaign = ?)",
-                [campaign, holder, campaign],
+                "DELETE FROM holders WHERE campaign = ? AND credential = ? AND NOT EXISTS "
+                "(SELECT 1 FROM waiting w WHERE w.campaign = holders.campaign "
+                "AND w.config_id = holders.config_id AND w.fresh_id = holders.fresh_id)",
+                [campaign, holder],
             )
             (held,) = conn.execute(
                 "SELECT count(*) FROM holders WHERE campaign = ? AND credential = ?",
@@ -226,9 +227,9 @@ class ShufflerStorage:
                         [campaign, config_id, fresh, key_id, sealed],
                     )
                     conn.execute(
-                        "INSERT INTO holders (campaign, fresh_id, credential, quota) "
-                        "VALUES (?, ?, ?, ?)",
-                        [campaign, fresh, holder, quota],
+                        "INSERT INTO holders (campaign, config_id, fresh_id, credential, quota) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        [campaign, config_id, fresh, holder, quota],
                     )
                     held += 1
                     accepted += 1
@@ -294,10 +295,9 @@ class ShufflerStorage:
                 "DELETE FROM waiting WHERE campaign = ? AND config_id = ? AND fresh_id <= ?",
                 [campaign, config_id, rows[-1][1]],
             )
-            conn.execute(
-                "DELETE FROM holders WHERE campaign = ? AND fresh_id NOT IN "
-                "(SELECT fresh_id FROM waiting WHERE campaign = ?)",
-                [campaign, campaign],
+            conn.execute(  # the batch's holders (and any left by reports gone before)
+                "DELETE FROM holders WHERE campaign = ? AND config_id = ? AND fresh_id <= ?",
+                [campaign, config_id, rows[-1][1]],
             )
             self._close_empty_pool(conn, campaign)
         return batch_id
@@ -323,6 +323,9 @@ class ShufflerStorage:
         with immediate(self.conn) as conn:
             cursor = conn.execute(
                 "DELETE FROM waiting WHERE campaign = ? AND config_id = ?", [campaign, config_id]
+            )
+            conn.execute(
+                "DELETE FROM holders WHERE campaign = ? AND config_id = ?", [campaign, config_id]
             )
             self._close_empty_pool(conn, campaign)
             return int(cursor.rowcount)
@@ -365,9 +368,10 @@ def _credentials(
     comma), when any of its reports came with a credential: the largest quota in force (no
     credential has more reports in the batch) and how many came without one. Empty otherwise."""
     held, quota = conn.execute(
-        "SELECT count(*), max(quota) FROM holders WHERE campaign = ? AND fresh_id IN "
-        "(SELECT fresh_id FROM waiting WHERE campaign = ? AND config_id = ? AND fresh_id <= ?)",
-        [campaign, campaign, config_id, last],
+        "SELECT count(*), max(h.quota) FROM holders h JOIN waiting w ON w.campaign = h.campaign "
+        "AND w.config_id = h.config_id AND w.fresh_id = h.fresh_id "
+        "WHERE h.campaign = ? AND h.config_id = ? AND h.fresh_id <= ?",
+        [campaign, config_id, last],
     ).fetchone()
     if not held:
         return ""

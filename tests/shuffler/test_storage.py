@@ -69,7 +69,7 @@ def test_nothing_is_batched_below_min_batch_and_retries_keep_their_fresh_id(
     assert columns["pools"] == ["campaign", "since"]
     assert columns["forwarder"] == ["one", "restarts", "down_since", "last_exit"]
     # Who holds a waiting report (a keyed digest of its credential), only while it waits.
-    assert columns["holders"] == ["campaign", "fresh_id", "credential", "quota"]
+    assert columns["holders"] == ["campaign", "config_id", "fresh_id", "credential", "quota"]
     assert set(columns) == {"meta", "waiting", "pools", "batches", "forwarder", "holders"}
 
 
@@ -102,6 +102,9 @@ def test_a_credential_holds_at_most_its_quota_of_waiting_reports(tmp_path: Path)
         assert storage.form_batch("d", "cfg", 1) is not None
         bodies = {b.campaign: json.loads(b.body) for b in storage.open_batches()}
         assert bodies["d"]["credentials"] == {"per_credential": 1, "uncredentialed": 0}
+        storage.accept_held("f", "old", [_report(50)], credential=b"a", quota=1)
+        assert storage.drop_waiting("f", "old") == 1  # a configuration no longer served
+        assert storage.accept_held("f", "new", [_report(51)], credential=b"a", quota=1)[0] == 1
         storage.accept("e", "cfg", [_report(40)])
         storage.form_batch("e", "cfg", 1)
         plain = [json.loads(b.body) for b in storage.open_batches() if b.campaign == "e"]
