@@ -193,9 +193,15 @@ def run_demo(
             "delta": SHUFFLE_DELTA,
         }
         collector.env["LDP_SHUFFLER_TOKEN"] = token = secrets.token_urlsafe(32)
-        # max_batch = min_batch: only full batches leave, so the fleet forms exactly `batches`.
+        # max_batch = min_batch: only full batches leave, so the fleet forms exactly `batches`;
+        # the demo's operator runs the shuffler too, so its floor is the campaign's min_batch.
         shuffler = ShufflerProcess(
-            root / "shuffler.db", "", token=token, log_dir=root, max_batch=min_batch
+            root / "shuffler.db",
+            "",
+            token=token,
+            log_dir=root,
+            max_batch=min_batch,
+            min_batch_floor=min_batch,
         )
         fleet["central_ceiling"] = (epsilon, SHUFFLE_DELTA)
     body["mechanism"] = config

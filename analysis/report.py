@@ -84,6 +84,7 @@ def build_report(
     true_counts: npt.ArrayLike | None = None,
     truth: Any = None,
     batch_sizes: Sequence[int] | None = None,
+    batch_credentials: Sequence[tuple[int, int | None, int | None]] | None = None,
 ) -> Report:
     """Compute every number and figure of a campaign's report from its raw estimate.
 
@@ -92,7 +93,8 @@ def build_report(
     estimate kinds, ``truth`` is the kind's truth (``analysis.gap.measured_kind_gap``: the true
     count of each string, the true records, the true values; ``true_counts`` is taken when it
     is not given). ``batch_sizes``: a shuffled campaign's received batches (its central
-    guarantee).
+    guarantee), ``batch_credentials`` how the shuffler metered them
+    (``collector.storage.Storage.batch_credentials``).
     """
     mechanism = campaign.mechanism
     if not isinstance(mechanism, FrequencyOracle):
@@ -105,6 +107,7 @@ def build_report(
             seed=seed,
             truth=truth if truth is not None else true_counts,
             batch_sizes=batch_sizes,
+            batch_credentials=batch_credentials,
         )
     labels = list(campaign.domain) if campaign.domain else [str(v) for v in range(mechanism.k)]
     processed = postprocess(raw, method, mechanism, replicates=replicates, seed=seed)
@@ -133,7 +136,7 @@ def build_report(
     ]
     gap = utility_gap(mechanism, raw.n, delta=delta, neighbouring=neighbouring)
     gap_figures = gap.to_dict()
-    central = central_section(campaign, batch_sizes)
+    central = central_section(campaign, batch_sizes, batch_credentials)
     shuffled = None
     if central is not None:
         from analysis.gap_frequencies import shuffled_column

@@ -113,19 +113,25 @@ def privacy_figure(privacy: Mapping[str, Any]) -> bytes:
 
 
 def central_section(
-    campaign: StoredCampaign, batch_sizes: Sequence[int] | None
+    campaign: StoredCampaign,
+    batch_sizes: Sequence[int] | None,
+    batch_credentials: Sequence[tuple[int, int | None, int | None]] | None = None,
 ) -> dict[str, Any] | None:
     """A shuffled campaign's two guarantees: the local epsilon each report carries (what holds
     if the shuffler colludes with the collector) and the central (epsilon, delta) of the batches
-    received (their real sizes, the smallest binding; ``None`` before any batch); ``None`` for a
-    campaign without a shuffler."""
+    received under its stated assumption (``analysis.shuffle.credentialed_guarantee``: the
+    honest reports of the smallest batch bind; ``None`` before any batch); ``None`` for a
+    campaign without a shuffler. ``batch_credentials``: ``(size, per_credential,
+    uncredentialed)`` of each batch; without them, batches of ``batch_sizes`` not metered."""
     if campaign.shuffle is None:
         return None
-    from collector.calibration import central_guarantee
+    from analysis.shuffle import credentialed_guarantee
 
     epsilon0 = campaign.mechanism.privacy_epsilon
-    received = central_guarantee(
-        epsilon0, list(batch_sizes or ()), float(campaign.shuffle["delta"])
+    if batch_credentials is None:
+        batch_credentials = [(size, None, None) for size in batch_sizes or ()]
+    received = credentialed_guarantee(
+        epsilon0, list(batch_credentials), float(campaign.shuffle["delta"])
     )
     return {"local_epsilon": epsilon0, "target": dict(campaign.shuffle), "received": received}
 
@@ -260,7 +266,10 @@ def central_html(
             f"received ({fmt_number(received['reports'])} reports, the smallest of "
             f"{fmt_number(received['smallest_batch'])}) are <b>({fmt_number(received['epsilon'])}, "
             f"{received['delta']:g})-DP</b> centrally (Feldman, McMillan, Talwar, FOCS 2021, "
-            "numerical bound at the real batch sizes)."
+            "numerical bound at the real batch sizes), assuming "
+            f"{html.escape(received['assumption'])}; otherwise each report keeps its local "
+            "epsilon. One report per device per batch: "
+            f"{html.escape(received['one_report_per_device'])}."
             if received
             else "No batch has been received yet."
         )

@@ -1537,6 +1537,7 @@ def build_kind_report(
     seed: int,
     truth: Any = None,
     batch_sizes: Sequence[int] | None = None,
+    batch_credentials: Sequence[tuple[int, int | None, int | None]] | None = None,
 ) -> Any:
     """The report of a campaign whose estimate kind is in :data:`VIEWS`."""
     report = report_common
@@ -1569,7 +1570,7 @@ def build_kind_report(
             "epsilon": mechanism.privacy_epsilon,
             "confidence": getattr(estimate, "confidence", 0.95),
             **data,
-            "central": report.central_section(campaign, batch_sizes),
+            "central": report.central_section(campaign, batch_sizes, batch_credentials),
             "privacy": privacy,
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from client_sdk.amplification import (
@@ -42,6 +43,7 @@ __all__ = [
     "clone_delta",
     "closed_form_condition",
     "closed_form_epsilon",
+    "credentialed_guarantee",
     "numerical_epsilon",
     "shuffle_bound",
 ]
@@ -91,3 +93,84 @@ def shuffle_bound(epsilon0: float, n: int, delta: float) -> ShuffleBound:
         numerical_epsilon=numerical_epsilon(epsilon0, n, delta),
         max_epsilon0=closed_form_condition(n, delta),
     )
+
+
+def credentialed_guarantee(
+    epsilon0: float,
+    batches: Sequence[tuple[int, int | None, int | None]],
+    delta: float,
+    *,
+    adversary_credentials: int = 0,
+) -> dict[str, Any] | None:
+    """The central guarantee of the batches received, under its stated assumption; ``None``
+    before any batch. ``batches``: ``(size, per_credential, uncredentialed)`` each
+    (``collector.storage.Storage.batch_credentials``).
+
+    The bound of n shuffled reports holds for a device whose report is shuffled among n - 1
+    reports of *other, honest* devices; an adversary's own reports are known to it, so a batch
+    holding H honest reports is as private as H shuffled reports (the adversary adds its own
+    and shuffles: post-processing). Where the shuffler metered credentials with at most q
+    reports of one credential in a batch and none without one, an adversary holding A
+    credentials put at most A q reports in it: H >= size - A q. Then the device has at most q
+    reports in the batch, and group privacy over them gives (q eps, q e^((q-1) eps) delta)
+    (Dwork and Roth, "The algorithmic foundations of differential privacy", 2014, section 2.3;
+    their Theorem 2.2 is the pure case). Without credentials nothing bounds H or a device's
+    reports in a batch: the figure assumes every report comes from a different honest device,
+    and one uploader sending ``size - 1`` reports leaves the next device its local epsilon.
+    """
+    received = [b for b in batches if b[0] > 0]  # a batch that stored nothing costs nothing
+    if not received:
+        return None
+    adversary = check_int(adversary_credentials, "adversary_credentials", minimum=0)
+    sizes = [size for size, _, _ in received]
+    metered = all(q is not None and without == 0 for _, q, without in received)
+    quota = max(q or 1 for _, q, _ in received) if metered else 1
+    honest = min(size - adversary * quota for size in sizes) if metered else min(sizes)
+    local = {"epsilon": epsilon0, "delta": 0.0}
+    if honest >= 1:
+        single = numerical_epsilon(epsilon0, honest, delta)
+        epsilon = quota * single
+        group_delta = quota * math.exp((quota - 1) * single) * delta
+    else:
+        epsilon, group_delta = quota * epsilon0, 0.0
+    if metered:
+        assumption = (
+            f"at least {honest} honest reports in every batch: each batch holds at most "
+            f"{quota} report(s) of any one device credential and none without one, and an "
+            f"adversary holds at most {adversary} credential(s) (--adversary-credentials)"
+        )
+        per_device = (
+            "enforced: at most one report of each credential in a batch (the shuffler's quota)"
+            if quota == 1
+            else f"composed: up to {quota} reports of one credential in a batch (the shuffler's "
+            f"quota), by group privacy over them"
+        )
+    else:
+        assumption = (
+            f"every report of a batch from a different honest device ({honest} in the smallest "
+            "batch): not enforced, the shuffler took uploads without device credentials, so "
+            "anyone may have sent many of them"
+        )
+        per_device = (
+            "not enforced: the shuffler took uploads without credentials; a device with m "
+            "reports in one batch has (m epsilon, m e^((m-1) epsilon) delta) by group privacy, "
+            "and never more than m times the local epsilon"
+        )
+    return {
+        "epsilon": epsilon,
+        "delta": group_delta,
+        "local_epsilon": epsilon0,
+        "batches": len(sizes),
+        "smallest_batch": min(sizes),
+        "reports": sum(sizes),
+        "honest_reports": max(honest, 0),
+        "adversary_credentials": adversary if metered else None,
+        "reports_per_device_per_batch": quota if metered else None,
+        "assumption": assumption,
+        "one_report_per_device": per_device,
+        "if_assumption_fails": {
+            **local,
+            "note": "with fewer honest reports in a batch (an adversary uploading size - 1 of "
+            "them), a device keeps only its report's local epsilon",
+        },
+    }

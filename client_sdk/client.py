@@ -40,6 +40,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -261,6 +262,10 @@ class TelemetryClient:
     :param shuffler_url: the anonymizing shuffler (``ldp-shuffler``); a shuffled campaign's
         reports are sealed to the collector's key (``client_sdk.sealing``) and sent there only,
         never to the collector directly.
+    :param shuffler_token: this install's credential for a shuffler that requires one (issued
+        by the app operator, ``ldp-shuffler credentials issue``); sent to the shuffler only, as
+        ``Authorization: Bearer``, never to the collector. Reports past the credential's quota
+        stay queued and go in a later flush.
 
     Safe to share between threads; safe across process restarts (the outbox is durable and
     report ids are fixed at record time).
@@ -282,12 +287,23 @@ class TelemetryClient:
         default_policy: Mapping[str, Any] | None = None,
         allow_insecure_http: bool = False,
         shuffler_url: str | None = None,
+        shuffler_token: str | None = None,
     ) -> None:
         self.base_url = _check_base_url(base_url, allow_insecure_http=allow_insecure_http)
         self.shuffler_url = (
             None
             if shuffler_url is None
             else _check_base_url(shuffler_url, allow_insecure_http=allow_insecure_http)
+        )
+        if shuffler_token is not None and (
+            not isinstance(shuffler_token, str) or _TOKEN.fullmatch(shuffler_token) is None
+        ):
+            raise ValueError(
+                "shuffler_token must be the token the app operator issued (printable ASCII, no "
+                "spaces, at most 256 characters)"
+            )
+        self._shuffler_headers = (
+            {} if shuffler_token is None else {"Authorization": f"Bearer {shuffler_token}"}
         )
         check_int(batch_size, "batch_size", minimum=1)
         self.flush_deadline = check_positive(flush_deadline, "flush_deadline")
@@ -622,7 +638,10 @@ class TelemetryClient:
                     acknowledged=acknowledged,
                 ) from error
             if response.status_code == 200:
-                acknowledged += self._settle(info, batch, response)
+                settled, deferred = self._settle(info, batch, response)
+                acknowledged += settled
+                if deferred:  # past the credential's quota: the rest waits for a later flush
+                    return acknowledged
                 continue
             problem = _problem(response)
             kind = (problem or {}).get("type")
@@ -671,40 +690,45 @@ class TelemetryClient:
             + ",".join(f'{{"id":"{r.report_id}","payload":{r.payload}}}' for r in batch)
             + "]}"
         )
-        base = self.base_url
+        base, headers = self.base_url, {"Content-Type": "application/json"}
         if campaign.document.get("shuffle") is not None:
             if self.shuffler_url is None:
                 raise UploadError(
                     f"campaign {campaign.name!r} is shuffled: give TelemetryClient a "
                     "shuffler_url (its reports never go to the collector directly)"
                 )
-            base = self.shuffler_url
+            base, headers = self.shuffler_url, {**headers, **self._shuffler_headers}
         url = f"{base}/v1/campaigns/{urllib.parse.quote(campaign.name, safe='')}/reports"
         return self._session.post(
             url,
             data=body.encode("utf-8"),
-            headers={"Content-Type": "application/json"},
+            headers=headers,
             timeout=_within(self.timeout, remaining),
         )
 
     def _settle(
         self, campaign: Campaign, batch: Sequence[QueuedReport], response: requests.Response
-    ) -> int:
-        """Remove what the collector answered for; return how many it acknowledged."""
+    ) -> tuple[int, int]:
+        """Remove what the collector answered for; ``(acknowledged, deferred)``: a shuffler
+        that meters credentials defers the reports past the quota, which stay queued."""
         try:
             body = response.json()
             accepted, duplicate = int(body["accepted"]), int(body["duplicate"])
             rejected = {int(r["index"]): str(r.get("reason", "")) for r in body["rejected"]}
-        except (ValueError, KeyError, TypeError) as error:
+            deferred = {int(i) for i in body.get("deferred", [])}
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise UploadError(
                 f"campaign {campaign.name!r}: unreadable upload response: {error}", status=200
             ) from error
-        if accepted + duplicate + len(rejected) != len(batch) or not all(
-            0 <= i < len(batch) for i in rejected
+        answered = accepted + duplicate + len(rejected) + len(deferred)
+        if (
+            answered != len(batch)
+            or not all(0 <= i < len(batch) for i in rejected.keys() | deferred)
+            or rejected.keys() & deferred
         ):
             raise UploadError(
-                f"campaign {campaign.name!r}: the response accounts for "
-                f"{accepted + duplicate + len(rejected)} reports, not {len(batch)}",
+                f"campaign {campaign.name!r}: the response accounts for {answered} reports, "
+                f"not {len(batch)}",
                 status=200,
             )
         for index, reason in sorted(rejected.items()):
@@ -714,8 +738,8 @@ class TelemetryClient:
                 batch[index].report_id,
                 reason,
             )
-        self._outbox.remove([r.seq for r in batch])
-        return accepted + duplicate
+        self._outbox.remove([r.seq for i, r in enumerate(batch) if i not in deferred])
+        return accepted + duplicate, len(deferred)
 
     def _drop_other_configs(self, campaign: Campaign) -> None:
         dropped = self._outbox.drop_other_configs(campaign.name, campaign.config_id)
@@ -756,6 +780,9 @@ def _shape_of(value: Any) -> str:
         return f"a str of {len(value)} characters"
     return f"a {type(value).__name__}"
 
+
+_TOKEN = re.compile(r"[!-~]{1,256}")
+"""A credential token as it may go into a header: printable ASCII without spaces."""
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 

@@ -56,6 +56,7 @@ PROBLEM_TYPES: dict[str, str] = {
         "not-shuffled",  # 409: a shuffler batch or upload for a campaign without "shuffle"
         "campaign-closed",  # 410: the campaign was closed to new reports (estimates remain)
         "forwarder-down",  # 503 (shuffler /readyz): its forwarder exited and is being restarted
+        "untrusted-campaign",  # 502 (shuffler): the collector's document fails its config_id
     )
 }
 """Stable RFC 9457 ``type`` URIs, by short name."""

@@ -166,6 +166,32 @@ def upload_reports(name: str) -> dict[str, Any]:
     }
 
 
+_BATCH_FIELDS = frozenset({"batch_id", "config_id", "reports", "credentials"})
+
+
+def _batch_credentials(value: Any, size: int) -> tuple[int, int] | None:
+    """A batch's ``credentials: {"per_credential", "uncredentialed"}`` (``shuffler.credentials``)
+    as ``(per_credential, uncredentialed)``; 400 naming the field and the value otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"per_credential", "uncredentialed"}:
+        raise Problem(
+            400, "malformed-request", "credentials has exactly per_credential and uncredentialed"
+        )
+    per, without = value["per_credential"], value["uncredentialed"]
+    if type(per) is not int or per < 1:
+        raise Problem(
+            400, "malformed-request", f"credentials.per_credential must be >= 1; got {per!r}"
+        )
+    if type(without) is not int or not 0 <= without <= size:
+        raise Problem(
+            400,
+            "malformed-request",
+            f"credentials.uncredentialed must be in [0, {size}]; got {without!r}",
+        )
+    return per, without
+
+
 @bp.post("/campaigns/<name>/batches")
 @require_shuffler
 def upload_batch(name: str) -> dict[str, Any]:
@@ -174,9 +200,14 @@ def upload_batch(name: str) -> dict[str, Any]:
     valid ones stored with the batch size in one transaction; a batch id seen before answers
     what was stored then (``"replayed": true``) and stores nothing."""
     body = read_json()
-    if not isinstance(body, dict) or set(body) != {"batch_id", "config_id", "reports"}:
+    if not isinstance(body, dict) or not (
+        {"batch_id", "config_id", "reports"} <= set(body) <= _BATCH_FIELDS
+    ):
         raise Problem(
-            400, "malformed-request", "a batch has exactly batch_id, config_id and reports"
+            400,
+            "malformed-request",
+            "a batch has batch_id, config_id and reports (and credentials from a shuffler that "
+            "meters them)",
         )
     batch_id, config_id, reports = body["batch_id"], body["config_id"], body["reports"]
     if not is_report_id(batch_id):
@@ -188,6 +219,7 @@ def upload_batch(name: str) -> dict[str, Any]:
         raise Problem(
             413, "payload-too-large", f"a batch holds at most {cap} reports", max_batch=cap
         )
+    credentials = _batch_credentials(body.get("credentials"), len(reports))
     storage = get_storage()
     campaign = storage.get_campaign(name)
     _refuse_if_closed(storage, name)
@@ -247,6 +279,7 @@ def upload_batch(name: str) -> dict[str, Any]:
             size=len(batch.rows),
             rejections=[r.to_json() for r in rejections],
             rejected=rejected,
+            credentials=credentials,
         )
     ensure_same_database()
     return {

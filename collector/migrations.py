@@ -118,10 +118,20 @@ def _migration_3_closed(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_4_batch_credentials(db: sqlite_utils.Database) -> None:
+    # What the shuffler says of a batch's credentials (shuffler.credentials): the most reports
+    # one credential may have in it, and how many came without a credential; NULL for a batch
+    # from a shuffler that took uploads without credentials. The central guarantee's
+    # assumption is derived from them (analysis.shuffle.credentialed_guarantee).
+    db.execute("ALTER TABLE batches ADD COLUMN per_credential INTEGER")
+    db.execute("ALTER TABLE batches ADD COLUMN uncredentialed INTEGER")
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
     (3, "closed campaigns", _migration_3_closed),
+    (4, "shuffler batches: their credentials", _migration_4_batch_credentials),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -39,6 +39,7 @@ _TITLES = {
     "shuffled-campaign": "Campaign takes shuffled batches only",
     "not-shuffled": "Campaign is not shuffled",
     "forwarder-down": "Shuffler forwarder down",
+    "untrusted-campaign": "Campaign document does not verify",
 }
 
 _SLUG_BY_STATUS = {

@@ -379,6 +379,7 @@ class Storage:
         size: int,
         rejections: Sequence[Mapping[str, Any]] = (),
         rejected: Mapping[str, int] | None = None,
+        credentials: tuple[int, int] | None = None,
     ) -> tuple[InsertResult, list[dict[str, Any]], bool]:
         """Store a shuffler batch once: ``(result, rejections, replayed)``.
 
@@ -386,6 +387,8 @@ class Storage:
         stores nothing: a shuffler retrying after a lost acknowledgment never duplicates. The
         batch's ``size`` (its valid reports) is kept for the central guarantee, less the reports
         already stored (a device's retry the shuffler forwarded again): they are no new users.
+        ``credentials``: the shuffler's ``(per_credential, uncredentialed)`` for the batch, if
+        it metered credentials (``shuffler.credentials``).
         """
         for report_id, payload in reports:
             if not is_report_id(report_id) or not isinstance(payload, str):
@@ -405,7 +408,8 @@ class Storage:
             result = self._insert(conn, campaign, reports, rejected, None)
             conn.execute(
                 "INSERT INTO batches (campaign_id, batch_id, size, accepted, duplicate, "
-                "rejected, day) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "rejected, day, per_credential, uncredentialed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     campaign_id,
                     batch_id,
@@ -414,6 +418,7 @@ class Storage:
                     result.duplicate,
                     canonical_json(list(rejections)),
                     _today(),
+                    *(credentials or (None, None)),
                 ],
             )
         return result, [dict(r) for r in rejections], False
@@ -425,6 +430,21 @@ class Storage:
             "SELECT size FROM batches WHERE campaign_id = ? ORDER BY batch_id", [campaign_id]
         ).fetchall()
         return [int(row[0]) for row in rows]
+
+    def batch_credentials(self, campaign: str) -> list[tuple[int, int | None, int | None]]:
+        """``(size, per_credential, uncredentialed)`` of each shuffler batch received for
+        ``campaign`` (the last two ``None`` when the shuffler took uploads without
+        credentials), in batch id order."""
+        campaign_id = self._campaign_id(campaign)
+        rows = self.db.conn.execute(
+            "SELECT size, per_credential, uncredentialed FROM batches WHERE campaign_id = ? "
+            "ORDER BY batch_id",
+            [campaign_id],
+        ).fetchall()
+        return [
+            (int(a), None if b is None else int(b), None if c is None else int(c))
+            for a, b, c in rows
+        ]
 
     # -- key pairs (collector.keys)
 

@@ -5,8 +5,10 @@ payload a sealed envelope (``client_sdk.sealing``): ``{"config_id", "reports": [
 "payload": envelope}]}``. The campaign must be shuffled and the config current (both read from
 the collector's campaign document, cached briefly); each report's shape is checked (the
 envelope's content cannot be: it is sealed to the collector), the good ones committed, then
-acknowledged ``{"accepted", "duplicate", "rejected"}``. Errors are problem+json (the
-collector's handlers, ``collector.problems``).
+acknowledged ``{"accepted", "duplicate", "rejected"}``. A shuffler that requires credentials
+(``shuffler.credentials``) answers 401 without a valid one, and ``"deferred"``: the indices of
+the reports past the credential's quota, not stored, for the device to send again later. Errors
+are problem+json (the collector's handlers, ``collector.problems``).
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
-from flask import Blueprint, Flask, Response, current_app
+from flask import Blueprint, Flask, Response, current_app, request
 
 from client_sdk.protocol import is_report_id
 from client_sdk.sealing import check_envelope, check_envelopes
 from collector import metrics as _metrics
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
+from shuffler.credentials import DEFAULT_QUOTA, CredentialVerifier, InvalidCredential
 from shuffler.storage import ShufflerStorage
+from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR, ShufflePlan, shuffle_plan
 
 __all__ = ["create_app"]
 
@@ -37,10 +41,21 @@ _local = threading.local()
 
 def create_app(config: Mapping[str, Any]) -> Flask:
     """The app. ``config``: ``DB``, ``COLLECTOR`` (base URL); optional ``MAX_BATCH`` (10000),
-    ``MAX_CONTENT_LENGTH`` (16 MiB), ``RETRY_AFTER`` (1)."""
+    ``MAX_CONTENT_LENGTH`` (16 MiB), ``RETRY_AFTER`` (1), ``MIN_BATCH_FLOOR``
+    (``shuffler.trust.DEFAULT_MIN_BATCH_FLOOR``), ``VERIFIER`` (a
+    ``shuffler.credentials.CredentialVerifier``: uploads then need a device credential;
+    ``None``, the default, takes uploads from anyone) and ``QUOTA`` (reports one credential may
+    have waiting per campaign, ``shuffler.credentials.DEFAULT_QUOTA``)."""
     app = Flask(__name__, static_folder=None)
     app.config.update(
-        {"MAX_BATCH": 10_000, "MAX_CONTENT_LENGTH": 16 * 1024 * 1024, "RETRY_AFTER": 1}
+        {
+            "MAX_BATCH": 10_000,
+            "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
+            "RETRY_AFTER": 1,
+            "MIN_BATCH_FLOOR": DEFAULT_MIN_BATCH_FLOOR,
+            "VERIFIER": None,
+            "QUOTA": DEFAULT_QUOTA,
+        }
     )
     app.config.update(config)
     app.json.sort_keys = False  # type: ignore[attr-defined]
@@ -60,10 +75,12 @@ def _storage() -> ShufflerStorage:
     return storage
 
 
-def campaign_document(name: str) -> dict[str, Any]:
-    """The collector's document for ``name`` (cached ``CAMPAIGN_TTL`` s); 404 if unknown, 503 if
-    the collector does not answer."""
-    cache: dict[str, tuple[float, dict[str, Any]]] = current_app.extensions["ldp_campaigns"]
+def campaign_plan(name: str) -> ShufflePlan | None:
+    """The verified plan of campaign ``name`` from the collector's document (cached
+    ``CAMPAIGN_TTL`` s; ``shuffler.trust``), ``None`` if it is not shuffled; 404 if unknown, 503
+    if the collector does not answer, 502 ``untrusted-campaign`` if its document does not verify
+    (its ``config_id`` is not the hash of its content)."""
+    cache: dict[str, tuple[float, ShufflePlan | None]] = current_app.extensions["ldp_campaigns"]
     hit = cache.get(name)
     if hit is not None and time.monotonic() - hit[0] < CAMPAIGN_TTL:
         return hit[1]
@@ -81,13 +98,41 @@ def campaign_document(name: str) -> dict[str, Any]:
         raise Problem(404, "not-found", f"no campaign named {name!r}")
     if response.status_code != 200:
         raise Problem(503, "overloaded", "the collector refused the campaign lookup")
-    document = dict(response.json())
-    cache[name] = (time.monotonic(), document)
-    return document
+    try:
+        plan = shuffle_plan(response.json(), name, current_app.config["MIN_BATCH_FLOOR"])
+    except ValueError as error:
+        raise Problem(
+            502,
+            "untrusted-campaign",
+            f"the collector served a campaign document the shuffler does not trust: {error}",
+        ) from None
+    cache[name] = (time.monotonic(), plan)
+    return plan
+
+
+def _credential() -> bytes | None:
+    """The id of the upload's credential (``Authorization: Bearer <token>``) when the shuffler
+    requires one (``VERIFIER``); 401 if it is missing or does not verify."""
+    verifier: CredentialVerifier | None = current_app.config["VERIFIER"]
+    if verifier is None:
+        return None
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    try:
+        if scheme.lower() != "bearer" or not token:
+            raise InvalidCredential("send the device's credential as Authorization: Bearer")
+        return verifier.verify(token.strip())
+    except InvalidCredential as error:
+        raise Problem(
+            401,
+            "unauthorized",
+            f"this shuffler takes uploads from credentialed devices only: {error}",
+            headers={"WWW-Authenticate": 'Bearer realm="ldp-shuffler"'},
+        ) from None
 
 
 @bp.post("/v1/campaigns/<name>/reports")
 def upload(name: str) -> dict[str, Any]:
+    credential = _credential()
     body = read_json()
     if not isinstance(body, dict) or set(body) != {"config_id", "reports"}:
         raise Problem(400, "malformed-request", "the body has exactly config_id and reports")
@@ -97,19 +142,33 @@ def upload(name: str) -> dict[str, Any]:
     cap = current_app.config["MAX_BATCH"]
     if len(reports) > cap:
         raise Problem(413, "payload-too-large", f"a batch holds at most {cap} reports")
-    document = campaign_document(name)
-    if document.get("shuffle") is None:
+    plan = campaign_plan(name)
+    if plan is None:
         raise Problem(409, "not-shuffled", f"campaign {name!r} is not shuffled")
-    if config_id != document.get("config_id"):
+    if config_id != plan.config_id:
         raise Problem(
             409,
             "stale-config",
             "config_id is not the campaign's current config; refetch it",
-            config_id=document.get("config_id"),
+            config_id=plan.config_id,
         )
     good, rejected = _checked(reports)
-    accepted, duplicate = _storage().accept(name, config_id, good) if good else (0, 0)
-    return {"accepted": accepted, "duplicate": duplicate, "rejected": rejected}
+    if credential is None:
+        accepted, duplicate = _storage().accept(name, config_id, good) if good else (0, 0)
+        return {"accepted": accepted, "duplicate": duplicate, "rejected": rejected}
+    accepted, duplicate, deferred = _storage().accept_held(
+        name, config_id, good, credential=credential, quota=current_app.config["QUOTA"]
+    )
+    if deferred:  # indices into the upload, not into the good reports
+        refused = {r["index"] for r in rejected}
+        positions = [i for i in range(len(reports)) if i not in refused]
+        deferred = [positions[i] for i in deferred]
+    return {
+        "accepted": accepted,
+        "duplicate": duplicate,
+        "rejected": rejected,
+        "deferred": deferred,
+    }
 
 
 def _checked(reports: list[Any]) -> tuple[list[tuple[str, str, str]], list[dict[str, Any]]]:

@@ -3,6 +3,8 @@
     ldp-shuffler init-db --db shuffler.db
     ldp-shuffler serve --db shuffler.db --collector http://127.0.0.1:8000 --port 8100
     ldp-shuffler forward --db shuffler.db --collector URL   # the forwarder alone
+    ldp-shuffler credentials keygen --key operator.key      # device credentials (optional)
+    ldp-shuffler credentials issue --key operator.key --count 1000
 
 ``serve`` runs the app under gunicorn (the collector's gthread worker and address-free logger,
 ``collector.server``) and the forwarder beside it in a child process of the same process group,
@@ -26,7 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
+from shuffler.credentials import DEFAULT_QUOTA
 from shuffler.storage import ShufflerStorage
+from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR
 
 TOKEN_ENV = "LDP_SHUFFLER_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -38,6 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     init_db = commands.add_parser("init-db", help="create the shuffler's database")
     init_db.add_argument("--db", required=True)
     init_db.set_defaults(handler=_init_db)
+    credentials = commands.add_parser(
+        "credentials", help="the app operator's device credentials (shuffler.credentials)"
+    )
+    actions = credentials.add_subparsers(dest="action", required=True, metavar="ACTION")
+    keygen = actions.add_parser(
+        "keygen", help="make a signing key (0600) and its verify key (KEY.pub) for serve"
+    )
+    keygen.add_argument("--key", required=True, help="where the signing key goes (never replaced)")
+    keygen.set_defaults(handler=_keygen)
+    issue = actions.add_parser("issue", help="print new per-install tokens, one a line")
+    issue.add_argument("--key", required=True, help="the signing key keygen wrote")
+    issue.add_argument("--count", type=_at_least_one, default=1)
+    issue.set_defaults(handler=_issue)
     for name, handler in (("serve", _serve), ("forward", _forward)):
         sub = commands.add_parser(name, help=f"{name} (see the module docstring)")
         sub.add_argument("--db", required=True)
@@ -52,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
             help="collect up to --max-batch reports, forwarding at the latest this long after "
             "a campaign's oldest waiting report arrived (never fewer than min_batch); default: "
             "forward as soon as min_batch wait",
+        )
+        sub.add_argument(
+            "--min-batch-floor",
+            type=_at_least_two,
+            default=DEFAULT_MIN_BATCH_FLOOR,
+            metavar="N",
+            help="never forward a batch of fewer than N reports, whatever min_batch the "
+            f"collector's campaign document says ({DEFAULT_MIN_BATCH_FLOOR})",
         )
         sub.add_argument(
             "--concurrency",
@@ -74,6 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
                 help="wait before restarting an exited forwarder; doubles after each exit, up to "
                 "30 s (1)",
             )
+            sub.add_argument(
+                "--credentials-key",
+                metavar="PUB",
+                default=None,
+                help="take uploads only with a device token signed by this operator's key (the "
+                ".pub file of 'credentials keygen'); default: from anyone",
+            )
+            sub.add_argument(
+                "--quota",
+                type=_at_least_one,
+                default=DEFAULT_QUOTA,
+                help="reports one credential may have waiting per campaign, so at most this many "
+                f"of one device in a batch ({DEFAULT_QUOTA})",
+            )
             sub.add_argument("--host", default="127.0.0.1")
             sub.add_argument("--port", type=int, default=8100)
             sub.add_argument("--workers", type=int, default=2)
@@ -93,14 +132,18 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _at_least_one(text: str) -> int:
+def _at_least(minimum: int, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1; got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {text!r}")
     return value
+
+
+_at_least_one = functools.partial(_at_least, 1)
+_at_least_two = functools.partial(_at_least, 2)  # a batch of one is not shuffled at all
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,6 +158,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _init_db(args: argparse.Namespace) -> int:
     ShufflerStorage(args.db).close()
     print(f"shuffler database {args.db} is ready")
+    return 0
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from shuffler.credentials import verify_key_text, write_signing_key
+
+    verify_key = write_signing_key(args.key)
+    print(f"signing key written to {args.key} (keep it secret); verify key in {args.key}.pub:")
+    print(verify_key_text(verify_key))
+    return 0
+
+
+def _issue(args: argparse.Namespace) -> int:
+    from shuffler.credentials import issue_token, load_signing_key
+
+    key = load_signing_key(args.key)
+    for _ in range(args.count):
+        print(issue_token(key))
     return 0
 
 
@@ -137,6 +198,7 @@ def _forward(args: argparse.Namespace) -> int:
         max_wait=args.max_wait,
         interval=args.interval,
         concurrency=args.concurrency,
+        min_batch_floor=args.min_batch_floor,
     )
     if args.exit_with_parent:
         parent = os.getppid()
@@ -159,13 +221,25 @@ def _stop_when_orphaned(forwarder: Any, parent: int) -> None:
 def _serve(args: argparse.Namespace) -> int:
     _token()
     from shuffler.app import create_app
+    from shuffler.credentials import load_verifier
     from shuffler.supervisor import ForwarderSupervisor
 
-    app = create_app({"DB": args.db, "COLLECTOR": args.collector, "MAX_BATCH": args.max_batch})
+    app = create_app(
+        {
+            "DB": args.db,
+            "COLLECTOR": args.collector,
+            "MAX_BATCH": args.max_batch,
+            "MIN_BATCH_FLOOR": args.min_batch_floor,
+            "VERIFIER": (
+                None if args.credentials_key is None else load_verifier(args.credentials_key)
+            ),
+            "QUOTA": args.quota,
+        }
+    )
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
     command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
-    command += ["--exit-with-parent"]
+    command += ["--min-batch-floor", str(args.min_batch_floor), "--exit-with-parent"]
     if args.max_wait is not None:
         command += ["--max-wait", str(args.max_wait)]
     supervisor = ForwarderSupervisor(command, args.db, first_delay=args.restart_delay)

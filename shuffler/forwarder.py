@@ -30,6 +30,7 @@ from urllib.parse import quote
 import requests
 
 from shuffler.storage import Batch, ShufflerStorage, batch_sizes
+from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR, shuffle_plan
 
 __all__ = ["Forwarder"]
 
@@ -54,6 +55,7 @@ class Forwarder:
         interval: float = 0.2,
         timeout: float = 30.0,
         concurrency: int = 2,
+        min_batch_floor: int = DEFAULT_MIN_BATCH_FLOOR,
     ) -> None:
         if max_wait is not None and not max_wait >= 0:
             raise ValueError(f"max_wait must be a number of seconds >= 0; got {max_wait!r}")
@@ -67,14 +69,17 @@ class Forwarder:
         self.interval = interval
         self.timeout = timeout
         self.concurrency = concurrency
+        self.min_batch_floor = min_batch_floor
         self.session = requests.Session()
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="ldp-forward")
         self.stopped = threading.Event()
 
     def plan(self, campaign: str) -> tuple[str, int] | None:
-        """The campaign's current ``(config_id, shuffle.min_batch)`` from the collector
-        (``None``: not shuffled, unknown, or the collector does not answer)."""
+        """The campaign's current ``(config_id, min_batch)`` from the collector's document,
+        verified and with ``min_batch`` at least the operator's floor (``shuffler.trust``);
+        ``None``: not shuffled, unknown, a document that does not verify (logged), or the
+        collector does not answer."""
         try:
             response = self.session.get(
                 f"{self.collector}/v1/campaigns/{quote(campaign, safe='')}", timeout=self.timeout
@@ -83,11 +88,12 @@ class Forwarder:
             return None
         if response.status_code != 200:
             return None
-        document = response.json()
-        shuffle = document.get("shuffle")
-        if not isinstance(shuffle, dict):
+        try:
+            plan = shuffle_plan(response.json(), campaign, self.min_batch_floor)
+        except ValueError as error:
+            logger.warning("not forwarding: the collector's campaign document: %s", error)
             return None
-        return str(document.get("config_id")), int(shuffle["min_batch"])
+        return None if plan is None else (plan.config_id, plan.min_batch)
 
     def due(self, waiting: int, min_batch: int, waited: float) -> list[int]:
         """The sizes of the batches that leave now, of ``waiting`` reports whose oldest has

@@ -31,6 +31,9 @@ class ShufflerProcess(ServerProcess):
         max_wait: float | None = None,
         max_batch: int | None = None,
         restart_delay: float | None = None,
+        min_batch_floor: int | None = None,
+        credentials_key: str | os.PathLike[str] | None = None,
+        quota: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.db = os.fspath(db)
@@ -41,6 +44,9 @@ class ShufflerProcess(ServerProcess):
         self.max_wait = max_wait
         self.max_batch = max_batch
         self.restart_delay = restart_delay
+        self.min_batch_floor = min_batch_floor
+        self.credentials_key = credentials_key
+        self.quota = quota
         super().__init__(
             log_dir=log_dir if log_dir is not None else Path(self.db).parent,
             port=port,
@@ -53,6 +59,12 @@ class ShufflerProcess(ServerProcess):
             extra += ["--max-batch", str(self.max_batch)]
         if self.restart_delay is not None:
             extra += ["--restart-delay", str(self.restart_delay)]
+        if self.min_batch_floor is not None:
+            extra += ["--min-batch-floor", str(self.min_batch_floor)]
+        if self.credentials_key is not None:
+            extra += ["--credentials-key", os.fspath(self.credentials_key)]
+        if self.quota is not None:
+            extra += ["--quota", str(self.quota)]
         return [
             *entry_point("ldp-shuffler", "shuffler.cli"),
             "serve",

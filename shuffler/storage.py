@@ -46,6 +46,12 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pools (campaign TEXT PRIMARY KEY, since REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, campaign TEXT NOT NULL, "
     "config_id TEXT NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID",
+    # Which credential holds each waiting report, while it waits (shuffler.credentials): a
+    # keyed digest of the credential, and the quota in force when it came; gone once batched.
+    "CREATE TABLE IF NOT EXISTS holders (campaign TEXT NOT NULL, config_id TEXT NOT NULL, "
+    "fresh_id BLOB NOT NULL, credential BLOB NOT NULL, quota INTEGER NOT NULL, "
+    "PRIMARY KEY (campaign, config_id, fresh_id)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS holders_by_credential ON holders (campaign, credential)",
     # One row, kept by ``serve``'s watch over its forwarder (shuffler.supervisor).
     "CREATE TABLE IF NOT EXISTS forwarder (one INTEGER PRIMARY KEY CHECK (one = 1), "
     "restarts INTEGER NOT NULL, down_since REAL, last_exit TEXT)",
@@ -174,6 +180,66 @@ class ShufflerStorage:
                 )
         return accepted, len(reports) - accepted
 
+    def accept_held(
+        self,
+        campaign: str,
+        config_id: str,
+        reports: Sequence[tuple[str, str, str]],
+        *,
+        credential: bytes,
+        quota: int,
+    ) -> tuple[int, int, list[int]]:
+        """:meth:`accept` for the holder of ``credential`` (``shuffler.credentials``), who may
+        have at most ``quota`` reports of ``campaign`` waiting: ``(accepted, duplicate,
+        deferred)``, ``deferred`` the indices of the reports past the quota, not stored (the
+        device sends them again once its waiting ones left in a batch). So a batch never holds
+        more than ``quota`` reports of one credential."""
+        holder = hashlib.blake2b(
+            b"credential\x00" + credential, key=self._key, digest_size=16
+        ).digest()
+        accepted = duplicate = 0
+        deferred: list[int] = []
+        with immediate(self.conn) as conn:
+            conn.execute(  # reports of this holder that left by any way no longer count
+                "DELETE FROM holders WHERE campaign = ? AND credential = ? AND NOT EXISTS "
+                "(SELECT 1 FROM waiting w WHERE w.campaign = holders.campaign "
+                "AND w.config_id = holders.config_id AND w.fresh_id = holders.fresh_id)",
+                [campaign, holder],
+            )
+            (held,) = conn.execute(
+                "SELECT count(*) FROM holders WHERE campaign = ? AND credential = ?",
+                [campaign, holder],
+            ).fetchone()
+            for index, (report_id, key_id, sealed) in enumerate(reports):
+                fresh = self.fresh_id(campaign, report_id)
+                known = conn.execute(
+                    "SELECT 1 FROM waiting WHERE campaign = ? AND config_id = ? AND fresh_id = ?",
+                    [campaign, config_id, fresh],
+                ).fetchone()
+                if known is not None:
+                    duplicate += 1
+                elif held >= quota:
+                    deferred.append(index)
+                else:
+                    conn.execute(
+                        "INSERT INTO waiting (campaign, config_id, fresh_id, key_id, sealed) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        [campaign, config_id, fresh, key_id, sealed],
+                    )
+                    conn.execute(
+                        "INSERT INTO holders (campaign, config_id, fresh_id, credential, quota) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        [campaign, config_id, fresh, holder, quota],
+                    )
+                    held += 1
+                    accepted += 1
+            if accepted:
+                conn.execute(
+                    "INSERT OR IGNORE INTO pools (campaign, since) VALUES (?, ?)",
+                    [campaign, time.time()],
+                )
+        return accepted, duplicate, deferred
+
     def waiting(self) -> dict[tuple[str, str], int]:
         """Reports not yet in a batch, per ``(campaign, config_id)``."""
         rows = self.conn.execute(
@@ -215,9 +281,10 @@ class ShufflerStorage:
                 return None
             batch_id = secrets.token_hex(16)
             reports = ",".join([rows[i][0] for i in csprng_permutation(len(rows)).tolist()])
+            credentials = _credentials(conn, campaign, config_id, rows[-1][1], len(rows))
             body = (
                 f'{{"batch_id":"{batch_id}","config_id":{json.dumps(config_id)},'
-                f'"reports":[{reports}]}}'
+                f'{credentials}"reports":[{reports}]}}'
             )
             conn.execute(
                 "INSERT INTO batches (batch_id, campaign, config_id, size, body) "
@@ -226,6 +293,10 @@ class ShufflerStorage:
             )
             conn.execute(
                 "DELETE FROM waiting WHERE campaign = ? AND config_id = ? AND fresh_id <= ?",
+                [campaign, config_id, rows[-1][1]],
+            )
+            conn.execute(  # the batch's holders (and any left by reports gone before)
+                "DELETE FROM holders WHERE campaign = ? AND config_id = ? AND fresh_id <= ?",
                 [campaign, config_id, rows[-1][1]],
             )
             self._close_empty_pool(conn, campaign)
@@ -252,6 +323,9 @@ class ShufflerStorage:
         with immediate(self.conn) as conn:
             cursor = conn.execute(
                 "DELETE FROM waiting WHERE campaign = ? AND config_id = ?", [campaign, config_id]
+            )
+            conn.execute(
+                "DELETE FROM holders WHERE campaign = ? AND config_id = ?", [campaign, config_id]
             )
             self._close_empty_pool(conn, campaign)
             return int(cursor.rowcount)
@@ -285,3 +359,20 @@ class ShufflerStorage:
         left = conn.execute("SELECT 1 FROM waiting WHERE campaign = ? LIMIT 1", [campaign])
         if left.fetchone() is None:
             conn.execute("DELETE FROM pools WHERE campaign = ?", [campaign])
+
+
+def _credentials(
+    conn: sqlite3.Connection, campaign: str, config_id: str, last: bytes, size: int
+) -> str:
+    """The batch's ``"credentials": {"per_credential", "uncredentialed"}`` member (with its
+    comma), when any of its reports came with a credential: the largest quota in force (no
+    credential has more reports in the batch) and how many came without one. Empty otherwise."""
+    held, quota = conn.execute(
+        "SELECT count(*), max(h.quota) FROM holders h JOIN waiting w ON w.campaign = h.campaign "
+        "AND w.config_id = h.config_id AND w.fresh_id = h.fresh_id "
+        "WHERE h.campaign = ? AND h.config_id = ? AND h.fresh_id <= ?",
+        [campaign, config_id, last],
+    ).fetchone()
+    if not held:
+        return ""
+    return f'"credentials":{{"per_credential":{int(quota)},"uncredentialed":{size - held}}},'

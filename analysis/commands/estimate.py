@@ -43,6 +43,7 @@ from analysis.commands._arguments import (
     add_postprocess_arguments,
     add_source_arguments,
     add_window_arguments,
+    non_negative_int,
     positive_int,
 )
 from analysis.commands._shards import (
@@ -127,6 +128,15 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="A[,B[,C]]",
         help="a multi-attribute campaign (multi): the marginal of these attributes",
+    )
+    parser.add_argument(
+        "--adversary-credentials",
+        type=non_negative_int,
+        default=0,
+        metavar="A",
+        help="a shuffled campaign's central guarantee assumes an adversary holds at most A "
+        "device credentials (each batch then has at least size - A x quota honest reports; "
+        "docs/shuffler.md, 'Credentials'); default 0",
     )
     parser.set_defaults(handler=run)
 
@@ -461,6 +471,15 @@ def format_table(document: Mapping[str, Any]) -> str:
                 for i, (v, w) in enumerate(zip(row, widths, strict=True))
             )
         )
+    central = document.get("central")
+    if central:
+        lines.append(
+            f"central: ({central['epsilon']:.4g}, {central['delta']:.3g})-DP over "
+            f"{central['batches']} shuffled batches (smallest {central['smallest_batch']}), "
+            f"assuming {central['assumption']}; otherwise each report's local epsilon "
+            f"{central['local_epsilon']:.4g}"
+        )
+        lines.append(f"one report per device per batch: {central['one_report_per_device']}")
     if "top" in document:
         lines.append(
             f"significant: raw estimate above z={document['bonferroni_z']:.3f} standard errors "
@@ -683,19 +702,26 @@ def with_central(
 ) -> dict[str, Any]:
     """A shuffled campaign's document with ``"central": {"epsilon", "delta", ...}``: the central
     guarantee of the batches the collector actually received (their real sizes, the smallest
-    one binding; ``collector.calibration.central_guarantee``), beside the local epsilon each
-    report carries (what holds if the shuffler colluded with the collector). The central
-    figure assumes a shuffler that neither colludes with the collector nor injects reports:
-    reports it drops only shrink the batches counted here, but injected ones would inflate them
-    and understate epsilon (docs/shuffler.md, docs/math/central-and-shuffle.md).
+    one binding), under its stated assumption (at least ``honest_reports`` honest reports in
+    every batch, from the shuffler's credential quotas and ``--adversary-credentials``;
+    ``analysis.shuffle.credentialed_guarantee``), whether one report per device per batch was
+    enforced, and the local epsilon each report carries (what holds when the assumption fails,
+    or the shuffler colluded with the collector). The figure also assumes a shuffler that
+    neither colludes with the collector nor injects reports: reports it drops only shrink the
+    batches counted here, but injected ones would inflate them and understate epsilon
+    (docs/shuffler.md, docs/math/central-and-shuffle.md).
     """
     if campaign.shuffle is None or uses_shards(args):
         return document
-    from collector.calibration import central_guarantee
+    from analysis.shuffle import credentialed_guarantee
     from collector.storage import Storage
 
     with Storage(args.db[0], create=False) as storage:
-        sizes = storage.batch_sizes(campaign.name)
-    epsilon0 = float(campaign.config["epsilon"])
-    central = central_guarantee(epsilon0, sizes, float(campaign.shuffle["delta"]))
+        batches = storage.batch_credentials(campaign.name)
+    central = credentialed_guarantee(
+        float(campaign.config["epsilon"]),
+        batches,
+        float(campaign.shuffle["delta"]),
+        adversary_credentials=getattr(args, "adversary_credentials", 0),
+    )
     return {**document, "central": central}

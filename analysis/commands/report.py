@@ -99,12 +99,13 @@ def run(args: argparse.Namespace) -> int:
         since=args.since,
         until=args.until,
     )
-    batch_sizes = None
+    batch_sizes = batch_credentials = None
     if campaign.shuffle is not None:
         from collector.storage import Storage
 
         with Storage(args.db, create=False) as storage:
             batch_sizes = storage.batch_sizes(campaign.name)
+            batch_credentials = storage.batch_credentials(campaign.name)
     report = build_report(
         campaign,
         raw,
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         replicates=args.replicates,
         seed=args.seed,
         batch_sizes=batch_sizes,
+        batch_credentials=batch_credentials,
     )
     page = render_html(report)
     _write(args.out, page)

@@ -355,6 +355,17 @@ def test_a_shuffled_campaign_states_both_guarantees() -> None:
     assert column["local_epsilon"] == epsilon0
     page = render_html(report)
     assert "Shuffled collection: two guarantees" in page and "local only (no shuffler)" in page
+    assert "One report per device per batch: not enforced" in page  # no credentials given
+    metered = build_report(
+        c,
+        raw,
+        method="base",
+        replicates=0,
+        batch_sizes=sizes,
+        batch_credentials=[(size, 1, 0) for size in sizes],
+    )
+    assert "assuming at least 2000 honest reports in every batch" in render_html(metered)
+    assert "One report per device per batch: enforced" in render_html(metered)
     before = build_report(c, raw, method="base", replicates=0, batch_sizes=[])
     assert before.data["central"]["received"] is None
     assert "No batch has been received yet" in render_html(before)

@@ -19,6 +19,7 @@ from analysis.shuffle import (
     clone_delta,
     closed_form_condition,
     closed_form_epsilon,
+    credentialed_guarantee,
     numerical_epsilon,
     shuffle_bound,
 )
@@ -117,3 +118,35 @@ def test_input_validation() -> None:
         shuffle_bound(1.0, 0, 1e-6)
     with pytest.raises(ValueError, match="delta"):
         shuffle_bound(1.0, 100, 1.5)
+
+
+def test_the_credentialed_guarantee_counts_honest_reports_and_composes_over_the_quota() -> None:
+    """Issue 21, items 2 and 13: H = size - A q honest reports, the smallest batch binding;
+    q > 1 composed by group privacy; without credentials the figure is marked not enforced;
+    with no honest report left, the local epsilon."""
+    epsilon0, delta = 1.64, 1e-6
+    assert credentialed_guarantee(epsilon0, [(0, 1, 0)], delta) is None
+    metered = [(250, 1, 0), (200, 1, 0)]
+    one = credentialed_guarantee(epsilon0, metered, delta, adversary_credentials=10)
+    assert one is not None
+    assert one["honest_reports"] == 190 and one["smallest_batch"] == 200
+    assert one["epsilon"] == numerical_epsilon(epsilon0, 190, delta) and one["delta"] == delta
+    assert one["one_report_per_device"].startswith("enforced")
+    assert one["if_assumption_fails"]["epsilon"] == epsilon0
+    three = credentialed_guarantee(epsilon0, [(200, 3, 0)], delta, adversary_credentials=10)
+    assert three is not None and three["honest_reports"] == 170
+    single = numerical_epsilon(epsilon0, 170, delta)
+    assert three["epsilon"] == pytest.approx(3 * single, rel=1e-12)
+    assert three["delta"] == pytest.approx(3 * math.exp(2 * single) * delta, rel=1e-12)
+    assert three["one_report_per_device"].startswith("composed: up to 3")
+    flooded = credentialed_guarantee(epsilon0, [(200, 1, 0)], delta, adversary_credentials=200)
+    assert flooded is not None and flooded["honest_reports"] == 0
+    assert flooded["epsilon"] == epsilon0 and flooded["delta"] == 0.0
+    for unmetered in ([(200, None, None)], [(200, 1, 5)]):  # no credentials, or some without
+        plain = credentialed_guarantee(epsilon0, unmetered, delta, adversary_credentials=50)
+        assert plain is not None and plain["honest_reports"] == 200
+        assert plain["epsilon"] == numerical_epsilon(epsilon0, 200, delta)
+        assert plain["one_report_per_device"].startswith("not enforced")
+        assert "not enforced" in plain["assumption"]
+    with pytest.raises(ValueError, match="adversary_credentials"):
+        credentialed_guarantee(epsilon0, metered, delta, adversary_credentials=-1)

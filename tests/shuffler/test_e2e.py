@@ -264,6 +264,14 @@ def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
     small = {**body, "batch_id": "cd" * 16, "reports": body["reports"][: MIN_BATCH - 1]}
     too_small = requests.post(url, json=small, headers=headers, timeout=10)
     assert too_small.status_code == 422 and too_small.json()["min_batch"] == MIN_BATCH
+    for credentials, field in (
+        ({"per_credential": 0, "uncredentialed": 0}, "credentials.per_credential"),
+        ({"per_credential": 1, "uncredentialed": MIN_BATCH + 1}, "credentials.uncredentialed"),
+        ({"per_credential": 1}, "credentials has exactly"),
+    ):
+        malformed = {**body, "batch_id": "ef" * 16, "credentials": credentials}
+        refused = requests.post(url, json=malformed, headers=headers, timeout=10)
+        assert refused.status_code == 400 and field in refused.json()["detail"]
     answer = requests.post(url, json=body, headers=headers, timeout=10).json()
     assert answer["accepted"] == MIN_BATCH - 2 and not answer["replayed"]
     assert [(r["index"], r["code"]) for r in answer["rejected"]] == [
@@ -317,6 +325,11 @@ def test_the_estimate_states_the_central_guarantee_of_the_batches_received(
     assert central["epsilon"] == numerical_epsilon(epsilon0, MIN_BATCH - 3, DELTA)
     # Two reports fewer than the target's min_batch: slightly above the central target.
     assert CENTRAL_EPSILON < central["epsilon"] < CENTRAL_EPSILON * 1.05
+    # This shuffler takes uploads without credentials: the estimate says what that leaves.
+    assert central["one_report_per_device"].startswith("not enforced")
+    assert "not enforced" in central["assumption"]
+    assert central["honest_reports"] == MIN_BATCH - 3
+    assert central["if_assumption_fails"]["epsilon"] == epsilon0
 
 
 def test_hostile_input_to_the_shuffler_answers_problems_never_5xx(

@@ -68,7 +68,47 @@ def test_nothing_is_batched_below_min_batch_and_retries_keep_their_fresh_id(
     assert columns["waiting"] == ["campaign", "config_id", "fresh_id", "key_id", "sealed"]
     assert columns["pools"] == ["campaign", "since"]
     assert columns["forwarder"] == ["one", "restarts", "down_since", "last_exit"]
-    assert set(columns) == {"meta", "waiting", "pools", "batches", "forwarder"}
+    # Who holds a waiting report (a keyed digest of its credential), only while it waits.
+    assert columns["holders"] == ["campaign", "config_id", "fresh_id", "credential", "quota"]
+    assert set(columns) == {"meta", "waiting", "pools", "batches", "forwarder", "holders"}
+
+
+def test_a_credential_holds_at_most_its_quota_of_waiting_reports(tmp_path: Path) -> None:
+    """``accept_held``: past the quota, reports are deferred (not stored); a retry of a waiting
+    report is a duplicate; a formed batch frees its holders and says how it was metered."""
+    with ShufflerStorage(tmp_path / "s.db") as storage:
+        flood = [_report(i) for i in range(10)]
+        assert storage.accept_held("c", "cfg", flood, credential=b"a", quota=1) == (
+            1,
+            0,
+            list(range(1, 10)),
+        )
+        assert storage.accept_held("c", "cfg", flood[:2], credential=b"a", quota=1) == (0, 1, [1])
+        assert storage.accept_held("d", "cfg", flood[:1], credential=b"a", quota=1) == (1, 0, [])
+        assert storage.accept_held("c", "cfg", [_report(20)], credential=b"b", quota=2) == (
+            1,
+            0,
+            [],
+        )
+        storage.accept("c", "cfg", [_report(30)])  # a report without a credential
+        assert storage.waiting() == {("c", "cfg"): 3, ("d", "cfg"): 1}
+        assert storage.form_batch("c", "cfg", 3) is not None
+        body = json.loads(storage.open_batches()[0].body)
+        assert body["credentials"] == {"per_credential": 2, "uncredentialed": 1}
+        # The batch left: credential a may have one waiting report of campaign c again.
+        assert storage.accept_held("c", "cfg", flood[1:3], credential=b"a", quota=1) == (1, 0, [1])
+        rows = storage.conn.execute("SELECT count(*) FROM holders").fetchone()[0]
+        assert rows == 2  # a's new report of c, and its report of d
+        assert storage.form_batch("d", "cfg", 1) is not None
+        bodies = {b.campaign: json.loads(b.body) for b in storage.open_batches()}
+        assert bodies["d"]["credentials"] == {"per_credential": 1, "uncredentialed": 0}
+        storage.accept_held("f", "old", [_report(50)], credential=b"a", quota=1)
+        assert storage.drop_waiting("f", "old") == 1  # a configuration no longer served
+        assert storage.accept_held("f", "new", [_report(51)], credential=b"a", quota=1)[0] == 1
+        storage.accept("e", "cfg", [_report(40)])
+        storage.form_batch("e", "cfg", 1)
+        plain = [json.loads(b.body) for b in storage.open_batches() if b.campaign == "e"]
+        assert "credentials" not in plain[0]  # no credential: nothing claimed
 
 
 def test_the_forwarded_order_is_independent_of_the_arrival_order(tmp_path: Path) -> None:
