@@ -47,6 +47,7 @@ from client_sdk.mechanisms._validation import check_int
 from client_sdk.protocol import campaign_config_id, is_report_id
 from client_sdk.sqlite import connect, immediate
 from collector.calibration import calibrate_campaign
+from collector.dbguard import create_private_database
 from collector.migrations import SCHEMA_VERSION, SchemaError, check_schema, migrate, schema_version
 
 __all__ = [
@@ -174,6 +175,8 @@ class Storage:
         self.path = os.fspath(path)
         if not create and not os.path.exists(self.path):
             raise FileNotFoundError(f"no collector database at {self.path}")
+        if create:
+            create_private_database(self.path)  # it will hold the private keys: 0600
         # check_same_thread=False only for connections that one thread uses and another may
         # close (the web layer's per-thread connections, closed when the app goes away).
         # The journal switches to WAL in migrate(): a read-only user never writes the header.

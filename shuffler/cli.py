@@ -25,6 +25,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from collector.dbguard import check_private_database
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from shuffler.storage import ShufflerStorage
 
@@ -52,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="collect up to --max-batch reports, forwarding at the latest this long after "
             "a campaign's oldest waiting report arrived (never fewer than min_batch); default: "
             "forward as soon as min_batch wait",
+        )
+        sub.add_argument(
+            "--allow-readable-db",
+            action="store_true",
+            help="serve a database other users may read (default: refuse; it holds the "
+            "shuffler's digest key and the waiting envelopes)",
         )
         sub.add_argument(
             "--concurrency",
@@ -128,6 +135,7 @@ def _token() -> str:
 def _forward(args: argparse.Namespace) -> int:
     from shuffler.forwarder import Forwarder
 
+    check_private_database(args.db, allow_readable=args.allow_readable_db)
     logging.basicConfig(level=logging.INFO, format="ldp-shuffler forward: %(message)s")
     forwarder = Forwarder(
         args.db,
@@ -158,6 +166,8 @@ def _stop_when_orphaned(forwarder: Any, parent: int) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     _token()
+    check_private_database(args.db, allow_readable=args.allow_readable_db)
+    ShufflerStorage(args.db).close()  # a new database is created 0600 here
     from shuffler.app import create_app
     from shuffler.supervisor import ForwarderSupervisor
 
@@ -166,6 +176,8 @@ def _serve(args: argparse.Namespace) -> int:
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
     command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
     command += ["--exit-with-parent"]
+    if args.allow_readable_db:
+        command += ["--allow-readable-db"]
     if args.max_wait is not None:
         command += ["--max-wait", str(args.max_wait)]
     supervisor = ForwarderSupervisor(command, args.db, first_delay=args.restart_delay)

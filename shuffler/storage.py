@@ -35,6 +35,7 @@ import numpy as np
 
 from client_sdk.randomness import SystemRandomSource, uniform_below
 from client_sdk.sqlite import connect, immediate
+from collector.dbguard import create_private_database
 
 __all__ = ["Batch", "ForwarderState", "ShufflerStorage", "batch_sizes", "csprng_permutation"]
 
@@ -113,6 +114,7 @@ class ShufflerStorage:
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
         self.path = os.fspath(path)
+        create_private_database(self.path)  # the digest key and the envelopes: 0600
         conn = connect(
             self.path,
             timeout=busy_timeout,
