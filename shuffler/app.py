@@ -24,6 +24,7 @@ from flask import Blueprint, Flask, Response, current_app
 from client_sdk.protocol import is_report_id
 from client_sdk.sealing import check_envelope, check_envelopes
 from collector import metrics as _metrics
+from collector.dbguard import space_probe
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
 from shuffler.storage import ShufflerStorage
@@ -167,10 +168,12 @@ def healthz() -> dict[str, Any]:
 
 @bp.get("/readyz")
 def readyz() -> dict[str, Any]:
-    """Ready: the database answers, and the forwarder ``serve`` watches is running (503
+    """Ready: the database takes a committed write and its disk new space
+    (``collector.dbguard.space_probe``), and the forwarder ``serve`` watches is running (503
     ``forwarder-down`` while it is being restarted; uploads are still taken and wait)."""
     try:
-        _storage().pending_counts()
+        _storage().write_probe()
+        space_probe(current_app.config["DB"])
         state = _storage().forwarder_state()
     except Exception as error:
         raise Problem(

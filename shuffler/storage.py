@@ -143,6 +143,12 @@ class ShufflerStorage:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def write_probe(self) -> None:
+        """Commit a real write (``/readyz``): the digest key rewritten unchanged (through the WAL
+        and its fsync, as an upload's transaction)."""
+        with immediate(self.conn) as conn:
+            conn.execute("UPDATE meta SET value = value WHERE name = 'digest_key'")
+
     def fresh_id(self, campaign: str, report_id: str) -> bytes:
         """The id the collector will see for a device's report (module docstring)."""
         data = campaign.encode() + b"\x00" + report_id.encode()
