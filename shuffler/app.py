@@ -27,7 +27,7 @@ from collector import metrics as _metrics
 from collector.dbguard import space_probe
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
-from shuffler.storage import ShufflerStorage
+from shuffler.storage import DEFAULT_MAX_PENDING, PendingFull, ShufflerStorage
 
 __all__ = ["create_app"]
 
@@ -38,10 +38,16 @@ _local = threading.local()
 
 def create_app(config: Mapping[str, Any]) -> Flask:
     """The app. ``config``: ``DB``, ``COLLECTOR`` (base URL); optional ``MAX_BATCH`` (10000),
-    ``MAX_CONTENT_LENGTH`` (16 MiB), ``RETRY_AFTER`` (1)."""
+    ``MAX_CONTENT_LENGTH`` (16 MiB), ``RETRY_AFTER`` (1), ``MAX_PENDING`` (reports waiting per
+    campaign, ``shuffler.storage.DEFAULT_MAX_PENDING``)."""
     app = Flask(__name__, static_folder=None)
     app.config.update(
-        {"MAX_BATCH": 10_000, "MAX_CONTENT_LENGTH": 16 * 1024 * 1024, "RETRY_AFTER": 1}
+        {
+            "MAX_BATCH": 10_000,
+            "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
+            "RETRY_AFTER": 1,
+            "MAX_PENDING": DEFAULT_MAX_PENDING,
+        }
     )
     app.config.update(config)
     app.json.sort_keys = False  # type: ignore[attr-defined]
@@ -109,7 +115,21 @@ def upload(name: str) -> dict[str, Any]:
             config_id=document.get("config_id"),
         )
     good, rejected = _checked(reports)
-    accepted, duplicate = _storage().accept(name, config_id, good) if good else (0, 0)
+    try:
+        accepted, duplicate = (
+            _storage().accept(name, config_id, good, max_pending=current_app.config["MAX_PENDING"])
+            if good
+            else (0, 0)
+        )
+    except PendingFull as full:  # refused before anything is committed or acknowledged
+        raise Problem(
+            503,
+            "overloaded",
+            str(full),
+            headers={"Retry-After": str(current_app.config["RETRY_AFTER"])},
+            pending=full.pending,
+            max_pending=full.cap,
+        ) from None
     return {"accepted": accepted, "duplicate": duplicate, "rejected": rejected}
 
 
@@ -224,7 +244,14 @@ def metrics() -> Response:
             "Reports in batches not yet acknowledged.",
             value=storage.in_flight(),
         )
-        families: list[Any] = [pending, oldest, in_flight]
+        expired = CounterMetricFamily(
+            "ldp_shuffler_expired_reports",
+            "Reports dropped for waiting longer than --max-age for a batch.",
+            labels=["campaign"],
+        )
+        for campaign, count in sorted(storage.expired_counts().items()):
+            expired.add_metric([campaign], count)
+        families: list[Any] = [pending, oldest, in_flight, expired]
         state = storage.forwarder_state()
         if state is not None:
             families.append(

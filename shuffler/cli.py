@@ -27,7 +27,7 @@ from typing import Any
 
 from collector.dbguard import check_private_database
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
-from shuffler.storage import ShufflerStorage
+from shuffler.storage import DEFAULT_MAX_AGE, DEFAULT_MAX_PENDING, ShufflerStorage
 
 TOKEN_ENV = "LDP_SHUFFLER_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -53,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
             help="collect up to --max-batch reports, forwarding at the latest this long after "
             "a campaign's oldest waiting report arrived (never fewer than min_batch); default: "
             "forward as soon as min_batch wait",
+        )
+        sub.add_argument(
+            "--max-age",
+            type=_positive_seconds,
+            default=DEFAULT_MAX_AGE,
+            metavar="SECONDS",
+            help="drop a report that waited this long for a batch (counted in /metrics as "
+            f"ldp_shuffler_expired_reports_total; default {DEFAULT_MAX_AGE:.0f}: a week)",
         )
         sub.add_argument(
             "--allow-readable-db",
@@ -81,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
                 help="wait before restarting an exited forwarder; doubles after each exit, up to "
                 "30 s (1)",
             )
+            sub.add_argument(
+                "--max-pending",
+                type=_at_least_one,
+                default=DEFAULT_MAX_PENDING,
+                help="most reports waiting per campaign; an upload beyond it is refused (503) "
+                f"before it is acknowledged (default {DEFAULT_MAX_PENDING})",
+            )
             sub.add_argument("--host", default="127.0.0.1")
             sub.add_argument("--port", type=int, default=8100)
             sub.add_argument("--workers", type=int, default=2)
@@ -97,6 +112,13 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not value >= 0:  # also refuses nan and what is not a number
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0; got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0; got {text!r}")
     return value
 
 
@@ -145,6 +167,7 @@ def _forward(args: argparse.Namespace) -> int:
         max_wait=args.max_wait,
         interval=args.interval,
         concurrency=args.concurrency,
+        max_age=args.max_age,
     )
     if args.exit_with_parent:
         parent = os.getppid()
@@ -171,11 +194,18 @@ def _serve(args: argparse.Namespace) -> int:
     from shuffler.app import create_app
     from shuffler.supervisor import ForwarderSupervisor
 
-    app = create_app({"DB": args.db, "COLLECTOR": args.collector, "MAX_BATCH": args.max_batch})
+    app = create_app(
+        {
+            "DB": args.db,
+            "COLLECTOR": args.collector,
+            "MAX_BATCH": args.max_batch,
+            "MAX_PENDING": args.max_pending,
+        }
+    )
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
     command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
-    command += ["--exit-with-parent"]
+    command += ["--max-age", str(args.max_age), "--exit-with-parent"]
     if args.allow_readable_db:
         command += ["--allow-readable-db"]
     if args.max_wait is not None:

@@ -10,7 +10,9 @@ When a batch leaves (docs/shuffler.md, "Forwarding"):
 
 and in either case everything that can leaves, cut into nearly equal batches of at most
 ``max_batch`` (``shuffler.storage.batch_sizes``). Fewer than ``min_batch`` waiting reports never
-leave, however long they wait: a smaller batch is not amplified enough.
+leave: a smaller batch is not amplified enough. A report that waited more than ``max_age``
+seconds is dropped instead (``ShufflerStorage.expire``, at most every :data:`EXPIRE_EVERY`
+seconds; counted per campaign in ``/metrics``), so junk cannot fill the disk for good.
 
 A batch is formed (committed) before it is sent, so a crash of either side resends the same
 batch id and the collector answers it without storing twice. Several batches are in flight at
@@ -21,6 +23,7 @@ never an id or a payload.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,9 +32,12 @@ from urllib.parse import quote
 
 import requests
 
-from shuffler.storage import Batch, ShufflerStorage, batch_sizes
+from shuffler.storage import DEFAULT_MAX_AGE, Batch, ShufflerStorage, batch_sizes
 
-__all__ = ["Forwarder"]
+__all__ = ["EXPIRE_EVERY", "Forwarder"]
+
+EXPIRE_EVERY = 30.0
+"""Seconds between two passes that drop reports older than ``max_age``."""
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +60,12 @@ class Forwarder:
         interval: float = 0.2,
         timeout: float = 30.0,
         concurrency: int = 2,
+        max_age: float = DEFAULT_MAX_AGE,
     ) -> None:
         if max_wait is not None and not max_wait >= 0:
             raise ValueError(f"max_wait must be a number of seconds >= 0; got {max_wait!r}")
+        if not max_age > 0:
+            raise ValueError(f"max_age must be a number of seconds > 0; got {max_age!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1; got {concurrency!r}")
         self.storage = ShufflerStorage(db)
@@ -67,6 +76,8 @@ class Forwarder:
         self.interval = interval
         self.timeout = timeout
         self.concurrency = concurrency
+        self.max_age = max_age
+        self._expired_at = -math.inf
         self.session = requests.Session()
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="ldp-forward")
@@ -97,8 +108,21 @@ class Forwarder:
             return [self.max_batch] * full if self.max_batch >= min_batch else []
         return batch_sizes(waiting, min_batch, self.max_batch)
 
+    def expire_due(self) -> int:
+        """Drop the reports older than ``max_age`` (once every :data:`EXPIRE_EVERY` seconds, or
+        every ``max_age / 2`` if that is shorter); how many."""
+        if time.monotonic() - self._expired_at < min(EXPIRE_EVERY, self.max_age / 2):
+            return 0
+        self._expired_at = time.monotonic()
+        dropped = sum(self.storage.expire(self.max_age).values())
+        if dropped:
+            logger.warning(
+                "dropped %d reports that waited more than %g s for a batch", dropped, self.max_age
+            )
+        return dropped
+
     def form_due(self) -> int:
-        """Form every batch that is due; how many."""
+        """Form every batch that is due, then drop what waited too long; how many batches."""
         now = time.time()
         since = self.storage.waiting_since()
         plans: dict[str, tuple[str, int] | None] = {}
@@ -120,6 +144,7 @@ class Forwarder:
                 continue
             for size in self.due(count, min_batch, now - since.get(campaign, now)):
                 formed += self.storage.form_batch(campaign, config_id, size) is not None
+        self.expire_due()  # after forming: a report that can leave in a batch does
         return formed
 
     def _post(self, batch: Batch) -> int | None:
