@@ -27,6 +27,7 @@ from typing import Any
 
 from collector.dbguard import check_private_database
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
+from shuffler.forwarder import DEFAULT_MAX_REQUEST_BYTES
 from shuffler.storage import DEFAULT_MAX_AGE, DEFAULT_MAX_PENDING, ShufflerStorage
 
 TOKEN_ENV = "LDP_SHUFFLER_TOKEN"
@@ -61,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="SECONDS",
             help="drop a report that waited this long for a batch (counted in /metrics as "
             f"ldp_shuffler_expired_reports_total; default {DEFAULT_MAX_AGE:.0f}: a week)",
+        )
+        sub.add_argument(
+            "--max-request-bytes",
+            type=_at_least_one,
+            default=DEFAULT_MAX_REQUEST_BYTES,
+            help="largest request body sent to the collector; a larger batch travels in parts "
+            f"(default {DEFAULT_MAX_REQUEST_BYTES}; lowered by itself on a 413)",
         )
         sub.add_argument(
             "--allow-readable-db",
@@ -168,6 +176,7 @@ def _forward(args: argparse.Namespace) -> int:
         interval=args.interval,
         concurrency=args.concurrency,
         max_age=args.max_age,
+        max_request_bytes=args.max_request_bytes,
     )
     if args.exit_with_parent:
         parent = os.getppid()
@@ -206,6 +215,7 @@ def _serve(args: argparse.Namespace) -> int:
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
     command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
     command += ["--max-age", str(args.max_age), "--exit-with-parent"]
+    command += ["--max-request-bytes", str(args.max_request_bytes)]
     if args.allow_readable_db:
         command += ["--allow-readable-db"]
     if args.max_wait is not None:

@@ -75,7 +75,8 @@ SCHEMA = (
     "pending INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS expired (campaign TEXT PRIMARY KEY, reports INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, campaign TEXT NOT NULL, "
-    "config_id TEXT NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID",
+    "config_id TEXT NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL, sent INTEGER) "
+    "WITHOUT ROWID",
     # One row, kept by ``serve``'s watch over its forwarder (shuffler.supervisor).
     "CREATE TABLE IF NOT EXISTS forwarder (one INTEGER PRIMARY KEY CHECK (one = 1), "
     "restarts INTEGER NOT NULL, down_since REAL, last_exit TEXT)",
@@ -88,13 +89,16 @@ and with SQLite's default 2 MiB a table of a few 10^4 reports already goes back 
 
 
 class Batch(NamedTuple):
-    """A formed batch: ``body`` is the JSON the collector's batches route receives."""
+    """A formed batch: ``body`` is the JSON the collector's batches route receives; ``sent``,
+    once it travels in parts, how many of its reports (in body order) the collector
+    acknowledged (``None``: sent whole)."""
 
     batch_id: str
     campaign: str
     config_id: str
     size: int
     body: str
+    sent: int | None = None
 
 
 def csprng_permutation(n: int) -> np.ndarray:
@@ -335,9 +339,18 @@ class ShufflerStorage:
     def open_batches(self) -> list[Batch]:
         """Every batch formed and not yet acknowledged."""
         rows = self.conn.execute(
-            "SELECT batch_id, campaign, config_id, size, body FROM batches ORDER BY batch_id"
+            "SELECT batch_id, campaign, config_id, size, body, sent FROM batches ORDER BY batch_id"
         ).fetchall()
-        return [Batch(str(a), str(b), str(c), int(d), str(e)) for a, b, c, d, e in rows]
+        return [
+            Batch(str(a), str(b), str(c), int(d), str(e), None if f is None else int(f))
+            for a, b, c, d, e, f in rows
+        ]
+
+    def batch_sent(self, batch_id: str, sent: int) -> None:
+        """Record that the collector acknowledged the first ``sent`` reports of a batch that
+        travels in parts (``0``: it will, from now on, even after a restart)."""
+        with immediate(self.conn) as conn:
+            conn.execute("UPDATE batches SET sent = ? WHERE batch_id = ?", [sent, batch_id])
 
     def delete_batch(self, batch_id: str) -> int:
         """Drop an acknowledged batch; how many reports it held."""
@@ -393,12 +406,15 @@ class ShufflerStorage:
 
 
 def _upgrade(conn: sqlite3.Connection) -> None:
-    """Give a database made before the maximum age and the cap their columns: waiting reports
-    of unknown arrival count from now, and each pool's count is taken once."""
+    """Give a database made before the maximum age, the cap and batches in parts their
+    columns: waiting reports of unknown arrival count from now, each pool's count is taken
+    once, and formed batches are sent whole (as they were)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(waiting)")}
     if "arrived" not in columns:
         conn.execute("ALTER TABLE waiting ADD COLUMN arrived INTEGER NOT NULL DEFAULT 0")
         conn.execute("UPDATE waiting SET arrived = ?", [int(time.time())])
+    if "sent" not in {row[1] for row in conn.execute("PRAGMA table_info(batches)")}:
+        conn.execute("ALTER TABLE batches ADD COLUMN sent INTEGER")
     if "pending" not in {row[1] for row in conn.execute("PRAGMA table_info(pools)")}:
         conn.execute("ALTER TABLE pools ADD COLUMN pending INTEGER NOT NULL DEFAULT 0")
         conn.execute(
