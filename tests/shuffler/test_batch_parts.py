@@ -22,7 +22,9 @@ from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.sealing import envelope_size, seal_payloads
 from collector.process import CollectorProcess
 from collector.storage import shuffled_batch_bytes
+from shuffler.forwarder import Forwarder
 from shuffler.process import ShufflerProcess
+from shuffler.storage import ShufflerStorage
 from tests.collector.test_metrics import samples
 from tests.e2e.conftest import stored_ids
 
@@ -139,3 +141,52 @@ def test_a_batch_over_the_limit_travels_in_parts_once_as_one_batch(
         assert statuses["200"] == len(parts)
     finally:
         shuffler.stop()
+
+
+def test_a_crash_between_parts_goes_on_in_parts_and_counts_each_report_once(
+    collector: CollectorProcess, tmp_path: Path
+) -> None:
+    document = collector.create_campaign(campaign("crashy", 50))
+    n = 300  # about 1.15 MB: over the 1 MiB limit
+    mechanism = mechanism_from_config(document["mechanism"])
+    key = document["public_key"]
+    payloads = mechanism.to_wire(mechanism.perturb(np.arange(n) % K))
+    envelopes = seal_payloads(payloads, public_key=key["key"], key_id=key["key_id"])
+    db = tmp_path / "shuffler.db"
+    with ShufflerStorage(db) as storage:
+        reports = [(secrets.token_hex(16), e["key_id"], e["sealed"]) for e in envelopes]
+        assert storage.accept("crashy", document["config_id"], reports) == (n, 0)
+
+    first = Forwarder(str(db), collector.url, TOKEN, max_request_bytes=400_000)
+    recorded = first.storage.batch_sent
+
+    def crash_after_the_first_part(batch_id: str, sent: int) -> None:
+        if sent > 0:  # the collector stored the part; the shuffler dies before noting it
+            raise RuntimeError("killed")
+        recorded(batch_id, sent)
+
+    first.storage.batch_sent = crash_after_the_first_part  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError, match="killed"):
+            first.run_once()
+    finally:
+        first.close()
+    assert 0 < len(stored_ids(collector.db, "crashy")) < n
+
+    again = Forwarder(str(db), collector.url, TOKEN)  # a fresh limit: the whole would fit it
+    try:
+        assert again.run_once() == 1
+        assert again.storage.open_batches() == []
+    finally:
+        again.close()
+    stored = stored_ids(collector.db, "crashy")
+    assert len(stored) == len(set(stored)) == n
+    conn = sqlite3.connect(collector.db)
+    try:
+        (row,) = conn.execute(
+            "SELECT size, total FROM batches b JOIN campaigns c ON c.id = b.campaign_id "
+            "WHERE c.name = 'crashy'"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert row == (n, n)  # the part sent twice added no size the second time
