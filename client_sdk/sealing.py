@@ -19,7 +19,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "PAD_BYTES",
     "check_envelope",
     "check_envelopes",
+    "envelope_size",
     "key_id_of",
     "parse_envelope",
     "seal_payload",
@@ -40,6 +41,9 @@ KEY_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 MAX_SEALED_CHARS = 64 * 1024
 PAD_BYTES = 64
 """Plaintexts are padded to a multiple of this many bytes."""
+SEAL_OVERHEAD = 48
+"""A sealed box is its plaintext plus 48 bytes: the ephemeral public key (32) and the MAC (16)."""
+_ENVELOPE_JSON_OVERHEAD = len('{"key_id":"","sealed":""}') + 16
 
 _SEALED_PATTERN = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 _BASE64URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -62,6 +66,18 @@ def key_id_of(public_key: bytes) -> str:
 def _padded(payload: Any) -> bytes:
     data = _compact(payload).encode("utf-8")
     return data + b" " * (-len(data) % PAD_BYTES)
+
+
+def envelope_size(campaign: Mapping[str, Any]) -> int:
+    """The length in bytes of the compact JSON ``{"key_id": ..., "sealed": ...}`` of the largest
+    envelope of ``campaign`` (a campaign document: its ``mechanism`` config), from the
+    mechanism's largest payload (``Mechanism.largest_wire_payload``; ``NotImplementedError``
+    where a mechanism does not bound its payloads)."""
+    from client_sdk.mechanisms import mechanism_from_config
+
+    mechanism = mechanism_from_config(campaign["mechanism"])
+    size = len(_padded(mechanism.largest_wire_payload())) + SEAL_OVERHEAD
+    return -(-4 * size // 3) + _ENVELOPE_JSON_OVERHEAD
 
 
 def seal_payloads(payloads: Sequence[Any], *, public_key: str, key_id: str) -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ from typing import Any
 from flask import Flask
 
 from client_sdk._version import __version__
-from collector.dbguard import file_identity
+from collector.dbguard import check_private_database, file_identity
 from collector.ratelimit import UploadLimiter
 from collector.settings import load_settings
 from collector.storage import Storage
@@ -35,12 +35,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     if not app.config["ADMIN_TOKEN"]:
         logger.warning("LDP_ADMIN_TOKEN is not set: every admin request will be refused")
+    # Before SQLite opens it (a last connection's close may remove a -wal), and after.
+    check_private_database(app.config["DB"], allow_readable=app.config["ALLOW_READABLE_DB"])
     with Storage(
         app.config["DB"],
         busy_timeout=app.config["BUSY_TIMEOUT"],
         synchronous=app.config["SYNCHRONOUS"],
     ):
-        pass  # creates the file and applies pending migrations
+        pass  # creates the file (0600) and applies pending migrations
+    check_private_database(app.config["DB"], allow_readable=app.config["ALLOW_READABLE_DB"])
     app.extensions["ldp_db_identity"] = file_identity(app.config["DB"])
     if app.config["RATE_LIMIT"] > 0:
         app.extensions["ldp_rate_limit"] = UploadLimiter(

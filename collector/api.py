@@ -78,7 +78,9 @@ def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
     """201 with the new campaign; 200 for the same body again; 409 for a different one."""
     body = read_json()
     try:
-        campaign, created = get_storage().create_campaign(body)
+        campaign, created = get_storage().create_campaign(
+            body, max_body=current_app.config["MAX_CONTENT_LENGTH"]
+        )
     except CampaignConflict as error:
         raise Problem(409, "campaign-conflict", str(error)) from None
     except ValueError as error:
@@ -166,7 +168,7 @@ def upload_reports(name: str) -> dict[str, Any]:
     }
 
 
-_BATCH_FIELDS = frozenset({"batch_id", "config_id", "reports", "credentials"})
+_BATCH_REQUIRED = frozenset({"batch_id", "config_id", "reports"})
 
 
 def _batch_credentials(value: Any, size: int) -> tuple[int, int] | None:
@@ -198,16 +200,21 @@ def upload_batch(name: str) -> dict[str, Any]:
     """A shuffler's batch ``{"batch_id", "config_id", "reports": [{"id", "payload": envelope}]}``:
     each envelope is opened and validated on its own (a bad one is rejected by its index), the
     valid ones stored with the batch size in one transaction; a batch id seen before answers
-    what was stored then (``"replayed": true``) and stores nothing."""
+    what was stored then (``"replayed": true``) and stores nothing.
+
+    A batch too large for one request comes in parts: ``"part": {"start", "total"}`` says these
+    are its reports ``start`` to ``start + len(reports)`` of ``total``; ``total`` (not the
+    part's length) must reach ``shuffle.min_batch``, each part is stored once, and the batch
+    is recorded once with the size of all its parts (``Storage.insert_batch``)."""
     body = read_json()
     if not isinstance(body, dict) or not (
-        {"batch_id", "config_id", "reports"} <= set(body) <= _BATCH_FIELDS
+        _BATCH_REQUIRED <= set(body) <= _BATCH_REQUIRED | {"credentials", "part"}
     ):
         raise Problem(
             400,
             "malformed-request",
             "a batch has batch_id, config_id and reports (and credentials from a shuffler that "
-            "meters them)",
+            "meters them, part when in parts)",
         )
     batch_id, config_id, reports = body["batch_id"], body["config_id"], body["reports"]
     if not is_report_id(batch_id):
@@ -219,7 +226,6 @@ def upload_batch(name: str) -> dict[str, Any]:
         raise Problem(
             413, "payload-too-large", f"a batch holds at most {cap} reports", max_batch=cap
         )
-    credentials = _batch_credentials(body.get("credentials"), len(reports))
     storage = get_storage()
     campaign = storage.get_campaign(name)
     _refuse_if_closed(storage, name)
@@ -230,12 +236,15 @@ def upload_batch(name: str) -> dict[str, Any]:
             409, "stale-config", "config_id is not the campaign's", config_id=campaign.config_id
         )
     min_batch = int(campaign.shuffle["min_batch"])
-    if len(reports) < min_batch:
+    part = _batch_part(body.get("part"), len(reports))
+    total = len(reports) if part is None else part[2]
+    credentials = _batch_credentials(body.get("credentials"), total)
+    if total < min_batch:
         raise Problem(
             422,
             "unprocessable",
             f"a shuffled batch of campaign {name!r} holds at least shuffle.min_batch = "
-            f"{min_batch} reports; got {len(reports)} (smaller batches are not amplified enough)",
+            f"{min_batch} reports; got {total} (smaller batches are not amplified enough)",
             min_batch=min_batch,
         )
     shaped = [i for i, e in enumerate(reports) if isinstance(e, dict) and e.keys() == _ENVELOPED]
@@ -271,16 +280,20 @@ def upload_batch(name: str) -> dict[str, Any]:
     # By fresh id (the batch's order is random anyway), the index is written page by page;
     # a stable sort, so the first of two copies of an id is still the one stored.
     rows = sorted(batch.rows, key=itemgetter(0))
-    with write_turn():
-        result, answered, replayed = storage.insert_batch(
-            name,
-            batch_id,
-            rows,
-            size=len(batch.rows),
-            rejections=[r.to_json() for r in rejections],
-            rejected=rejected,
-            credentials=credentials,
-        )
+    try:
+        with write_turn():
+            result, answered, replayed = storage.insert_batch(
+                name,
+                batch_id,
+                rows,
+                size=len(batch.rows),
+                rejections=[r.to_json() for r in rejections],
+                rejected=rejected,
+                credentials=credentials,
+                part=part,
+            )
+    except ValueError as error:  # parts that disagree on their batch: nothing stored
+        raise Problem(422, "unprocessable", str(error)) from None
     ensure_same_database()
     return {
         "batch_id": batch_id,
@@ -292,6 +305,30 @@ def upload_batch(name: str) -> dict[str, Any]:
 
 
 _ENVELOPED = frozenset({"id", "payload"})
+
+
+def _batch_part(part: Any, count: int) -> tuple[int, int, int] | None:
+    """``(start, count, total)`` of a batch's part (``None``: the whole batch); 400 naming the
+    field and the value unless ``0 <= start``, ``1 <= count`` and ``start + count <= total``."""
+    if part is None:
+        return None
+    if not isinstance(part, dict) or set(part) != {"start", "total"}:
+        raise Problem(400, "malformed-request", "part has exactly start and total")
+    start, total = part["start"], part["total"]
+    for field, value in (("start", start), ("total", total)):
+        if type(value) is not int or value < 0:
+            raise Problem(
+                400, "malformed-request", f"part.{field} must be an integer >= 0; got {value!r}"
+            )
+    if count < 1 or start + count > total:
+        raise Problem(
+            400,
+            "malformed-request",
+            f"part.start {start} + {count} reports is beyond part.total {total}",
+        )
+    return start, count, total
+
+
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
-from collector.settings import ENV_PREFIX
+from collector.settings import ENV_PREFIX, SETTINGS
 from collector.storage import CampaignConflict, Storage
 
 ACCESS_LOG_FORMAT = '"%(r)s" %(s)s %(b)s %(M)sms'
@@ -167,7 +167,12 @@ def _campaign_create(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.file} is not valid JSON: {error}") from None
     with Storage(args.db) as storage:
         try:
-            campaign, created = storage.create_campaign(document)
+            # The body limit the collector will serve with (LDP_MAX_CONTENT_LENGTH).
+            limit = SETTINGS["MAX_CONTENT_LENGTH"]
+            max_body = limit[1](
+                "MAX_CONTENT_LENGTH", os.environ.get("LDP_MAX_CONTENT_LENGTH", limit[0])
+            )
+            campaign, created = storage.create_campaign(document, max_body=max_body)
         except CampaignConflict as error:
             print(f"ldp-collector campaign create: conflict: {error}", file=sys.stderr)
             return 3

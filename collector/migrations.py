@@ -127,11 +127,33 @@ def _migration_4_batch_credentials(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE batches ADD COLUMN uncredentialed INTEGER")
 
 
+def _migration_5_batch_parts(db: sqlite_utils.Database) -> None:
+    # A shuffler batch too large for one request travels in parts (ranges of its reports): the
+    # batch keeps one row in ``batches`` (its size, the guarantee's) and each part its own row
+    # here, so a resent part is answered as before and stores nothing.
+    db.execute(
+        """
+        CREATE TABLE batch_parts (
+            campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+            batch_id TEXT NOT NULL,
+            start INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            accepted INTEGER NOT NULL,
+            duplicate INTEGER NOT NULL,
+            rejected TEXT NOT NULL,  -- JSON list of the rejections answered
+            PRIMARY KEY (campaign_id, batch_id, start, count)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute("ALTER TABLE batches ADD COLUMN total INTEGER")
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
     (3, "closed campaigns", _migration_3_closed),
     (4, "shuffler batches: their credentials", _migration_4_batch_credentials),
+    (5, "shuffler batches in parts", _migration_5_batch_parts),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -10,7 +10,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from collector import metrics as _metrics
-from collector.dbguard import write_probe
+from collector.dbguard import space_probe, write_probe
 from collector.problems import Problem
 from collector.web import get_storage
 
@@ -31,12 +31,15 @@ def healthz() -> dict[str, Any]:
 
 @bp.get("/readyz")
 def readyz() -> dict[str, Any]:
-    """Readiness: the database is the file the app opened, has the current schema, and takes a
-    real committed write (``collector.dbguard.write_probe``), not only its write lock."""
+    """Readiness: the database is the file the app opened, has the current schema, takes a real
+    committed write (``collector.dbguard.write_probe``), not only its write lock, and its disk
+    has new space for the next uploads (``collector.dbguard.space_probe``: a full disk is not
+    seen by a write the reused WAL absorbs)."""
     storage = get_storage()  # 503 database-unavailable if the file was deleted or replaced
     retry_after = {"Retry-After": str(current_app.config["RETRY_AFTER"])}
     try:
         write_probe(storage.db.conn)
+        space_probe(current_app.config["DB"])
     except sqlite3.OperationalError as error:
         if "locked" in str(error).lower() or "busy" in str(error).lower():
             raise Problem(

@@ -139,12 +139,14 @@ def register_error_handlers(app: Flask) -> None:
         if status == 405 and error.valid_methods:  # type: ignore[attr-defined]
             headers["Allow"] = ", ".join(error.valid_methods)  # type: ignore[attr-defined]
         detail = error.description or error.name
-        if status == 413:
-            detail = (
-                f"request body larger than {app.config['MAX_CONTENT_LENGTH']} bytes "
-                "(MAX_CONTENT_LENGTH)"
-            )
-        return problem_response(status, _SLUG_BY_STATUS.get(status), detail, headers=headers)
+        extensions = {}
+        if status == 413:  # the limit, as the chunked path says it: a sender cuts to fit
+            limit = app.config["MAX_CONTENT_LENGTH"]
+            detail = f"request body larger than {limit} bytes (MAX_CONTENT_LENGTH)"
+            extensions["max_content_length"] = limit
+        return problem_response(
+            status, _SLUG_BY_STATUS.get(status), detail, headers=headers, **extensions
+        )
 
     @app.errorhandler(sqlite3.OperationalError)
     def _database(error: sqlite3.OperationalError) -> Response:

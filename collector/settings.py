@@ -21,6 +21,8 @@ variable                      meaning                                           
 ``LDP_RATE_BURST``            most reports admitted at once by the rate limit   LDP_MAX_BATCH
 ``LDP_RATE_PER_BUCKET``       reports per second per ``Ldp-Rate-Bucket`` key    0
                               (needs LDP_RATE_LIMIT), 0=off
+``LDP_ALLOW_READABLE_DB``     1: serve a database other users may read (it      0
+                              holds the private keys; collector.dbguard)
 ============================  ================================================  ==============
 """
 
@@ -79,6 +81,15 @@ def _optional_text(name: str, value: Any) -> str | None:
     return None if value is None or value == "" else _text(name, value)
 
 
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("0", "1", "true", "false", "yes", "no", ""):
+        raise ValueError(f"{ENV_PREFIX}{name} must be 0 or 1; got {value!r}")
+    return text in ("1", "true", "yes")
+
+
 def _synchronous(name: str, value: Any) -> str:
     text = _text(name, value).upper()
     if text not in ("NORMAL", "FULL", "EXTRA"):
@@ -99,6 +110,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "RATE_LIMIT": (0.0, _non_negative_float),
     "RATE_BURST": (None, _optional_positive_int),
     "RATE_PER_BUCKET": (0.0, _non_negative_float),
+    "ALLOW_READABLE_DB": (False, _flag),
 }
 """Setting name -> (default, validator)."""
 

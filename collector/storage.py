@@ -47,6 +47,7 @@ from client_sdk.mechanisms._validation import check_int
 from client_sdk.protocol import campaign_config_id, is_report_id
 from client_sdk.sqlite import connect, immediate
 from collector.calibration import calibrate_campaign
+from collector.dbguard import create_private_database
 from collector.migrations import SCHEMA_VERSION, SchemaError, check_schema, migrate, schema_version
 
 __all__ = [
@@ -174,6 +175,8 @@ class Storage:
         self.path = os.fspath(path)
         if not create and not os.path.exists(self.path):
             raise FileNotFoundError(f"no collector database at {self.path}")
+        if create:
+            create_private_database(self.path)  # it will hold the private keys: 0600
         # check_same_thread=False only for connections that one thread uses and another may
         # close (the web layer's per-thread connections, closed when the app goes away).
         # The journal switches to WAL in migrate(): a read-only user never writes the header.
@@ -233,11 +236,15 @@ class Storage:
 
     # -- campaigns
 
-    def create_campaign(self, document: Any) -> tuple[StoredCampaign, bool]:
+    def create_campaign(
+        self, document: Any, *, max_body: int | None = None
+    ) -> tuple[StoredCampaign, bool]:
         """Create a campaign from its document; return it and whether it is new.
 
         The same content again is idempotent (``created`` is ``False``); different content for
-        an existing name raises :class:`CampaignConflict`. Invalid documents raise ``ValueError``.
+        an existing name raises :class:`CampaignConflict`. Invalid documents raise ``ValueError``,
+        and so does a shuffled campaign whose ``min_batch`` sealed reports would not fit one
+        request body of ``max_body`` bytes (the collector's limit; :func:`check_batch_fits`).
         """
         normalized = normalize_campaign(calibrate_campaign(document))
         content_id = campaign_config_id(
@@ -247,6 +254,8 @@ class Storage:
             min_batch_size=normalized["min_batch_size"],
             shuffle=normalized.get("shuffle"),
         )
+        if max_body is not None and "shuffle" in normalized:
+            check_batch_fits({**normalized, "config_id": content_id}, max_body)
         with self._write() as conn:
             row = conn.execute(
                 f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns WHERE name = ?", [normalized["name"]]
@@ -380,6 +389,7 @@ class Storage:
         rejections: Sequence[Mapping[str, Any]] = (),
         rejected: Mapping[str, int] | None = None,
         credentials: tuple[int, int] | None = None,
+        part: tuple[int, int, int] | None = None,
     ) -> tuple[InsertResult, list[dict[str, Any]], bool]:
         """Store a shuffler batch once: ``(result, rejections, replayed)``.
 
@@ -389,6 +399,11 @@ class Storage:
         already stored (a device's retry the shuffler forwarded again): they are no new users.
         ``credentials``: the shuffler's ``(per_credential, uncredentialed)`` for the batch, if
         it metered credentials (``shuffler.credentials``).
+
+        ``part``: ``(start, count, total)`` when this request carries reports ``start`` to
+        ``start + count`` of a batch of ``total`` (a batch too large for one request). Each part
+        is stored once (by its range) and the batch keeps one row: its size is the sum over its
+        parts, so it counts as one batch of its full size once every part arrived.
         """
         for report_id, payload in reports:
             if not is_report_id(report_id) or not isinstance(payload, str):
@@ -397,11 +412,28 @@ class Storage:
                 )
         with self._write() as conn:
             campaign_id = self._campaign_id(campaign)
+            if part is not None:
+                return self._insert_part(
+                    conn,
+                    campaign_id,
+                    campaign,
+                    batch_id,
+                    reports,
+                    part,
+                    size=size,
+                    rejections=rejections,
+                    rejected=rejected,
+                    credentials=credentials,
+                )
             row = conn.execute(
-                "SELECT accepted, duplicate, rejected FROM batches "
+                "SELECT accepted, duplicate, rejected, total FROM batches "
                 "WHERE campaign_id = ? AND batch_id = ?",
                 [campaign_id, batch_id],
             ).fetchone()
+            if row is not None and row[3] is not None:
+                raise ValueError(
+                    f"batch {batch_id} was sent in parts: send its other reports as parts too"
+                )
             if row is not None:
                 stored = InsertResult(accepted=int(row[0]), duplicate=int(row[1]))
                 return stored, json.loads(row[2]), True
@@ -421,6 +453,64 @@ class Storage:
                     *(credentials or (None, None)),
                 ],
             )
+        return result, [dict(r) for r in rejections], False
+
+    def _insert_part(
+        self,
+        conn: sqlite3.Connection,
+        campaign_id: int,
+        campaign: str,
+        batch_id: str,
+        reports: Sequence[tuple[str, str]],
+        part: tuple[int, int, int],
+        *,
+        size: int,
+        rejections: Sequence[Mapping[str, Any]],
+        rejected: Mapping[str, int] | None,
+        credentials: tuple[int, int] | None,
+    ) -> tuple[InsertResult, list[dict[str, Any]], bool]:
+        start, count, total = part
+        row = conn.execute(
+            "SELECT accepted, duplicate, rejected FROM batch_parts "
+            "WHERE campaign_id = ? AND batch_id = ? AND start = ? AND count = ?",
+            [campaign_id, batch_id, start, count],
+        ).fetchone()
+        if row is not None:
+            stored = InsertResult(accepted=int(row[0]), duplicate=int(row[1]))
+            return stored, json.loads(row[2]), True
+        known = conn.execute(
+            "SELECT total FROM batches WHERE campaign_id = ? AND batch_id = ?",
+            [campaign_id, batch_id],
+        ).fetchone()
+        if known is not None and known[0] != total:
+            raise ValueError(
+                f"part.total is {total}, but batch {batch_id} was {known[0]} reports "
+                "in its earlier parts"
+            )
+        result = self._insert(conn, campaign, reports, rejected, None)
+        answered = canonical_json(list(rejections))
+        conn.execute(
+            "INSERT INTO batch_parts (campaign_id, batch_id, start, count, accepted, duplicate, "
+            "rejected) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [campaign_id, batch_id, start, count, result.accepted, result.duplicate, answered],
+        )
+        conn.execute(
+            "INSERT INTO batches (campaign_id, batch_id, size, accepted, duplicate, rejected, "
+            "day, total, per_credential, uncredentialed) VALUES (?, ?, ?, ?, ?, '[]', ?, ?, ?, ?) "
+            "ON CONFLICT (campaign_id, batch_id) "
+            "DO UPDATE SET size = size + excluded.size, accepted = accepted + excluded.accepted, "
+            "duplicate = duplicate + excluded.duplicate",
+            [
+                campaign_id,
+                batch_id,
+                min(size, result.accepted),
+                result.accepted,
+                result.duplicate,
+                _today(),
+                total,
+                *(credentials or (None, None)),
+            ],
+        )
         return result, [dict(r) for r in rejections], False
 
     def batch_sizes(self, campaign: str) -> list[int]:
@@ -609,6 +699,42 @@ class Storage:
 _MAX_SQLITE_INT = (1 << 63) - 1
 _LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
 _CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created, shuffle"
+
+
+_BATCH_BODY = '{"batch_id":"","config_id":"","reports":[]}'
+_BATCH_REPORT = '{"id":"","payload":},'
+
+
+def shuffled_batch_bytes(reports: int, envelope_bytes: int, config_id: str) -> int:
+    """The body of a shuffler batch of ``reports`` envelopes of ``envelope_bytes`` each (the
+    compact JSON ``shuffler.storage`` writes): the batch's and the reports' ids around them."""
+    per_report = len(_BATCH_REPORT) + 32 + envelope_bytes
+    return len(_BATCH_BODY) + 32 + len(json.dumps(config_id)) - 2 + reports * per_report - 1
+
+
+def check_batch_fits(campaign: Mapping[str, Any], max_body: int) -> None:
+    """``ValueError`` naming ``shuffle.min_batch`` and the numbers when a batch of
+    ``min_batch`` sealed reports of ``campaign`` (a normalized document with its ``config_id``)
+    is larger than ``max_body`` bytes: the smallest batch the collector may take could never
+    travel in one request. Mechanisms that do not bound their payloads are not checked."""
+    from client_sdk.sealing import envelope_size
+
+    try:
+        envelope = envelope_size(campaign)
+    except NotImplementedError:
+        return
+    min_batch = int(campaign["shuffle"]["min_batch"])
+    config_id = str(campaign["config_id"])
+    needed = shuffled_batch_bytes(min_batch, envelope, config_id)
+    if needed > max_body:
+        empty = shuffled_batch_bytes(0, envelope, config_id)
+        fits = max(0, (max_body - empty) // (shuffled_batch_bytes(1, envelope, config_id) - empty))
+        raise ValueError(
+            f"shuffle.min_batch {min_batch}: a batch of {min_batch} sealed reports of "
+            f"{envelope} bytes each is a request of {needed} bytes, over the collector's body "
+            f"limit of {max_body} bytes (LDP_MAX_CONTENT_LENGTH); at most {fits} such reports "
+            "fit in one request: lower min_batch (or the mechanism's size) or raise the limit"
+        )
 
 
 def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any]]) -> Reports:

@@ -26,10 +26,11 @@ from flask import Blueprint, Flask, Response, current_app, request
 from client_sdk.protocol import is_report_id
 from client_sdk.sealing import check_envelope, check_envelopes
 from collector import metrics as _metrics
+from collector.dbguard import space_probe
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
 from shuffler.credentials import DEFAULT_QUOTA, CredentialVerifier, InvalidCredential
-from shuffler.storage import ShufflerStorage
+from shuffler.storage import DEFAULT_MAX_PENDING, PendingFull, ShufflerStorage
 from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR, ShufflePlan, shuffle_plan
 
 __all__ = ["create_app"]
@@ -45,7 +46,8 @@ def create_app(config: Mapping[str, Any]) -> Flask:
     (``shuffler.trust.DEFAULT_MIN_BATCH_FLOOR``), ``VERIFIER`` (a
     ``shuffler.credentials.CredentialVerifier``: uploads then need a device credential;
     ``None``, the default, takes uploads from anyone) and ``QUOTA`` (reports one credential may
-    have waiting per campaign, ``shuffler.credentials.DEFAULT_QUOTA``)."""
+    have waiting per campaign, ``shuffler.credentials.DEFAULT_QUOTA``), ``MAX_PENDING`` (reports
+    waiting per campaign, ``shuffler.storage.DEFAULT_MAX_PENDING``)."""
     app = Flask(__name__, static_folder=None)
     app.config.update(
         {
@@ -55,6 +57,7 @@ def create_app(config: Mapping[str, Any]) -> Flask:
             "MIN_BATCH_FLOOR": DEFAULT_MIN_BATCH_FLOOR,
             "VERIFIER": None,
             "QUOTA": DEFAULT_QUOTA,
+            "MAX_PENDING": DEFAULT_MAX_PENDING,
         }
     )
     app.config.update(config)
@@ -153,12 +156,35 @@ def upload(name: str) -> dict[str, Any]:
             config_id=plan.config_id,
         )
     good, rejected = _checked(reports)
+    max_pending = current_app.config["MAX_PENDING"]
+    deferred: list[int] = []
+    try:
+        if credential is None:
+            accepted, duplicate = (
+                _storage().accept(name, config_id, good, max_pending=max_pending)
+                if good
+                else (0, 0)
+            )
+        else:
+            accepted, duplicate, deferred = _storage().accept_held(
+                name,
+                config_id,
+                good,
+                credential=credential,
+                quota=current_app.config["QUOTA"],
+                max_pending=max_pending,
+            )
+    except PendingFull as full:  # refused before anything is committed or acknowledged
+        raise Problem(
+            503,
+            "overloaded",
+            str(full),
+            headers={"Retry-After": str(current_app.config["RETRY_AFTER"])},
+            pending=full.pending,
+            max_pending=full.cap,
+        ) from None
     if credential is None:
-        accepted, duplicate = _storage().accept(name, config_id, good) if good else (0, 0)
         return {"accepted": accepted, "duplicate": duplicate, "rejected": rejected}
-    accepted, duplicate, deferred = _storage().accept_held(
-        name, config_id, good, credential=credential, quota=current_app.config["QUOTA"]
-    )
     if deferred:  # indices into the upload, not into the good reports
         refused = {r["index"] for r in rejected}
         positions = [i for i in range(len(reports)) if i not in refused]
@@ -226,10 +252,12 @@ def healthz() -> dict[str, Any]:
 
 @bp.get("/readyz")
 def readyz() -> dict[str, Any]:
-    """Ready: the database answers, and the forwarder ``serve`` watches is running (503
+    """Ready: the database takes a committed write and its disk new space
+    (``collector.dbguard.space_probe``), and the forwarder ``serve`` watches is running (503
     ``forwarder-down`` while it is being restarted; uploads are still taken and wait)."""
     try:
-        _storage().pending_counts()
+        _storage().write_probe()
+        space_probe(current_app.config["DB"])
         state = _storage().forwarder_state()
     except Exception as error:
         raise Problem(
@@ -280,7 +308,14 @@ def metrics() -> Response:
             "Reports in batches not yet acknowledged.",
             value=storage.in_flight(),
         )
-        families: list[Any] = [pending, oldest, in_flight]
+        expired = CounterMetricFamily(
+            "ldp_shuffler_expired_reports",
+            "Reports dropped for waiting longer than --max-age for a batch.",
+            labels=["campaign"],
+        )
+        for campaign, count in sorted(storage.expired_counts().items()):
+            expired.add_metric([campaign], count)
+        families: list[Any] = [pending, oldest, in_flight, expired]
         state = storage.forwarder_state()
         if state is not None:
             families.append(

@@ -27,9 +27,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from collector.dbguard import check_private_database
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from shuffler.credentials import DEFAULT_QUOTA
-from shuffler.storage import ShufflerStorage
+from shuffler.forwarder import DEFAULT_MAX_REQUEST_BYTES
+from shuffler.storage import DEFAULT_MAX_AGE, DEFAULT_MAX_PENDING, ShufflerStorage
 from shuffler.trust import DEFAULT_MIN_BATCH_FLOOR
 
 TOKEN_ENV = "LDP_SHUFFLER_TOKEN"
@@ -79,6 +81,27 @@ def build_parser() -> argparse.ArgumentParser:
             f"collector's campaign document says ({DEFAULT_MIN_BATCH_FLOOR})",
         )
         sub.add_argument(
+            "--max-age",
+            type=_positive_seconds,
+            default=DEFAULT_MAX_AGE,
+            metavar="SECONDS",
+            help="drop a report that waited this long for a batch (counted in /metrics as "
+            f"ldp_shuffler_expired_reports_total; default {DEFAULT_MAX_AGE:.0f}: a week)",
+        )
+        sub.add_argument(
+            "--max-request-bytes",
+            type=_at_least_one,
+            default=DEFAULT_MAX_REQUEST_BYTES,
+            help="largest request body sent to the collector; a larger batch travels in parts "
+            f"(default {DEFAULT_MAX_REQUEST_BYTES}; lowered by itself on a 413)",
+        )
+        sub.add_argument(
+            "--allow-readable-db",
+            action="store_true",
+            help="serve a database other users may read (default: refuse; it holds the "
+            "shuffler's digest key and the waiting envelopes)",
+        )
+        sub.add_argument(
             "--concurrency",
             type=_at_least_one,
             default=2,
@@ -113,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
                 help="reports one credential may have waiting per campaign, so at most this many "
                 f"of one device in a batch ({DEFAULT_QUOTA})",
             )
+            sub.add_argument(
+                "--max-pending",
+                type=_at_least_one,
+                default=DEFAULT_MAX_PENDING,
+                help="most reports waiting per campaign; an upload beyond it is refused (503) "
+                f"before it is acknowledged (default {DEFAULT_MAX_PENDING})",
+            )
             sub.add_argument("--host", default="127.0.0.1")
             sub.add_argument("--port", type=int, default=8100)
             sub.add_argument("--workers", type=int, default=2)
@@ -129,6 +159,13 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not value >= 0:  # also refuses nan and what is not a number
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0; got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0; got {text!r}")
     return value
 
 
@@ -189,6 +226,7 @@ def _token() -> str:
 def _forward(args: argparse.Namespace) -> int:
     from shuffler.forwarder import Forwarder
 
+    check_private_database(args.db, allow_readable=args.allow_readable_db)
     logging.basicConfig(level=logging.INFO, format="ldp-shuffler forward: %(message)s")
     forwarder = Forwarder(
         args.db,
@@ -199,6 +237,8 @@ def _forward(args: argparse.Namespace) -> int:
         interval=args.interval,
         concurrency=args.concurrency,
         min_batch_floor=args.min_batch_floor,
+        max_age=args.max_age,
+        max_request_bytes=args.max_request_bytes,
     )
     if args.exit_with_parent:
         parent = os.getppid()
@@ -220,6 +260,8 @@ def _stop_when_orphaned(forwarder: Any, parent: int) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     _token()
+    check_private_database(args.db, allow_readable=args.allow_readable_db)
+    ShufflerStorage(args.db).close()  # a new database is created 0600 here
     from shuffler.app import create_app
     from shuffler.credentials import load_verifier
     from shuffler.supervisor import ForwarderSupervisor
@@ -234,12 +276,17 @@ def _serve(args: argparse.Namespace) -> int:
                 None if args.credentials_key is None else load_verifier(args.credentials_key)
             ),
             "QUOTA": args.quota,
+            "MAX_PENDING": args.max_pending,
         }
     )
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]
     command += ["--collector", args.collector, "--max-batch", str(args.max_batch)]
     command += ["--interval", str(args.interval), "--concurrency", str(args.concurrency)]
     command += ["--min-batch-floor", str(args.min_batch_floor), "--exit-with-parent"]
+    command += ["--max-age", str(args.max_age)]
+    command += ["--max-request-bytes", str(args.max_request_bytes)]
+    if args.allow_readable_db:
+        command += ["--allow-readable-db"]
     if args.max_wait is not None:
         command += ["--max-wait", str(args.max_wait)]
     supervisor = ForwarderSupervisor(command, args.db, first_delay=args.restart_delay)

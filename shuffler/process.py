@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 from collector.process import ServerProcess, entry_point
@@ -14,7 +15,8 @@ __all__ = ["ShufflerProcess"]
 
 
 class ShufflerProcess(ServerProcess):
-    """``ldp-shuffler serve --db DB --collector URL`` on 127.0.0.1 with ``LDP_SHUFFLER_TOKEN``."""
+    """``ldp-shuffler serve --db DB --collector URL`` on 127.0.0.1 with ``LDP_SHUFFLER_TOKEN``
+    (``extra_args``: more ``serve`` options)."""
 
     name = "shuffler"
     ready_prefix = "ldp-shuffler: serving"
@@ -35,8 +37,10 @@ class ShufflerProcess(ServerProcess):
         credentials_key: str | os.PathLike[str] | None = None,
         quota: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.db = os.fspath(db)
+        self.extra_args = list(extra_args)
         self.collector = collector
         self.token = token or secrets.token_urlsafe(32)
         self.workers = workers
@@ -81,4 +85,5 @@ class ShufflerProcess(ServerProcess):
             "--interval",
             str(self.interval),
             *extra,
+            *self.extra_args,
         ]

@@ -254,3 +254,44 @@ def test_export_pages_by_cursor(storage: Storage) -> None:
     assert not page.has_more
     empty = storage.export_page("colors", after=page.cursor, limit=10)
     assert list(storage.export_rows(empty)) == [] and empty.cursor == page.cursor
+
+
+SHUFFLED: dict[str, Any] = {
+    "name": "s",
+    "mechanism": {"mechanism": "grr", "k": 4},
+    "domain": ["a", "b", "c", "d"],
+    "shuffle": {"min_batch": 3, "central_epsilon": 1.0, "delta": 1e-6},
+}
+
+
+def test_a_batch_in_parts_is_one_batch_each_part_stored_once(storage: Storage) -> None:
+    storage.create_campaign(SHUFFLED)
+    rows = [(rid(i), "1") for i in range(1, 7)]
+    batch = "c" * 32
+    first, _, replayed = storage.insert_batch("s", batch, rows[:2], size=2, part=(0, 2, 6))
+    assert (first.accepted, replayed) == (2, False)
+    again, _, replayed = storage.insert_batch("s", batch, rows[:2], size=2, part=(0, 2, 6))
+    assert (again.accepted, again.duplicate, replayed) == (2, 0, True)  # answered as before
+    # Cut differently after a restart: the overlap is duplicate, and no size counts twice.
+    second, _, _ = storage.insert_batch("s", batch, rows[:4], size=4, part=(0, 4, 6))
+    assert (second.accepted, second.duplicate) == (2, 2)
+    storage.insert_batch("s", batch, rows[4:], size=2, part=(4, 2, 6))
+    assert storage.batch_sizes("s") == [6] and storage.count_reports("s") == 6
+    with pytest.raises(ValueError, match=r"part\.total is 7, but batch c+ was 6"):
+        storage.insert_batch("s", batch, rows[5:], size=1, part=(5, 1, 7))
+    with pytest.raises(ValueError, match="was sent in parts"):  # never replayed as a whole
+        storage.insert_batch("s", batch, rows, size=6)
+
+
+def test_a_shuffled_campaign_must_fit_min_batch_in_one_request(storage: Storage) -> None:
+    big = {
+        **SHUFFLED,
+        "name": "wide",
+        "mechanism": {"mechanism": "oue", "k": 1024},
+        "domain": [f"v{i}" for i in range(1024)],
+        "shuffle": {"min_batch": 400, "central_epsilon": 1.0, "delta": 1e-6},
+    }
+    with pytest.raises(ValueError, match=r"shuffle\.min_batch 400: .* over the collector's body"):
+        storage.create_campaign(big, max_body=100_000)
+    created, _ = storage.create_campaign(big, max_body=1_000_000)
+    assert created.name == "wide" and storage.batch_sizes("wide") == []

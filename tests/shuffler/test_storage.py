@@ -7,13 +7,20 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from shuffler.forwarder import Forwarder
-from shuffler.storage import ShufflerStorage, batch_sizes, csprng_permutation
+from shuffler.storage import (
+    ARRIVAL_GRANULARITY,
+    PendingFull,
+    ShufflerStorage,
+    batch_sizes,
+    csprng_permutation,
+)
 
 Z_LIMIT = 4.0
 """|z| beyond 4 for an independent order has probability 6.3e-5 (two-sided normal)."""
@@ -64,13 +71,23 @@ def test_nothing_is_batched_below_min_batch_and_retries_keep_their_fresh_id(
         for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
     }
     conn.close()
-    # Nothing about senders or arrival: no address, agent, time per report, rowid order.
-    assert columns["waiting"] == ["campaign", "config_id", "fresh_id", "key_id", "sealed"]
-    assert columns["pools"] == ["campaign", "since"]
+    # Nothing about senders: no address, agent, rowid order; of arrival, only the minute (what
+    # the maximum age needs).
+    fields = ["campaign", "config_id", "fresh_id", "key_id", "sealed", "arrived"]
+    assert columns["waiting"] == fields
+    assert columns["pools"] == ["campaign", "since", "pending"]
     assert columns["forwarder"] == ["one", "restarts", "down_since", "last_exit"]
     # Who holds a waiting report (a keyed digest of its credential), only while it waits.
     assert columns["holders"] == ["campaign", "config_id", "fresh_id", "credential", "quota"]
-    assert set(columns) == {"meta", "waiting", "pools", "batches", "forwarder", "holders"}
+    assert set(columns) == {
+        "meta",
+        "waiting",
+        "pools",
+        "batches",
+        "forwarder",
+        "holders",
+        "expired",
+    }
 
 
 def test_a_credential_holds_at_most_its_quota_of_waiting_reports(tmp_path: Path) -> None:
@@ -229,3 +246,50 @@ def test_an_upload_is_checked_at_once_only_when_each_report_would_pass() -> None
         assert _all_good(upload) is None
         accepted, rejected = _checked(upload)
         assert accepted == expected and [(r["index"], r["code"]) for r in rejected] == [(2, code)]
+
+
+def _pending(storage: ShufflerStorage) -> dict[str, int]:
+    rows = storage.conn.execute("SELECT campaign, pending FROM pools").fetchall()
+    return {str(a): int(b) for a, b in rows}
+
+
+def test_the_cap_counts_waiting_reports_through_batches_drops_and_expiry(tmp_path: Path) -> None:
+    with ShufflerStorage(tmp_path / "s.db") as storage:
+        assert storage.accept("c", "old", [_report(i) for i in range(5)], max_pending=20)
+        assert storage.accept("c", "cfg", [_report(i) for i in range(5, 20)], max_pending=20)
+        with pytest.raises(PendingFull, match=r"has 20 reports waiting .* at most 20"):
+            storage.accept("c", "cfg", [_report(99)], max_pending=20)
+        assert storage.pending_counts() == {"c": 20} == _pending(storage)  # nothing stored
+        assert storage.drop_waiting("c", "old") == 5 and _pending(storage) == {"c": 15}
+        assert storage.form_batch("c", "cfg", 10) is not None and _pending(storage) == {"c": 5}
+        assert storage.accept("c", "cfg", [_report(i) for i in range(30, 45)], max_pending=20)
+        arrivals = {row[0] for row in storage.conn.execute("SELECT arrived FROM waiting")}
+        assert arrivals and all(a % ARRIVAL_GRANULARITY == 0 for a in arrivals)  # to the minute
+        now = time.time()
+        assert storage.expire(3600, now=now) == {}  # nothing is an hour old
+        assert storage.expire(3600, now=now + 3600 + ARRIVAL_GRANULARITY) == {"c": 20}
+        assert _pending(storage) == {} and storage.expired_counts() == {"c": 20}
+        assert storage.accept("c", "cfg", [_report(50)]) == (1, 0)
+        assert storage.expire(1, now=now + 2 * ARRIVAL_GRANULARITY + 1) == {"c": 1}
+        assert storage.expired_counts() == {"c": 21}  # a counter: it only grows
+
+
+def test_a_database_from_before_the_cap_is_upgraded_in_place(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:  # the schema before the maximum age and the cap
+        conn.execute(
+            "CREATE TABLE waiting (campaign TEXT NOT NULL, config_id TEXT NOT NULL, "
+            "fresh_id BLOB NOT NULL, key_id TEXT NOT NULL, sealed TEXT NOT NULL, "
+            "PRIMARY KEY (campaign, config_id, fresh_id)) WITHOUT ROWID"
+        )
+        conn.execute("CREATE TABLE pools (campaign TEXT PRIMARY KEY, since REAL NOT NULL)")
+        conn.executemany(
+            "INSERT INTO waiting VALUES ('c', 'cfg', ?, 'k', 's')",
+            [(bytes([i]),) for i in range(7)],
+        )
+        conn.execute("INSERT INTO pools VALUES ('c', 1.0)")
+    conn.close()
+    with ShufflerStorage(db) as storage:
+        assert _pending(storage) == {"c": 7}
+        assert storage.expire(3600) == {}  # waiting since the upgrade, not since 1970
+        assert storage.expire(3600, now=time.time() + 3601) == {"c": 7}
