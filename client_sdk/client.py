@@ -724,7 +724,17 @@ def _seal_all(campaign: Campaign, payloads: Sequence[Any]) -> list[Any]:
         raise CampaignVerificationError(
             f"campaign {campaign.name!r} is shuffled but its document has no public_key"
         )
-    return seal_payloads(payloads, public_key=key["key"], key_id=key["key_id"])
+    # The nonces come from the OS CSPRNG, as report ids do, never from an injected seeded
+    # generator: two simulated devices seeded alike would otherwise share nonces, and the
+    # collector would store only one of their reports.
+    return seal_payloads(
+        payloads,
+        public_key=key["key"],
+        key_id=key["key_id"],
+        campaign=campaign.name,
+        config_id=campaign.config_id,
+        mechanism=campaign.mechanism,
+    )
 
 
 def _problem(response: requests.Response) -> dict[str, Any] | None:

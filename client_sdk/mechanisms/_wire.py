@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -140,6 +141,24 @@ SIGNED_WIRE_LIMIT = JSON_SAFE_INT
 
 SIGNED_WIRE_LIMIT = JSON_SAFE_INT
 """Unbounded integer outputs (noise on a grid) travel as integers of absolute value < 2**53."""
+
+
+def widest_int(low: int, high: int) -> int:
+    """The integer of ``[low, high)`` with the longest JSON text (a bound on a payload's size)."""
+    return low if len(str(low)) > len(str(high - 1)) else high - 1
+
+
+def bits_text(bits: int) -> str:
+    """The wire text of a ``bits``-bit vector of zeros: every such vector has its length."""
+    return encode_bits(np.zeros((1, (bits + 7) // 8), dtype=np.uint8))[0]
+
+
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def wire_length(payload: Any) -> int:
+    """The length in bytes of a payload's compact JSON in UTF-8 (what a device seals)."""
+    return len(_compact(payload).encode("utf-8"))
 
 
 def encode_bit_rows(reports: npt.ArrayLike, bits: int) -> list[str]:

@@ -217,6 +217,13 @@ class Mechanism(abc.ABC):
         :class:`WireFormatError` per invalid payload, with its index in ``payloads``.
         """
 
+    def largest_wire_payload(self) -> Any:
+        """A payload whose compact JSON is at least as long as that of every payload
+        ``parse_wire`` accepts (so of every report ``to_wire`` gives): a deterministic function
+        of the config. Sealed envelopes are padded to its length (``client_sdk.sealing``), so
+        the envelopes of a campaign have one size whatever the value, level or noise."""
+        raise NotImplementedError(f"{type(self).__name__} does not bound its wire payloads")
+
     def from_wire(self, payloads: Sequence[Any]) -> Reports:
         """Decode payloads; raise :class:`WireFormatError` (a ValueError) at the first bad one."""
         if isinstance(payloads, (str, bytes)) or not isinstance(payloads, Sequence):

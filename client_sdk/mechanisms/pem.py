@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms._wire import is_plain_int, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -441,6 +441,16 @@ class PEM(Mechanism):
         if array.dtype != self.report_dtype or array.ndim != 1:
             raise ValueError(f"reports must be a 1-D array of dtype {self.report_dtype}")
         return array
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        last = self.levels - 1
+        assert self.g is not None
+        return {
+            "level": widest_int(0, self.levels),
+            "seed": [PRIME - 1] * (self.chunk_count(last) + 1),
+            "y": widest_int(0, self.g),
+        }
 
     def to_wire(self, reports: Reports) -> list[Any]:
         array = self._check(reports)

@@ -62,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_int, check_probability
-from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms._wire import is_plain_int, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -696,6 +696,10 @@ class RAPPOR(Mechanism):
         if bad.size:
             raise WireFormatError(int(bad[0]), "bits must contain only '0' and '1'")
         return self._reports(cohort_array, np.packbits(chars == ord("1"), axis=1))
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return {"cohort": widest_int(0, self.m), "bits": "0" * self.k}
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """``{"cohort": c, "bits": "<k characters, bit k-1 first>"}`` per report."""

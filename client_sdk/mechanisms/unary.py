@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import decode_bits, encode_bit_rows
+from client_sdk.mechanisms._wire import bits_text, decode_bits, encode_bit_rows
 from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
 from client_sdk.mechanisms.memoization import MAX_THRESHOLD, Chain
 from client_sdk.mechanisms.privacy import UnaryEncodingEvent
@@ -210,6 +210,10 @@ class UnaryEncoding(FrequencyOracle):
         where = np.arange(rows.size) * self.report_bytes + (rows >> 3)
         flat[where] = (flat[where] & ~mask) | kept
         return block
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return bits_text(self.k)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return list(encode_bit_rows(reports, self.k))
