@@ -43,6 +43,7 @@ import secrets
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,6 +58,7 @@ from client_sdk.ledger_seal import LedgerSeal
 from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms._validation import check_int, check_positive
 from client_sdk.mechanisms.memoization import is_memoized
+from client_sdk.mechanisms.strings import count_reserved
 from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.policy import DEFAULT_POLICY, MAX_DOCUMENT_BYTES, PolicyViolation, PrivacyPolicy
 from client_sdk.protocol import campaign_config_id, problem_type
@@ -328,6 +330,8 @@ class TelemetryClient:
         self._campaigns_lock = threading.Lock()
         self._rng_lock = threading.Lock()  # a numpy Generator is not thread-safe
         self._flush_lock = threading.Lock()
+        # Per campaign, the values sent as a string mechanism's reserved symbol (counts only).
+        self._reserved: Counter[str] = Counter()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -495,6 +499,7 @@ class TelemetryClient:
                 else:
                     reports = self._perturb(campaign, encoded)
         payloads = mechanism.to_wire(reports)
+        reserved = _reserved_count(mechanism, encoded)
         policy = self.policy.effective_budget(campaign.policy)
         if policy is not None:
             self._ledger.authorize_many(
@@ -505,6 +510,9 @@ class TelemetryClient:
                     for key, payload in zip(memo_keys, payloads, strict=True)
                 ],
             )
+        if reserved:
+            with self._campaigns_lock:
+                self._reserved[campaign.name] += reserved
         return payloads
 
     def _perturb(self, campaign: Campaign, encoded: npt.NDArray[Any], **keys: Any) -> Any:
@@ -513,6 +521,15 @@ class TelemetryClient:
             return campaign.mechanism.perturb(encoded, rng=self._rng, **keys)
         except ValueError as error:
             raise ValueError(f"campaign {campaign.name!r}: {error}") from None
+
+    def status(self) -> dict[str, Any]:
+        """What this client noticed while recording, as counts (never a value):
+        ``reserved_values`` per campaign is how many values a string mechanism could not carry
+        (longer than its ``max_length``, a character outside its alphabet, not valid Unicode)
+        and randomized as its reserved symbol instead (``client_sdk.mechanisms.strings``), since
+        this client started."""
+        with self._campaigns_lock:
+            return {"reserved_values": dict(sorted(self._reserved.items()))}
 
     # ---- the user-visible privacy log -------------------------------------------------------
 
@@ -715,6 +732,13 @@ class TelemetryClient:
                 dropped,
                 campaign.config_id,
             )
+
+
+def _reserved_count(mechanism: Any, encoded: Any) -> int:
+    """How many values a string mechanism randomized as its reserved symbol (0 for others)."""
+    if getattr(mechanism, "value_kind", None) != "string":
+        return 0
+    return count_reserved(encoded, mechanism.max_length, getattr(mechanism, "alphabet", None))
 
 
 def _seal_all(campaign: Campaign, payloads: Sequence[Any]) -> list[Any]:
