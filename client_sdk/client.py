@@ -735,8 +735,9 @@ class TelemetryClient:
 
 
 def _reserved_count(mechanism: Any, encoded: Any) -> int:
-    """How many values a string mechanism randomized as its reserved symbol (0 for others)."""
-    if getattr(mechanism, "value_kind", None) != "string":
+    """How many values a string mechanism of ``max_length`` (cms, hcms, pem, sfp) randomized as
+    its reserved symbol (0 for the others: rappor takes any string)."""
+    if getattr(mechanism, "value_kind", None) != "string" or not hasattr(mechanism, "max_length"):
         return 0
     return count_reserved(encoded, mechanism.max_length, getattr(mechanism, "alphabet", None))
 
