@@ -17,7 +17,7 @@ from typing import Any
 
 from client_sdk.mechanisms import Mechanism, WireFormatError
 from client_sdk.protocol import is_report_id
-from client_sdk.sealing import SealedReport, open_plaintext
+from client_sdk.sealing import SealedReport, plaintext_reader
 
 REJECTION_CODES = (
     "malformed_report",
@@ -59,10 +59,10 @@ class MisdirectedEnvelope(ValueError):
 
 
 def open_report(plaintext: bytes, *, campaign: str, config_id: str) -> SealedReport:
-    """The fields of an opened envelope of ``campaign`` (``client_sdk.sealing.open_plaintext``);
+    """The fields of an opened envelope of ``campaign`` (``client_sdk.sealing.plaintext_reader``);
     :class:`MisdirectedEnvelope` when it binds another campaign or config id, ``ValueError``
     for anything else wrong."""
-    report = open_plaintext(plaintext)
+    report = plaintext_reader(campaign, config_id)(plaintext)
     if report.campaign != campaign:
         raise MisdirectedEnvelope(
             f"the envelope was sealed for campaign {_short(report.campaign)}, not {campaign!r}"
