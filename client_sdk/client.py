@@ -45,6 +45,7 @@ import secrets
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +60,7 @@ from client_sdk.ledger_seal import LedgerSeal
 from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms._validation import check_int, check_positive
 from client_sdk.mechanisms.memoization import is_memoized
+from client_sdk.mechanisms.strings import count_reserved
 from client_sdk.outbox import Outbox, QueuedReport
 from client_sdk.policy import DEFAULT_POLICY, MAX_DOCUMENT_BYTES, PolicyViolation, PrivacyPolicy
 from client_sdk.protocol import campaign_config_id, problem_type
@@ -346,6 +348,8 @@ class TelemetryClient:
         self._counters: dict[str, collections.Counter[str]] = {}  # campaign -> name -> count
         self._rng_lock = threading.Lock()  # a numpy Generator is not thread-safe
         self._flush_lock = threading.Lock()
+        # Per campaign, the values sent as a string mechanism's reserved symbol (counts only).
+        self._reserved: Counter[str] = Counter()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -513,6 +517,7 @@ class TelemetryClient:
                 else:
                     reports = self._perturb(campaign, encoded)
         payloads = mechanism.to_wire(reports)
+        reserved = _reserved_count(mechanism, encoded)
         policy = self.policy.effective_budget(campaign.policy)
         if policy is not None:
             self._ledger.authorize_many(
@@ -526,6 +531,9 @@ class TelemetryClient:
         counts = mechanism.device_counters(encoded)
         with self._campaigns_lock:
             self._counters.setdefault(campaign.name, collections.Counter()).update(counts)
+        if reserved:
+            with self._campaigns_lock:
+                self._reserved[campaign.name] += reserved
         return payloads
 
     def counters(self, campaign: str) -> dict[str, int]:
@@ -541,6 +549,15 @@ class TelemetryClient:
             return campaign.mechanism.perturb(encoded, rng=self._rng, **keys)
         except ValueError as error:
             raise ValueError(f"campaign {campaign.name!r}: {error}") from None
+
+    def status(self) -> dict[str, Any]:
+        """What this client noticed while recording, as counts (never a value):
+        ``reserved_values`` per campaign is how many values a string mechanism could not carry
+        (longer than its ``max_length``, a character outside its alphabet, not valid Unicode)
+        and randomized as its reserved symbol instead (``client_sdk.mechanisms.strings``), since
+        this client started."""
+        with self._campaigns_lock:
+            return {"reserved_values": dict(sorted(self._reserved.items()))}
 
     # ---- the user-visible privacy log -------------------------------------------------------
 
@@ -753,6 +770,14 @@ class TelemetryClient:
             )
 
 
+def _reserved_count(mechanism: Any, encoded: Any) -> int:
+    """How many values a string mechanism of ``max_length`` (cms, hcms, pem, sfp) randomized as
+    its reserved symbol (0 for the others: rappor takes any string)."""
+    if getattr(mechanism, "value_kind", None) != "string" or not hasattr(mechanism, "max_length"):
+        return 0
+    return count_reserved(encoded, mechanism.max_length, getattr(mechanism, "alphabet", None))
+
+
 def _seal_all(campaign: Campaign, payloads: Sequence[Any]) -> list[Any]:
     """Each payload sealed to the public key the shuffled campaign's document carries."""
     key = campaign.document.get("public_key")
@@ -760,7 +785,17 @@ def _seal_all(campaign: Campaign, payloads: Sequence[Any]) -> list[Any]:
         raise CampaignVerificationError(
             f"campaign {campaign.name!r} is shuffled but its document has no public_key"
         )
-    return seal_payloads(payloads, public_key=key["key"], key_id=key["key_id"])
+    # The nonces come from the OS CSPRNG, as report ids do, never from an injected seeded
+    # generator: two simulated devices seeded alike would otherwise share nonces, and the
+    # collector would store only one of their reports.
+    return seal_payloads(
+        payloads,
+        public_key=key["key"],
+        key_id=key["key_id"],
+        campaign=campaign.name,
+        config_id=campaign.config_id,
+        mechanism=campaign.mechanism,
+    )
 
 
 def _problem(response: requests.Response) -> dict[str, Any] | None:

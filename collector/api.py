@@ -10,7 +10,6 @@ import math
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
-from operator import itemgetter
 from typing import Any, cast
 
 from flask import Blueprint, Response, current_app, request, url_for
@@ -19,7 +18,7 @@ from client_sdk.protocol import is_report_id, problem_type
 from collector.dbguard import DatabaseReplaced
 from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_campaign, summarize
 from collector.export import check_day
-from collector.ingest import Rejection, validate_batch
+from collector.ingest import MisdirectedEnvelope, Rejection, open_report, validate_batch
 from collector.keys import EnvelopeOpener, active_key, ensure_key
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
@@ -257,12 +256,16 @@ def upload_batch(name: str) -> dict[str, Any]:
     )
     opened: list[Any] = [None] * len(reports)
     texts: list[str | None] = [None] * len(reports)
+    nonces: list[str] = [""] * len(reports)
     for position, (index, plaintext) in enumerate(zip(shaped, plaintexts, strict=True)):
         try:
             if plaintext is None:
                 raise ValueError(reasons[position])
-            value, texts[index] = _plaintext_value(plaintext)
-            opened[index] = {"id": reports[index]["id"], "payload": value}
+            sealed = open_report(plaintext, campaign=name, config_id=campaign.config_id)
+            opened[index] = {"id": reports[index]["id"], "payload": sealed.payload}
+            texts[index], nonces[index] = sealed.text, sealed.nonce
+        except MisdirectedEnvelope as error:
+            sealed_errors.append(Rejection(index, "misdirected_envelope", str(error)[:300]))
         except (ValueError, RecursionError) as error:  # JSON, UTF-8, nesting of the plaintext
             sealed_errors.append(Rejection(index, "invalid_envelope", str(error)[:300]))
     positions = [i for i, entry in enumerate(opened) if entry is not None]
@@ -271,6 +274,7 @@ def upload_batch(name: str) -> dict[str, Any]:
         campaign.mechanism,
         [opened[i] for i in positions],
         texts=None if None in known else cast("list[str]", known),
+        nonces=[nonces[i] for i in positions],
     )
     rejections = sorted(
         sealed_errors + [Rejection(positions[r.index], r.code, r.reason) for r in batch.rejections],
@@ -278,17 +282,19 @@ def upload_batch(name: str) -> dict[str, Any]:
     )
     rejected = Counter(r.code for r in rejections)
     # By fresh id (the batch's order is random anyway), the index is written page by page;
-    # a stable sort, so the first of two copies of an id is still the one stored.
-    rows = sorted(batch.rows, key=itemgetter(0))
+    # a stable sort, so the first of two copies of an id (or of a nonce) is the one stored.
+    assert batch.nonces is not None
+    order = sorted(range(len(batch.rows)), key=lambda i: batch.rows[i][0])
     try:
         with write_turn():
             result, answered, replayed = storage.insert_batch(
                 name,
                 batch_id,
-                rows,
+                [batch.rows[i] for i in order],
                 size=len(batch.rows),
                 rejections=[r.to_json() for r in rejections],
                 rejected=rejected,
+                nonces=[batch.nonces[i] for i in order],
                 credentials=credentials,
                 part=part,
             )
@@ -327,23 +333,6 @@ def _batch_part(part: Any, count: int) -> tuple[int, int, int] | None:
             f"part.start {start} + {count} reports is beyond part.total {total}",
         )
     return start, count, total
-
-
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-
-
-def _plaintext_value(plaintext: bytes) -> tuple[Any, str | None]:
-    """``json.loads(plaintext)`` and, for the usual plaintext (a UTF-8 JSON value padded with
-    spaces, ``client_sdk.sealing``), the value's text, read in one C call; anything else goes
-    through ``json.loads`` (and has no text)."""
-    try:
-        text = plaintext.decode("utf-8").rstrip(" ")
-        value, end = _scan_json(text, 0)
-        if end == len(text):
-            return value, text
-    except (UnicodeDecodeError, StopIteration, json.JSONDecodeError):
-        pass
-    return json.loads(plaintext), None
 
 
 @bp.get("/campaigns/<name>/estimate")

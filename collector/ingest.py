@@ -3,7 +3,8 @@
 Request-level problems (not an object, wrong field types, too many reports) are the web layer's
 400/413; this module handles report-level ones, as the IETF DAP upload rules do: every report is
 judged on its own, and the answer names each rejected report by its index with a reason code
-(``malformed_report``, ``invalid_id``, ``invalid_payload``) and a readable reason.
+(``malformed_report``, ``invalid_id``, ``invalid_payload``; for a shuffler's sealed reports
+also ``invalid_envelope`` and ``misdirected_envelope``) and a readable reason.
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from typing import Any
 
 from client_sdk.mechanisms import Mechanism, WireFormatError
 from client_sdk.protocol import is_report_id
+from client_sdk.sealing import SealedReport, plaintext_reader
 
-REJECTION_CODES = ("malformed_report", "invalid_id", "invalid_payload", "invalid_envelope")
+REJECTION_CODES = (
+    "malformed_report",
+    "invalid_id",
+    "invalid_payload",
+    "invalid_envelope",
+    "misdirected_envelope",
+)
 _REPORT_FIELDS = {"id", "payload"}
 
 
@@ -35,23 +43,50 @@ class Rejection:
 
 @dataclasses.dataclass(frozen=True)
 class ValidatedBatch:
-    """Rows ready for storage ``(report_id, compact payload JSON)`` and the rejections."""
+    """Rows ready for storage ``(report_id, compact payload JSON)`` and the rejections; for
+    sealed reports, ``nonces`` holds each row's nonce (``client_sdk.sealing``)."""
 
     rows: list[tuple[str, str]]
     rejections: list[Rejection]
+    nonces: list[bytes] | None = None
 
     def rejected_by_code(self) -> Counter[str]:
         return Counter(r.code for r in self.rejections)
 
 
+class MisdirectedEnvelope(ValueError):
+    """A sealed report made for another campaign, or under another config of this one."""
+
+
+def open_report(plaintext: bytes, *, campaign: str, config_id: str) -> SealedReport:
+    """The fields of an opened envelope of ``campaign`` (``client_sdk.sealing.plaintext_reader``);
+    :class:`MisdirectedEnvelope` when it binds another campaign or config id, ``ValueError``
+    for anything else wrong."""
+    report = plaintext_reader(campaign, config_id)(plaintext)
+    if report.campaign != campaign:
+        raise MisdirectedEnvelope(
+            f"the envelope was sealed for campaign {_short(report.campaign)}, not {campaign!r}"
+        )
+    if report.config_id != config_id:
+        raise MisdirectedEnvelope(
+            f"the envelope was sealed under config_id {_short(report.config_id)}, not the "
+            f"campaign's {config_id!r}"
+        )
+    return report
+
+
 def validate_batch(
-    mechanism: Mechanism, reports: Sequence[Any], *, texts: Sequence[str] | None = None
+    mechanism: Mechanism,
+    reports: Sequence[Any],
+    *,
+    texts: Sequence[str] | None = None,
+    nonces: Sequence[str] | None = None,
 ) -> ValidatedBatch:
     """Check every report's shape, id and payload (``mechanism.parse_wire``).
 
     ``texts``: the JSON text each report's payload was parsed from, when the caller has it
     (the shuffler's batches: each opened plaintext); it saves encoding each payload again
-    (:func:`_compact_all`)."""
+    (:func:`_compact_all`). ``nonces``: each report's nonce (hex), kept with its row."""
     rejections: list[Rejection] = []
     candidates: list[tuple[int, str]] = []
     payloads: list[Any] = []
@@ -96,12 +131,15 @@ def validate_batch(
         None if texts is None else [texts[candidates[p][0]] for p in kept],
     )
     rows = [(candidates[p][1], text) for p, text in zip(kept, encoded, strict=True)]
+    kept_nonces = (
+        None if nonces is None else [bytes.fromhex(nonces[candidates[p][0]]) for p in kept]
+    )
     for position, (index, _) in enumerate(candidates):
         reason = errors.get(position)
         if reason is not None:
             rejections.append(Rejection(index, "invalid_payload", _bounded(reason)))
     rejections.sort(key=lambda r: r.index)
-    return ValidatedBatch(rows=rows, rejections=rejections)
+    return ValidatedBatch(rows=rows, rejections=rejections, nonces=kept_nonces)
 
 
 def _parse_wire_errors(mechanism: Mechanism, payloads: list[Any]) -> dict[int, str]:
@@ -161,4 +199,12 @@ def _bounded(reason: str, limit: int = 300) -> str:
     return reason if len(reason) <= limit else reason[: limit - 3] + "..."
 
 
-__all__ = ["REJECTION_CODES", "Rejection", "ValidatedBatch", "WireFormatError", "validate_batch"]
+__all__ = [
+    "REJECTION_CODES",
+    "MisdirectedEnvelope",
+    "Rejection",
+    "ValidatedBatch",
+    "WireFormatError",
+    "open_report",
+    "validate_batch",
+]

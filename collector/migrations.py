@@ -148,12 +148,24 @@ def _migration_5_batch_parts(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE batches ADD COLUMN total INTEGER")
 
 
+def _migration_6_nonces(db: sqlite_utils.Database) -> None:
+    # A sealed report's nonce (client_sdk.sealing: 16 random bytes inside the envelope): unique
+    # per campaign, so an envelope replayed under other report ids is stored once. NULL for
+    # reports uploaded directly (no envelope), which the partial index leaves out.
+    db.execute("ALTER TABLE reports ADD COLUMN nonce BLOB")
+    db.execute(
+        "CREATE UNIQUE INDEX reports_by_nonce ON reports (campaign_id, nonce) "
+        "WHERE nonce IS NOT NULL"
+    )
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
     (3, "closed campaigns", _migration_3_closed),
     (4, "shuffler batches: their credentials", _migration_4_batch_credentials),
     (5, "shuffler batches in parts", _migration_5_batch_parts),
+    (6, "sealed reports' nonces, unique per campaign", _migration_6_nonces),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -11,7 +11,9 @@ What is stored, and what is not:
   time. A campaign is immutable once created.
 * ``reports``: the campaign, the client's random 128-bit report id (32 lowercase hex, unique per
   campaign: the first copy wins, later copies are counted as duplicates), the compact JSON
-  payload, and the UTC *day* it arrived. No IP address, no user agent, no precise time.
+  payload, the UTC *day* it arrived, and for a sealed report the random nonce from inside its
+  envelope (``client_sdk.sealing``; unique per campaign, so a replayed envelope is stored once).
+  No IP address, no user agent, no precise time.
 * ``counters``: accepted, duplicate and rejected-by-reason report counts per campaign, updated
   in the same transaction as the reports they count, so every worker process sees the same
   exact totals (this is what ``/metrics`` serves).
@@ -356,17 +358,29 @@ class Storage:
         reports: Sequence[tuple[str, str]],
         rejected: Mapping[str, int] | None,
         day: str | None,
+        nonces: Sequence[bytes] | None = None,
     ) -> InsertResult:
         bucket = day if day is not None else _today()
         campaign_id = self._campaign_id(campaign)
         before = conn.total_changes
-        # executemany with INSERT OR IGNORE: the ignored rows are the duplicates, counted
-        # through total_changes (sqlite-utils' insert_all does not report them).
-        conn.executemany(
-            "INSERT OR IGNORE INTO reports (campaign_id, report_id, payload, day) "
-            "VALUES (?, ?, ?, ?)",
-            [(campaign_id, report_id, payload, bucket) for report_id, payload in reports],
-        )
+        # executemany with INSERT OR IGNORE: the ignored rows are the duplicates (a report id or
+        # a nonce already stored), counted through total_changes (sqlite-utils' insert_all does
+        # not report them).
+        if nonces is None:
+            conn.executemany(
+                "INSERT OR IGNORE INTO reports (campaign_id, report_id, payload, day) "
+                "VALUES (?, ?, ?, ?)",
+                [(campaign_id, report_id, payload, bucket) for report_id, payload in reports],
+            )
+        else:
+            conn.executemany(
+                "INSERT OR IGNORE INTO reports (campaign_id, report_id, payload, day, nonce) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [
+                    (campaign_id, report_id, payload, bucket, nonce)
+                    for (report_id, payload), nonce in zip(reports, nonces, strict=True)
+                ],
+            )
         accepted = conn.total_changes - before
         duplicate = len(reports) - accepted
         increments = [("accepted", "", accepted), ("duplicate", "", duplicate)]
@@ -390,15 +404,17 @@ class Storage:
         rejected: Mapping[str, int] | None = None,
         credentials: tuple[int, int] | None = None,
         part: tuple[int, int, int] | None = None,
+        nonces: Sequence[bytes] | None = None,
     ) -> tuple[InsertResult, list[dict[str, Any]], bool]:
         """Store a shuffler batch once: ``(result, rejections, replayed)``.
 
         A batch id already stored answers what was stored the first time (``replayed``) and
         stores nothing: a shuffler retrying after a lost acknowledgment never duplicates. The
         batch's ``size`` (its valid reports) is kept for the central guarantee, less the reports
-        already stored (a device's retry the shuffler forwarded again): they are no new users.
-        ``credentials``: the shuffler's ``(per_credential, uncredentialed)`` for the batch, if
-        it metered credentials (``shuffler.credentials``).
+        already stored (a device's retry the shuffler forwarded again, or an envelope replayed
+        under another id: ``nonces``, one per report, are stored once per campaign): they are
+        no new users. ``credentials``: the shuffler's ``(per_credential, uncredentialed)`` for
+        the batch, if it metered credentials (``shuffler.credentials``).
 
         ``part``: ``(start, count, total)`` when this request carries reports ``start`` to
         ``start + count`` of a batch of ``total`` (a batch too large for one request). Each part
@@ -424,6 +440,7 @@ class Storage:
                     rejections=rejections,
                     rejected=rejected,
                     credentials=credentials,
+                    nonces=nonces,
                 )
             row = conn.execute(
                 "SELECT accepted, duplicate, rejected, total FROM batches "
@@ -437,7 +454,7 @@ class Storage:
             if row is not None:
                 stored = InsertResult(accepted=int(row[0]), duplicate=int(row[1]))
                 return stored, json.loads(row[2]), True
-            result = self._insert(conn, campaign, reports, rejected, None)
+            result = self._insert(conn, campaign, reports, rejected, None, nonces)
             conn.execute(
                 "INSERT INTO batches (campaign_id, batch_id, size, accepted, duplicate, "
                 "rejected, day, per_credential, uncredentialed) "
@@ -468,6 +485,7 @@ class Storage:
         rejections: Sequence[Mapping[str, Any]],
         rejected: Mapping[str, int] | None,
         credentials: tuple[int, int] | None,
+        nonces: Sequence[bytes] | None,
     ) -> tuple[InsertResult, list[dict[str, Any]], bool]:
         start, count, total = part
         row = conn.execute(
@@ -487,7 +505,7 @@ class Storage:
                 f"part.total is {total}, but batch {batch_id} was {known[0]} reports "
                 "in its earlier parts"
             )
-        result = self._insert(conn, campaign, reports, rejected, None)
+        result = self._insert(conn, campaign, reports, rejected, None, nonces)
         answered = canonical_json(list(rejections))
         conn.execute(
             "INSERT INTO batch_parts (campaign_id, batch_id, start, count, accepted, duplicate, "

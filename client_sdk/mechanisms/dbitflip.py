@@ -45,7 +45,13 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import decode_bits, encode_bits, is_plain_int
+from client_sdk.mechanisms._wire import (
+    bits_text,
+    decode_bits,
+    encode_bits,
+    is_plain_int,
+    widest_int,
+)
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -224,6 +230,10 @@ class DBitFlip(SwitchableMemoization, FrequencyOracle):
         return np.where(buckets == x[:, None], np.uint64(high), np.uint64(low))
 
     # ---- wire ----------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return {"buckets": [widest_int(0, self.k)] * self.d, "bits": bits_text(self.d)}
 
     def to_wire(self, reports: Reports) -> list[Any]:
         r = self._as_reports(reports)

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms._wire import is_plain_int, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -215,6 +215,10 @@ class Fourier(Mechanism):
         return reports
 
     # ---- wire --------------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return [widest_int(0, self.coefficients), 1]
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """Each report as [coefficient index, bit]."""

@@ -62,6 +62,7 @@ from client_sdk.mechanisms._wire import (
     SIGNED_WIRE_LIMIT,
     parse_int_payloads,
     parse_int_vectors,
+    widest_int,
 )
 from client_sdk.mechanisms.base import FloatArray, Reports, WireFormatError
 from client_sdk.mechanisms.gaussian_calibration import (
@@ -271,6 +272,12 @@ class Gaussian(NumericMechanism):
         snapped = randomized_round(rng, position, top=self.grid_steps)
         noise = self.noise.sample(rng, snapped.size).reshape(snapped.shape)
         return snapped + noise
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        low, high = self.plausible_range
+        widest = widest_int(low, high + 1)
+        return widest if self.dim is None else [widest] * self.dim
 
     def to_wire(self, reports: Reports) -> list[Any]:
         array = np.asarray(reports, dtype=np.int64)

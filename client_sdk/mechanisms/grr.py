@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import parse_int_payloads
+from client_sdk.mechanisms._wire import parse_int_payloads, widest_int
 from client_sdk.mechanisms.base import (
     EMChannel,
     FloatArray,
@@ -194,6 +194,10 @@ class GRR(FrequencyOracle):
         (:func:`keep_or_other_compact`); ``perturb`` keeps the stream memoized reports need."""
         x = check_values(values, self.k)
         return keep_or_other_compact(rng, x, self._keep_threshold, self.k)
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return widest_int(0, self.k)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]

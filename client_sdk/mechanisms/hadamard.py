@@ -66,7 +66,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import parse_int_payloads
+from client_sdk.mechanisms._wire import parse_int_payloads, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     EMChannel,
@@ -330,6 +330,10 @@ class HR(FrequencyOracle):
         return (half >> 1) * b + offset
 
     # ---- wire ----------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return widest_int(0, self.num_outputs)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]

@@ -37,7 +37,13 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import decode_bits, encode_bits, is_plain_int
+from client_sdk.mechanisms._wire import (
+    decode_bits,
+    encode_bits,
+    is_plain_int,
+    widest_int,
+    wire_length,
+)
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -355,6 +361,11 @@ class Hierarchical(RangeMechanism):
 
     # ---- wire --------------------------------------------------------------------------------
 
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        reports = [o.largest_wire_payload() for o in self.oracles]
+        return [widest_int(1, self.height + 1), max(reports, key=wire_length)]
+
     def to_wire(self, reports: Reports) -> list[Any]:
         """[level, payload]: an integer for a GRR level, a base64 bit vector for an OUE level."""
         out: list[Any] = []
@@ -600,6 +611,10 @@ class HaarWavelet(RangeMechanism):
         return reports
 
     # ---- wire --------------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return [widest_int(1, self.height + 1), widest_int(0, 1 << self.height)]
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """[level, 2 j + bit] with 2 j + bit in [0, 2^level)."""

@@ -41,6 +41,7 @@ from client_sdk.mechanisms._wire import (
     IMPLAUSIBLE_PROBABILITY,
     SIGNED_WIRE_LIMIT,
     parse_int_payloads,
+    widest_int,
 )
 from client_sdk.mechanisms.base import FloatArray, Reports, WireFormatError
 from client_sdk.mechanisms.grid import (
@@ -140,6 +141,11 @@ class Laplace(NumericMechanism):
         position = self._grid_position(check_scalar_values(values))
         snapped = randomized_round(rng, position, top=self.grid_steps)
         return snapped + self.noise.sample(rng, snapped.size)
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        low, high = self.plausible_range
+        return widest_int(low, high + 1)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]

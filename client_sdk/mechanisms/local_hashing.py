@@ -60,7 +60,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms._wire import is_plain_int, widest_int
 from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
 from client_sdk.mechanisms.grr import (
     RandomizedResponseChain,
@@ -258,6 +258,10 @@ class _LocalHashing(FrequencyOracle):
         return reports
 
     # ---- wire ----------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return {"seed": "0" * 16, "y": widest_int(0, self.buckets)}
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """``{"seed": 16 lowercase hex digits, "y": int}`` per report (JSON integers < 2**53)."""

@@ -314,6 +314,10 @@ class Memoized(FrequencyOracle):
 
     # ---- wire and statistic: the inner mechanism's -------------------------------------------
 
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return self.inner.largest_wire_payload()
+
     def to_wire(self, reports: Reports) -> list[Any]:
         return self.inner.to_wire(reports)
 

@@ -42,7 +42,13 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import decode_bits, encode_bits, is_plain_int
+from client_sdk.mechanisms._wire import (
+    decode_bits,
+    encode_bits,
+    is_plain_int,
+    widest_int,
+    wire_length,
+)
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -715,6 +721,13 @@ class Multi(Mechanism):
         out = np.empty(np.size(seeds), dtype=LH_REPORT_DTYPE)
         out["seed"], out["y"] = np.ravel(seeds), np.ravel(ys)
         return out
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        reports = [o.largest_wire_payload() for o in self.oracles]
+        if self.protocol == "smp":
+            return [widest_int(0, self.u), max(reports, key=wire_length)]
+        return reports
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """SPL, RS+FD: a list of d payloads; SMP: [attribute, payload]. A payload is an integer

@@ -29,7 +29,11 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_int
-from client_sdk.mechanisms._wire import parse_coordinate_pairs, parse_int_payloads
+from client_sdk.mechanisms._wire import (
+    parse_coordinate_pairs,
+    parse_int_payloads,
+    widest_int,
+)
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -337,6 +341,13 @@ class BoundedMechanism(NumericMechanism):
         return reports
 
     # ---- wire --------------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        widest = widest_int(0, self.kernel.output_size)
+        if self.dim is None:
+            return widest
+        return [[widest_int(0, self.dim), widest]] * self.sampled_coordinates
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """Scalars: the kernel's output (an integer). Vectors: the k pairs [coordinate, output],

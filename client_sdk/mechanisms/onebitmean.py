@@ -296,6 +296,10 @@ class OneBitMean(SwitchableMemoization, NumericMechanism):
 
     # ---- wire ----------------------------------------------------------------------------------
 
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return 0
+
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]
 

@@ -45,7 +45,13 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import decode_bits, encode_bits, parse_int_payloads
+from client_sdk.mechanisms._wire import (
+    bits_text,
+    decode_bits,
+    encode_bits,
+    parse_int_payloads,
+    widest_int,
+)
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -325,6 +331,12 @@ class PCKV(Mechanism):
         return out
 
     # ---- wire --------------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        if self.ue:
+            return [bits_text(self.keys)] * 2
+        return widest_int(0, 2 * self.keys)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """GRR: the integer 2 key + [sign = +1]. UE: [plus bits, minus bits], base64 rows."""

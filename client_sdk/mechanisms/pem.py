@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms._wire import is_plain_int, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -62,7 +62,7 @@ from client_sdk.mechanisms.memoization import (
     log_fraction,
 )
 from client_sdk.mechanisms.privacy import ChannelEvent, PrivacyEvent
-from client_sdk.mechanisms.strings import MemoizedStrings, distinct_strings, memo_label
+from client_sdk.mechanisms.strings import RESERVED, MemoizedStrings, distinct_strings, memo_label
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
@@ -253,7 +253,14 @@ class PEM(Mechanism):
 
     def value_bits(self, values: Sequence[bytes]) -> npt.NDArray[np.uint8]:
         """The bit strings of values (UTF-8 bytes, checked by ``distinct_strings``): shape
-        ``(len(values), total_bits)``."""
+        ``(len(values), total_bits)``. The reserved symbol (``strings.RESERVED``, a value the
+        campaign cannot carry) is length 0 with first symbol 1: no value's bit string, since
+        a value of length 0 has only zero symbols (so discovery never reports it either)."""
+        reserved = np.fromiter((v == RESERVED for v in values), dtype=bool, count=len(values))
+        if reserved.any():
+            bits = self.value_bits([b"" if r else v for r, v in zip(reserved, values, strict=True)])
+            bits[reserved, self.length_bits + self.symbol_bits - 1] = 1
+            return bits
         count = len(values)
         padded = np.zeros((count, self.max_length), dtype=np.uint8)
         lengths = np.zeros(count, dtype=np.int64)
@@ -441,6 +448,16 @@ class PEM(Mechanism):
         if array.dtype != self.report_dtype or array.ndim != 1:
             raise ValueError(f"reports must be a 1-D array of dtype {self.report_dtype}")
         return array
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        last = self.levels - 1
+        assert self.g is not None
+        return {
+            "level": widest_int(0, self.levels),
+            "seed": [PRIME - 1] * (self.chunk_count(last) + 1),
+            "y": widest_int(0, self.g),
+        }
 
     def to_wire(self, reports: Reports) -> list[Any]:
         array = self._check(reports)
@@ -732,14 +749,16 @@ class PEM(Mechanism):
 
     def channel_matrices(self) -> Iterator[FloatArray]:
         """P[(level, y) | value, seed] over every bit string of a value (max_length 1 only: ""
-        and every byte, or every character of the alphabet): one matrix per level and check
-        seed, the level's probability included."""
+        and every byte, or every character of the alphabet, then the reserved symbol): one
+        matrix per level and check seed, the level's probability included."""
         if self.max_length != 1:
             raise ValueError("pem enumerates its channel only for max_length = 1")
         if self.alphabet is None:
             inputs = [b""] + [bytes([v]) for v in range(256)]
         else:
             inputs = [b""] + [c.encode() for c in self.alphabet]
+        if RESERVED not in inputs:  # (with bytes, the byte 0xff is RESERVED: no UTF-8 text)
+            inputs.append(RESERVED)  # what a value the campaign cannot carry sends
         bits = self.value_bits(inputs)
         p = self.keep_probability
         assert self.g is not None

@@ -62,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_int, check_probability
-from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms._wire import is_plain_int, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -204,9 +204,15 @@ def bit_string(bits: int, k: int) -> str:
 # ---- helpers ------------------------------------------------------------------------------------
 
 
+def _utf8(value: str) -> bytes:
+    """UTF-8, with a lone surrogate written as its 3 bytes (never refused: a refusal would send
+    nothing and tell a collector expecting a report about the value; nor shown in an error)."""
+    return value.encode("utf-8", "surrogatepass")
+
+
 def _value_bytes(value: Any, index: int) -> bytes:
     if isinstance(value, str):
-        return value.encode("utf-8")
+        return _utf8(value)
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     raise ValueError(f"values[{index}] must be a string (or bytes); got {type(value).__name__}")
@@ -242,7 +248,7 @@ def _distinct_values(values: Any) -> tuple[list[bytes], npt.NDArray[np.int64]]:
     distinct = list(position)
     if not all(isinstance(v, (str, bytes)) for v in distinct):
         return _dedupe(_values_bytes(items))  # raises naming the first bad index, if any
-    encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in distinct]
+    encoded = [_utf8(v) if isinstance(v, str) else v for v in distinct]
     if len(set(encoded)) < len(encoded):  # "a" and b"a" hash apart but encode alike
         unique, remap = _dedupe(encoded)
         return unique, remap[inverse]
@@ -696,6 +702,10 @@ class RAPPOR(Mechanism):
         if bad.size:
             raise WireFormatError(int(bad[0]), "bits must contain only '0' and '1'")
         return self._reports(cohort_array, np.packbits(chars == ord("1"), axis=1))
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return {"cohort": widest_int(0, self.m), "bits": "0" * self.k}
 
     def to_wire(self, reports: Reports) -> list[Any]:
         """``{"cohort": c, "bits": "<k characters, bit k-1 first>"}`` per report."""

@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import is_plain_int
+from client_sdk.mechanisms._wire import is_plain_int, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -226,6 +226,14 @@ class SFP(Mechanism):
     @property
     def fragment_outputs(self) -> int:
         return int(self.fragment_oracle.empty_statistic().counts.size)
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return {
+            "offset": widest_int(0, self.offsets),
+            "word": widest_int(0, self.word_sketch.outputs),
+            "fragment": widest_int(0, self.fragment_outputs),
+        }
 
     def to_wire(self, reports: Reports) -> list[Any]:
         array = self._check(reports)

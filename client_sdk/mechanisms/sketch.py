@@ -40,7 +40,14 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import decode_bits, encode_bits, is_plain_int, parse_int_payloads
+from client_sdk.mechanisms._wire import (
+    bits_text,
+    decode_bits,
+    encode_bits,
+    is_plain_int,
+    parse_int_payloads,
+    widest_int,
+)
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -423,6 +430,10 @@ class CMS(StringSketch):
             raise ValueError(f"report rows must be in [0, {self.hashes})")
         return array
 
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return {"row": widest_int(0, self.hashes), "bits": bits_text(self.m)}
+
     def to_wire(self, reports: Reports) -> list[Any]:
         array = self._check(reports)
         bits = encode_bits(array["bits"])
@@ -553,6 +564,10 @@ class HCMS(StringSketch):
         if array.size and (array.min() < 0 or array.max() >= self.outputs):
             raise ValueError(f"reports must be in [0, {self.outputs})")
         return array.astype(np.int64)
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return widest_int(0, self.outputs)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(r) for r in self._check(reports)]

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
-from client_sdk.mechanisms._wire import parse_int_payloads
+from client_sdk.mechanisms._wire import parse_int_payloads, widest_int
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     ChannelMap,
@@ -246,6 +246,10 @@ class SquareWave(Mechanism):
         return self.kernel.sample(rng, self.to_unit(check_scalar_values(values)))
 
     # ---- wire --------------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return widest_int(0, self.output_size)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return [int(v) for v in np.asarray(reports, dtype=np.int64)]

@@ -35,12 +35,34 @@ from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent
 from client_sdk.randomness import WORD_SPAN, RandomSource, threshold_probability
 
 __all__ = [
+    "RESERVED",
     "MemoizedStrings",
     "composed_flip",
+    "count_reserved",
     "distinct_strings",
     "flip_again_threshold",
     "memo_label",
 ]
+
+
+RESERVED = b"\xff"
+"""The reserved symbol: what a string mechanism randomizes in place of a value it cannot carry
+(more than ``max_length``, a character outside the campaign's alphabet, a lone surrogate). A
+byte no UTF-8 text holds, so no value is ever confused with it; it is randomized like any other
+value, so a report's distribution depends on the value only through the mechanism (a refused
+value would send nothing, and the missing report would tell a collector expecting one that the
+value was out of range). PEM writes it as its own bit string (``PEM.value_bits``)."""
+
+
+def _representable(value: str, max_length: int, allowed: frozenset[str] | None) -> bytes | None:
+    """The UTF-8 bytes of a string the mechanism can carry, or ``None`` (:data:`RESERVED`)."""
+    try:
+        raw = value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    if allowed is None:
+        return raw if len(raw) <= max_length else None
+    return raw if len(value) <= max_length and allowed.issuperset(value) else None
 
 
 def distinct_strings(
@@ -48,68 +70,65 @@ def distinct_strings(
 ) -> tuple[list[bytes], npt.NDArray[np.int64]]:
     """Distinct values as UTF-8 bytes (first-seen order) and the index of each value among them.
 
-    ``values`` is a sequence of ``str``. A value of more than ``max_length`` bytes is refused
-    with its position, its length and the limit, never its content. With ``alphabet`` (a
-    campaign whose values are written in these characters: PEM's device alphabet),
-    ``max_length`` counts characters, and a value with a character outside the alphabet is
-    refused with its position and the character's offset, never the character. Each distinct
-    string is checked and encoded once.
+    ``values`` is a sequence of ``str`` (anything else is refused with its position and type).
+    A value the mechanism cannot carry (more than ``max_length`` bytes; with ``alphabet``, a
+    campaign whose values are written in these characters, PEM's device alphabet, more than
+    ``max_length`` characters or a character outside it; a lone surrogate) is
+    :data:`RESERVED` instead: all of them are the one reserved symbol. Each distinct string is
+    checked and encoded once.
     """
     allowed = None if alphabet is None else frozenset(alphabet)
-    if isinstance(values, (str, bytes)):
-        values = [values]
-    elif isinstance(values, np.ndarray):
-        values = values.tolist()
-    elif not isinstance(values, Sequence):
-        raise ValueError(f"values must be a sequence of strings; got {type(values).__name__}")
-
-    def first_index(test: Any) -> int:
-        return next(i for i, v in enumerate(values) if test(v))
-
+    values = _string_sequence(values, name)
     try:  # dict.fromkeys and map run in C: no Python frame per value
         position = {v: i for i, v in enumerate(dict.fromkeys(values))}
         inverse = np.fromiter(map(position.__getitem__, values), dtype=np.int64, count=len(values))
     except TypeError:  # an unhashable value: certainly not a string
-        index = first_index(lambda v: not isinstance(v, str))
+        _refuse_non_string(values, name)
+        raise
+    encoded: list[bytes] = []
+    index: dict[bytes, int] = {}
+    remap = np.empty(len(position), dtype=np.int64)
+    for slot, value in enumerate(position):
+        if not isinstance(value, str):
+            _refuse_non_string(values, name)
+        raw = _representable(value, max_length, allowed)
+        raw = RESERVED if raw is None else raw
+        remap[slot] = index.setdefault(raw, len(encoded))
+        if remap[slot] == len(encoded):
+            encoded.append(raw)
+    return encoded, remap[inverse]
+
+
+def count_reserved(values: Any, max_length: int, alphabet: str | None = None) -> int:
+    """How many of ``values`` (strings) are sent as :data:`RESERVED` (the device's status counts
+    them; the values themselves are never kept)."""
+    allowed = None if alphabet is None else frozenset(alphabet)
+    values = _string_sequence(values, "values")
+    bad = {
+        v
+        for v in set(values)
+        if isinstance(v, str) and _representable(v, max_length, allowed) is None
+    }
+    return sum(1 for v in values if v in bad) if bad else 0
+
+
+def _string_sequence(values: Any, name: str) -> Sequence[Any]:
+    if isinstance(values, (str, bytes)):
+        return [values]
+    if isinstance(values, np.ndarray):
+        return list(values.tolist())
+    if not isinstance(values, Sequence):
+        raise ValueError(f"values must be a sequence of strings; got {type(values).__name__}")
+    return values
+
+
+def _refuse_non_string(values: Sequence[Any], name: str) -> None:
+    """Raise naming the first value that is not a string (its position and type only)."""
+    index = next((i for i, v in enumerate(values) if not isinstance(v, str)), None)
+    if index is not None:
         raise ValueError(
             f"{name}: values[{index}] must be a string; got {type(values[index]).__name__}"
-        ) from None
-    encoded: list[bytes] = []
-    for value in position:
-        if not isinstance(value, str):
-            index = first_index(lambda v, bad=value: v is bad or not isinstance(v, str))
-            raise ValueError(
-                f"{name}: values[{index}] must be a string; got {type(values[index]).__name__}"
-            )
-        try:
-            raw = value.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: the message would show the character
-            index = first_index(lambda v, bad=value: isinstance(v, str) and v == bad)
-            raise ValueError(
-                f"{name}: values[{index}] is not valid Unicode (it has a lone surrogate, which "
-                "UTF-8 cannot encode)"
-            ) from None
-        if allowed is None and len(raw) > max_length:
-            index = first_index(lambda v, long=value: isinstance(v, str) and v == long)
-            raise ValueError(
-                f"{name}: values[{index}] is {len(raw)} bytes in UTF-8, more than max_length="
-                f"{max_length}"
-            )
-        if allowed is not None and len(value) > max_length:
-            index = first_index(lambda v, long=value: isinstance(v, str) and v == long)
-            raise ValueError(
-                f"{name}: values[{index}] is {len(value)} characters, more than max_length="
-                f"{max_length} (the campaign has an alphabet: max_length counts characters)"
-            )
-        if allowed is not None and not allowed.issuperset(value):
-            index = first_index(lambda v, bad=value: isinstance(v, str) and v == bad)
-            offset = next(j for j, c in enumerate(value) if c not in allowed)
-            raise ValueError(
-                f"{name}: values[{index}] has a character outside the campaign's alphabet (at "
-                f"character {offset}; the alphabet has {len(allowed)} characters)"
-            )
-        encoded.append(raw)
-    return encoded, inverse
+        )
 
 
 def memo_label(namespace: str, raw: bytes) -> str:

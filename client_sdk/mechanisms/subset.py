@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int, check_values
-from client_sdk.mechanisms._wire import decode_bits, encode_bit_rows
+from client_sdk.mechanisms._wire import bits_text, decode_bits, encode_bit_rows
 from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Reports, WireFormatError
 from client_sdk.mechanisms.unary import check_bit_vector_k, column_counts, rows_per_chunk
 from client_sdk.randomness import (
@@ -179,6 +179,10 @@ class SS(FrequencyOracle):
         return out
 
     # ---- wire ---------------------------------------------------------------------------------
+
+    def largest_wire_payload(self) -> Any:
+        """The widest payload (``Mechanism.largest_wire_payload``)."""
+        return bits_text(self.k)
 
     def to_wire(self, reports: Reports) -> list[Any]:
         return list(encode_bit_rows(reports, self.k))

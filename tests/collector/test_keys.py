@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from client_sdk.sealing import PAD_BYTES, seal_payload
+from client_sdk.mechanisms import mechanism_from_config
+from client_sdk.sealing import open_plaintext, plaintext_size, seal_payload
 from collector.cli import main
 from collector.keys import EnvelopeOpener, active_key
 from collector.storage import Storage
+
+GRR = mechanism_from_config({"mechanism": "grr", "epsilon": 1.0, "k": 12})
+BINDING = {"campaign": "theme", "config_id": "c0" * 16, "mechanism": GRR}
 
 
 def test_rotation_keeps_old_envelopes_openable(tmp_path: Path) -> None:
@@ -20,17 +24,22 @@ def test_rotation_keeps_old_envelopes_openable(tmp_path: Path) -> None:
     with Storage(db) as storage:
         first = active_key(storage)
     assert first is not None
-    before = seal_payload({"v": 1}, public_key=first[1], key_id=first[0])
+    before = seal_payload(1, public_key=first[1], key_id=first[0], **BINDING)
     assert main(["keys", "rotate", "--db", db]) == 0
     with Storage(db) as storage:
         second = active_key(storage)
         opener = EnvelopeOpener(storage.private_keys())
         assert [active for *_, active in storage.list_keys()].count(True) == 1
     assert second is not None and second[0] != first[0]
-    after = seal_payload([2], public_key=second[1], key_id=second[0])
-    # Plaintexts are padded with spaces to a multiple of PAD_BYTES: equal sizes, same JSON.
-    assert opener.open(before) == b'{"v":1}'.ljust(PAD_BYTES)
-    assert opener.open(after) == b"[2]".ljust(PAD_BYTES)
+    after = seal_payload(11, public_key=second[1], key_id=second[0], **BINDING)
+    # Plaintexts are padded with spaces to the campaign's size: equal sizes, the same JSON.
+    size = plaintext_size("theme", "c0" * 16, GRR)
+    for envelope, payload in ((before, 1), (after, 11)):
+        plaintext = opener.open(envelope)
+        assert len(plaintext) == size and plaintext.endswith(b"} " if payload == 1 else b"}")
+        opened = open_plaintext(plaintext)
+        assert (opened.campaign, opened.config_id, opened.payload) == ("theme", "c0" * 16, payload)
+        assert opened.text == str(payload)
     assert len(before["sealed"]) == len(after["sealed"])
     tampered = {
         **after,
@@ -43,7 +52,7 @@ def test_rotation_keeps_old_envelopes_openable(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no key pair"):
         opener.open({**after, "key_id": "0" * 16})
     with pytest.raises(ValueError, match="does not match key_id"):
-        seal_payload(1, public_key=second[1], key_id=first[0])
+        seal_payload(1, public_key=second[1], key_id=first[0], **BINDING)
 
 
 def _hostile(good: dict[str, str]) -> list[object]:
@@ -82,7 +91,7 @@ def test_opening_a_batch_agrees_with_opening_each_envelope(tmp_path: Path) -> No
         key = active_key(storage)
         opener = EnvelopeOpener(storage.private_keys())
     assert key is not None
-    good = seal_payload({"v": 1}, public_key=key[1], key_id=key[0])
+    good = seal_payload(1, public_key=key[1], key_id=key[0], **BINDING)
     envelopes = _hostile(good)
     plaintexts, reasons = opener.open_all(envelopes)
     for position, envelope in enumerate(envelopes):
@@ -92,8 +101,8 @@ def test_opening_a_batch_agrees_with_opening_each_envelope(tmp_path: Path) -> No
             expected = str(error)
         got = plaintexts[position] if plaintexts[position] is not None else reasons[position]
         assert got == expected, (position, envelope)
-    assert plaintexts[0] == plaintexts[1] == b'{"v":1}'.ljust(PAD_BYTES)
-    many = [seal_payload(i, public_key=key[1], key_id=key[0]) for i in range(5)]
+    assert plaintexts[0] == plaintexts[1] and open_plaintext(plaintexts[0] or b"").payload == 1
+    many = [seal_payload(i, public_key=key[1], key_id=key[0], **BINDING) for i in range(5)]
     assert check_envelopes(many) == [check_envelope(e) for e in many]
     for envelope in envelopes[2:]:
         try:

@@ -51,7 +51,8 @@ def test_schema_is_migrated_once_in_wal_mode(tmp_path: Path) -> None:
         assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
         # Privacy hygiene: a report row holds no address, agent or precise time.
         columns = {c.name for c in first.db["reports"].columns}
-        assert columns == {"seq", "campaign_id", "report_id", "payload", "day"}
+        # (The nonce is random bits from inside a sealed envelope: client_sdk.sealing.)
+        assert columns == {"seq", "campaign_id", "report_id", "payload", "day", "nonce"}
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from client_sdk.mechanisms import mechanism_from_config
-from client_sdk.sealing import envelope_size, seal_payloads
+from client_sdk.sealing import envelope_size
 from collector.process import CollectorProcess
 from collector.storage import shuffled_batch_bytes
 from shuffler.forwarder import Forwarder
@@ -27,6 +27,7 @@ from shuffler.process import ShufflerProcess
 from shuffler.storage import ShufflerStorage
 from tests.collector.test_metrics import samples
 from tests.e2e.conftest import stored_ids
+from tests.shuffler.test_e2e import seal_for
 
 LIMIT = 1024 * 1024
 K = 16_384
@@ -66,10 +67,16 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorPro
         process.stop()
 
 
-def fitting() -> int:
-    """The most sealed reports of the campaign one request of ``LIMIT`` bytes holds."""
-    envelope = envelope_size({"mechanism": {"mechanism": "oue", "epsilon": 1.0, "k": K}})
-    fits = max(n for n in range(1, 400) if shuffled_batch_bytes(n, envelope, "x" * 32) <= LIMIT)
+def fitting(name: str) -> int:
+    """The most sealed reports of campaign ``name`` one request of ``LIMIT`` bytes holds (the
+    envelope's plaintext holds the campaign's name and config_id)."""
+    document = {
+        "name": name,
+        "config_id": "0" * 32,
+        "mechanism": {"mechanism": "oue", "epsilon": 1.0, "k": K},
+    }
+    envelope = envelope_size(document)
+    fits = max(n for n in range(1, 400) if shuffled_batch_bytes(n, envelope, "0" * 32) <= LIMIT)
     assert 200 < fits < 300  # about 3.8 kB a report
     return fits
 
@@ -77,7 +84,7 @@ def fitting() -> int:
 def test_a_campaign_whose_min_batch_never_fits_one_request_is_refused(
     collector: CollectorProcess,
 ) -> None:
-    fits = fitting()
+    fits = fitting("too-big")
     refused = requests.post(
         f"{collector.url}/v1/campaigns",
         json=campaign("too-big", fits + 1),
@@ -94,7 +101,7 @@ def test_a_campaign_whose_min_batch_never_fits_one_request_is_refused(
 def test_a_batch_over_the_limit_travels_in_parts_once_as_one_batch(
     collector: CollectorProcess, tmp_path: Path
 ) -> None:
-    fits = fitting()
+    fits = fitting("just-under")
     document = collector.create_campaign(campaign("just-under", fits))  # just under: taken
     shuffler = ShufflerProcess(
         tmp_path / "shuffler.db", collector.url, token=TOKEN, workers=1, log_dir=tmp_path
@@ -104,8 +111,7 @@ def test_a_batch_over_the_limit_travels_in_parts_once_as_one_batch(
         n = int(2.5 * fits)
         mechanism = mechanism_from_config(document["mechanism"])
         payloads = mechanism.to_wire(mechanism.perturb(np.arange(n) % K))
-        key = document["public_key"]
-        envelopes = seal_payloads(payloads, public_key=key["key"], key_id=key["key_id"])
+        envelopes = seal_for(document, payloads)
         ids = [secrets.token_hex(16) for _ in range(n)]
         body = {
             "config_id": document["config_id"],
@@ -149,9 +155,8 @@ def test_a_crash_between_parts_goes_on_in_parts_and_counts_each_report_once(
     document = collector.create_campaign(campaign("crashy", 50))
     n = 300  # about 1.15 MB: over the 1 MiB limit
     mechanism = mechanism_from_config(document["mechanism"])
-    key = document["public_key"]
     payloads = mechanism.to_wire(mechanism.perturb(np.arange(n) % K))
-    envelopes = seal_payloads(payloads, public_key=key["key"], key_id=key["key_id"])
+    envelopes = seal_for(document, payloads)
     db = tmp_path / "shuffler.db"
     with ShufflerStorage(db) as storage:
         reports = [(secrets.token_hex(16), e["key_id"], e["sealed"]) for e in envelopes]

@@ -23,7 +23,6 @@ import requests
 from client_sdk.amplification import numerical_epsilon
 from client_sdk.client import TelemetryClient
 from client_sdk.protocol import problem_type
-from client_sdk.sealing import seal_payloads
 from collector.process import CollectorProcess
 from shuffler.credentials import (
     InvalidCredential,
@@ -35,6 +34,7 @@ from shuffler.credentials import (
 from shuffler.process import ShufflerProcess
 from tests.e2e.conftest import stored_ids
 from tests.shuffler.hostile import HostileCollector
+from tests.shuffler.test_e2e import seal_for
 
 MIN_BATCH, DELTA = 20, 1e-6
 CAMPAIGN = {
@@ -88,8 +88,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 def _sealed_upload(deployment: Deployment, n: int, token: str | None) -> requests.Response:
     """``n`` self-made sealed reports (anyone can seal: the key is public), one upload."""
-    key = deployment.document["public_key"]
-    envelopes = seal_payloads([0] * n, public_key=key["key"], key_id=key["key_id"])
+    envelopes = seal_for(deployment.document, [0] * n)
     body = {
         "config_id": deployment.document["config_id"],
         "reports": [{"id": secrets.token_hex(16), "payload": e} for e in envelopes],

@@ -25,7 +25,8 @@ from nacl.public import PublicKey, SealedBox
 
 from client_sdk.amplification import closed_form_epsilon, numerical_epsilon
 from client_sdk.client import TelemetryClient, UploadError
-from client_sdk.sealing import seal_payload, seal_payloads
+from client_sdk.mechanisms import mechanism_from_config
+from client_sdk.sealing import seal_payloads
 from collector.process import CollectorProcess
 from shuffler.process import ShufflerProcess
 from tests.e2e.conftest import stored_ids
@@ -134,13 +135,47 @@ def test_devices_through_the_shuffler_to_the_collector(
     # (That it holds no plaintext either: test_the_shuffler_keeps_only_ciphertext.)
 
 
+def seal_for(document: dict[str, Any], payloads: list[Any], **binding: str) -> list[Any]:
+    """``payloads`` sealed as a device seals them for the campaign ``document`` (``binding``:
+    another ``campaign`` or ``config_id`` to bind instead of the document's)."""
+    key = document["public_key"]
+    return seal_payloads(
+        payloads,
+        public_key=key["key"],
+        key_id=key["key_id"],
+        campaign=binding.get("campaign", document["name"]),
+        config_id=binding.get("config_id", document["config_id"]),
+        mechanism=mechanism_from_config(document["mechanism"]),
+    )
+
+
+def seal_any(document: dict[str, Any], payload: Any) -> dict[str, str]:
+    """Any payload, however long, in a well-bound plaintext: what a hostile device can seal."""
+    key = document["public_key"]
+    box = SealedBox(PublicKey(base64.urlsafe_b64decode(key["key"] + "=" * (-len(key["key"]) % 4))))
+    plaintext = json.dumps(
+        {
+            "campaign": document["name"],
+            "config_id": document["config_id"],
+            "nonce": secrets.token_hex(16),
+            "payload": payload,
+        }
+    ).encode()
+    return {
+        "key_id": key["key_id"],
+        "sealed": base64.urlsafe_b64encode(box.encrypt(plaintext)).decode(),
+    }
+
+
 def _upload_sealed(deployment: Deployment, name: str, plaintexts: list[Any], per: int) -> list[str]:
-    """Seal ``plaintexts`` to the collector's key and upload them to the shuffler in order,
-    ``per`` to an upload; the device report ids."""
+    """Seal ``plaintexts`` (payloads) to the collector's key as a device does and upload them
+    to the shuffler in order, ``per`` to an upload; the device report ids."""
     assert deployment.shuffler is not None
     document = requests.get(f"{deployment.collector.url}/v1/campaigns/{name}", timeout=10).json()
-    key = document["public_key"]
-    envelopes = seal_payloads(plaintexts, public_key=key["key"], key_id=key["key_id"])
+    if all(isinstance(p, int) for p in plaintexts):
+        envelopes = seal_for(document, plaintexts)
+    else:
+        envelopes = [seal_any(document, p) for p in plaintexts]
     ids = [secrets.token_hex(16) for _ in plaintexts]
     for start in range(0, len(ids), per):
         body = {
@@ -243,13 +278,12 @@ def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
 ) -> None:
     assert deployment.shuffler is not None
     key = deployment.document["public_key"]
-    good = seal_payload(2, public_key=key["key"], key_id=key["key_id"])
-    bad = seal_payload(1, public_key=key["key"], key_id=key["key_id"])
+    good, bad = seal_for(deployment.document, [2, 1])
     sealed = bytearray(bad["sealed"].encode())
     sealed[40] = ord("A") if sealed[40] != ord("A") else ord("B")
     bad = {**bad, "sealed": sealed.decode()}
-    out_of_range = seal_payload(7, public_key=key["key"], key_id=key["key_id"])
-    rest = [seal_payload(i % 4, public_key=key["key"], key_id=key["key_id"]) for i in range(197)]
+    out_of_range = seal_for(deployment.document, [7])[0]
+    rest = seal_for(deployment.document, [i % 4 for i in range(197)])
     envelopes = [good, bad, out_of_range, *rest]
     ids = [f"{i:032x}" for i in range(1, MIN_BATCH + 1)]
     body = {
@@ -282,17 +316,18 @@ def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
     assert again["replayed"] and again["accepted"] == MIN_BATCH - 2
     # A device may seal anything: deeply nested or non-UTF-8 plaintexts are rejected alone.
     box = SealedBox(PublicKey(base64.urlsafe_b64decode(key["key"] + "=" * (-len(key["key"]) % 4))))
-    odd = [b"[" * 60_000, b"\xff\xfe", b"{}"]
+    odd = [b"[" * 60_000, b"\xff\xfe"]
     sealed_odd = [
         {"key_id": key["key_id"], "sealed": base64.urlsafe_b64encode(box.encrypt(p)).decode()}
         for p in odd
     ]
+    sealed_odd.append(seal_any(deployment.document, {}))  # well bound, not a grr payload
+    fresh = seal_for(deployment.document, [i % 4 for i in range(MIN_BATCH - 3)])
     hostile = {
         **body,
         "batch_id": "ef" * 16,
         "reports": [
-            {"id": f"{i + 1000:032x}", "payload": p}
-            for i, p in enumerate(sealed_odd + rest[: MIN_BATCH - 3])
+            {"id": f"{i + 1000:032x}", "payload": p} for i, p in enumerate(sealed_odd + fresh)
         ],
     }
     answer = requests.post(url, json=hostile, headers=headers, timeout=10)

@@ -18,10 +18,10 @@ import pytest
 import requests
 
 from client_sdk.protocol import problem_type
-from client_sdk.sealing import seal_payloads
 from collector.process import CollectorProcess
 from shuffler.process import ShufflerProcess
 from tests.shuffler.hostile import HostileCollector, recomputed
+from tests.shuffler.test_e2e import seal_for
 
 MIN_BATCH, FLOOR = 200, 50
 CAMPAIGN = {
@@ -46,10 +46,7 @@ def _with_min_batch(document: dict[str, Any], min_batch: int) -> dict[str, Any]:
 
 def _upload(shuffler: str, document: dict[str, Any], n: int) -> requests.Response:
     """``n`` sealed reports under ``document``'s ``config_id``, in one upload."""
-    key = document["public_key"]
-    envelopes = seal_payloads(
-        [i % 4 for i in range(n)], public_key=key["key"], key_id=key["key_id"]
-    )
+    envelopes = seal_for(document, [i % 4 for i in range(n)])
     body = {
         "config_id": document["config_id"],
         "reports": [{"id": secrets.token_hex(16), "payload": e} for e in envelopes],

@@ -230,15 +230,15 @@ def test_memo_keys_name_strings_without_revealing_them() -> None:
     assert other != keys[:1]
     with pytest.raises(ValueError, match="needs permanent=<keyed source>"):
         m.perturb(["a"], rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"values\[0\] is 9 bytes.*max_length=8"):
-        m.perturb(["123456789"], permanent=DeviceKeys(bytes(range(32)), SCOPE))
+    # Too long: the reserved symbol's PRR, memoized like a value's (one key for every such value).
+    long_keys = m.memo_keys(["123456789", "abcdefghij"], permanent=DeviceKeys(bytes(32), SCOPE))
+    assert long_keys[0] == long_keys[1]
     pem = memoized({"mechanism": "pem", "epsilon": 2.0, "max_length": 2, "alphabet": "éa"}, 3.0)
     keys = DeviceKeys(bytes(range(32)), SCOPE)
     assert len(pem.memo_keys(["éé", "a"], permanent=keys)) == 2  # 2 characters (4 bytes)
-    for refuse in (pem.memo_keys, pem.perturb, pem.permanent_responses):
-        with pytest.raises(ValueError, match=r"values\[1\] has a character outside") as caught:
-            refuse(["a", "aï"], permanent=keys)
-        assert "ï" not in str(caught.value)
+    # Outside the alphabet: the reserved symbol, the same for every such value.
+    assert pem.memo_keys(["aï", "ï"], permanent=keys)[0] == pem.memo_keys(["ï"], permanent=keys)[0]
+    assert len(pem.perturb(["a", "aï"], permanent=keys)) == 2
 
 
 # ---- estimation ---------------------------------------------------------------------------------
@@ -339,18 +339,19 @@ def test_the_client_charges_epsilon_inf_once_per_distinct_string(
 def test_a_pem_campaign_with_an_alphabet_from_json_through_the_client(
     collector: Collector, tmp_path: Path
 ) -> None:
-    """The campaign JSON's alphabet reaches the devices (values outside it refused by campaign,
-    not shown, nothing queued) and the collector stores reports that decode to the strings."""
+    """The campaign JSON's alphabet reaches the devices (a value outside it is sent as the
+    reserved symbol and counted in the client's status, never shown) and the collector stores
+    reports that decode to the strings."""
     config = {"mechanism": "pem", "epsilon": 4.0, "max_length": 8, "alphabet": "0123456789abcdef"}
     created = collector.create({"name": "crash-ids", "mechanism": config})
     assert created["mechanism"]["alphabet"] == config["alphabet"]
     with TelemetryClient(collector.url, state_dir=tmp_path / "device") as client:
-        with pytest.raises(ValueError, match=r"campaign 'crash-ids': pem: values\[0\] has a char"):
-            client.record("crash-ids", "c0ffee-1")
+        client.record("crash-ids", "c0ffee-1")
+        assert client.status() == {"reserved_values": {"crash-ids": 1}}
         client.record_many("crash-ids", ["c0ffee", "deadbeef", ""])
-        assert client.flush() == 3
+        assert client.flush() == 4
     m = mechanism_from_config(config)
     payloads = [json.loads(payload) for _, payload in collector.stored()]
     reports, errors = m.parse_wire(payloads)
-    assert not errors and reports.size == 3
+    assert not errors and reports.size == 4
     assert not any("c0ffee" in json.dumps(p) for p in payloads)

@@ -11,6 +11,7 @@ from scipy import stats
 from client_sdk.campaign import parse_campaign
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.pem import PEM
+from client_sdk.mechanisms.strings import RESERVED, distinct_strings
 from client_sdk.randomness import uniform_below
 from client_sdk.secrets_store import DeviceKeys
 
@@ -71,22 +72,21 @@ def test_a_bad_alphabet_is_refused_by_name(alphabet: object, match: str) -> None
         )
 
 
-def test_a_value_outside_the_alphabet_or_too_many_characters_is_refused_without_showing_it() -> (
-    None
-):
+def test_a_value_outside_the_alphabet_or_too_many_characters_is_the_reserved_symbol() -> None:
     m = PEM(epsilon=2.0, max_length=2, alphabet="abé")
     reports = m.perturb(["éé", "", "ba"], rng=np.random.default_rng(0))  # 4 bytes, 2 characters
     assert np.array_equal(m.from_wire(m.to_wire(reports)), reports)
-    with pytest.raises(
-        ValueError,
-        match=r"pem: values\[2\] has a character outside the campaign's alphabet \(at character 1",
-    ) as caught:
-        m.perturb(["a", "b", "aQ"], rng=np.random.default_rng(0))
-    assert "aQ" not in str(caught.value) and "Q" not in str(caught.value)
-    with pytest.raises(ValueError, match=r"values\[1\] is 3 characters, more than max_length=2"):
-        m.perturb(["a", "ééé"], rng=np.random.default_rng(0))
+    # Out of the alphabet, too long, not valid Unicode: one reserved symbol, sent like a value
+    # (its own bit string, which no value has), never refused: nothing about the value shows.
+    distinct, inverse = distinct_strings(["a", "aQ", "ééé", "a\ud800", "b"], 2, "pem", m.alphabet)
+    assert distinct == [b"a", RESERVED, b"b"] and inverse.tolist() == [0, 1, 1, 1, 2]
+    reserved = m.value_bits([RESERVED])[0]
+    assert reserved[: m.length_bits].sum() == 0 and reserved[m.length_bits + m.symbol_bits - 1]
+    assert reserved.sum() == 1
+    assert not any(np.array_equal(reserved, row) for row in m.value_bits([b"", b"a", b"ab"]))
+    assert len(m.perturb(["a", "aQ"], rng=np.random.default_rng(0))) == 2
     with pytest.raises(ValueError, match="outside the alphabet"):
-        m.value_bits([b"z"])  # the bit strings of unchecked values: refused too
+        m.value_bits([b"z"])  # the bit strings of unchecked values: refused
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,8 @@ def test_exact_privacy_over_every_one_symbol_value_and_check_seed(
         alphabet=alphabet,
     )
     matrices = list(m.channel_matrices())
-    assert matrices[0].shape[0] == 1 + (256 if alphabet is None else len(alphabet))
+    # "", every symbol, and the reserved symbol (with bytes, it is the byte 0xff: no UTF-8)
+    assert matrices[0].shape[0] == 1 + (256 if alphabet is None else len(alphabet) + 1)
     assert len(matrices) == 4 * m.levels  # four check seeds a level
     implemented = m.implemented_epsilon()
     assert implemented <= epsilon + 1e-12
@@ -131,6 +132,47 @@ def test_levels_and_buckets_follow_the_declared_channel(alphabet: str | None, va
     p = m.p_star
     expected = n * np.r_[p, np.full(m.g - 1, (1 - p) / (m.g - 1))]
     assert stats.chisquare(observed, expected).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("alphabet", [None, LETTERS])
+def test_values_out_of_range_follow_the_reserved_symbols_channel_row(alphabet: str | None) -> None:
+    """Issue 21, item 14: a value the campaign cannot carry is never refused (a missing report
+    would tell a collector expecting one that it was out of range); it is sent as the reserved
+    symbol, whose reports follow the channel's row for that symbol: levels uniform, and y the
+    reserved bit string's bucket with probability p*, each other bucket (1 - p*)/(g - 1)."""
+    m = PEM(epsilon=1.5, max_length=4, alphabet=alphabet)
+    assert m.g is not None
+    n = 40_000
+    # Too long, outside the alphabet (for bytes: not valid Unicode), in equal shares.
+    odd = ["abcde", "x\ud800" if alphabet is None else "aB"]
+    values = [odd[i % 2] for i in range(n)]
+    reports = m.perturb(values, rng=np.random.default_rng(14))
+    assert stats.chisquare(np.bincount(reports["level"], minlength=m.levels)).pvalue > 1e-4
+    bits = m.value_bits([RESERVED])
+    offset = np.zeros(n, dtype=np.int64)
+    for level in range(m.levels):
+        rows = np.flatnonzero(reports["level"] == level)
+        seeds = reports["seed"][rows]
+        count = m.chunk_count(level)
+        seeds = np.concatenate([seeds[:, :count], seeds[:, -1:]], axis=1)
+        hashed = m.bucket(seeds, np.repeat(m.chunks(bits, level), rows.size, axis=0))
+        offset[rows] = (reports["y"][rows] - hashed) % m.g
+    observed = np.bincount(offset, minlength=m.g)
+    p = m.p_star
+    expected = n * np.r_[p, np.full(m.g - 1, (1 - p) / (m.g - 1))]
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+    # The positive control: an in-range value's reports are far from that row.
+    inside = m.perturb(["abcd"] * 4000, rng=np.random.default_rng(15))
+    hits = 0
+    for level in range(m.levels):
+        rows = np.flatnonzero(inside["level"] == level)
+        seeds = inside["seed"][rows]
+        count = m.chunk_count(level)
+        seeds = np.concatenate([seeds[:, :count], seeds[:, -1:]], axis=1)
+        hashed = m.bucket(seeds, np.repeat(m.chunks(bits, level), rows.size, axis=0))
+        hits += int(np.sum(inside["y"][rows] == hashed))
+    # Levels past the length field tell them apart: far fewer hits than p* of 4000.
+    assert hits < 0.6 * p * 4000
 
 
 def test_a_heavier_last_level_draws_levels_by_their_weights_exactly() -> None:
@@ -191,9 +233,7 @@ def test_strings_at_and_over_the_limit_and_malformed_payloads() -> None:
     rng = np.random.default_rng(0)
     reports = m.perturb(["", "abcd", "é", "日"], rng=rng)
     assert np.array_equal(m.from_wire(m.to_wire(reports)), reports)
-    with pytest.raises(ValueError, match=r"values\[1\] is 6 bytes.*max_length=4") as caught:
-        m.perturb(["a", "日本"], rng=rng)
-    assert "日本" not in str(caught.value)
+    assert len(m.perturb(["a", "日本"], rng=rng)) == 2  # 6 bytes: the reserved symbol
     good = m.to_wire(reports[:1])[0]
     bad_seed = {**good, "seed": good["seed"][:-1]}
     payloads = [

@@ -655,3 +655,17 @@ def test_bloom_count_estimates_are_unbiased_with_the_exact_variance() -> None:
     stats.assert_within_z(ratio, 1.0, math.sqrt(2 / (repetitions - 1)), what="variance ratio")
     _, plug_in = mech.estimate_bloom_counts(mech.aggregate(reports[:4000]))
     np.testing.assert_allclose(plug_in[0], exact, rtol=0.1)
+
+
+def test_a_lone_surrogate_is_randomized_not_refused() -> None:
+    """Issue 21, item 14, for rappor: a string UTF-8 cannot encode (a lone surrogate) raised a
+    UnicodeEncodeError that showed the character, and sent nothing; it is now hashed as its
+    surrogate-escaped bytes and randomized like any value."""
+    from client_sdk.secrets_store import DeviceKeys
+
+    m = mechanism_from_config(
+        {"mechanism": "rappor", "k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.25, "q": 0.75}
+    )
+    keys = DeviceKeys(bytes(32), "scope")
+    reports = m.perturb(["a\ud800", "a"], rng=np.random.default_rng(0), permanent=keys)
+    assert len(m.to_wire(reports)) == 2
