@@ -134,6 +134,20 @@ class DiscretePLD:
             self, masses=self.masses * keep, inf_mass=self.inf_mass * keep + probability
         )
 
+    def mixture(self, other: DiscretePLD, weight: float) -> DiscretePLD:
+        """The PLD of this pair with probability 1 - ``weight`` and ``other`` with ``weight``,
+        the coin shown to the observer (the pairs on disjoint outputs). Hiding the coin is a
+        post-processing, so this dominates any pair that is such a mixture with a hidden coin
+        (joint convexity of the hockey-stick divergence)."""
+        keep = 1.0 - weight
+        return DiscretePLD.from_atoms(
+            np.concatenate([self.losses, other.losses]),
+            np.concatenate([self.masses * keep, other.masses * weight]),
+            self.inf_mass * keep + other.inf_mass * weight,
+            rounding=max(self.rounding, other.rounding),
+            slack=max(self.slack, other.slack),
+        ).trimmed()
+
     @classmethod
     def from_distributions(cls, p: npt.ArrayLike, q: npt.ArrayLike) -> DiscretePLD:
         """The PLD of P against Q, two probability vectors over the same outputs."""
@@ -385,6 +399,68 @@ def gaussian_pld(mu: float, *, grid: float | None = None, tail: float = 1e-18) -
     keep = masses > 0
     if not np.all(keep):
         pld = DiscretePLD(pld.losses[keep], masses[keep], inf_mass, h, idx[keep], h)
+    return pld.trimmed()
+
+
+def replace_subsampled_gaussian_pld(
+    shift: float, q: float, *, grid: float | None = None, tail: float = 1e-18
+) -> DiscretePLD:
+    """A pessimistic discretization of the Poisson-subsampled Gaussian under substitution.
+
+    The pair P = q N(-s, 1) + (1-q) N(0, 1), Q = q N(s, 1) + (1-q) N(0, 1) with s = ``shift``
+    (dp_accounting's ``from_gaussian_mechanism`` with ``REPLACE_ONE`` and ``sampling_prob``;
+    Zhu, Dong, Wang, AISTATS 2022). The loss
+    L(x) = ln(q e^{-s x - s^2/2} + 1 - q) - ln(q e^{s x - s^2/2} + 1 - q) decreases in x, so
+    the P-mass of {(i-1) h < L <= i h} is that of an interval of x between two inverses of L,
+    and it goes to i h (rounded up, as :func:`gaussian_pld`). P-mass below -s - z goes to +inf
+    (at most ``tail``), above z to the grid point at or above L(z). The pair is symmetric
+    (x -> -x swaps P and Q), so one PLD serves both directions.
+    """
+    if not (shift > 0 and 0 < q <= 1):
+        raise ValueError(f"need shift > 0 and q in (0, 1]; got shift={shift!r}, q={q!r}")
+    z = float(-special.ndtri(tail))
+    log_q = math.log(q)
+    log_keep = math.log1p(-q) if q < 1 else -math.inf
+    half = shift * shift / 2
+
+    def loss(x: FloatArray) -> FloatArray:
+        return np.asarray(
+            np.logaddexp(log_q - shift * x - half, log_keep)
+            - np.logaddexp(log_q + shift * x - half, log_keep),
+            dtype=np.float64,
+        )
+
+    x_lo, x_hi = -shift - z, z
+    top, bottom = (float(v) for v in loss(np.array([x_lo, x_hi])))
+    h = grid if grid is not None else min(1e-3, (top - bottom) / 16000)
+    i_min, i_max = math.ceil(bottom / h), max(math.ceil(top / h), math.ceil(bottom / h))
+    idx = np.arange(i_min, i_max + 1, dtype=np.int64)
+    # Edges: b_i = L^{-1}(i h) for i_min <= i < i_max (by bisection; L decreases), then x_lo.
+    targets = idx[:-1].astype(np.float64) * h
+    left = np.full(targets.shape, x_lo)
+    right = np.full(targets.shape, x_hi)
+    for _ in range(100):
+        mid = 0.5 * (left + right)
+        above = loss(mid) > targets
+        left = np.where(above, mid, left)
+        right = np.where(above, right, mid)
+    # Atom i takes x in [b_i, b_{i-1}); b_{i_min - 1} = +inf and b_{i_max} = x_lo.
+    upper = np.concatenate([[np.inf], right])
+    lower = np.concatenate([right, [x_lo]])
+
+    def between(a: FloatArray, b: FloatArray) -> FloatArray:
+        return np.asarray(
+            np.where(
+                a >= 0, special.ndtr(-a) - special.ndtr(-b), special.ndtr(b) - special.ndtr(a)
+            ),
+            dtype=np.float64,
+        )
+
+    masses = q * between(lower + shift, upper + shift) + (1 - q) * between(lower, upper)
+    masses = np.maximum(masses, 0.0)
+    inf_mass = q * float(special.ndtr(x_lo + shift)) + (1 - q) * float(special.ndtr(x_lo))
+    keep = masses > 0
+    pld = DiscretePLD(idx[keep].astype(np.float64) * h, masses[keep], inf_mass, h, idx[keep], h)
     return pld.trimmed()
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from analysis.accounting._pld import DiscretePLD
+from analysis.accounting._pld import DiscretePLD, replace_subsampled_gaussian_pld
 from analysis.accounting._validation import (
     check_count,
     check_delta,
@@ -187,15 +187,18 @@ def poisson(
     Compose per batch: ``poisson(gaussian(1.1), 0.01) * 1000``.
 
     Truncated Poisson (``truncated_batch_size`` B and ``dataset_size`` n, as dp_accounting's
-    ``TruncatedSubsampledGaussianDpEvent``): a batch of more than B records is cut down to a
-    random B. Conditioned on the other records' sample S, the pair of outputs is the
-    untruncated subsampled pair whenever |S| <= B - 1, since then no truncation happens with or
-    without the record. The outputs are mixtures over S with the same weights under both
-    datasets, so by joint convexity of the hockey-stick divergence the step is dominated by
-    the subsampled pair with probability 1 - p and a pair that reveals everything with
-    probability p = P[Binomial(n, q) >= B] (n rather than n - 1 others: pessimistic). This is
-    sound and simple; dp_accounting's analysis of the truncation (arXiv 2508.15089) is tighter
-    when p is not negligible.
+    ``TruncatedSubsampledGaussianDpEvent``, arXiv 2508.15089): a batch of more than B records
+    is cut down to a random B. Conditioned on the other n - 1 records' sample S, nothing is
+    truncated, with or without the record, when |S| <= B - 1: the plain subsampled pair. With
+    probability p = P[Bin(n - 1, q) >= B] the batch is capped both ways, and then it is a
+    subsample of a subsample: the record is in the capped batch with probability
+    q' = P[Bin(n, q) >= B + 1] B / (n p), and when it is, it displaced one of the others, so
+    the two batches differ by a substitution (twice the sensitivity). The step is the mixture of
+    the two pairs with weights 1 - p and p (joint convexity of the hockey-stick divergence);
+    for a Gaussian step (mu) the capped pair is the substitution-subsampled Gaussian at q' with
+    shift 2 mu, as dp_accounting computes it. For any other step no substitution analysis is
+    implemented, and the capped case counts as revealing everything (sound, loose when p is
+    not negligible).
     """
     if not isinstance(step, PrivacyAccount):
         raise ValueError(f"step must be a PrivacyAccount; got {type(step).__name__}")
@@ -209,12 +212,20 @@ def poisson(
         return sampled
     batch = check_count(truncated_batch_size, "truncated_batch_size")
     size = check_count(dataset_size, "dataset_size")
-    overflow = float(stats.binom.sf(batch - 1, size, sample_rate))
+    overflow = float(stats.binom.sf(batch - 1, size - 1, sample_rate))
+    if overflow == 0.0:
+        return sampled
     ((inner, _),) = sampled.terms
-    remove = inner.remove.with_failure(overflow)
-    add = None if inner.add is None else inner.add.with_failure(overflow)
+    label = f"truncated(B={batch}, n={size}, overflow={overflow:.3g}, {inner.label})"
     claim = None
     if inner.claim is not None:
         claim = (inner.claim[0], inner.claim[1] * (1 - overflow) + overflow)
-    label = f"truncated(B={batch}, n={size}, overflow={overflow:.3g}, {inner.label})"
+    if step.is_gaussian:
+        within = float(stats.binom.sf(batch, size, sample_rate)) * batch / (overflow * size)
+        capped = replace_subsampled_gaussian_pld(2 * step.mu, min(1.0, within))
+        remove = inner.remove.mixture(capped, overflow)
+        add = None if inner.add is None else inner.add.mixture(capped, overflow)
+        return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
+    remove = inner.remove.with_failure(overflow)
+    add = None if inner.add is None else inner.add.with_failure(overflow)
     return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
