@@ -12,6 +12,7 @@ as the local-DP neighbouring relation "the device's value changes" requires.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -229,3 +230,83 @@ def poisson(
     remove = inner.remove.with_failure(overflow)
     add = None if inner.add is None else inner.add.with_failure(overflow)
     return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
+
+
+def parallel_poisson(
+    step: PrivacyAccount,
+    sample_rate: float,
+    *,
+    num_workers: int,
+    truncated_batch_size: int | None = None,
+    dataset_size: int | None = None,
+) -> PrivacyAccount:
+    """One round of ``step`` on ``num_workers`` disjoint shards, each Poisson-sampled.
+
+    The dataset of ``dataset_size`` records is split once into ``num_workers`` disjoint shards
+    (sizes as equal as possible, so floor(n / W) or ceil(n / W)). Every round each worker draws
+    a Poisson sample of its own shard at ``sample_rate`` (capped at ``truncated_batch_size``
+    per worker when given, as :func:`poisson`), runs ``step`` on it and releases its output;
+    the workers' samples and noise are independent. Compose per round:
+    ``parallel_poisson(gaussian(1.1), 0.01, num_workers=8) * 1000``.
+
+    A record sits in exactly one shard, and the other workers' outputs have the same
+    distribution with or without it, so they add nothing to its privacy loss (parallel
+    composition, McSherry, SIGMOD 2009): one round costs the record what one Poisson-sampled
+    ``step`` on its own shard costs, whatever ``num_workers`` is. Summing the workers' outputs
+    (one noise for the whole round, run by ``step``) is a post-processing of a Poisson sample of
+    the whole dataset at the same rate, so the same account holds. Untruncated, the account is
+    :func:`poisson` at ``sample_rate``; truncated, it is :func:`poisson` truncated on a shard
+    of the record's size, and when the shard sizes differ, the envelope of the two (a pair that
+    dominates both, whichever shard the record is in).
+    """
+    workers = check_count(num_workers, "num_workers")
+    if truncated_batch_size is None or dataset_size is None:
+        if (truncated_batch_size is None) != (dataset_size is None):
+            poisson(
+                step,
+                sample_rate,
+                truncated_batch_size=truncated_batch_size,
+                dataset_size=dataset_size,
+            )  # raises the error naming both fields
+        account = poisson(step, sample_rate)
+        return _relabel(account, f"parallel(W={workers}, {account.terms[0][0].label})")
+    size = check_count(dataset_size, "dataset_size")
+    if workers > size:
+        raise ValueError(
+            f"num_workers must be at most dataset_size (every shard holds a record); got "
+            f"num_workers={workers!r}, dataset_size={size!r}"
+        )
+    sizes = sorted({size // workers, -(-size // workers)} - {0})
+    shards = [
+        poisson(step, sample_rate, truncated_batch_size=truncated_batch_size, dataset_size=m)
+        for m in sizes
+    ]
+    if len(shards) == 1:
+        ((inner, _),) = shards[0].terms
+        return _relabel(shards[0], f"parallel(W={workers}, {inner.label})")
+    steps = [account.terms[0][0] for account in shards]
+    remove = _dominating([s.remove for s in steps])
+    add = None
+    if any(s.add is not None for s in steps):
+        add = _dominating([s.remove if s.add is None else s.add for s in steps])
+    label = f"parallel(W={workers}, shards {sizes[0]} and {sizes[1]}, {steps[-1].label})"
+    claims = [s.claim for s in steps]
+    claim = None
+    if all(c is not None for c in claims):
+        claim = (max(c[0] for c in claims if c), max(c[1] for c in claims if c))
+    return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
+
+
+def _dominating(plds: list[DiscretePLD]) -> DiscretePLD:
+    """The envelope of ``plds``, keeping the largest rounding and slack they carry."""
+    hull = envelope(plds)
+    return dataclasses.replace(
+        hull,
+        rounding=max(p.rounding for p in plds),
+        slack=max(p.slack for p in plds),
+    )
+
+
+def _relabel(account: PrivacyAccount, label: str) -> PrivacyAccount:
+    ((inner, count),) = account.terms
+    return PrivacyAccount([(dataclasses.replace(inner, label=label), count)])
