@@ -117,7 +117,7 @@ def calibrate(
     the default when ``lo`` and ``hi`` are ints). The ends are read on coarse PLDs (a second
     time at full precision only when both seem to miss); the edge is found on coarser grids
     first, and only its last bracket is built at full precision (about five accounts where a
-    bisection built some 37); see ``_Search``.
+    bisection built about 40); see ``_Search``.
     """
     budget = target if isinstance(target, Budget) else Budget(*target)
     keywords = param_min is not None or param_max is not None
@@ -149,12 +149,10 @@ class _Search:
 
     Each pass brackets the edge by stepping from the previous pass's root (a warm start, along
     the previous pass's slope of ln delta(epsilon) against the parameter) and narrows the bracket
-    with regula falsi on ln delta (Illinois variant: an end kept twice has its value halved),
-    each probe nudged a little towards the end that did not move last, so that a good estimate
-    closes the bracket from both sides at once; a probe whose value is not finite falls back to
-    bisection. Coarse passes run inside ``_pld.coarse``: their PLDs are smaller and still
-    pessimistic. Only the final bracket is read at full precision, and its ends are checked
-    there: the result always meets the budget at full precision, and the other end misses it.
+    with secant steps on ln delta (regula falsi with the Illinois rule, then bisection, as
+    fallbacks: see ``_narrow``). Coarse passes run inside ``_pld.coarse``: their PLDs are smaller
+    and still pessimistic. Only the final bracket is read at full precision, and its ends are
+    checked there: the result always meets the budget at full precision, the other end misses.
     Accounts are cached by (pass, parameter), so no account is built twice.
     """
 
@@ -171,6 +169,8 @@ class _Search:
         self.margins: dict[tuple[int | None, float], float] = {}
 
     def account(self, param: float, level: int | None) -> PrivacyAccount:
+        """``build(param)`` at a level; full-precision accounts are kept, coarse ones are read
+        (inside their context: evaluation is lazy) and dropped."""
         key = (level, param)
         if key not in self.accounts:
             value = int(param) if self.integer else param
