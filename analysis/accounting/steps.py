@@ -223,7 +223,11 @@ def poisson(
         claim = (inner.claim[0], inner.claim[1] * (1 - overflow) + overflow)
     if step.is_gaussian:
         within = float(stats.binom.sf(batch, size, sample_rate)) * batch / (overflow * size)
-        capped = replace_subsampled_gaussian_pld(2 * step.mu, min(1.0, within))
+        capped = (
+            replace_subsampled_gaussian_pld(2 * step.mu, min(1.0, within))
+            if within > 0
+            else DiscretePLD.identity()  # the record is (numerically) never in a capped batch
+        )
         remove = inner.remove.mixture(capped, overflow)
         add = None if inner.add is None else inner.add.mixture(capped, overflow)
         return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
