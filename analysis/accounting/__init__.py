@@ -4,7 +4,8 @@ A mechanism's privacy is a :class:`PrivacyAccount`; ``step * 1000`` and ``a + b`
 every account answers ``epsilon_at(delta)``, ``delta_at(epsilon)``, ``advantage()`` and
 ``beta_at(alpha)``. :func:`device_privacy` is the entry point for one mechanism over a number of
 reports, :func:`device_account` for a device's whole history across campaigns; ``summary(delta)``
-gives JSON-safe figures. :func:`poisson` amplifies a step by (truncated) Poisson sampling and
+gives JSON-safe figures. :func:`poisson` amplifies a step by (truncated) Poisson sampling,
+:func:`parallel_poisson` by Poisson sampling of disjoint shards across workers, and
 ``account.group(k)`` gives the account for groups of k records. :func:`calibrate` solves for a
 parameter that meets an :func:`epsilon_budget`. The classical bounds (basic, advanced, KOV,
 RDP) live in :mod:`analysis.accounting.bounds`.
@@ -37,6 +38,7 @@ from analysis.accounting.steps import (
     from_distributions,
     gaussian,
     gaussian_dp,
+    parallel_poisson,
     poisson,
     pure_dp,
     randomized_response,
@@ -65,6 +67,7 @@ __all__ = [
     "kov_delta",
     "kov_epsilon",
     "mechanism_privacy",
+    "parallel_poisson",
     "poisson",
     "pure_dp",
     "randomized_response",

@@ -20,8 +20,11 @@ see ``_fft_convolve``).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from functools import cached_property
 
@@ -36,7 +39,39 @@ NEGLIGIBLE = 1e-150
 """Tail masses below this are moved to loss +inf (keeps products away from subnormals)."""
 
 MAX_SPAN = 1 << 20
-"""Largest lattice span (number of grid points) kept; wider PLDs are coarsened pessimistically."""
+"""Largest lattice span (number of grid points) kept; wider PLDs are coarsened pessimistically.
+:func:`coarse` lowers it for a block of code."""
+
+_SPAN: contextvars.ContextVar[int] = contextvars.ContextVar("pld_span", default=MAX_SPAN)
+
+
+@contextlib.contextmanager
+def coarse(span: int) -> Iterator[None]:
+    """PLDs built and composed inside the block use lattices of at most ``span`` points (instead
+    of MAX_SPAN), exact merges of proportionally fewer atom pairs, and step grids
+    sqrt(MAX_SPAN / span) times wider.
+
+    Every discretisation stays pessimistic (rounding up, connecting the dots), so a coarse
+    account still dominates the true pair: its delta is an upper bound, only a looser one.
+    ``calibrate`` uses it while far from the target.
+    """
+    if not 16 <= span <= MAX_SPAN:
+        raise ValueError(f"span must be in [16, {MAX_SPAN}]; got {span!r}")
+    token = _SPAN.set(span)
+    try:
+        yield
+    finally:
+        _SPAN.reset(token)
+
+
+def _max_span() -> int:
+    return _SPAN.get()
+
+
+def _step_points() -> float:
+    """Points of a step's default grid (16000 at full precision, fewer inside :func:`coarse`)."""
+    return 16000 / math.sqrt(MAX_SPAN / _SPAN.get())
+
 
 MAX_PAIRS = 1 << 21
 """Largest number of atom pairs merged exactly when two PLDs share no lattice."""
@@ -133,6 +168,20 @@ class DiscretePLD:
         return dataclasses.replace(
             self, masses=self.masses * keep, inf_mass=self.inf_mass * keep + probability
         )
+
+    def mixture(self, other: DiscretePLD, weight: float) -> DiscretePLD:
+        """The PLD of this pair with probability 1 - ``weight`` and ``other`` with ``weight``,
+        the coin shown to the observer (the pairs on disjoint outputs). Hiding the coin is a
+        post-processing, so this dominates any pair that is such a mixture with a hidden coin
+        (joint convexity of the hockey-stick divergence)."""
+        keep = 1.0 - weight
+        return DiscretePLD.from_atoms(
+            np.concatenate([self.losses, other.losses]),
+            np.concatenate([self.masses * keep, other.masses * weight]),
+            self.inf_mass * keep + other.inf_mass * weight,
+            rounding=max(self.rounding, other.rounding),
+            slack=max(self.slack, other.slack),
+        ).trimmed()
 
     @classmethod
     def from_distributions(cls, p: npt.ArrayLike, q: npt.ArrayLike) -> DiscretePLD:
@@ -288,9 +337,10 @@ class DiscretePLD:
         connecting the dots onto the coarser lattice, see :meth:`regridded`)."""
         assert self.step is not None and self.indices is not None
         span = int(self.indices[-1] - self.indices[0]) + 1
-        if span <= MAX_SPAN:
+        limit = _max_span()
+        if span <= limit:
             return self
-        factor = -(-span // MAX_SPAN)
+        factor = -(-span // limit)
         coarse = -(-self.indices // factor)  # ceil
         gap = (coarse * factor - self.indices).astype(np.float64) * self.step
         return self._split_onto(self.step * factor, coarse, gap)
@@ -319,7 +369,7 @@ class DiscretePLD:
             return _lattice_convolve(
                 self.on_lattice(step, factor_a), other.on_lattice(step, factor_b), inf_mass
             )
-        if self.size * other.size <= MAX_PAIRS:
+        if self.size * other.size <= MAX_PAIRS * _max_span() // MAX_SPAN:
             losses = (self.losses[:, None] + other.losses[None, :]).ravel()
             masses = (self.masses[:, None] * other.masses[None, :]).ravel()
             merged = DiscretePLD.from_atoms(
@@ -333,7 +383,7 @@ class DiscretePLD:
                 return merged.trimmed()
         wide, narrow = sorted((self, other), key=lambda p: p.losses[-1] - p.losses[0])[::-1]
         width = float((wide.losses[-1] - wide.losses[0]) + (narrow.losses[-1] - narrow.losses[0]))
-        finest = max(width / (MAX_SPAN // 2), 1e-12)
+        finest = max(width / (_max_span() // 2), 1e-12)
         if wide.step is not None and wide.step >= finest:
             factor = int(wide.step // finest)
             grid = wide.step / factor
@@ -365,7 +415,8 @@ def gaussian_pld(mu: float, *, grid: float | None = None, tail: float = 1e-18) -
     if mu <= 0:
         return DiscretePLD.identity()
     z = float(-special.ndtri(tail))
-    h = grid if grid is not None else min(1e-3, 2 * z * mu / 16000)
+    points = _step_points()
+    h = grid if grid is not None else min(16 / points, 2 * z * mu / points)
     mean = mu * mu / 2
     lo = math.floor((mean - z * mu) / h)
     hi = math.ceil((mean + z * mu) / h)
@@ -385,6 +436,69 @@ def gaussian_pld(mu: float, *, grid: float | None = None, tail: float = 1e-18) -
     keep = masses > 0
     if not np.all(keep):
         pld = DiscretePLD(pld.losses[keep], masses[keep], inf_mass, h, idx[keep], h)
+    return pld.trimmed()
+
+
+def replace_subsampled_gaussian_pld(
+    shift: float, q: float, *, grid: float | None = None, tail: float = 1e-18
+) -> DiscretePLD:
+    """A pessimistic discretization of the Poisson-subsampled Gaussian under substitution.
+
+    The pair P = q N(-s, 1) + (1-q) N(0, 1), Q = q N(s, 1) + (1-q) N(0, 1) with s = ``shift``
+    (dp_accounting's ``from_gaussian_mechanism`` with ``REPLACE_ONE`` and ``sampling_prob``;
+    Zhu, Dong, Wang, AISTATS 2022). The loss
+    L(x) = ln(q e^{-s x - s^2/2} + 1 - q) - ln(q e^{s x - s^2/2} + 1 - q) decreases in x, so
+    the P-mass of {(i-1) h < L <= i h} is that of an interval of x between two inverses of L,
+    and it goes to i h (rounded up, as :func:`gaussian_pld`). P-mass below -s - z goes to +inf
+    (at most ``tail``), above z to the grid point at or above L(z). The pair is symmetric
+    (x -> -x swaps P and Q), so one PLD serves both directions.
+    """
+    if not (shift > 0 and 0 < q <= 1):
+        raise ValueError(f"need shift > 0 and q in (0, 1]; got shift={shift!r}, q={q!r}")
+    z = float(-special.ndtri(tail))
+    log_q = math.log(q)
+    log_keep = math.log1p(-q) if q < 1 else -math.inf
+    half = shift * shift / 2
+
+    def loss(x: FloatArray) -> FloatArray:
+        return np.asarray(
+            np.logaddexp(log_q - shift * x - half, log_keep)
+            - np.logaddexp(log_q + shift * x - half, log_keep),
+            dtype=np.float64,
+        )
+
+    x_lo, x_hi = -shift - z, z
+    top, bottom = (float(v) for v in loss(np.array([x_lo, x_hi])))
+    points = _step_points()
+    h = grid if grid is not None else min(16 / points, (top - bottom) / points)
+    i_min, i_max = math.ceil(bottom / h), max(math.ceil(top / h), math.ceil(bottom / h))
+    idx = np.arange(i_min, i_max + 1, dtype=np.int64)
+    # Edges: b_i = L^{-1}(i h) for i_min <= i < i_max (by bisection; L decreases), then x_lo.
+    targets = idx[:-1].astype(np.float64) * h
+    left = np.full(targets.shape, x_lo)
+    right = np.full(targets.shape, x_hi)
+    for _ in range(100):
+        mid = 0.5 * (left + right)
+        above = loss(mid) > targets
+        left = np.where(above, mid, left)
+        right = np.where(above, right, mid)
+    # Atom i takes x in [b_i, b_{i-1}); b_{i_min - 1} = +inf and b_{i_max} = x_lo.
+    upper = np.concatenate([[np.inf], right])
+    lower = np.concatenate([right, [x_lo]])
+
+    def between(a: FloatArray, b: FloatArray) -> FloatArray:
+        return np.asarray(
+            np.where(
+                a >= 0, special.ndtr(-a) - special.ndtr(-b), special.ndtr(b) - special.ndtr(a)
+            ),
+            dtype=np.float64,
+        )
+
+    masses = q * between(lower + shift, upper + shift) + (1 - q) * between(lower, upper)
+    masses = np.maximum(masses, 0.0)
+    inf_mass = q * float(special.ndtr(x_lo + shift)) + (1 - q) * float(special.ndtr(x_lo))
+    keep = masses > 0
+    pld = DiscretePLD(idx[keep].astype(np.float64) * h, masses[keep], inf_mass, h, idx[keep], h)
     return pld.trimmed()
 
 
@@ -481,7 +595,7 @@ def _common_lattice(a: DiscretePLD, b: DiscretePLD) -> tuple[float, int, int] | 
     span = (int(a.indices[-1] - a.indices[0]) * frac.denominator) + (
         int(b.indices[-1] - b.indices[0]) * frac.numerator
     )
-    if span > 2 * MAX_SPAN:
+    if span > 2 * _max_span():
         return None
     return a.step / frac.denominator, frac.denominator, frac.numerator
 

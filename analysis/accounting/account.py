@@ -166,6 +166,11 @@ class PrivacyAccount:
         return self._evaluated.mu
 
     @property
+    def is_gaussian(self) -> bool:
+        """True when the account is Gaussian DP alone (mu > 0, no discrete part)."""
+        return self.mu > 0 and all(pld.is_identity for pld in self._directions())
+
+    @property
     def loss_rounding(self) -> float:
         """Upper bound on the loss overestimate from pessimistic rounding (0 when exact)."""
         return max(pld.rounding for pld in self._directions())

@@ -12,13 +12,14 @@ as the local-DP neighbouring relation "the device's value changes" requires.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from analysis.accounting._pld import DiscretePLD
+from analysis.accounting._pld import DiscretePLD, replace_subsampled_gaussian_pld
 from analysis.accounting._validation import (
     check_count,
     check_delta,
@@ -187,15 +188,18 @@ def poisson(
     Compose per batch: ``poisson(gaussian(1.1), 0.01) * 1000``.
 
     Truncated Poisson (``truncated_batch_size`` B and ``dataset_size`` n, as dp_accounting's
-    ``TruncatedSubsampledGaussianDpEvent``): a batch of more than B records is cut down to a
-    random B. Conditioned on the other records' sample S, the pair of outputs is the
-    untruncated subsampled pair whenever |S| <= B - 1, since then no truncation happens with or
-    without the record. The outputs are mixtures over S with the same weights under both
-    datasets, so by joint convexity of the hockey-stick divergence the step is dominated by
-    the subsampled pair with probability 1 - p and a pair that reveals everything with
-    probability p = P[Binomial(n, q) >= B] (n rather than n - 1 others: pessimistic). This is
-    sound and simple; dp_accounting's analysis of the truncation (arXiv 2508.15089) is tighter
-    when p is not negligible.
+    ``TruncatedSubsampledGaussianDpEvent``, arXiv 2508.15089): a batch of more than B records
+    is cut down to a random B. Conditioned on the other n - 1 records' sample S, nothing is
+    truncated, with or without the record, when |S| <= B - 1: the plain subsampled pair. With
+    probability p = P[Bin(n - 1, q) >= B] the batch is capped both ways, and then it is a
+    subsample of a subsample: the record is in the capped batch with probability
+    q' = P[Bin(n, q) >= B + 1] B / (n p), and when it is, it displaced one of the others, so
+    the two batches differ by a substitution (twice the sensitivity). The step is the mixture of
+    the two pairs with weights 1 - p and p (joint convexity of the hockey-stick divergence);
+    for a Gaussian step (mu) the capped pair is the substitution-subsampled Gaussian at q' with
+    shift 2 mu, as dp_accounting computes it. For any other step no substitution analysis is
+    implemented, and the capped case counts as revealing everything (sound, loose when p is
+    not negligible).
     """
     if not isinstance(step, PrivacyAccount):
         raise ValueError(f"step must be a PrivacyAccount; got {type(step).__name__}")
@@ -209,12 +213,104 @@ def poisson(
         return sampled
     batch = check_count(truncated_batch_size, "truncated_batch_size")
     size = check_count(dataset_size, "dataset_size")
-    overflow = float(stats.binom.sf(batch - 1, size, sample_rate))
+    overflow = float(stats.binom.sf(batch - 1, size - 1, sample_rate))
+    if overflow == 0.0:
+        return sampled
     ((inner, _),) = sampled.terms
-    remove = inner.remove.with_failure(overflow)
-    add = None if inner.add is None else inner.add.with_failure(overflow)
+    label = f"truncated(B={batch}, n={size}, overflow={overflow:.3g}, {inner.label})"
     claim = None
     if inner.claim is not None:
         claim = (inner.claim[0], inner.claim[1] * (1 - overflow) + overflow)
-    label = f"truncated(B={batch}, n={size}, overflow={overflow:.3g}, {inner.label})"
+    if step.is_gaussian:
+        within = float(stats.binom.sf(batch, size, sample_rate)) * batch / (overflow * size)
+        capped = (
+            replace_subsampled_gaussian_pld(2 * step.mu, min(1.0, within))
+            if within > 0
+            else DiscretePLD.identity()  # the record is (numerically) never in a capped batch
+        )
+        remove = inner.remove.mixture(capped, overflow)
+        add = None if inner.add is None else inner.add.mixture(capped, overflow)
+        return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
+    remove = inner.remove.with_failure(overflow)
+    add = None if inner.add is None else inner.add.with_failure(overflow)
     return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
+
+
+def parallel_poisson(
+    step: PrivacyAccount,
+    sample_rate: float,
+    *,
+    num_workers: int,
+    truncated_batch_size: int | None = None,
+    dataset_size: int | None = None,
+) -> PrivacyAccount:
+    """One round of ``step`` on ``num_workers`` disjoint shards, each Poisson-sampled.
+
+    The dataset of ``dataset_size`` records is split once into ``num_workers`` disjoint shards
+    (sizes as equal as possible, so floor(n / W) or ceil(n / W)). Every round each worker draws
+    a Poisson sample of its own shard at ``sample_rate`` (capped at ``truncated_batch_size``
+    per worker when given, as :func:`poisson`), runs ``step`` on it and releases its output;
+    the workers' samples and noise are independent. Compose per round:
+    ``parallel_poisson(gaussian(1.1), 0.01, num_workers=8) * 1000``.
+
+    A record sits in exactly one shard, and the other workers' outputs have the same
+    distribution with or without it, so they add nothing to its privacy loss (parallel
+    composition, McSherry, SIGMOD 2009): one round costs the record what one Poisson-sampled
+    ``step`` on its own shard costs, whatever ``num_workers`` is. Summing the workers' outputs
+    (one noise for the whole round, run by ``step``) is a post-processing of a Poisson sample of
+    the whole dataset at the same rate, so the same account holds. Untruncated, the account is
+    :func:`poisson` at ``sample_rate``; truncated, it is :func:`poisson` truncated on a shard
+    of the record's size, and when the shard sizes differ, the envelope of the two (a pair that
+    dominates both, whichever shard the record is in).
+    """
+    workers = check_count(num_workers, "num_workers")
+    if truncated_batch_size is None or dataset_size is None:
+        if (truncated_batch_size is None) != (dataset_size is None):
+            poisson(
+                step,
+                sample_rate,
+                truncated_batch_size=truncated_batch_size,
+                dataset_size=dataset_size,
+            )  # raises the error naming both fields
+        account = poisson(step, sample_rate)
+        return _relabel(account, f"parallel(W={workers}, {account.terms[0][0].label})")
+    size = check_count(dataset_size, "dataset_size")
+    if workers > size:
+        raise ValueError(
+            f"num_workers must be at most dataset_size (every shard holds a record); got "
+            f"num_workers={workers!r}, dataset_size={size!r}"
+        )
+    sizes = sorted({size // workers, -(-size // workers)} - {0})
+    shards = [
+        poisson(step, sample_rate, truncated_batch_size=truncated_batch_size, dataset_size=m)
+        for m in sizes
+    ]
+    if len(shards) == 1:
+        ((inner, _),) = shards[0].terms
+        return _relabel(shards[0], f"parallel(W={workers}, {inner.label})")
+    steps = [account.terms[0][0] for account in shards]
+    remove = _dominating([s.remove for s in steps])
+    add = None
+    if any(s.add is not None for s in steps):
+        add = _dominating([s.remove if s.add is None else s.add for s in steps])
+    label = f"parallel(W={workers}, shards {sizes[0]} and {sizes[1]}, {steps[-1].label})"
+    claims = [s.claim for s in steps]
+    claim = None
+    if all(c is not None for c in claims):
+        claim = (max(c[0] for c in claims if c), max(c[1] for c in claims if c))
+    return PrivacyAccount([(Step(label, 0.0, remove, add, claim), 1)])
+
+
+def _dominating(plds: list[DiscretePLD]) -> DiscretePLD:
+    """The envelope of ``plds``, keeping the largest rounding and slack they carry."""
+    hull = envelope(plds)
+    return dataclasses.replace(
+        hull,
+        rounding=max(p.rounding for p in plds),
+        slack=max(p.slack for p in plds),
+    )
+
+
+def _relabel(account: PrivacyAccount, label: str) -> PrivacyAccount:
+    ((inner, count),) = account.terms
+    return PrivacyAccount([(dataclasses.replace(inner, label=label), count)])
