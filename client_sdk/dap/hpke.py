@@ -47,7 +47,7 @@ class HpkeKeyPair:
     """An X25519 key pair: ``public_key`` goes into an ``HpkeConfig``, ``private_key`` stays."""
 
     public_key: bytes
-    private_key: bytes = b""
+    private_key: bytes
 
     def __repr__(self) -> str:  # never print the secret
         return f"HpkeKeyPair(public_key={self.public_key.hex()})"

@@ -688,6 +688,15 @@ class BatchSelector(_ModeAndConfig):
     def leader_selected(cls, batch_id: bytes) -> BatchSelector:
         return cls(BatchMode.LEADER_SELECTED, fixed(batch_id, BATCH_ID_SIZE, "batch_id"))
 
+    def batch_id(self) -> bytes:
+        """The batch id of a leader-selected selector (``LeaderSelectedBatchSelectorConfig``)."""
+        if self.batch_mode != BatchMode.LEADER_SELECTED:
+            raise DapDecodeError(f"batch_mode = {self.batch_mode.name}: no batch id")
+        r = Reader(self.config, "LeaderSelectedBatchSelectorConfig")
+        batch_id = r.fixed(BATCH_ID_SIZE, "batch_id")
+        r.finish()
+        return batch_id
+
 
 @dataclass(frozen=True)
 class CollectionJobReq(_Message):

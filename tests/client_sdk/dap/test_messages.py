@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from client_sdk.dap import messages as m
 from client_sdk.dap.codec import DapDecodeError, DapEncodeError
@@ -70,7 +72,13 @@ def test_golden_collection_fields() -> None:
     assert req.query.interval() == m.Interval(54321, 12345)
     assert m.Query.decode(golden("Query", 2)) == m.Query.leader_selected()
     selector = m.BatchSelector.decode(golden("BatchSelector", 2))
-    assert selector == m.BatchSelector.leader_selected(bytes(selector.config))
+    assert selector.batch_id() == bytes([12]) * 32
+    assert selector == m.BatchSelector.leader_selected(selector.batch_id())
+    assert m.BatchSelector.decode(golden("BatchSelector", 0)).interval() == m.Interval(54321, 12345)
+    with pytest.raises(DapDecodeError, match=r"LeaderSelectedBatchSelectorConfig\.batch_id"):
+        m.BatchSelector(m.BatchMode.LEADER_SELECTED, bytes(31)).batch_id()
+    with pytest.raises(DapDecodeError, match="TIME_INTERVAL: no batch id"):
+        m.BatchSelector.decode(golden("BatchSelector", 0)).batch_id()
     resp = m.VerifyResp.decode(golden("VerifyResp", 2))
     assert resp.verify_resp_type == m.VerifyRespType.REJECT
     assert resp.report_error == m.ReportError.VDAF_VERIFY_ERROR
@@ -191,3 +199,65 @@ def test_encode_errors_name_the_field_and_value() -> None:
         )
     with pytest.raises(DapEncodeError, match="report_error"):
         m.VerifyResp(bytes(16), m.VerifyRespType.REJECT)
+
+
+ALL_MESSAGES = [
+    m.AggregateShare,
+    m.AggregateShareAad,
+    m.AggregateShareReq,
+    m.AggregationJobContinueReq,
+    m.AggregationJobInitReq,
+    m.AggregationJobResp,
+    m.BatchSelector,
+    m.CollectionJobReq,
+    m.CollectionJobResp,
+    m.Extension,
+    m.HpkeCiphertext,
+    m.HpkeConfig,
+    m.HpkeConfigList,
+    m.InputShareAad,
+    m.Interval,
+    m.PlaintextInputShare,
+    m.Query,
+    m.Report,
+    m.ReportMetadata,
+    m.ReportShare,
+    m.ReportUploadStatus,
+    m.TaskConfiguration,
+    m.UploadErrors,
+    m.UploadRequest,
+    m.VerifyContinue,
+    m.VerifyInit,
+    m.VerifyResp,
+]
+FUZZ = settings(max_examples=150, deadline=None, derandomize=True)
+
+
+def _decodes_canonically_or_refuses(cls: Any, data: bytes) -> None:
+    """Any bytes either decode to a message that re-encodes to them, or raise DapDecodeError
+    (never another exception: a server can map it to invalidMessage)."""
+    try:
+        decoded = cls.decode(data)
+    except DapDecodeError:
+        return
+    assert decoded.encode() == data
+
+
+@FUZZ
+@given(data=st.binary(max_size=120), which=st.sampled_from(ALL_MESSAGES))
+def test_arbitrary_bytes_decode_canonically_or_are_refused(data: bytes, which: Any) -> None:
+    _decodes_canonically_or_refuses(which, data)
+
+
+@FUZZ
+@given(case=st.sampled_from(CASES), cut=st.integers(0, 400), flip=st.integers(0, 400))
+def test_damaged_golden_encodings_decode_canonically_or_are_refused(
+    case: tuple[str, int], cut: int, flip: int
+) -> None:
+    name, i = case
+    data = bytearray(golden(name, i))
+    if data:
+        data[flip % len(data)] ^= 0x80
+    _decodes_canonically_or_refuses(
+        getattr(m, name), bytes(data[: len(data) - cut % (len(data) + 1)])
+    )
