@@ -17,7 +17,11 @@ A round trip from device to estimate, with a seeded generator in place of the de
 True
 """
 
-from analysis.estimation import FrequencyEstimate, MeanEstimate, aggregate, estimate
-from client_sdk._version import __version__
+from client_sdk._extras import require
+
+require("analysis")  # one line naming the extra, before scipy's own ImportError could
+
+from analysis.estimation import FrequencyEstimate, MeanEstimate, aggregate, estimate  # noqa: E402
+from client_sdk._version import __version__  # noqa: E402
 
 __all__ = ["FrequencyEstimate", "MeanEstimate", "__version__", "aggregate", "estimate"]

@@ -10,13 +10,17 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask
+from client_sdk._extras import require
 
-from client_sdk._version import __version__
-from collector.dbguard import check_private_database, file_identity
-from collector.ratelimit import UploadLimiter
-from collector.settings import load_settings
-from collector.storage import Storage
+require("collector")  # one line naming the extra, before flask's own ImportError could
+
+from flask import Flask  # noqa: E402
+
+from client_sdk._version import __version__  # noqa: E402
+from collector.dbguard import check_private_database, file_identity  # noqa: E402
+from collector.ratelimit import UploadLimiter  # noqa: E402
+from collector.settings import load_settings  # noqa: E402
+from collector.storage import Storage  # noqa: E402
 
 __all__ = ["__version__", "create_app"]
 

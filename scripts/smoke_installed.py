@@ -2,9 +2,11 @@
 
     .venv-wheel/bin/python scripts/smoke_installed.py      # run from a folder outside the repo
 
-``.ci/run`` builds the wheel, installs it into a fresh virtual environment and runs this script
-from a temporary folder, so the source tree cannot shadow the installed package (the script
-refuses to run when it would). It drives the installed console scripts as real processes:
+``.ci/run`` builds the wheel, installs it with the ``[all]`` extra (``pip install
+"ldp_telemetry-...whl[all]"``: every role below) into a fresh virtual environment and runs this
+script from a temporary folder, so the source tree cannot shadow the installed package (the
+script refuses to run when it would, and when an extra is missing). It drives the installed
+console scripts as real processes:
 
 * ``ldp-collector serve``: ``/healthz``, ``/readyz``, ``/metrics`` and ``/openapi.json`` (a data
   file of the package: a missing one answers 500);
@@ -207,6 +209,16 @@ def smoke_demo(check: Checks, root: Path) -> None:
 
 
 def main() -> int:
+    from client_sdk._extras import EXTRAS, missing_modules
+
+    missing = sorted({module for extra in EXTRAS for module in missing_modules(extra)})
+    if missing:
+        print(
+            f"smoke_installed: the installation lacks {', '.join(missing)}: install the wheel "
+            'with every extra ("ldp_telemetry-...whl[all]")',
+            file=sys.stderr,
+        )
+        return 2
     shadowed = installed_outside_the_tree()
     if shadowed:
         print(

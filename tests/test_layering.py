@@ -1,27 +1,27 @@
 """Imports flow device -> collector -> analysis (docs/architecture.md): client_sdk imports neither
-of the others, and collector never imports analysis; and no module of the three packages takes
-part in an import circle. Checked on the source, statically."""
+of the others nor any server-only dependency, and collector never imports analysis; and no module
+of the three packages takes part in an import circle. Checked on the source, statically; and the
+SDK is run with every server-only module made unimportable (records, flushes, seals, shards)."""
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from collector.process import CollectorProcess
+from tests import bare_device
+
 ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
-    "client_sdk": {
-        "collector",
-        "analysis",
-        "shuffler",
-        "flask",
-        "sqlite_utils",
-        "scipy",
-        "matplotlib",
-    },
+    # The server packages and every module only a server extra installs (pyproject.toml).
+    "client_sdk": set(bare_device.SERVER_ONLY),
     "collector": {"analysis", "shuffler", "scipy", "matplotlib"},
     # The shuffler reuses the SDK and the collector's problem+json and server helpers; it never
     # sees analysis (nor does the collector see it: the check above).
@@ -56,6 +56,29 @@ def test_the_check_detects_a_forbidden_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from analysis.estimation import estimate\nimport flask\n")
     assert imported_top_levels(bad) >= {"analysis", "flask"}
+
+
+def test_the_sdk_records_flushes_and_seals_without_server_modules(tmp_path: Path) -> None:
+    """At run time too: the SDK, with flask, scipy, ... and the server packages unimportable,
+    imports all its modules, records and flushes to a real collector, seals and shards."""
+    collector = CollectorProcess(tmp_path / "collector.db", workers=1, log_dir=tmp_path)
+    collector.start(timeout=60)
+    try:
+        collector.create_campaign(bare_device.CAMPAIGN)
+        device = subprocess.run(
+            bare_device.command([sys.executable], collector.url, str(tmp_path / "d"), poison=True),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        collector.stop()
+    assert device.returncode == 0, device.stderr
+    result = json.loads(device.stdout)
+    assert result["server_modules"] == []
+    assert result["recorded"] == result["acknowledged"] == len(bare_device.VALUES)
+    assert result["sealed_payloads"] == result["payloads"] and result["prio3_shares"] == 2
 
 
 # ---- no import circles -------------------------------------------------------------------------
