@@ -775,11 +775,13 @@ class TelemetryClient:
           the collector now serves differently (refused until :meth:`accept_campaign_change`);
         * ``reserved_values``: per campaign, how many values a string mechanism could not carry
           (longer than its ``max_length``, a character outside its alphabet, not valid Unicode)
-          and randomized as its reserved symbol instead (``client_sdk.mechanisms.strings``).
+          and randomized as its reserved symbol instead (``client_sdk.mechanisms.strings``);
+        * ``counters``: per campaign, what :meth:`counters` returns.
         """
         queued = {name: self._outbox.count(name) for name in self._outbox.campaigns()}
         with self._campaigns_lock:
             reserved = dict(sorted(self._reserved.items()))
+            counters = {c: dict(counts) for c, counts in sorted(self._counters.items()) if counts}
             changed = {
                 name: {"accepted": accepted, "served": served}
                 for name, (accepted, served) in sorted(self._changed.items())
@@ -794,6 +796,7 @@ class TelemetryClient:
                 "dropped": {c: dict(sorted(r.items())) for c, r in sorted(self._dropped.items())},
                 "clipped": dict(sorted(self._clipped.items())),
                 "changed_campaigns": changed,
+                "counters": counters,
             }
 
     # ---- the user-visible privacy log -------------------------------------------------------

@@ -302,7 +302,9 @@ def test_out_of_range_numbers_are_clipped_counted_and_logged_once(
         client.record("minutes", 500.25)
         client.record_many("minutes", [-3.5, 120.0, 240.0, 0.0])
         client.record("minutes", 987.75)
-        assert client.status()["clipped"] == {"minutes": 3}
+        status = client.status()
+        assert status["clipped"] == {"minutes": 3}
+        assert status["queued"] == {"minutes": 6}
     clip_logs = [r for r in caplog.records if "clipped" in r.getMessage()]
     assert len(clip_logs) == 1  # once per campaign per period
     assert "'minutes'" in clip_logs[0].getMessage()
