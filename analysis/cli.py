@@ -12,6 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
+from client_sdk._version import __version__
 from collector.cli_checks import database_error_message
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ldp-analyze",
         description="Estimate, post-process, account for and report on LDP telemetry.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)

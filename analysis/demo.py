@@ -50,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk import PrivacyPolicy, TelemetryClient
+from client_sdk._version import __version__
 from client_sdk.mechanisms import MECHANISMS
 from collector.process import CollectorProcess
 
@@ -554,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ldp-demo",
         description="End-to-end demo: collector, simulated fleet over HTTP, estimates.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--devices",
         type=int,

@@ -1,5 +1,9 @@
 """Client SDK: randomizes telemetry on the device so only randomized reports ever leave it.
 
+The embedding API is :class:`TelemetryClient` (record, flush, status, close; see
+``client_sdk.client``), the app's :class:`PrivacyPolicy`, and the errors an app may catch; the
+rest of ``__all__`` is for simulations and other SDKs. ``__version__`` is the package version.
+
 Imports nothing from ``collector`` or ``analysis`` (docs/architecture.md: data and imports flow
 device -> collector -> analysis).
 
@@ -21,7 +25,15 @@ True
 """
 
 from client_sdk._version import __version__
-from client_sdk.client import TelemetryClient
+from client_sdk.budget import BudgetExceededError, BudgetPolicy, BudgetStatus
+from client_sdk.client import (
+    Campaign,
+    CampaignChangedError,
+    CampaignClosedError,
+    CampaignVerificationError,
+    TelemetryClient,
+    UploadError,
+)
 from client_sdk.mechanisms import (
     AggregateStatistic,
     FrequencyOracle,
@@ -29,19 +41,32 @@ from client_sdk.mechanisms import (
     WireFormatError,
     mechanism_from_config,
 )
-from client_sdk.policy import PolicyViolation, PrivacyPolicy
-from client_sdk.randomness import SYSTEM_RANDOM, SystemRandomSource
+from client_sdk.policy import DEFAULT_POLICY, PolicyViolation, PrivacyPolicy
+from client_sdk.randomness import SYSTEM_RANDOM, HmacWordSource, SystemRandomSource
+from client_sdk.state import StateDirLockedError
 
 __all__ = [
+    "DEFAULT_POLICY",
     "SYSTEM_RANDOM",
     "AggregateStatistic",
+    "BudgetExceededError",
+    "BudgetPolicy",
+    "BudgetStatus",
+    "Campaign",
+    "CampaignChangedError",
+    "CampaignClosedError",
+    "CampaignVerificationError",
     "FrequencyOracle",
+    "HmacWordSource",
     "Mechanism",
     "PolicyViolation",
     "PrivacyPolicy",
+    "StateDirLockedError",
     "SystemRandomSource",
     "TelemetryClient",
+    "UploadError",
     "WireFormatError",
     "__version__",
     "mechanism_from_config",
 ]
+"""The public API: what an app or another SDK may import from ``client_sdk`` and rely on."""

@@ -74,6 +74,7 @@ class BudgetPolicy:
 
     @property
     def epsilon_per_period(self) -> float:
+        """The most one period can spend: ``epsilon_per_report * reports_per_period``."""
         return self.epsilon_per_report * self.reports_per_period
 
     @classmethod
@@ -97,6 +98,7 @@ class BudgetPolicy:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The budget as its JSON object (what ``from_dict`` reads)."""
         return dataclasses.asdict(self)
 
 

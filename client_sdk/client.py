@@ -3,14 +3,29 @@
     client = TelemetryClient("https://collector.example", state_dir="~/.cache/app-telemetry")
     client.record("app-theme", "dark")   # randomized now; only the randomized report is queued
     client.flush()                        # uploads with retries; returns how many were acknowledged
+    client.status()                       # what is queued, dropped, clipped; the last error
+
+Calls that never throw for the network. ``record`` raises only for programming errors (an
+unknown label, a wrong type) and for :class:`~client_sdk.policy.PolicyViolation` (the app's own
+policy refuses the campaign). Network state and the collector's answers never reach the app:
+``flush`` returns how many reports were acknowledged and keeps the rest queued, and
+:meth:`TelemetryClient.status` says what happened (the last error, when the next attempt is
+due, the values dropped and clipped by campaign and reason). A campaign the device has neither
+cached nor pinned (``campaigns=[document, ...]``, the documents the app ships), and cannot fetch,
+has its value dropped, never stored raw, and counted. After a failed flush the next one waits an
+exponential backoff with jitter (and at least the collector's ``Retry-After``); ``close`` and
+leaving ``with`` flush within ``close_deadline`` seconds.
 
 What happens to a value:
 
-1. ``record`` fetches the campaign (once; cached in ``state_dir``) and verifies its ``config_id``
-   by recomputing it from the campaign's content (``client_sdk.protocol``), so the client never
-   randomizes under parameters it cannot check.
+1. ``record`` takes the campaign from the documents the app pinned, else fetches it (once;
+   cached in ``state_dir``), and verifies its ``config_id`` by recomputing it from the
+   campaign's content (``client_sdk.protocol``), so the client never randomizes under
+   parameters it cannot check.
 2. The label becomes its index in the campaign's domain (an unknown label is a ``ValueError``
-   and nothing is queued); numeric campaigns take numbers.
+   and nothing is queued); numeric campaigns take numbers. A number outside the campaign's
+   range is clipped to it, as the mechanism requires: counted in ``status()["clipped"]`` and
+   logged once per campaign per :data:`CLIP_LOG_SECONDS` (the count, never the value).
 3. :meth:`TelemetryClient._produce_reports` randomizes with the OS CSPRNG (``rng=None``) and
    encodes to the wire: the only place a report is produced. Mechanisms with memoized
    (permanent) responses -- ``"longitudinal"`` configs, ``dbitflip``, ``onebitmean``,
@@ -23,8 +38,10 @@ What happens to a value:
    (SQLite, ``synchronous=FULL``). The raw value is never written or sent.
 5. ``flush`` uploads queued reports in batches. A report leaves the outbox only when the
    collector acknowledged it (accepted, or duplicate: already stored). A rejected report is
-   dropped with a logged reason. The id is fixed at record time, so a retry after a crash or a
-   lost response is a duplicate on the server, never a second report.
+   dropped with a logged reason. Network errors, ``408``, ``429`` and ``5xx`` are retried within
+   the flush deadline; other ``4xx`` are not, and the reports they refused stay queued. The id
+   is fixed at record time, so a retry after a crash or a lost response is a duplicate on the
+   server, never a second report.
 
 A stale config (the collector answers ``409`` with the ``stale-config`` problem type): the
 client refetches the campaign once. Queued reports made under the old config are **dropped and
@@ -68,7 +85,13 @@ from client_sdk.randomness import RandomSource
 from client_sdk.sealing import seal_payloads
 from client_sdk.secrets_store import DEVICE_SECRET_FILE, DeviceKeys, load_or_create_device_secret
 from client_sdk.state import StateDir
-from client_sdk.transport import make_session, set_deadline
+from client_sdk.transport import (
+    RETRY_STATUSES,
+    make_session,
+    retry_after_of,
+    retry_after_seconds,
+    set_deadline,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +99,16 @@ DEFAULT_BATCH_SIZE = 500
 DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
 DEFAULT_FLUSH_DEADLINE = 120.0
 """Seconds one flush may take in all, retries and waits included."""
+DEFAULT_CLOSE_DEADLINE = 5.0
+"""Seconds ``close`` (and leaving ``with``) may spend flushing."""
+FETCH_CONNECT_TIMEOUT = 2.0
+"""Longest wait to connect when ``record`` fetches a campaign it has no document for."""
+BACKOFF_BASE = 1.0
+"""Seconds before the flush after the first failed one; doubles with each failure."""
+BACKOFF_MAX = 3600.0
+"""The longest backoff between flushes (and the longest ``Retry-After`` kept across them)."""
+CLIP_LOG_SECONDS = 3600.0
+"""Clipped values are logged at most once per campaign in this many seconds."""
 
 
 class CampaignVerificationError(ValueError):
@@ -105,10 +138,13 @@ class CampaignChangedError(CampaignVerificationError):
 
 
 class UploadError(RuntimeError):
-    """An upload that could not complete; ``acknowledged`` reports were stored before it.
+    """An upload (or a campaign fetch) that could not complete; ``acknowledged`` reports were
+    stored before it.
 
-    ``status`` and ``problem`` (the RFC 9457 document) are set when the collector answered.
-    Unacknowledged reports stay in the outbox for the next ``flush``.
+    ``status`` and ``problem`` (the RFC 9457 document) are set when the collector answered,
+    ``retry_after`` (seconds) when it asked to wait. :meth:`TelemetryClient.flush` and
+    :meth:`TelemetryClient.record` never raise it: they report it in
+    :meth:`TelemetryClient.status`. Unacknowledged reports stay in the outbox for the next flush.
     """
 
     def __init__(
@@ -118,11 +154,13 @@ class UploadError(RuntimeError):
         acknowledged: int = 0,
         status: int | None = None,
         problem: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.acknowledged = acknowledged
         self.status = status
         self.problem = dict(problem) if problem is not None else None
+        self.retry_after = retry_after
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,14 +286,20 @@ class TelemetryClient:
         campaign can lower (``client_sdk.policy``; the default is
         :data:`~client_sdk.policy.DEFAULT_POLICY`). A weaker campaign raises
         :class:`~client_sdk.policy.PolicyViolation` and nothing is randomized under it.
+    :param campaigns: campaign documents the app ships (as ``GET /v1/campaigns/NAME`` serves
+        them), pinned: used without the network, each verified against its ``config_id`` and
+        the policy here (an error names ``campaigns[i]`` and the field). A served document with
+        another ``config_id`` is refused and reported in :meth:`status`, never swapped in
+        (:meth:`accept_campaign_change` is the app's way to take it).
     :param rng: randomness for ``perturb``; ``None`` (the default, and the only choice on a
         device) is the OS CSPRNG. Tests and simulations may pass a seeded
         ``numpy.random.Generator``. Report ids always come from ``secrets``.
     :param batch_size: reports per upload request.
-    :param retries: retries per request (network errors, 429, 5xx), with exponential backoff
-        and jitter, honouring ``Retry-After``.
+    :param retries: retries per request (network errors, 408, 429, 5xx), with exponential
+        backoff and jitter, honouring ``Retry-After``.
     :param flush_deadline: the longest one :meth:`flush` may take, retries and ``Retry-After``
         waits included (seconds); what is not uploaded by then stays queued.
+    :param close_deadline: the longest :meth:`close` (and leaving ``with``) spends flushing.
     :param session: a ready ``requests.Session`` (its adapters then own the retries, and only
         the time between requests counts against the deadline).
     :param default_policy: a budget (``{"epsilon_per_report", "reports_per_period",
@@ -279,12 +323,14 @@ class TelemetryClient:
         *,
         state_dir: str | os.PathLike[str],
         policy: PrivacyPolicy | None = None,
+        campaigns: Sequence[Mapping[str, Any]] | None = None,
         rng: RandomSource | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         retries: int = 5,
         backoff_factor: float = 0.25,
         timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
         flush_deadline: float = DEFAULT_FLUSH_DEADLINE,
+        close_deadline: float = DEFAULT_CLOSE_DEADLINE,
         session: requests.Session | None = None,
         default_policy: Mapping[str, Any] | None = None,
         allow_insecure_http: bool = False,
@@ -309,6 +355,7 @@ class TelemetryClient:
         )
         check_int(batch_size, "batch_size", minimum=1)
         self.flush_deadline = check_positive(flush_deadline, "flush_deadline")
+        self.close_deadline = check_positive(close_deadline, "close_deadline")
         if policy is not None and not isinstance(policy, PrivacyPolicy):
             raise ValueError(f"policy must be a PrivacyPolicy; got a {type(policy).__name__}")
         app_policy = policy or DEFAULT_POLICY
@@ -341,6 +388,8 @@ class TelemetryClient:
             )
         self._own_session = session is None
         self._session = session or make_session(retries=retries, backoff_factor=backoff_factor)
+        # record() fetches a missing campaign once, without retries: it must not wait long.
+        self._fetch_session = session or make_session(retries=0)
         self._campaigns: dict[str, Campaign] = {}
         self._changed: dict[str, tuple[str, str]] = {}  # name -> (accepted, served) config ids
         self._closed: set[str] = set()
@@ -350,11 +399,65 @@ class TelemetryClient:
         self._flush_lock = threading.Lock()
         # Per campaign, the values sent as a string mechanism's reserved symbol (counts only).
         self._reserved: Counter[str] = Counter()
+        # What status() reports (counts and messages, never a value), under _status_lock.
+        self._status_lock = threading.Lock()
+        self._dropped: dict[str, Counter[str]] = {}  # campaign -> reason -> values dropped
+        self._clipped: Counter[str] = Counter()
+        self._clip_logged: dict[str, float] = {}  # campaign -> monotonic time of the last log
+        self._last_error: dict[str, Any] | None = None
+        self._failures = 0  # consecutive failed flushes
+        self._next_attempt: float | None = None  # wall-clock time the next flush is due
+        self._fetch_blocked: dict[str, float] = {}  # campaign -> monotonic time to fetch again
+        self._jitter = secrets.SystemRandom()
+        self._closed_client = False
+        try:
+            self._pinned = self._pin(campaigns)
+        except BaseException:
+            self._release()
+            raise
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def _pin(self, documents: Sequence[Mapping[str, Any]] | None) -> dict[str, Campaign]:
+        """The app's campaign documents, verified and checked against the policy at once."""
+        if documents is None:
+            return {}
+        if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
+            raise ValueError(
+                f"campaigns must be a list of campaign documents; got a {type(documents).__name__}"
+            )
+        pinned: dict[str, Campaign] = {}
+        for i, document in enumerate(documents):
+            name = document.get("name") if isinstance(document, Mapping) else None
+            if not isinstance(name, str):
+                raise CampaignVerificationError(
+                    f"campaigns[{i}]: a campaign document with a string 'name' is required"
+                )
+            try:
+                campaign = Campaign.from_document(dict(document), name=name)
+            except CampaignVerificationError as error:
+                raise CampaignVerificationError(f"campaigns[{i}]: {error}") from error
+            if name in pinned:
+                raise ValueError(f"campaigns[{i}]: campaign {name!r} is pinned twice")
+            self._check_policy(campaign)
+            pinned[name] = campaign
+        return pinned
+
+    def close(self, *, deadline: float | None = None) -> None:
+        """Flush what is queued within ``deadline`` seconds (``close_deadline`` by default),
+        then release the state directory. What was not sent stays queued on disk."""
+        if self._closed_client:
+            return
+        try:
+            if self._outbox.count():
+                self.flush(force=True, deadline=deadline or self.close_deadline)
+        finally:
+            self._closed_client = True
+            self._release()
+
+    def _release(self) -> None:
         self._session.close()
+        self._fetch_session.close()
         self._outbox.close()
         self._ledger.close()
         self._state.close()
@@ -375,11 +478,16 @@ class TelemetryClient:
     def campaign(self, name: str, *, refresh: bool = False) -> Campaign:
         """The verified campaign ``name``: from memory, the on-disk cache, or the collector.
 
-        The first configuration seen for a name is the accepted one. A different one served
-        later raises :class:`CampaignChangedError` (and is noted in the privacy log) until the
-        app calls :meth:`accept_campaign_change`. Either way the campaign must satisfy the
-        app's policy (:class:`~client_sdk.policy.PolicyViolation` otherwise).
+        A document the app pinned (``campaigns=``) is the accepted one for its name; otherwise
+        the first configuration seen is. A different one served later raises
+        :class:`CampaignChangedError` (and is noted in the privacy log and :meth:`status`) until
+        the app calls :meth:`accept_campaign_change`. Either way the campaign must satisfy the
+        app's policy (:class:`~client_sdk.policy.PolicyViolation` otherwise). Unlike
+        :meth:`record`, this raises :class:`UploadError` when the campaign cannot be fetched.
         """
+        return self._campaign(name, refresh=refresh, fetch_session=self._session)
+
+    def _campaign(self, name: str, *, refresh: bool, fetch_session: requests.Session) -> Campaign:
         with self._campaigns_lock:
             if name in self._closed:
                 raise CampaignClosedError(f"campaign {name!r} was closed by the collector")
@@ -388,12 +496,20 @@ class TelemetryClient:
             if not refresh and name in self._campaigns:
                 return self._campaigns[name]
             cached = self._outbox.cached_campaign(name)
-            if cached is not None and not refresh:
+            pinned = self._pinned.get(name)
+            if pinned is not None and not refresh:
+                campaign = pinned  # checked against the policy at construction
+                if cached is None or cached.get("config_id") != pinned.config_id:
+                    self._outbox.cache_campaign(name, pinned.document)
+            elif cached is not None and not refresh:
                 campaign = Campaign.from_document(cached, name=name)
                 self._check_policy(campaign)
             else:
-                campaign = Campaign.from_document(self._fetch_campaign(name), name=name)
-                accepted = None if cached is None else cached.get("config_id")
+                document = self._fetch_campaign(name, session=fetch_session)
+                campaign = Campaign.from_document(document, name=name)
+                accepted = pinned.config_id if pinned is not None else None
+                if accepted is None and cached is not None:
+                    accepted = cached.get("config_id")
                 if accepted is not None and accepted != campaign.config_id:
                     self._ledger.note(
                         name,
@@ -442,10 +558,13 @@ class TelemetryClient:
             self._ledger.note(campaign.name, f"campaign refused by the app's policy: {violation}")
             raise
 
-    def _fetch_campaign(self, name: str) -> Any:
+    def _fetch_campaign(self, name: str, *, session: requests.Session | None = None) -> Any:
         url = f"{self.base_url}/v1/campaigns/{urllib.parse.quote(name, safe='')}"
+        timeout = self.timeout
+        if session is self._fetch_session and session is not self._session:
+            timeout = _within(timeout, FETCH_CONNECT_TIMEOUT)
         try:
-            response = self._session.get(url, timeout=self.timeout, stream=True)
+            response = (session or self._session).get(url, timeout=timeout, stream=True)
             try:
                 body = _read_bounded(response, MAX_DOCUMENT_BYTES)
             finally:
@@ -472,23 +591,113 @@ class TelemetryClient:
 
     # ---- recording -------------------------------------------------------------------------
 
-    def record(self, campaign: str, value: Any) -> str:
-        """Randomize one value at once and queue only its randomized report; return its id."""
-        info = self.campaign(campaign)
-        encoded = info.encode([value])
-        ids = self._enqueue(info, self._produce_reports(info, encoded))
-        return ids[0]
+    def record(self, campaign: str, value: Any) -> str | None:
+        """Randomize one value at once and queue only its randomized report; return its id.
+
+        Never raises for network state or a collector's answer: when the campaign is not
+        available (neither pinned, cached nor fetchable; changed, closed, or served unverifiable)
+        the value is dropped, counted in :meth:`status`, and ``None`` returned. Raises
+        ``ValueError`` for a value the campaign cannot take (an unknown label, a wrong type),
+        :class:`~client_sdk.policy.PolicyViolation` when the app's policy refuses the campaign,
+        and ``BudgetExceededError`` past the budget.
+        """
+        ids = self.record_many(campaign, [value])
+        return ids[0] if ids else None
 
     def record_many(self, campaign: str, values: Sequence[Any]) -> list[str]:
         """Randomize many values at once (vectorized) and queue them; return their report ids.
 
-        All or nothing: one unknown label raises ``ValueError`` before anything is queued.
+        All or nothing: one unknown label raises ``ValueError`` before anything is queued. An
+        unavailable campaign drops them all and returns ``[]`` (as :meth:`record`).
         """
-        info = self.campaign(campaign)
-        encoded = info.encode(list(values))
+        if not isinstance(campaign, str):
+            raise TypeError(
+                f"campaign must be a campaign name (str); got a {type(campaign).__name__}"
+            )
+        values = list(values)
+        info = self._campaign_for_recording(campaign, len(values))
+        if info is None:
+            return []
+        encoded = info.encode(values)
         if len(encoded) == 0:
             return []
+        self._count_clipped(info, encoded)
         return self._enqueue(info, self._produce_reports(info, encoded))
+
+    def _campaign_for_recording(self, name: str, count: int) -> Campaign | None:
+        """The campaign, or ``None`` (the values dropped and counted) when it is unavailable.
+
+        A failed fetch is not retried before the flush backoff would allow, so ``record`` does
+        not wait on an unreachable collector again and again.
+        """
+        with self._campaigns_lock:
+            ready = self._campaigns.get(name)
+            if ready is not None and name not in self._changed and name not in self._closed:
+                return ready
+        known = name in self._pinned or self._outbox.cached_campaign(name) is not None
+        with self._status_lock:
+            blocked = self._fetch_blocked.get(name, 0.0) > time.monotonic()
+        if blocked and not known:
+            self._drop(name, "campaign-unavailable", count)
+            return None
+        try:
+            return self._campaign(name, refresh=False, fetch_session=self._fetch_session)
+        except CampaignChangedError:
+            self._drop(name, "campaign-changed", count)
+        except CampaignClosedError:
+            self._drop(name, "campaign-closed", count)
+        except CampaignVerificationError as error:
+            self._drop(name, "campaign-unverifiable", count, error)
+        except UploadError as error:
+            with self._status_lock:
+                wait = max(self._backoff(max(self._failures, 1)), error.retry_after or 0.0)
+                self._fetch_blocked[name] = time.monotonic() + wait
+            self._drop(name, "campaign-unavailable", count, error)
+        return None
+
+    def _drop(self, campaign: str, reason: str, count: int, error: Exception | None = None) -> None:
+        """Count values dropped unrecorded (never the values themselves)."""
+        with self._status_lock:
+            self._dropped.setdefault(campaign, Counter())[reason] += count
+            if error is not None:
+                self._note_error(campaign, error)
+        logger.debug("campaign %r: %d value(s) dropped unrecorded: %s", campaign, count, reason)
+
+    def _note_error(self, campaign: str | None, error: Exception) -> None:
+        """Remember the last error for :meth:`status` (call under ``_status_lock``)."""
+        self._last_error = {
+            "at": time.time(),
+            "campaign": campaign,
+            "type": type(error).__name__,
+            "status": getattr(error, "status", None),
+            "message": str(error),
+        }
+
+    def _count_clipped(self, campaign: Campaign, encoded: npt.NDArray[Any]) -> None:
+        """Count (and log once per campaign per :data:`CLIP_LOG_SECONDS`) the numbers outside
+        the campaign's range, which the mechanism clips to it; never logs a value."""
+        if campaign.mechanism.value_kind != "number":
+            return
+        clipped = _clipped_count(campaign.mechanism, encoded)
+        if not clipped:
+            return
+        now = time.monotonic()
+        with self._status_lock:
+            self._clipped[campaign.name] += clipped
+            total = self._clipped[campaign.name]
+            last = self._clip_logged.get(campaign.name)
+            due = last is None or now - last >= CLIP_LOG_SECONDS
+            if due:
+                self._clip_logged[campaign.name] = now
+        if due:
+            logger.warning(
+                "campaign %r: %d value(s) outside its range were clipped to it, as the mechanism "
+                "requires (%d since this client started; the estimated mean is biased toward "
+                "the range); see status()['clipped']",
+                campaign.name,
+                clipped,
+                total,
+            )
 
     def _produce_reports(self, campaign: Campaign, encoded: npt.NDArray[Any]) -> list[Any]:
         """The one place a report is produced: randomize ``encoded`` values, encode to the wire,
@@ -551,13 +760,44 @@ class TelemetryClient:
             raise ValueError(f"campaign {campaign.name!r}: {error}") from None
 
     def status(self) -> dict[str, Any]:
-        """What this client noticed while recording, as counts (never a value):
-        ``reserved_values`` per campaign is how many values a string mechanism could not carry
-        (longer than its ``max_length``, a character outside its alphabet, not valid Unicode)
-        and randomized as its reserved symbol instead (``client_sdk.mechanisms.strings``), since
-        this client started."""
+        """What this client noticed, as counts and messages (never a value), since it started:
+
+        * ``queued``: reports waiting in the outbox, per campaign (they survive restarts);
+        * ``last_error``: ``{"at" (Unix time), "campaign", "type", "status" (HTTP, or None),
+          "message"}`` of the last failed flush or campaign fetch, or ``None``;
+        * ``next_attempt``: the Unix time before which :meth:`flush` does not try again
+          (``None``: now), and ``consecutive_failures``;
+        * ``dropped``: campaign -> reason -> values dropped unrecorded (``campaign-unavailable``:
+          neither pinned, cached nor fetchable; ``campaign-changed``, ``campaign-closed``,
+          ``campaign-unverifiable``);
+        * ``clipped``: campaign -> numbers outside the range, clipped by the mechanism;
+        * ``changed_campaigns``: campaign -> ``{"accepted", "served"}`` config ids of a campaign
+          the collector now serves differently (refused until :meth:`accept_campaign_change`);
+        * ``reserved_values``: per campaign, how many values a string mechanism could not carry
+          (longer than its ``max_length``, a character outside its alphabet, not valid Unicode)
+          and randomized as its reserved symbol instead (``client_sdk.mechanisms.strings``);
+        * ``counters``: per campaign, what :meth:`counters` returns.
+        """
+        queued = {name: self._outbox.count(name) for name in self._outbox.campaigns()}
         with self._campaigns_lock:
-            return {"reserved_values": dict(sorted(self._reserved.items()))}
+            reserved = dict(sorted(self._reserved.items()))
+            counters = {c: dict(counts) for c, counts in sorted(self._counters.items()) if counts}
+            changed = {
+                name: {"accepted": accepted, "served": served}
+                for name, (accepted, served) in sorted(self._changed.items())
+            }
+        with self._status_lock:
+            return {
+                "reserved_values": reserved,
+                "queued": queued,
+                "last_error": None if self._last_error is None else dict(self._last_error),
+                "next_attempt": self._next_attempt,
+                "consecutive_failures": self._failures,
+                "dropped": {c: dict(sorted(r.items())) for c, r in sorted(self._dropped.items())},
+                "clipped": dict(sorted(self._clipped.items())),
+                "changed_campaigns": changed,
+                "counters": counters,
+            }
 
     # ---- the user-visible privacy log -------------------------------------------------------
 
@@ -600,34 +840,84 @@ class TelemetryClient:
         """Ids of the reports waiting in the outbox."""
         return self._outbox.report_ids(campaign)
 
-    def flush(self, campaign: str | None = None) -> int:
+    def flush(
+        self, campaign: str | None = None, *, force: bool = False, deadline: float | None = None
+    ) -> int:
         """Upload queued reports (of one campaign, or all); return how many were acknowledged.
 
-        Raises :class:`UploadError` (with ``.acknowledged``) when an upload cannot complete after
-        its retries or within ``flush_deadline`` seconds, or the collector refuses it with a 4xx
-        other than a stale config; :class:`CampaignChangedError` when a stale config turns out
-        to be a changed campaign. Unacknowledged reports stay queued.
+        Never raises for the network or the collector's answers: what was not acknowledged stays
+        queued, and :meth:`status` has the last error and when the next attempt is due. After a
+        failed flush, a flush before that time returns 0 at once without the network (unless
+        ``force``): exponential backoff with jitter, and at least the collector's
+        ``Retry-After``. ``deadline`` (seconds; ``flush_deadline`` by default) bounds the whole
+        flush, retries and waits included. Network errors, 408, 429 and 5xx are retried within
+        it; other 4xx are not.
         """
         with self._flush_lock:
-            deadline = time.monotonic() + self.flush_deadline
+            if self._closed_client:
+                raise RuntimeError("this TelemetryClient is closed")
+            with self._status_lock:
+                due = self._next_attempt
+            if not force and due is not None and time.time() < due:
+                return 0
+            seconds = self.flush_deadline if deadline is None else deadline
+            end = time.monotonic() + check_positive(seconds, "deadline")
             if self._own_session:
-                set_deadline(self._session, deadline)
+                set_deadline(self._session, end)
             try:
                 if campaign is not None:
                     names = [campaign] if self._outbox.count(campaign) else []
                 else:
                     names = self._outbox.campaigns()
                 acknowledged = 0
+                failure: tuple[str, Exception] | None = None
                 for name in names:
                     try:
-                        acknowledged += self._flush_campaign(name, deadline)
+                        acknowledged += self._flush_campaign(name, end)
                     except UploadError as error:
-                        error.acknowledged += acknowledged
-                        raise
+                        acknowledged += error.acknowledged
+                        failure = failure or (name, error)
+                        if error.status is None or error.status in RETRY_STATUSES:
+                            break  # the network, the deadline, or an overloaded collector
+                    except (
+                        CampaignVerificationError,
+                        CampaignClosedError,
+                        PolicyViolation,
+                    ) as error:
+                        # A changed, unverifiable or refused campaign: its reports stay queued
+                        # (the app decides, e.g. accept_campaign_change); the others go on.
+                        failure = failure or (name, error)
+                self._settle_flush(failure)
                 return acknowledged
             finally:
                 if self._own_session:
                     set_deadline(self._session, None)
+
+    def _settle_flush(self, failure: tuple[str, Exception] | None) -> None:
+        """Schedule the next flush: now after a success, after a backoff after a failure."""
+        with self._status_lock:
+            if failure is None:
+                self._failures = 0
+                self._next_attempt = None
+                self._fetch_blocked.clear()
+                return
+            name, error = failure
+            self._failures += 1
+            wait = self._backoff(self._failures)
+            retry_after = getattr(error, "retry_after", None)
+            if retry_after is not None:
+                wait = max(wait, min(retry_after, BACKOFF_MAX))
+            self._next_attempt = time.time() + wait
+            self._note_error(name, error)
+        logger.info(
+            "flush of campaign %r failed (%s); the next attempt in %.3g s", name, error, wait
+        )
+
+    def _backoff(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` consecutive failed flushes: exponential, capped,
+        with "equal jitter" (half fixed, half uniform) so devices do not retry in step."""
+        ceiling = min(BACKOFF_MAX, BACKOFF_BASE * 2.0 ** min(failures - 1, 32))
+        return ceiling / 2 + self._jitter.uniform(0.0, ceiling / 2)
 
     def _flush_campaign(self, name: str, deadline: float) -> int:
         info = self.campaign(name)
@@ -653,6 +943,7 @@ class TelemetryClient:
                 raise UploadError(
                     f"upload to campaign {name!r} failed after retries: {error}",
                     acknowledged=acknowledged,
+                    retry_after=retry_after_of(error),
                 ) from error
             if response.status_code == 200:
                 settled, deferred = self._settle(info, batch, response)
@@ -696,6 +987,7 @@ class TelemetryClient:
                 acknowledged=acknowledged,
                 status=response.status_code,
                 problem=problem,
+                retry_after=retry_after_seconds(response.headers.get("Retry-After")),
             )
 
     def _post(
@@ -768,6 +1060,21 @@ class TelemetryClient:
                 dropped,
                 campaign.config_id,
             )
+
+
+def _clipped_count(mechanism: Mechanism, numbers: npt.NDArray[Any]) -> int:
+    """How many numbers (or vectors) lie outside the mechanism's input set, which it clips them
+    to: the L2 ball of radius ``clip_norm`` (vector Gaussian), else the box [lower, upper]."""
+    clip_norm = getattr(mechanism, "clip_norm", None)
+    if numbers.ndim == 2 and clip_norm is not None:
+        return int(np.count_nonzero(np.linalg.norm(numbers, axis=1) > clip_norm))
+    lower, upper = getattr(mechanism, "lower", None), getattr(mechanism, "upper", None)
+    if lower is None or upper is None:
+        return 0
+    outside = (numbers < lower) | (numbers > upper)
+    if outside.ndim == 2:
+        outside = outside.any(axis=1)
+    return int(np.count_nonzero(outside))
 
 
 def _reserved_count(mechanism: Any, encoded: Any) -> int:

@@ -15,7 +15,10 @@ A campaign is refused, with an error naming the field and both values, when:
 * one report's epsilon exceeds ``max_epsilon``, or its delta exceeds ``max_delta``;
 * it is memoized and what unlimited reports of one value reveal (epsilon_inf) exceeds
   ``max_epsilon_inf``;
-* its mechanism is not in ``allowed_mechanisms`` (when given);
+* its mechanism is not in ``allowed_mechanisms`` (when given). The names are the registry's
+  (``client_sdk.mechanisms.registry``; an unknown name is a ``ValueError`` at construction, so
+  ``{"OLH"}`` cannot silently refuse every campaign). ``"auto"`` allows every frequency oracle
+  the ``auto`` selector may pick (``client_sdk.mechanisms.auto.CANDIDATES``);
 * its ``config_id`` differs from one the app pinned for that campaign name;
 * its memoized reports carry a deterministic pseudonym (the same public value in every report of
   a value, see docs/math/memoization.md) and the policy does not allow that.
@@ -59,6 +62,8 @@ from client_sdk.amplification import clone_delta, numerical_epsilon
 from client_sdk.campaign import BudgetPolicy, ShufflePlan
 from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms._validation import check_delta, check_epsilon
+from client_sdk.mechanisms.auto import AUTO, CANDIDATES
+from client_sdk.mechanisms.registry import MECHANISMS
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -108,7 +113,8 @@ class PrivacyPolicy:
     :param budget: the largest budget per period, ``{"epsilon_per_report",
         "reports_per_period", "period_seconds"}``; ``None`` grants whatever the campaign's own
         budget says (and leaves a campaign without one unbudgeted).
-    :param allowed_mechanisms: mechanism names the app accepts (``None``: all registered ones).
+    :param allowed_mechanisms: mechanism names the app accepts (``None``: all registered ones);
+        registry names, or ``"auto"`` for whatever the ``auto`` selector may pick.
     :param pinned_config_ids: campaign name -> the only ``config_id`` accepted for it.
     :param allow_pseudonymous_memoization: accept memoized campaigns whose reports carry a
         deterministic pseudonym of (device, campaign, value).
@@ -177,9 +183,12 @@ class PrivacyPolicy:
         if pinned is not None and pinned != config_id:
             raise PolicyViolation(campaign, "pinned_config_ids", config_id, pinned)
         name = mechanism.to_config()["mechanism"]
-        if self.allowed_mechanisms is not None and name not in self.allowed_mechanisms:
+        if self.allowed_mechanisms is not None and not self.allows(name):
+            note = None
+            if AUTO in self.allowed_mechanisms:
+                note = f"{AUTO!r} allows what it may pick: {', '.join(CANDIDATES)}"
             raise PolicyViolation(
-                campaign, "allowed_mechanisms", name, sorted(self.allowed_mechanisms)
+                campaign, "allowed_mechanisms", name, sorted(self.allowed_mechanisms), note=note
             )
         epsilon = float(mechanism.privacy_epsilon)
         if not epsilon <= self.max_epsilon:  # also refuses nan
@@ -198,6 +207,14 @@ class PrivacyPolicy:
             pseudonymous = bool(getattr(mechanism, "deterministic_pseudonym", False))
             if pseudonymous and not self.allow_pseudonymous_memoization:
                 raise PolicyViolation(campaign, "allow_pseudonymous_memoization", True, False)
+
+    def allows(self, mechanism: str) -> bool:
+        """Whether ``allowed_mechanisms`` admits the registry name ``mechanism`` (``"auto"``
+        admits every candidate of the ``auto`` selector)."""
+        allowed = self.allowed_mechanisms
+        if allowed is None or mechanism in allowed:
+            return True
+        return AUTO in allowed and mechanism in CANDIDATES
 
     def _check_central(
         self, campaign: str, mechanism: Mechanism, epsilon: float, plan: ShufflePlan
@@ -248,9 +265,19 @@ class PrivacyPolicy:
 
 
 def _names(values: Iterable[Any], field: str) -> frozenset[str]:
+    """Registry names (or ``"auto"``); ``ValueError`` naming the field and the unknown names."""
     if isinstance(values, str) or not all(isinstance(v, str) for v in values):
         raise ValueError(f"{field} must be a collection of mechanism names; got {values!r}")
-    return frozenset(values)
+    names = frozenset(values)
+    unknown = sorted(names - MECHANISMS.keys() - {AUTO})
+    if unknown:
+        hints = [f"{u!r} (did you mean {u.lower()!r}?)" for u in unknown if u.lower() in MECHANISMS]
+        raise ValueError(
+            f"{field}: unknown mechanism name(s) {', '.join(map(repr, unknown))}"
+            + (f"; {', '.join(hints)}" if hints else "")
+            + f"; the registered names are {', '.join(sorted(MECHANISMS))}, and {AUTO!r}"
+        )
+    return names
 
 
 DEFAULT_POLICY = PrivacyPolicy()

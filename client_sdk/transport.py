@@ -2,9 +2,12 @@
 
 Retries are configured in exactly one place, urllib3's ``Retry`` on the ``HTTPAdapter``:
 
-* network errors (connect and read), ``429`` and ``5xx`` are retried with exponential backoff
-  and jitter, honouring the server's ``Retry-After``;
+* network errors (connect and read), ``408``, ``429`` and ``5xx`` are retried with exponential
+  backoff and jitter, honouring the server's ``Retry-After``;
 * other ``4xx`` are never retried (they will not get better);
+* a wait (backoff or ``Retry-After``) that would end past the flush deadline is not waited:
+  the request gives up with :class:`DeadlineExceeded`, which says how long the server asked
+  to wait, so the client can schedule its next flush no earlier;
 * POST is retried too (urllib3 does not by default, since POST is not idempotent in general:
   psf/requests#2975). Uploads here *are* idempotent, because every report carries the random id
   it was given at record time and the collector stores an id once (IETF DAP upload rules).
@@ -24,9 +27,48 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 120
 """Longest ``Retry-After`` honoured, in seconds (where urllib3 supports a cap)."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """A retry not attempted because its wait would pass the flush deadline.
+
+    ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
+    """
+
+    def __init__(self, wait: float, retry_after: float | None) -> None:
+        super().__init__(f"waiting {wait:.3g} s would pass the flush deadline")
+        self.retry_after = retry_after
+
+
+def retry_after_of(error: BaseException) -> float | None:
+    """The ``Retry-After`` (seconds) behind a request that gave up at the deadline, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DeadlineExceeded):
+            return current.retry_after
+        reason = getattr(current, "reason", None)
+        if isinstance(reason, BaseException):
+            current = reason
+            continue
+        nested = current.args[0] if current.args else None
+        current = nested if isinstance(nested, BaseException) else current.__cause__
+    return None
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header (seconds or an HTTP date) in seconds from now; ``None`` if
+    absent or unreadable."""
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(Retry().parse_retry_after(value)))
+    except Exception:  # urllib3's InvalidHeader, or a date it cannot read
+        return None
 
 
 class DeadlineRetry(Retry):
@@ -57,10 +99,12 @@ class DeadlineRetry(Retry):
         following = super().increment(method, url, response, error, _pool, _stacktrace)
         if self.deadline is not None:
             wait = following.get_backoff_time()
+            retry_after = None
             if response is not None:
-                wait = max(wait, following.get_retry_after(response) or 0.0)
+                retry_after = following.get_retry_after(response)
+                wait = max(wait, retry_after or 0.0)
             if time.monotonic() + wait > self.deadline:
-                reason = TimeoutError(f"waiting {wait:.3g} s would pass the flush deadline")
+                reason = DeadlineExceeded(wait, retry_after)
                 raise MaxRetryError(_pool, url, reason)  # type: ignore[arg-type]
         return following  # type: ignore[return-value]
 

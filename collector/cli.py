@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from client_sdk._version import __version__
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ldp-collector", description="The LDP telemetry collector (Flask + SQLite)."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="serve the HTTP API under gunicorn")

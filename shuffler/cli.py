@@ -27,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from client_sdk._version import __version__
 from collector.dbguard import check_private_database
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from shuffler.credentials import DEFAULT_QUOTA
@@ -40,6 +41,7 @@ MIN_TOKEN_LENGTH = 16
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ldp-shuffler", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     init_db = commands.add_parser("init-db", help="create the shuffler's database")
     init_db.add_argument("--db", required=True)

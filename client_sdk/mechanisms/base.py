@@ -322,6 +322,7 @@ class FrequencyOracle(Mechanism, Provenance):
 
     @property
     def privacy_epsilon(self) -> float:
+        """The epsilon of one report: the oracle's ``epsilon``."""
         return self.epsilon
 
     def privacy_event(self) -> PrivacyEvent:

@@ -122,7 +122,7 @@ def test_memoized_reports_follow_one_permanent_response(
         scope = memo_scope("memoized-free", c.campaign("memoized-free").mechanism)
     with TelemetryClient(collector.url, state_dir=state) as again:
         again.record_many("memoized-free", [LABELS[2]] * 3000)  # after a restart
-        payloads += [json.loads(p) for p in _outbox_payloads(again, "memoized-free")[3000:]]
+        payloads += [json.loads(p) for p in _outbox_payloads(again, "memoized-free")[-3000:]]
     secret = load_or_create_device_secret(state)
     permanent = int(
         mechanism.permanent_responses(np.array([2]), permanent=DeviceKeys(secret, scope))[0]

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from client_sdk import TelemetryClient
-from client_sdk.client import UploadError
 
 
 def append_ids(path: str, ids: list[str]) -> None:
@@ -29,16 +28,12 @@ def flush_until_empty(client: TelemetryClient, deadline: float) -> int:
     """Flush, riding out collector downtime, until the outbox is empty; total acknowledged."""
     acknowledged = 0
     while True:
-        try:
-            acknowledged += client.flush()
-        except UploadError as error:
-            acknowledged += error.acknowledged
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-            continue
+        acknowledged += client.flush(force=True)  # never raises: what failed stays queued
         if client.pending() == 0:
             return acknowledged
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{client.pending()} reports still queued at the deadline")
+        time.sleep(0.1)
 
 
 def uploading_client(
@@ -61,10 +56,7 @@ def uploading_client(
         for _ in range(rounds):
             values = [labels[i] for i in rng.integers(0, len(labels), size=per_round)]
             append_ids(f"{out}.recorded", record_when_reachable(client, campaign, values, deadline))
-            try:
-                acknowledged += client.flush()
-            except UploadError as error:
-                acknowledged += error.acknowledged
+            acknowledged += client.flush(force=True)
         acknowledged += flush_until_empty(client, deadline)
     Path(f"{out}.acknowledged").write_text(str(acknowledged))
 
@@ -74,15 +66,16 @@ def record_when_reachable(
 ) -> list[str]:
     """Record, retrying while the campaign cannot be fetched (the collector is down).
 
-    ``record_many`` queues nothing when it raises, so trying again later is what an app does.
+    ``record_many`` drops the values (and returns no ids) while the campaign is unavailable, so
+    recording them again later is what this test's app does.
     """
     while True:
-        try:
-            return client.record_many(campaign, values)
-        except UploadError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+        ids = client.record_many(campaign, values)
+        if ids:
+            return ids
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"campaign {campaign!r} stayed unavailable")
+        time.sleep(0.1)
 
 
 def recording_client(

@@ -33,7 +33,6 @@ from client_sdk.client import (
     CampaignChangedError,
     CampaignClosedError,
     CampaignVerificationError,
-    UploadError,
     memo_scope,
 )
 from client_sdk.ledger_seal import HEAD_FILE
@@ -217,14 +216,16 @@ def test_a_campaign_changed_mid_period_is_refused_until_the_app_accepts_it(
         hostile.documents["c"] = document("c", {"mechanism": "grr", "epsilon": 3.0, "k": 4})
         client.record("c", "red")
         hostile.upload_status = 409  # not the stale-config type: plain refusal
-        with pytest.raises(UploadError):
-            client.flush()
+        assert client.flush() == 0  # never raised into the app: reported in status()
+        assert client.status()["last_error"]["status"] == 409
         hostile.upload_status = 200
         # A refresh (as after a stale-config answer) sees the change and refuses it.
         with pytest.raises(CampaignChangedError):
             client.campaign("c", refresh=True)
         with pytest.raises(CampaignChangedError):
-            client.record("c", "red")
+            client.campaign("c")
+        assert client.record("c", "red") is None  # dropped and counted, not randomized
+        assert client.status()["dropped"] == {"c": {"campaign-changed": 1}}
         events = [e.event for e in client.privacy_log("c") if e.event]
         assert any("campaign changed" in e for e in events)
         accepted = client.accept_campaign_change("c")
@@ -289,12 +290,13 @@ def _spend(hostile: HostileCollector, state: Path, reports: int = 4) -> None:
 def _refuses_for_the_period(hostile: HostileCollector, state: Path) -> str:
     with TelemetryClient(hostile.url, state_dir=state) as client:
         assert client.ledger_damage is not None
+        queued = client.pending()
         with pytest.raises(BudgetExceededError) as caught:
             client.record("c", "green")
         assert "damaged" in str(caught.value)
         renews = caught.value.renews_at
         assert renews is not None and renews == (time.time() // DAY + 1) * DAY
-        assert client.pending() == 4
+        assert client.pending() == queued
         return client.ledger_damage
 
 
@@ -518,9 +520,9 @@ def test_flush_has_a_total_deadline(hostile: HostileCollector, tmp_path: Path) -
         client.record_many("c", ["red"] * 3)
         hostile.upload_status, hostile.retry_after = 503, "30"
         started = time.monotonic()
-        with pytest.raises(UploadError):
-            client.flush()
+        assert client.flush() == 0
         assert time.monotonic() - started < 10
+        assert client.status()["next_attempt"] >= time.time() + 25  # Retry-After kept
         assert client.pending() == 3
 
 
@@ -581,4 +583,6 @@ def test_a_closed_campaign_drops_its_queue_and_records_nothing_more(
         assert client.pending() == 0
         assert any("closed" in (e.event or "") for e in client.privacy_log("c"))
         with pytest.raises(CampaignClosedError):
-            client.record("c", "red")
+            client.campaign("c")
+        assert client.record("c", "red") is None
+        assert client.status()["dropped"] == {"c": {"campaign-closed": 1}}
