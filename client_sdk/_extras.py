@@ -21,7 +21,8 @@ __all__ = ["EXTRAS", "MissingExtra", "missing_modules", "require"]
 DISTRIBUTION = "ldp-telemetry"
 
 # The modules (import names) of each extra's own requirements, beyond the base set (numpy,
-# requests, urllib3, nacl, Cryptodome); tests/test_packaging.py checks it against pyproject.toml.
+# requests, urllib3, nacl, Cryptodome, pyhpke); tests/test_packaging.py checks it against
+# pyproject.toml.
 _COLLECTOR = ("flask", "gunicorn", "sqlite_utils", "prometheus_client")
 EXTRAS: dict[str, tuple[str, ...]] = {
     "collector": _COLLECTOR,

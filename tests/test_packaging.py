@@ -75,7 +75,7 @@ def test_the_base_install_is_what_client_sdk_imports() -> None:
     imported = set().union(*(imported_top_levels(p) for p in (ROOT / "client_sdk").rglob("*.py")))
     third_party = imported - set(sys.stdlib_module_names) - {"client_sdk"}
     provided = set().union(*(_import_names(d) for d in _requirement_names(None)))
-    assert third_party == {"numpy", "requests", "urllib3", "nacl", "Cryptodome"}
+    assert third_party == {"numpy", "requests", "urllib3", "nacl", "Cryptodome", "pyhpke"}
     assert third_party <= provided, f"client_sdk imports {third_party - provided} unrequired"
     assert not any(
         _import_names(d) & set().union(*EXTRAS.values()) for d in _requirement_names(None)
