@@ -17,6 +17,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from statistics import NormalDist
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
@@ -37,6 +38,31 @@ Reports = npt.NDArray[Any]
 FloatArray = npt.NDArray[np.float64]
 
 M = TypeVar("M", bound="Mechanism")
+
+SUMMARY_QUANTILES = (0.5, 0.9, 0.99)
+"""The quantiles of the collector's admin summary (:meth:`Mechanism.summary`)."""
+
+
+def normal_z(confidence: float) -> float:
+    """z_{(1 + confidence) / 2}: the half-width of a two-sided normal interval in standard
+    errors."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def normal_items(
+    labels: Sequence[str], frequencies: Any, std_errors: Any, z: float
+) -> list[dict[str, Any]]:
+    """One summary item per label: its frequency, standard error and normal interval."""
+    return [
+        {
+            "value": label,
+            "frequency": float(f),
+            "std_error": float(se),
+            "ci_low": float(f - z * se),
+            "ci_high": float(f + z * se),
+        }
+        for label, f, se in zip(labels, frequencies, std_errors, strict=True)
+    ]
 
 
 class WireFormatError(ValueError):
@@ -267,6 +293,21 @@ class Mechanism(abc.ABC):
         """
         return claim_event(self)
 
+    # ---- the collector's summary ---------------------------------------------------------
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """The collector's admin estimate of ``statistic`` with normal intervals at
+        ``confidence``, from this mechanism's own debiasing and standard errors (the fields
+        after the campaign's head; ``labels``: the campaign's domain, if any). ``None``: this
+        mechanism has no summary (``ldp-analyze estimate`` answers)."""
+        return None
+
 
 def claim_event(mechanism: Mechanism) -> PrivacyEvent:
     """The event of a mechanism's claim: pure, or approximate when it states a delta."""
@@ -413,6 +454,23 @@ class FrequencyOracle(Mechanism, Provenance):
         plug_in = project_simplex(frequencies)[0]
         variance = self.variance(statistic.n, plug_in)
         return np.asarray(np.sqrt(np.maximum(variance, 0.0)), dtype=np.float64)
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """f_v from :meth:`estimate_frequencies` (Wang et al. 2017, the pure-protocol
+        estimator), :meth:`standard_errors`, and normal intervals at ``confidence``."""
+        frequencies = self.estimate_frequencies(statistic)
+        std_errors = self.standard_errors(statistic)
+        labels = labels or [str(v) for v in range(self.k)]
+        return {
+            "postprocessing": "base",
+            "items": normal_items(labels, frequencies, std_errors, normal_z(confidence)),
+        }
 
     def em_channel(self) -> EMChannel:
         """The channel EM fits: by default the support-count approximation.

@@ -45,12 +45,15 @@ from client_sdk.mechanisms._wire import (
     wire_length,
 )
 from client_sdk.mechanisms.base import (
+    SUMMARY_QUANTILES,
     AggregateStatistic,
     FloatArray,
     FrequencyOracle,
     Mechanism,
     Reports,
     WireFormatError,
+    normal_items,
+    normal_z,
 )
 from client_sdk.mechanisms.grid import exp_below
 from client_sdk.mechanisms.hadamard import fwht
@@ -223,6 +226,34 @@ class RangeMechanism(Mechanism):
         w, _ = self.consistency
         variances = self.functional_variance(np.cumsum(w, axis=0), plug_in, n)
         return np.cumsum(leaves), np.sqrt(np.maximum(variances, 0.0))
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """The consistent leaves with their exact errors, and quantiles with the intervals of
+        the exact CDF errors (docs/math/richer-data.md)."""
+        leaves, plug_in, std_errors = self.leaf_estimates(statistic)
+        cumulative, cdf_errors = self.prefix_estimates(leaves, plug_in, statistic.n)
+        z = normal_z(confidence)
+        labels = labels or [str(v) for v in range(self.k)]
+        return {
+            "variant": self.description,
+            "postprocessing": "consistency (least squares, known total)",
+            "items": normal_items(labels, leaves, std_errors, z),
+            "quantiles": [
+                {
+                    "q": q,
+                    "value": first_at_least(cumulative, q),
+                    "ci_low": first_at_least(cumulative + z * cdf_errors, q),
+                    "ci_high": first_at_least(cumulative - z * cdf_errors, q),
+                }
+                for q in SUMMARY_QUANTILES
+            ],
+        }
 
     @property
     def privacy_epsilon(self) -> float:
