@@ -191,6 +191,22 @@ class Mechanism(abc.ABC):
     """True for a mechanism with its own memoization (RAPPOR, dBitFlip, 1BitMean): it cannot
     also take the ``"longitudinal"`` wrapper."""
 
+    # What callers ask instead of comparing a mechanism's name (tests/test_layering.py).
+
+    reads_reports: ClassVar[bool] = False
+    """True for a mechanism whose estimate reads the reports again beyond the merged statistic
+    (PEM: each level's candidates come from the previous level's estimate)."""
+
+    discovery: ClassVar[str | None] = None
+    """How a discovery mechanism finds the frequent strings itself (``"prefixes"`` PEM,
+    ``"fragments"`` SFP: the key of ``analysis.discovery.DECODERS``); such a campaign takes no
+    candidate domain. ``None`` for every other mechanism."""
+
+    tests_candidates: ClassVar[bool] = False
+    """True for a string mechanism whose estimate tests every string it examines for
+    significance, Bonferroni-corrected over them (the sketches, PEM, SFP): the central
+    comparison then counts those strings."""
+
     # ---- configuration -------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
@@ -292,6 +308,13 @@ class Mechanism(abc.ABC):
         By default the claim; mechanisms with an exactly known form override it.
         """
         return claim_event(self)
+
+    def null_detection_frequency(self, n: int, critical: float) -> tuple[float, str] | None:
+        """The smallest frequency of a string the local estimate of ``n`` reports calls
+        significant at the one-sided critical value ``critical``, where the null standard error
+        has a closed form, and how it is taken; ``None``: it needs the estimate (the decoder's
+        own null standard error)."""
+        return None
 
     # ---- the collector's summary ---------------------------------------------------------
 
@@ -454,6 +477,22 @@ class FrequencyOracle(Mechanism, Provenance):
         plug_in = project_simplex(frequencies)[0]
         variance = self.variance(statistic.n, plug_in)
         return np.asarray(np.sqrt(np.maximum(variance, 0.0)), dtype=np.float64)
+
+    def bootstrap_support(
+        self,
+        cells: npt.NDArray[np.int64],
+        devices: npt.NDArray[np.int64],
+        p: float,
+        q: float,
+        rng: np.random.Generator,
+    ) -> npt.NDArray[np.int64]:
+        """Support counts of simulated reports, (R, size), given each replicate's true counts
+        ``cells`` (R, size) among ``devices`` (R, 1) reporting with probabilities ``p`` (own
+        item) and ``q`` (any other): each item's support as independent binomials, exact in
+        each margin (OUE's bits; OLH's hashes). GRR, whose report supports one item, overrides.
+        """
+        support = rng.binomial(cells, p) + rng.binomial(devices - cells, q)
+        return np.asarray(support, dtype=np.int64)
 
     def summary(
         self,

@@ -227,6 +227,12 @@ class RangeMechanism(Mechanism):
         variances = self.functional_variance(np.cumsum(w, axis=0), plug_in, n)
         return np.cumsum(leaves), np.sqrt(np.maximum(variances, 0.0))
 
+    def node_tree(self) -> Hierarchical:
+        """The B-ary tree whose node counts a curator would release for the same ranges: a
+        binary one here (the Haar variant's estimates are wavelet coefficients, not node
+        counts); a :class:`Hierarchical` mechanism is its own."""
+        return Hierarchical(self.epsilon, self.k, branching=2)
+
     def summary(
         self,
         statistic: AggregateStatistic,
@@ -308,6 +314,10 @@ class Hierarchical(RangeMechanism):
         return super().from_config(config)
 
     # ---- the tree ----------------------------------------------------------------------------
+
+    def node_tree(self) -> Hierarchical:
+        """This tree itself: its estimates are node counts already."""
+        return self
 
     @property
     def b(self) -> int:
