@@ -349,3 +349,45 @@ def test_the_check_detects_a_name_switch() -> None:
         "same = a.estimate_kind == b.estimate_kind\n"
     )
     assert name_switches(clean, names, classes) == []
+
+
+# ---- no circles even through type-only imports -------------------------------------------------
+
+
+def import_graph_with_type_imports(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """:func:`import_graph` with the ``if TYPE_CHECKING:`` imports counted as edges too."""
+    files = {
+        module_name(root, path): path
+        for package in packages
+        for path in (root / package).rglob("*.py")
+    }
+    modules = set(files)
+    return {
+        module: {
+            target
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+            for target in _imported(node, module, path.name == "__init__.py", modules)
+        }
+        for module, path in files.items()
+    }
+
+
+def test_no_import_circles_even_through_type_checking_imports() -> None:
+    """A circle held by type-only imports still ties two modules' designs together (issue 22:
+    ``mechanisms/base.py`` <-> ``memoization.py``, now a Protocol in ``memoization.py``)."""
+    circles = import_circles(import_graph_with_type_imports(ROOT, PACKAGES))
+    assert not circles, f"import circles through type-only imports: {circles}"
+
+
+def test_the_type_only_check_sees_a_type_checking_circle(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import thing\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\nthing = 1\n"
+    )
+    assert import_circles(import_graph(tmp_path, ("pkg",))) == []
+    assert import_circles(import_graph_with_type_imports(tmp_path, ("pkg",))) == [
+        ["pkg.a", "pkg.b"]
+    ]
