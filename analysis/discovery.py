@@ -29,7 +29,7 @@ import numpy.typing as npt
 from scipy import special, stats
 
 from analysis.streaming import ReportSource, aggregate, z_value
-from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
+from client_sdk.mechanisms.base import AggregateStatistic, FloatArray, Mechanism
 from client_sdk.mechanisms.pem import PEM
 from client_sdk.mechanisms.sfp import FRAGMENTS, SFP
 from client_sdk.mechanisms.sketch import HeavySetCorrection, StringSketch
@@ -872,15 +872,22 @@ def discover_sfp(
     )
 
 
+DECODERS: dict[str, Callable[..., ItemsEstimate]] = {
+    "prefixes": discover_pem,
+    "fragments": discover_sfp,
+}
+"""The decoder of each ``Mechanism.discovery``: a new discovery mechanism adds one entry."""
+
+
 def discover(
-    mechanism: PEM | SFP, reports: ReportSource, *, confidence: float = 0.95
+    mechanism: Mechanism, reports: ReportSource, *, confidence: float = 0.95
 ) -> ItemsEstimate:
-    """The discovery of ``mechanism`` (``estimate_kind`` ``"discovery"``): PEM or SFP."""
-    if isinstance(mechanism, PEM):
-        return discover_pem(mechanism, reports, confidence=confidence)
-    if isinstance(mechanism, SFP):
-        return discover_sfp(mechanism, reports, confidence=confidence)
-    raise TypeError(f"no discovery decoder for mechanism {mechanism.name!r}")
+    """The discovery of ``mechanism`` (``estimate_kind`` ``"discovery"``): its decoder in
+    :data:`DECODERS`, by ``mechanism.discovery``."""
+    decoder = DECODERS.get(mechanism.discovery or "")
+    if decoder is None:
+        raise TypeError(f"no discovery decoder for mechanism {mechanism.name!r}")
+    return decoder(mechanism, reports, confidence=confidence)
 
 
 def bonferroni_z(alpha: float, items: int) -> float:

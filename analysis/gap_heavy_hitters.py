@@ -217,17 +217,9 @@ def detection_thresholds(
     central = scale * math.log(vocabulary_size / (2 * alpha)) / n
     local: float | None = None
     note = "needs the estimate (the decoder's own null standard error)"
-    if mechanism.name == "pem":
-        p, q = mechanism.p_star, mechanism.q_star  # type: ignore[attr-defined]
-        n_last = n / mechanism.levels  # type: ignore[attr-defined]
-        local = bonferroni_z(alpha, vocabulary_size) * math.sqrt(q * (1 - q) / n_last) / (p - q)
-        note = "PEM's last level (n / levels reports), Bonferroni over the vocabulary's size"
-    elif mechanism.estimate_kind == "sketch":
-        variance = mechanism.count_variance(  # type: ignore[attr-defined]
-            n, np.zeros(1), np.full(1, float(n))
-        )
-        local = bonferroni_z(alpha, vocabulary_size) * math.sqrt(float(variance[0])) / n
-        note = "the sketch's null variance with no other repeated string (a lower bound)"
+    closed_form = mechanism.null_detection_frequency(n, bonferroni_z(alpha, vocabulary_size))
+    if closed_form is not None:
+        local, note = closed_form
     return {
         "alpha": alpha,
         "candidates": vocabulary_size,

@@ -44,9 +44,7 @@ def _hierarchical(mechanism: Mechanism) -> RangeMechanism:
 def _central_tree(m: RangeMechanism) -> Hierarchical:
     """The curator's tree: the campaign's own B-ary tree, or a binary one for the Haar variant
     (its estimates are wavelet coefficients, not node counts)."""
-    if isinstance(m, Hierarchical):
-        return m
-    return Hierarchical(m.epsilon, m.k, branching=2)
+    return m.node_tree()
 
 
 def query_ranges(k: int) -> npt.NDArray[np.int64]:

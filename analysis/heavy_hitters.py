@@ -15,7 +15,7 @@ standard error, so the test is conservative; for BLH and HR (coefficient -1) it 
 f_v/n, negligible against Var*/n >= 1/n for items near the threshold.
 
 Estimates from fewer reports than a campaign's ``min_batch_size`` are refused
-(:class:`InsufficientReports`), here and in the CLI.
+(:class:`InsufficientReports`, from :mod:`analysis.min_batch`), here and in the CLI.
 """
 
 from __future__ import annotations
@@ -27,28 +27,9 @@ import numpy as np
 
 from analysis.discovery import bonferroni_z
 from analysis.estimation import FrequencyEstimate
+from analysis.min_batch import InsufficientReports, require_min_batch
 
 __all__ = ["HeavyHitter", "InsufficientReports", "bonferroni_z", "require_min_batch", "top_k"]
-
-
-class InsufficientReports(ValueError):
-    """Fewer reports than the campaign's ``min_batch_size``: no estimate is released."""
-
-    def __init__(self, campaign: str | None, n: int, minimum: int) -> None:
-        who = f"campaign {campaign!r}" if campaign is not None else "the estimate"
-        super().__init__(
-            f"{who} has {n} reports, fewer than its min_batch_size {minimum}; "
-            "no estimate is released"
-        )
-        self.campaign = campaign
-        self.n = n
-        self.minimum = minimum
-
-
-def require_min_batch(n: int, min_batch_size: int | None, campaign: str | None = None) -> None:
-    """Raise :class:`InsufficientReports` when ``n < min_batch_size`` (``None``: no minimum)."""
-    if min_batch_size is not None and n < min_batch_size:
-        raise InsufficientReports(campaign, int(n), int(min_batch_size))
 
 
 @dataclasses.dataclass(frozen=True)

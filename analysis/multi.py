@@ -473,17 +473,10 @@ class MultiEstimate:
         raw = []
         for j, (unit, table) in enumerate(zip(m.units, self.tables, strict=True)):
             oracle = m.oracles[j]
-            size = table.size
             g = np.clip(table.ravel(), 0.0, None)
             cells = rng.multinomial(groups[:, j], g / g.sum())  # (R, size)
             p, q = m.pq(j)
-            if oracle.name != "grr":  # OUE: independent bits; OLH: exact in each margin
-                support = rng.binomial(cells, p) + rng.binomial(groups[:, j, None] - cells, q)
-            else:  # GRR: p I + q (J - I) = size q U + (p - q) I
-                moved = rng.binomial(cells, size * q)
-                support = (
-                    cells - moved + rng.multinomial(moved.sum(axis=1), np.full(size, 1 / size))
-                )
+            support = oracle.bootstrap_support(cells, groups[:, j, None], p, q, rng)
             estimate = u * (support - groups[:, j, None] * q) / (n * (p - q))
             raw.append(estimate.reshape((reps, *[m.ks[a] for a in unit])))
         anchors = simplex_anchors(raw, m.units, self._weights)

@@ -1550,7 +1550,7 @@ def build_kind_report(
             "`ldp-analyze estimate` for its numbers"
         )
     options = GapOptions(delta=delta, neighbouring=neighbouring, top=min(top, 20))
-    if kind in ("discovery", "sketch"):  # Bonferroni over the strings the decoder examined
+    if mechanism.tests_candidates:  # Bonferroni over the strings the decoder examined
         options = dataclasses.replace(options, vocabulary=max(2, int(estimate.examined)))
     context = Context(campaign, estimate, truth, options, top, seed)
     data, figures = VIEWS[kind].build(context)

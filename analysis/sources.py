@@ -794,9 +794,7 @@ class LocalEngine:
 def needs_reports(mechanism: Mechanism) -> bool:
     """Whether the estimate reads the reports again beyond the merged statistic: PEM, whose
     decoder chooses each level's candidates from the previous level (one more job per level)."""
-    from client_sdk.mechanisms.pem import PEM
-
-    return isinstance(mechanism, PEM)
+    return mechanism.reads_reports
 
 
 def estimate_merged(

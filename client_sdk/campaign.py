@@ -284,7 +284,7 @@ def check_domain(mechanism: Mechanism, domain: Any) -> tuple[str, ...] | None:
     if kind == "string":
         if domain is None:
             return None
-        if getattr(mechanism, "estimate_kind", None) == "discovery":
+        if getattr(mechanism, "discovery", None) is not None:
             raise ValueError(
                 f"domain must be absent for the discovery mechanism {mechanism.name!r} (it finds "
                 f"the frequent strings itself); got {describe(domain)}"

@@ -218,3 +218,199 @@ def test_the_check_detects_an_import_circle(tmp_path: Path) -> None:
     assert import_circles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
     (package / "c.py").write_text("from pkg import d\n")
     assert import_circles(import_graph(tmp_path, ("pkg",))) == []
+
+
+# ---- no switches on a mechanism's name ---------------------------------------------------------
+# Behaviour belongs to the mechanism (a method or property), never to a comparison of its
+# ``name`` or ``estimate_kind`` with a string, nor an ``isinstance`` of a concrete class: a new
+# mechanism then touches its own module, not every caller (issue 22, items 4 and 6).
+
+SWITCH_PACKAGES = ("client_sdk", "collector", "analysis", "shuffler")
+SWITCH_EXEMPT = ("client_sdk/mechanisms/",)
+
+# Justified exceptions, "path: the offending source line, stripped" -> the reason.
+SWITCH_ALLOWED: dict[str, str] = {}
+
+
+def concrete_mechanism_classes() -> set[str]:
+    """The names of the instantiable ``Mechanism`` subclasses of ``client_sdk.mechanisms``
+    (abstract interfaces such as ``FrequencyOracle`` or ``StringSketch`` may be checked)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import client_sdk.mechanisms as package
+    from client_sdk.mechanisms.base import Mechanism
+
+    names: set[str] = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and value.__module__ == module.__name__
+                and issubclass(value, Mechanism)
+                and not inspect.isabstract(value)
+            ):
+                names.add(name)
+    return names
+
+
+def _literals(node: ast.AST) -> set[str]:
+    """The string literals of ``"x"`` or of a tuple, list or set of them (else empty)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_literals(element) for element in node.elts))
+    return set()
+
+
+def _attribute(node: ast.AST) -> str | None:
+    """``x.attr`` -> attr; ``getattr(x, "attr", ...)`` -> attr; else None."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+    ):
+        return str(node.args[1].value)
+    return None
+
+
+def name_switches(source: str, mechanism_names: set[str], classes: set[str]) -> list[int]:
+    """The lines that compare an ``estimate_kind`` (or a variable holding one) with a string
+    literal, a ``name`` with a registered mechanism's name, or ``isinstance``/``issubclass``
+    a concrete mechanism class."""
+    tree = ast.parse(source)
+    kind_names = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _attribute(node.value) == "estimate_kind"
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def is_kind(node: ast.AST) -> bool:
+        return _attribute(node) == "estimate_kind" or (
+            isinstance(node, ast.Name) and node.id in kind_names
+        )
+
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            literals = set().union(*(_literals(operand) for operand in operands))
+            if literals and any(is_kind(operand) for operand in operands):
+                lines.add(node.lineno)
+            if literals & mechanism_names and any(_attribute(o) == "name" for o in operands):
+                lines.add(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+        ):
+            checked = node.args[1]
+            elements = checked.elts if isinstance(checked, ast.Tuple) else [checked]
+            for element in elements:
+                name = element.attr if isinstance(element, ast.Attribute) else None
+                name = element.id if isinstance(element, ast.Name) else name
+                if name in classes:
+                    lines.add(node.lineno)
+    return sorted(lines)
+
+
+def _switch_offenders(root: Path) -> dict[str, str]:
+    from client_sdk.mechanisms.registry import MECHANISMS
+
+    classes = concrete_mechanism_classes()
+    offenders: dict[str, str] = {}
+    for package in SWITCH_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            if relative.startswith(SWITCH_EXEMPT):
+                continue
+            source = path.read_text()
+            text = source.splitlines()
+            for line in name_switches(source, set(MECHANISMS), classes):
+                key = f"{relative}: {text[line - 1].strip()}"
+                if key not in SWITCH_ALLOWED:
+                    offenders[f"{relative}:{line}"] = text[line - 1].strip()
+    return offenders
+
+
+def test_no_switch_on_a_mechanism_name() -> None:
+    offenders = _switch_offenders(ROOT)
+    assert not offenders, f"choose behaviour by a mechanism's method, not its name: {offenders}"
+
+
+def test_the_check_detects_a_name_switch() -> None:
+    """Each planted form is found; a table lookup, an abstract interface and a ``name`` compared
+    with a string that names no mechanism are not switches."""
+    classes = concrete_mechanism_classes()
+    assert {"PEM", "GRR", "SquareWave", "Memoized"} <= classes
+    assert not {"FrequencyOracle", "StringSketch", "NumericMechanism"} & classes
+    names = {"grr", "pem", "oue"}
+    planted = (
+        "if m.name == 'pem':\n    pass\n",
+        "x = 'grr' != oracle.name\n",
+        "y = m.name in ('oue', 'olh')\n",
+        "if getattr(m, 'estimate_kind', None) == 'sketch':\n    pass\n",
+        "kind = m.estimate_kind\nif kind in ('discovery', 'sketch'):\n    pass\n",
+        "ok = isinstance(m, PEM)\n",
+        "ok = isinstance(m, (FrequencyOracle, pem.PEM))\n",
+    )
+    for source in planted:
+        assert name_switches(source, names, classes), source
+    clean = (
+        "view = VIEWS[m.estimate_kind]\n"
+        "ok = isinstance(m, (FrequencyOracle, StringSketch))\n"
+        "init = path.name == '__init__.py'\n"
+        "same = a.estimate_kind == b.estimate_kind\n"
+    )
+    assert name_switches(clean, names, classes) == []
+
+
+# ---- no circles even through type-only imports -------------------------------------------------
+
+
+def import_graph_with_type_imports(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """:func:`import_graph` with the ``if TYPE_CHECKING:`` imports counted as edges too."""
+    files = {
+        module_name(root, path): path
+        for package in packages
+        for path in (root / package).rglob("*.py")
+    }
+    modules = set(files)
+    return {
+        module: {
+            target
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+            for target in _imported(node, module, path.name == "__init__.py", modules)
+        }
+        for module, path in files.items()
+    }
+
+
+def test_no_import_circles_even_through_type_checking_imports() -> None:
+    """A circle held by type-only imports still ties two modules' designs together (issue 22:
+    ``mechanisms/base.py`` <-> ``memoization.py``, now a Protocol in ``memoization.py``)."""
+    circles = import_circles(import_graph_with_type_imports(ROOT, PACKAGES))
+    assert not circles, f"import circles through type-only imports: {circles}"
+
+
+def test_the_type_only_check_sees_a_type_checking_circle(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import thing\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\nthing = 1\n"
+    )
+    assert import_circles(import_graph(tmp_path, ("pkg",))) == []
+    assert import_circles(import_graph_with_type_imports(tmp_path, ("pkg",))) == [
+        ["pkg.a", "pkg.b"]
+    ]

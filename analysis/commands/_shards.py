@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from analysis.commands._arguments import positive_int
-from analysis.heavy_hitters import require_min_batch
+from analysis.min_batch import require_min_batch
 from analysis.sources import (
     DEFAULT_SPLIT_EVERY,
     Engine,

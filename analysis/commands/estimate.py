@@ -67,7 +67,8 @@ from analysis.estimation import (
     estimate,
     json_safe,
 )
-from analysis.heavy_hitters import bonferroni_z, require_min_batch, top_k
+from analysis.heavy_hitters import bonferroni_z, top_k
+from analysis.min_batch import require_min_batch
 from analysis.postprocess import postprocess
 from client_sdk.mechanisms.base import Reports
 
@@ -293,7 +294,7 @@ def load_estimate(
 
     The count is checked before anything is streamed and again on the statistic actually read.
     Raises ``FileNotFoundError`` for a missing database, ``LookupError`` for an unknown
-    campaign, :class:`~analysis.heavy_hitters.InsufficientReports` (a ValueError) below the
+    campaign, :class:`~analysis.min_batch.InsufficientReports` (a ValueError) below the
     minimum and ``ValueError`` for a mechanism this command cannot estimate.
     """
     if not 0 < confidence < 1:

@@ -154,8 +154,9 @@ def gap_document(args: argparse.Namespace) -> dict[str, Any]:
             batch_sizes = tuple(storage.batch_sizes(args.campaign)) or None
         delta = float(campaign.shuffle["delta"])  # the campaign's central target
     options = _options(args, batch_sizes, delta)
-    if from_db and campaign.domain and mechanism.estimate_kind == "sketch":
+    if from_db and campaign.domain and mechanism.tests_candidates:
         # a sketch is estimated against the campaign's candidates: Bonferroni over those
+        # (a discovery campaign has no domain)
         options = dataclasses.replace(options, vocabulary=max(2, len(campaign.domain)))
     document: dict[str, Any] = {}
     if from_db:

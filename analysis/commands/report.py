@@ -42,6 +42,9 @@ REPORT_KINDS = (
 """The estimate kinds with a report view beside frequencies (``analysis.report_kinds.VIEWS``;
 listed here so ``--help`` needs no matplotlib)."""
 
+REPORTED_KINDS = ("frequencies", *REPORT_KINDS)
+"""Every estimate kind the report covers: frequencies (``analysis.report``) and the views."""
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
     stored = load_campaign(args.db, args.campaign)
     kind = stored.mechanism.estimate_kind
-    if kind not in ("frequencies", *REPORT_KINDS):
+    if kind not in REPORTED_KINDS:
         raise ValueError(
             f"campaign {stored.name!r} uses {stored.mechanism.name!r} (estimate kind {kind!r}): "
             f"the report covers frequencies and {', '.join(REPORT_KINDS)}; use "

@@ -17,6 +17,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from statistics import NormalDist
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
@@ -37,6 +38,31 @@ Reports = npt.NDArray[Any]
 FloatArray = npt.NDArray[np.float64]
 
 M = TypeVar("M", bound="Mechanism")
+
+SUMMARY_QUANTILES = (0.5, 0.9, 0.99)
+"""The quantiles of the collector's admin summary (:meth:`Mechanism.summary`)."""
+
+
+def normal_z(confidence: float) -> float:
+    """z_{(1 + confidence) / 2}: the half-width of a two-sided normal interval in standard
+    errors."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def normal_items(
+    labels: Sequence[str], frequencies: Any, std_errors: Any, z: float
+) -> list[dict[str, Any]]:
+    """One summary item per label: its frequency, standard error and normal interval."""
+    return [
+        {
+            "value": label,
+            "frequency": float(f),
+            "std_error": float(se),
+            "ci_low": float(f - z * se),
+            "ci_high": float(f + z * se),
+        }
+        for label, f, se in zip(labels, frequencies, std_errors, strict=True)
+    ]
 
 
 class WireFormatError(ValueError):
@@ -165,6 +191,22 @@ class Mechanism(abc.ABC):
     """True for a mechanism with its own memoization (RAPPOR, dBitFlip, 1BitMean): it cannot
     also take the ``"longitudinal"`` wrapper."""
 
+    # What callers ask instead of comparing a mechanism's name (tests/test_layering.py).
+
+    reads_reports: ClassVar[bool] = False
+    """True for a mechanism whose estimate reads the reports again beyond the merged statistic
+    (PEM: each level's candidates come from the previous level's estimate)."""
+
+    discovery: ClassVar[str | None] = None
+    """How a discovery mechanism finds the frequent strings itself (``"prefixes"`` PEM,
+    ``"fragments"`` SFP: the key of ``analysis.discovery.DECODERS``); such a campaign takes no
+    candidate domain. ``None`` for every other mechanism."""
+
+    tests_candidates: ClassVar[bool] = False
+    """True for a string mechanism whose estimate tests every string it examines for
+    significance, Bonferroni-corrected over them (the sketches, PEM, SFP): the central
+    comparison then counts those strings."""
+
     # ---- configuration -------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
@@ -266,6 +308,28 @@ class Mechanism(abc.ABC):
         By default the claim; mechanisms with an exactly known form override it.
         """
         return claim_event(self)
+
+    def null_detection_frequency(self, n: int, critical: float) -> tuple[float, str] | None:
+        """The smallest frequency of a string the local estimate of ``n`` reports calls
+        significant at the one-sided critical value ``critical``, where the null standard error
+        has a closed form, and how it is taken; ``None``: it needs the estimate (the decoder's
+        own null standard error)."""
+        return None
+
+    # ---- the collector's summary ---------------------------------------------------------
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """The collector's admin estimate of ``statistic`` with normal intervals at
+        ``confidence``, from this mechanism's own debiasing and standard errors (the fields
+        after the campaign's head; ``labels``: the campaign's domain, if any). ``None``: this
+        mechanism has no summary (``ldp-analyze estimate`` answers)."""
+        return None
 
 
 def claim_event(mechanism: Mechanism) -> PrivacyEvent:
@@ -414,6 +478,39 @@ class FrequencyOracle(Mechanism, Provenance):
         plug_in = project_simplex(frequencies)[0]
         variance = self.variance(statistic.n, plug_in)
         return np.asarray(np.sqrt(np.maximum(variance, 0.0)), dtype=np.float64)
+
+    def bootstrap_support(
+        self,
+        cells: npt.NDArray[np.int64],
+        devices: npt.NDArray[np.int64],
+        p: float,
+        q: float,
+        rng: np.random.Generator,
+    ) -> npt.NDArray[np.int64]:
+        """Support counts of simulated reports, (R, size), given each replicate's true counts
+        ``cells`` (R, size) among ``devices`` (R, 1) reporting with probabilities ``p`` (own
+        item) and ``q`` (any other): each item's support as independent binomials, exact in
+        each margin (OUE's bits; OLH's hashes). GRR, whose report supports one item, overrides.
+        """
+        support = rng.binomial(cells, p) + rng.binomial(devices - cells, q)
+        return np.asarray(support, dtype=np.int64)
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """f_v from :meth:`estimate_frequencies` (Wang et al. 2017, the pure-protocol
+        estimator), :meth:`standard_errors`, and normal intervals at ``confidence``."""
+        frequencies = self.estimate_frequencies(statistic)
+        std_errors = self.standard_errors(statistic)
+        labels = labels or [str(v) for v in range(self.k)]
+        return {
+            "postprocessing": "base",
+            "items": normal_items(labels, frequencies, std_errors, normal_z(confidence)),
+        }
 
     def em_channel(self) -> EMChannel:
         """The channel EM fits: by default the support-count approximation.

@@ -162,6 +162,21 @@ class GRR(FrequencyOracle):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=(1 << 53) - 1))
 
+    def bootstrap_support(
+        self,
+        cells: npt.NDArray[np.int64],
+        devices: npt.NDArray[np.int64],
+        p: float,
+        q: float,
+        rng: np.random.Generator,
+    ) -> npt.NDArray[np.int64]:
+        """One report supports one item: p I + q (J - I) = size q U + (p - q) I, so a report
+        moves to a uniform item with probability size q and keeps its own otherwise."""
+        size = cells.shape[1]
+        moved = rng.binomial(cells, size * q)
+        uniform = rng.multinomial(moved.sum(axis=1), np.full(size, 1 / size))
+        return np.asarray(cells - moved + uniform, dtype=np.int64)
+
     # The keep probability is rounded *down* to the 2**-64 grid of the sampler, so the ratio
     # p(k-1)/(1-p) of the implemented channel never exceeds e^eps.
     @cached_property

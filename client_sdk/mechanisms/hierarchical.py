@@ -45,12 +45,15 @@ from client_sdk.mechanisms._wire import (
     wire_length,
 )
 from client_sdk.mechanisms.base import (
+    SUMMARY_QUANTILES,
     AggregateStatistic,
     FloatArray,
     FrequencyOracle,
     Mechanism,
     Reports,
     WireFormatError,
+    normal_items,
+    normal_z,
 )
 from client_sdk.mechanisms.grid import exp_below
 from client_sdk.mechanisms.hadamard import fwht
@@ -224,6 +227,40 @@ class RangeMechanism(Mechanism):
         variances = self.functional_variance(np.cumsum(w, axis=0), plug_in, n)
         return np.cumsum(leaves), np.sqrt(np.maximum(variances, 0.0))
 
+    def node_tree(self) -> Hierarchical:
+        """The B-ary tree whose node counts a curator would release for the same ranges: a
+        binary one here (the Haar variant's estimates are wavelet coefficients, not node
+        counts); a :class:`Hierarchical` mechanism is its own."""
+        return Hierarchical(self.epsilon, self.k, branching=2)
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """The consistent leaves with their exact errors, and quantiles with the intervals of
+        the exact CDF errors (docs/math/richer-data.md)."""
+        leaves, plug_in, std_errors = self.leaf_estimates(statistic)
+        cumulative, cdf_errors = self.prefix_estimates(leaves, plug_in, statistic.n)
+        z = normal_z(confidence)
+        labels = labels or [str(v) for v in range(self.k)]
+        return {
+            "variant": self.description,
+            "postprocessing": "consistency (least squares, known total)",
+            "items": normal_items(labels, leaves, std_errors, z),
+            "quantiles": [
+                {
+                    "q": q,
+                    "value": first_at_least(cumulative, q),
+                    "ci_low": first_at_least(cumulative + z * cdf_errors, q),
+                    "ci_high": first_at_least(cumulative - z * cdf_errors, q),
+                }
+                for q in SUMMARY_QUANTILES
+            ],
+        }
+
     @property
     def privacy_epsilon(self) -> float:
         return self.epsilon
@@ -277,6 +314,10 @@ class Hierarchical(RangeMechanism):
         return super().from_config(config)
 
     # ---- the tree ----------------------------------------------------------------------------
+
+    def node_tree(self) -> Hierarchical:
+        """This tree itself: its estimates are node counts already."""
+        return self
 
     @property
     def b(self) -> int:

@@ -21,9 +21,10 @@ import abc
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from client_sdk.randomness import (
     WORD_SPAN,
@@ -33,13 +34,36 @@ from client_sdk.randomness import (
     uniform_below,
 )
 
-if TYPE_CHECKING:
-    from client_sdk.mechanisms.base import FloatArray, FrequencyOracle, Mechanism, Reports
+# Spelled here, not imported from base.py (which imports this module): no import circle.
+Reports = npt.NDArray[Any]
+FloatArray = npt.NDArray[np.float64]
+
+
+class MemoizedOracle(Protocol):
+    """What a chain reads of the frequency oracle it memoizes (``FrequencyOracle`` has it)."""
+
+    @property
+    def k(self) -> int: ...
+
+    @property
+    def privacy_epsilon(self) -> float: ...
+
+    @property
+    def p_star(self) -> float: ...
+
+    @property
+    def q_star(self) -> float: ...
+
+    def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports: ...
+
+    def mixture_column_profile(self) -> tuple[Fraction, Fraction, bool]: ...
+
 
 __all__ = [
     "MAX_THRESHOLD",
     "Chain",
     "KeyedSource",
+    "MemoizedOracle",
     "Memoizing",
     "MixtureChain",
     "generic_column_profile",
@@ -98,7 +122,7 @@ class Memoizing(Protocol):
     def memo_keys(self, values: Any, *, permanent: KeyedSource) -> list[str]: ...
 
 
-def is_memoized(mechanism: Mechanism) -> bool:
+def is_memoized(mechanism: object) -> bool:
     """True when ``mechanism.perturb`` needs a keyed source (``permanent=``)."""
     return isinstance(mechanism, Memoizing) and bool(mechanism.memoized)
 
@@ -160,7 +184,7 @@ class Chain(abc.ABC):
     campaign, value): a stable pseudonym that shows whether two reports are of one value
     (docs/math/memoization.md, "What an observer can link")."""
 
-    def __init__(self, inner: FrequencyOracle, target: Fraction) -> None:
+    def __init__(self, inner: MemoizedOracle, target: Fraction) -> None:
         self.inner = inner
         low, high = self.threshold_range()
         self.threshold = largest_threshold(self.ratio, low, high, target)
@@ -205,7 +229,7 @@ class Chain(abc.ABC):
         """What an observer can link across reports of one value, with the step's figures."""
 
 
-def generic_column_profile(inner: FrequencyOracle) -> tuple[Fraction, Fraction, bool]:
+def generic_column_profile(inner: MemoizedOracle) -> tuple[Fraction, Fraction, bool]:
     """(R, M, exact) for an oracle of unknown structure: R = e^E, M = (R + k - 1)/k, not exact.
 
     Valid for every E-LDP channel (an output can be favoured by one input alone), and exact when
@@ -225,7 +249,7 @@ class MixtureChain(Chain):
 
     kind = "mixture"
 
-    def __init__(self, inner: FrequencyOracle, target: Fraction) -> None:
+    def __init__(self, inner: MemoizedOracle, target: Fraction) -> None:
         self.high_ratio, self.mean_ratio, self.tight = inner.mixture_column_profile()
         super().__init__(inner, target)
 

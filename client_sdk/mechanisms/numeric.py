@@ -40,6 +40,7 @@ from client_sdk.mechanisms.base import (
     Mechanism,
     Reports,
     WireFormatError,
+    normal_z,
 )
 from client_sdk.mechanisms.numeric_checks import (
     MAX_DIM,
@@ -177,6 +178,34 @@ class NumericMechanism(Mechanism):
         if n >= 2:
             return np.sqrt(self.empirical_variance(statistic) / n), "empirical"
         return self.worst_case_standard_errors(n), "worst_case"
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """The unbiased :meth:`mean` (sums of per-report unbiased estimates), its
+        :meth:`standard_errors` with normal intervals at ``confidence``, and the worst-case
+        standard errors beside them; a scalar for a scalar value, a list for a vector."""
+        mean = self.mean(statistic)
+        std_errors, method = self.standard_errors(statistic)
+        worst = self.worst_case_standard_errors(statistic.n)
+        z = normal_z(confidence)
+
+        def shaped(values: Any) -> Any:
+            array = np.asarray(values, dtype=np.float64)
+            return array.tolist() if self.value_shape else float(array.reshape(-1)[0])
+
+        return {
+            "mean": shaped(mean),
+            "std_error": shaped(std_errors),
+            "ci_low": shaped(mean - z * std_errors),
+            "ci_high": shaped(mean + z * std_errors),
+            "worst_case_std_error": shaped(worst),
+            "variance_method": method,
+        }
 
 
 # ---- bounded mechanisms built from a kernel on [-1, 1] ----------------------------------------

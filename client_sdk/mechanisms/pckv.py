@@ -58,6 +58,7 @@ from client_sdk.mechanisms.base import (
     Mechanism,
     Reports,
     WireFormatError,
+    normal_z,
 )
 from client_sdk.mechanisms.grid import exp_below
 from client_sdk.mechanisms.unary import column_counts, rows_per_chunk
@@ -427,6 +428,36 @@ class PCKV(Mechanism):
         cov_ds = cd * cs * (var1 - var2)
         variance = (var_d - 2 * ratio * cov_ds + ratio**2 * var_s) / safe**2
         return np.asarray(ratio), np.asarray(np.sqrt(np.maximum(variance, 0.0)))
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """Per-key frequencies and means with their standard errors and normal intervals."""
+        frequencies = self.frequencies(statistic)
+        frequency_errors = self.frequency_standard_errors(statistic)
+        means, mean_errors = self.means(statistic)
+        z = normal_z(confidence)
+        return {
+            "notes": [self.bias_note()],
+            "keys": [
+                {
+                    "key": key,
+                    "frequency": float(f),
+                    "frequency_std_error": float(fs),
+                    "frequency_ci": [float(f - z * fs), float(f + z * fs)],
+                    "mean": float(m),
+                    "mean_std_error": float(ms),
+                    "mean_ci": [float(m - z * ms), float(m + z * ms)],
+                }
+                for key, (f, fs, m, ms) in enumerate(
+                    zip(frequencies, frequency_errors, means, mean_errors, strict=True)
+                )
+            ],
+        }
 
     # ---- privacy -----------------------------------------------------------------------------
 

@@ -176,6 +176,15 @@ class PEM(Mechanism):
 
     name: ClassVar[str] = "pem"
 
+    def null_detection_frequency(self, n: int, critical: float) -> tuple[float, str] | None:
+        """The last level's null error (n / levels reports; Wang et al. 2019, PEM): a string
+        is called at ``critical`` sqrt(q*(1 - q*) / n_last) / (p* - q*)."""
+        p, q = self.p_star, self.q_star
+        n_last = n / self.levels
+        frequency = critical * math.sqrt(q * (1 - q) / n_last) / (p - q)
+        note = "PEM's last level (n / levels reports), Bonferroni over the vocabulary's size"
+        return frequency, note
+
     @staticmethod
     def longitudinal_variant() -> type[MemoizedPEM]:
         """The class of this mechanism under ``"longitudinal"``."""
@@ -184,6 +193,9 @@ class PEM(Mechanism):
     uses_device_choices: ClassVar[bool] = True
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     estimate_kind: ClassVar[str] = "discovery"
+    discovery: ClassVar[str | None] = "prefixes"
+    reads_reports: ClassVar[bool] = True
+    tests_candidates: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         epsilon = check_epsilon(self.epsilon)

@@ -120,6 +120,8 @@ class SFP(Mechanism):
     name: ClassVar[str] = "sfp"
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     estimate_kind: ClassVar[str] = "discovery"
+    discovery: ClassVar[str | None] = "fragments"
+    tests_candidates: ClassVar[bool] = True
 
     @staticmethod
     def longitudinal_variant() -> type[MemoizedSFP]:

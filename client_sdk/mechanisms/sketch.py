@@ -123,6 +123,7 @@ class StringSketch(Mechanism):
 
     value_kind: ClassVar[Literal["category", "number", "string"]] = "string"
     estimate_kind: ClassVar[str] = "sketch"
+    tests_candidates: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         epsilon = check_epsilon(self.epsilon)
@@ -248,6 +249,14 @@ class StringSketch(Mechanism):
         p, k = 1 / self.m, self.hashes
         var = p * (1 - p) / k
         return var + p * p, var
+
+    def null_detection_frequency(self, n: int, critical: float) -> tuple[float, str] | None:
+        """The null variance of :meth:`count_variance` with every other report a distinct
+        string (the fewest collisions): a lower bound of the frequency called at ``critical``."""
+        variance = self.count_variance(n, np.zeros(1), np.full(1, float(n)))
+        frequency = critical * math.sqrt(float(variance[0])) / n
+        note = "the sketch's null variance with no other repeated string (a lower bound)"
+        return frequency, note
 
     def count_variance(self, n: int, counts: FloatArray, others_square: FloatArray) -> FloatArray:
         """Var[c^(d)] over the reports' noise and a random hash family (heavy-hitters.md).

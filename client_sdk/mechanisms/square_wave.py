@@ -42,12 +42,14 @@ import numpy.typing as npt
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms._wire import parse_int_payloads, widest_int
 from client_sdk.mechanisms.base import (
+    SUMMARY_QUANTILES,
     AggregateStatistic,
     ChannelMap,
     FloatArray,
     Mechanism,
     Reports,
     WireFormatError,
+    normal_z,
 )
 from client_sdk.mechanisms.numeric_checks import check_bounds, check_scalar_values
 from client_sdk.mechanisms.piecewise import PiecewiseKernel
@@ -346,6 +348,41 @@ class SquareWave(Mechanism):
         """The exact variance of one report's estimate, for each true value."""
         half = (self.upper - self.lower) / 2
         return np.asarray(half**2 * self.kernel.variance(self.to_unit(check_scalar_values(values))))
+
+    def summary(
+        self,
+        statistic: AggregateStatistic,
+        *,
+        confidence: float,
+        labels: Sequence[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """The EMS histogram and quantiles (Li et al. 2020) with the closed-form mean and its
+        normal interval; no bootstrap here (``ldp-analyze estimate`` adds its intervals)."""
+        theta, iterations = self.fit(statistic)
+        histogram = to_histogram(theta, self.bins)
+        edges = np.linspace(self.lower, self.upper, self.bins + 1)
+        mean = self.mean(statistic)
+        std_error = self.mean_standard_error(statistic)
+        z = normal_z(confidence)
+        return {
+            "postprocessing": "ems",
+            "mean": {
+                "value": mean,
+                "std_error": std_error,
+                "ci_low": mean - z * std_error,
+                "ci_high": mean + z * std_error,
+            },
+            "quantiles": [
+                {"q": q, "value": float(grid_quantile(theta, q, self.lower, self.upper))}
+                for q in SUMMARY_QUANTILES
+            ],
+            "histogram": [
+                {"low": float(edges[i]), "high": float(edges[i + 1]), "frequency": float(f)}
+                for i, f in enumerate(histogram)
+            ],
+            "ems_iterations": iterations,
+            "intervals": "bootstrap intervals of the histogram and quantiles: ldp-analyze estimate",
+        }
 
     # ---- privacy -----------------------------------------------------------------------------
 

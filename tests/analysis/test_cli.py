@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from analysis.cli import main
 from analysis.gap import utility_gap
 from client_sdk import mechanism_from_config
 from collector.storage import Storage
+from tests.analysis.conftest import store_campaign
 from tests.stats import assert_within_z
 
 LABELS = ["home", "search", "settings", "profile", "help"]
@@ -31,31 +31,19 @@ LAPLACE_CONFIG = {"mechanism": "laplace", "epsilon": 1.0, "lower": 0.0, "upper":
 TRUE_COUNTS = np.array([900, 500, 300, 200, 100])
 
 
-def _store(db: Path, document: dict[str, Any], values: Any, seed: int) -> None:
-    mechanism = mechanism_from_config(document["mechanism"])
-    with Storage(db) as storage:
-        storage.create_campaign(document)
-        if len(values):
-            payloads = mechanism.to_wire(mechanism.perturb(values, rng=np.random.default_rng(seed)))
-            storage.insert_reports(
-                document["name"],
-                [(secrets.token_hex(16), json.dumps(p)) for p in payloads],
-            )
-
-
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cli") / "collector.db"
     values = np.repeat(np.arange(5), TRUE_COUNTS)
-    _store(path, {"name": "screens", "mechanism": GRR_CONFIG, "domain": LABELS}, values, 1)
-    _store(
+    store_campaign(path, {"name": "screens", "mechanism": GRR_CONFIG, "domain": LABELS}, values, 1)
+    store_campaign(
         path,
         {"name": "tiny", "mechanism": GRR_CONFIG, "domain": LABELS, "min_batch_size": 100},
         values[:50],
         2,
     )
-    _store(path, {"name": "empty", "mechanism": GRR_CONFIG, "domain": LABELS}, [], 3)
-    _store(path, {"name": "load-time", "mechanism": LAPLACE_CONFIG}, np.full(400, 3.0), 4)
+    store_campaign(path, {"name": "empty", "mechanism": GRR_CONFIG, "domain": LABELS}, [], 3)
+    store_campaign(path, {"name": "load-time", "mechanism": LAPLACE_CONFIG}, np.full(400, 3.0), 4)
     return path
 
 

@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from analysis.cli import main
-from client_sdk import mechanism_from_config
-from collector.storage import Storage
+from tests.analysis.conftest import store_campaign
 
 CALM = {
     "mechanism": "multi",
@@ -30,23 +27,13 @@ FOURIER = {
 }
 
 
-def _store(db: Path, document: dict[str, Any], values: Any) -> None:
-    mechanism = mechanism_from_config(document["mechanism"])
-    payloads = mechanism.to_wire(mechanism.perturb(values, rng=np.random.default_rng(0)))
-    with Storage(db) as storage:
-        storage.create_campaign(document)
-        storage.insert_reports(
-            document["name"], [(secrets.token_hex(16), json.dumps(p)) for p in payloads]
-        )
-
-
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("marginals") / "collector.db"
     rng = np.random.default_rng(4)
     x = np.stack([rng.integers(0, 3, 3000), rng.integers(0, 2, 3000), rng.integers(0, 2, 3000)], 1)
-    _store(path, {"name": "devices", "mechanism": CALM}, x)
-    _store(path, {"name": "flags", "mechanism": FOURIER}, rng.integers(0, 2, (3000, 3)))
+    store_campaign(path, {"name": "devices", "mechanism": CALM}, x)
+    store_campaign(path, {"name": "flags", "mechanism": FOURIER}, rng.integers(0, 2, (3000, 3)))
     return path
 
 

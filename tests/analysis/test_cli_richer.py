@@ -3,38 +3,27 @@
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from analysis.cli import main
-from client_sdk import mechanism_from_config
-from collector.storage import Storage
+from tests.analysis.conftest import store_campaign
 
 SW = {"mechanism": "square_wave", "epsilon": 2.0, "lower": 0.0, "upper": 10.0, "bins": 16}
 HIER = {"mechanism": "hierarchical", "epsilon": 2.0, "k": 16}
-
-
-def _store(db: Path, document: dict[str, Any], values: Any) -> None:
-    mechanism = mechanism_from_config(document["mechanism"])
-    payloads = mechanism.to_wire(mechanism.perturb(values, rng=np.random.default_rng(0)))
-    with Storage(db) as storage:
-        storage.create_campaign(document)
-        storage.insert_reports(
-            document["name"], [(secrets.token_hex(16), json.dumps(p)) for p in payloads]
-        )
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("richer") / "collector.db"
     rng = np.random.default_rng(1)
-    _store(path, {"name": "load", "mechanism": SW}, rng.uniform(2.0, 6.0, 3000))
+    store_campaign(path, {"name": "load", "mechanism": SW}, rng.uniform(2.0, 6.0, 3000))
     labels = [f"b{i}" for i in range(16)]
-    _store(path, {"name": "buckets", "mechanism": HIER, "domain": labels}, rng.integers(0, 8, 3000))
+    store_campaign(
+        path, {"name": "buckets", "mechanism": HIER, "domain": labels}, rng.integers(0, 8, 3000)
+    )
     return path
 
 
@@ -84,7 +73,7 @@ def test_two_way_marginal_of_a_multi_campaign(
         "marginals": [["os", "version"]],
     }
     rng = np.random.default_rng(3)
-    _store(db, {"name": "devices", "mechanism": config}, rng.integers(0, 2, (2000, 2)))
+    store_campaign(db, {"name": "devices", "mechanism": config}, rng.integers(0, 2, (2000, 2)))
     argv = ["estimate", "--db", str(db), "--campaign", "devices", "--marginal", "os,version"]
     code, out, _ = _run(capsys, *argv, "--format", "json")
     assert code == 0
@@ -102,13 +91,13 @@ def test_haar_ranges_and_key_value_tables(
     db = tmp_path / "richer.db"
     haar = {"mechanism": "hierarchical", "epsilon": 2.0, "k": 16, "variant": "haar"}
     rng = np.random.default_rng(2)
-    _store(
+    store_campaign(
         db,
         {"name": "haar", "mechanism": haar, "domain": [f"b{i}" for i in range(16)]},
         rng.integers(0, 8, 3000),
     )
     kv = {"mechanism": "pckv", "epsilon": 2.0, "k": 3, "padding": 2, "variant": "ue"}
-    _store(db, {"name": "kv", "mechanism": kv}, [{0: 0.5}, {1: -0.5, 2: 1.0}] * 1000)
+    store_campaign(db, {"name": "kv", "mechanism": kv}, [{0: 0.5}, {1: -0.5, 2: 1.0}] * 1000)
     argv = ["estimate", "--db", str(db), "--campaign", "haar", "--range", "0,8"]
     code, out, _ = _run(capsys, *argv, "--quantiles", "0.5,0.9", "--format", "json")
     assert code == 0

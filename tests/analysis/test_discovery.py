@@ -178,3 +178,32 @@ def test_a_device_alphabet_extends_by_its_characters_only_and_refuses_the_hint()
     )
     with pytest.raises(ValueError, match="alphabet: the campaign's pem has a device alphabet"):
         discover_pem(m, reports, alphabet="abc")
+
+
+def test_discover_dispatches_by_the_mechanisms_discovery_through_decoders(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``discover`` asks ``mechanism.discovery`` and calls that entry of ``DECODERS`` (no type
+    switch); a mechanism without one is refused by name."""
+    from analysis import discovery
+    from client_sdk.mechanisms import mechanism_from_config
+
+    calls: list[tuple[str, float]] = []
+
+    def fake(mechanism: object, reports: object, *, confidence: float) -> ItemsEstimate:
+        calls.append((getattr(mechanism, "name", ""), confidence))
+        raise LookupError("decoded")
+
+    for config in (
+        {"mechanism": "pem", "epsilon": 4.0, "max_length": 4},
+        {"mechanism": "sfp", "epsilon": 4.0, "max_length": 4},
+    ):
+        mechanism = mechanism_from_config(config)
+        assert mechanism.discovery in discovery.DECODERS
+        monkeypatch.setitem(discovery.DECODERS, str(mechanism.discovery), fake)
+        with pytest.raises(LookupError, match="decoded"):
+            discovery.discover(mechanism, [], confidence=0.9)
+    assert calls == [("pem", 0.9), ("sfp", 0.9)]
+    grr = mechanism_from_config({"mechanism": "grr", "epsilon": 1.0, "k": 4})
+    with pytest.raises(TypeError, match="no discovery decoder for mechanism 'grr'"):
+        discovery.discover(grr, [])

@@ -14,6 +14,7 @@ from flask.testing import FlaskClient
 
 from analysis import estimate
 from client_sdk.mechanisms import AggregateStatistic, Mechanism, mechanism_from_config
+from client_sdk.mechanisms.grr import GRR
 from client_sdk.protocol import PROBLEM_TYPES, campaign_config_id
 from collector import create_app
 from collector.settings import load_settings
@@ -533,3 +534,41 @@ def test_a_mechanism_without_a_summary_is_refused_clearly() -> None:
     )
     with pytest.raises(UnsupportedEstimate, match="cannot summarise mechanism 'opaque'"):
         summarize(campaign, AggregateStatistic(np.zeros(1), 5))
+
+
+def test_the_admin_estimate_is_the_mechanisms_own_summary_after_the_campaigns_head() -> None:
+    """The collector asks the mechanism (``Mechanism.summary``): a mechanism it has never heard
+    of is summarised by its own method, with the campaign's head and its domain as labels."""
+    from collector.estimates import summarize
+    from collector.storage import StoredCampaign
+
+    asked: list[tuple[float, Any]] = []
+
+    class Answering(GRR):  # a frequency oracle whose own summary replaces the generic one
+        def summary(
+            self, statistic: AggregateStatistic, *, confidence: float, labels: Any = None
+        ) -> dict[str, Any] | None:
+            asked.append((confidence, labels))
+            return {"total": int(statistic.n), "labels": list(labels)}
+
+    campaign = StoredCampaign(
+        name="x",
+        mechanism=Answering(epsilon=1.0, k=2),
+        config={"mechanism": "grr", "epsilon": 1.0, "k": 2},
+        domain=["a", "b"],
+        policy=None,
+        config_id="0" * 32,
+        min_batch_size=1,
+        created="2025-01-01T00:00:00Z",
+    )
+    document = summarize(campaign, AggregateStatistic(np.array([3.0, 2.0]), 5), confidence=0.9)
+    assert document == {
+        "campaign": "x",
+        "config_id": "0" * 32,
+        "mechanism": campaign.config,
+        "n": 5,
+        "confidence": 0.9,
+        "total": 5,
+        "labels": ["a", "b"],
+    }
+    assert asked == [(0.9, ["a", "b"])]
