@@ -40,6 +40,7 @@ __all__ = [
     "CAMPAIGN_FIELDS",
     "CAMPAIGN_NAME_PATTERN",
     "MAX_CANDIDATES",
+    "PROTOCOL_VERSION",
     "BudgetPolicy",
     "CampaignSpec",
     "ShufflePlan",
@@ -53,6 +54,9 @@ CAMPAIGN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 CAMPAIGN_FIELDS = frozenset({"name", "mechanism", "domain", "policy", "min_batch_size", "shuffle"})
 """The fields of a campaign's content (a served campaign adds ``config_id`` and ``created``)."""
+
+PROTOCOL_VERSION = 1
+"""The device protocol's version (docs/protocol.md): what a device must implement to report."""
 
 MAX_CANDIDATES = 10_000
 """The longest candidate list a ``"string"`` campaign may carry."""
