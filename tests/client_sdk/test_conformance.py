@@ -5,7 +5,11 @@ checked payload by payload."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ from client_sdk.campaign import PROTOCOL_VERSION
 from client_sdk.conformance import VECTORS_DIR, VectorError, check_outputs, check_vectors
 from client_sdk.conformance.__main__ import main
 from client_sdk.conformance.vectors import build_vectors, load_vectors
+from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.grr import GRR
 from client_sdk.mechanisms.pckv import PCKV, Pairs
 from client_sdk.mechanisms.registry import MECHANISMS
@@ -204,3 +209,122 @@ def test_a_key_value_report_does_not_depend_on_the_mappings_order(variant: str) 
     words = HmacWordSource(bytes.fromhex(case["words_key"]))
     mechanism = PCKV.from_config(case["config"])
     assert mechanism.to_wire(mechanism.perturb([descending], rng=words))[0] == case["payload"]
+
+
+# ---- a port written from docs/protocol.md alone (plain integers, hashlib): the page says enough
+
+
+class _Words:
+    """docs/protocol.md, "Random words": HMAC-SHA256 blocks, four little-endian words each."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key, self.block = key, 0
+        self.buffer: list[int] = []
+
+    def take(self, n: int) -> list[int]:
+        while len(self.buffer) < n:
+            digest = hmac.new(self.key, self.block.to_bytes(8, "big"), hashlib.sha256).digest()
+            self.block += 1
+            self.buffer += [int.from_bytes(digest[i : i + 8], "little") for i in (0, 8, 16, 24)]
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def below(self, high: int) -> int:
+        """uniform_below(high, 1): reject words at or above 2**64 - 2**64 mod high."""
+        limit = 2**64 - 2**64 % high
+        while True:
+            (word,) = self.take(1)
+            if word < limit:
+                return word % high
+
+    def lazy(self, threshold: int, n: int) -> list[bool]:
+        """bernoulli_lazy(T, n): one byte a draw, a tie on the top byte takes a word."""
+        data = b"".join(w.to_bytes(8, "little") for w in self.take(-(-n // 8)))[:n]
+        high, low = threshold >> 56, threshold & (2**56 - 1)
+        out = [b < high for b in data]
+        if low:
+            for j, b in enumerate(data):
+                if b == high:
+                    out[j] = (self.take(1)[0] >> 8) < low
+        return out
+
+
+def _bits(bits: list[bool]) -> str:
+    packed = bytes(
+        sum(1 << (7 - i) for i, bit in enumerate(bits[start : start + 8]) if bit)
+        for start in range(0, len(bits), 8)
+    )
+    return base64.urlsafe_b64encode(packed).decode().rstrip("=")
+
+
+def _port(config: dict[str, Any], value: Any, words: _Words) -> Any:
+    mechanism = mechanism_from_config(config)
+    name = config["mechanism"]
+    if name == "grr":
+        keep = words.take(1)[0] < mechanism._keep_threshold
+        other = words.below(config["k"] - 1)
+        return value if keep else other + (other >= value)
+    if name in ("sue", "oue"):
+        p, q = mechanism._thresholds
+        bits = words.lazy(q, config["k"])
+        bits[value] = words.lazy(p, 1)[0]
+        return _bits(bits)
+    if name == "olh":
+        prime, g = 2**31 - 1, config["g"]
+        seed = words.below((prime - 1) * prime)
+        a, b = seed // prime + 1, seed % prime
+        hashed = g * ((a * value + b) % prime) // prime
+        keep = words.take(1)[0] < mechanism._keep_threshold
+        if g == 2:
+            return {"seed": f"{seed:016x}", "y": hashed if keep else 1 - hashed}
+        other = words.below(g - 1)
+        y = hashed if keep else other + (other >= hashed)
+        return {"seed": f"{seed:016x}", "y": y}
+    if name == "hr":
+        blocks = config["blocks"]
+        size = 1 << (-(-config["k"] // blocks)).bit_length()
+        block, row = value // (size - 1), value % (size - 1) + 1
+        keep = words.take(1)[0] < mechanism._keep_threshold
+        other = 1
+        if blocks > 1:
+            other = words.below(2 * blocks - 1)
+            other += other >= 2 * block
+        half = 2 * block if keep else other
+        offset = words.take(1)[0] & (size - 1)
+        if (bin(row & offset).count("1") % 2 == 1) != bool(half & 1):
+            offset ^= row & -row
+        return (half >> 1) * size + offset
+    assert name == "pckv" and config.get("variant") in (None, "grr")
+    pairs = sorted((int(key), number) for key, number in value.items())
+    ell, k = config["padding"], config["k"]
+    slot = words.below(max(len(pairs), ell))
+    dummy = words.below(ell) + k
+    key, number = pairs[slot] if slot < len(pairs) else (dummy, 0.0)
+    scaled = min(math.floor((1 + number) / 2 * 2.0**64), math.nextafter(2.0**64, 0))
+    plus = words.take(1)[0] < int(scaled) or number >= 1.0
+    t_keep, t_sign, _ = mechanism._thresholds
+    keep_sign = words.take(1)[0] < t_sign
+    keep = words.take(1)[0] < t_keep
+    other = words.below(k + ell - 1)
+    other += other >= key
+    random_sign = words.below(2)
+    sign = (plus if keep_sign else not plus) if keep else bool(random_sign)
+    return 2 * (key if keep else other) + int(sign)
+
+
+def test_a_port_written_from_the_protocol_page_reproduces_the_vectors(
+    committed: dict[str, Any],
+) -> None:
+    """Plain-integer ports of grr, sue, oue, olh, hr and PCKV-GRR from docs/protocol.md's words
+    give every committed payload of those mechanisms (memoized variants excepted); checked
+    through ``check_outputs`` as a port's outputs are."""
+    outputs: dict[str, list[Any]] = {}
+    for name in ("grr", "sue", "oue", "olh", "hr", "pckv"):
+        outputs[name] = []
+        for case in committed[name]["cases"]:
+            plain = "longitudinal" not in case["config"] and case["config"].get("variant") != "ue"
+            words = _Words(bytes.fromhex(case["words_key"]))
+            payload = _port(case["config"], case["value"], words) if plain else case["payload"]
+            outputs[name].append(payload)
+    problems = check_outputs(outputs)
+    assert all(p.endswith("no outputs") for p in problems), problems
