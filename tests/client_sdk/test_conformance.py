@@ -328,3 +328,61 @@ def test_a_port_written_from_the_protocol_page_reproduces_the_vectors(
             outputs[name].append(payload)
     problems = check_outputs(outputs)
     assert all(p.endswith("no outputs") for p in problems), problems
+
+
+def _memo_words(case: dict[str, Any], label: str, index: int) -> _Words:
+    """docs/protocol.md, "Memoization": the keyed source of (label, index) under the case's
+    device secret and the scope config_id({"campaign", "mechanism"})."""
+    canonical = json.dumps(
+        {"campaign": case["campaign"], "mechanism": case["config"]},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    scope = hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    parts = (b"ldp-telemetry/memo/v1", scope.encode(), label.encode())
+    message = b"".join(len(p).to_bytes(4, "big") + p for p in parts) + index.to_bytes(8, "big")
+    secret = bytes.fromhex(case["device_secret"])
+    return _Words(hmac.new(secret, message, hashlib.sha256).digest())
+
+
+def test_a_port_of_the_memoized_mechanisms_reproduces_the_vectors(
+    committed: dict[str, Any],
+) -> None:
+    """dBitFlip (buckets and bits from the keyed source) and GRR under ``longitudinal`` (the
+    permanent response from the keyed source, the instantaneous one from the words), ported
+    from docs/protocol.md, give the committed payloads."""
+    checked = 0
+    for case in committed["dbitflip"]["cases"]:
+        config = case["config"]
+        if not config["memoize"]:
+            continue
+        k, d, v = config["k"], config["d"], case["value"]
+        words = _memo_words(case, "dbitflip/buckets", 0)
+        chosen: list[int] = []
+        for j in range(k - d, k):  # Floyd's algorithm
+            r = words.below(j + 1)
+            chosen.append(j if r in chosen else r)
+        buckets = sorted(chosen)
+        pattern = v if v in buckets else k
+        high, low = mechanism_from_config(config)._thresholds
+        bit_words = _memo_words(case, "dbitflip/bits", pattern).take(d)
+        bits = [w < (high if b == v else low) for w, b in zip(bit_words, buckets, strict=True)]
+        assert {"buckets": buckets, "bits": _bits(bits)} == case["payload"]
+        checked += 1
+    for case in committed["grr"]["cases"]:
+        config = case["config"]
+        if "longitudinal" not in config:
+            continue
+        memoized = mechanism_from_config(config)
+        inner_words = _memo_words(case, "value", case["value"])
+        keep = inner_words.take(1)[0] < memoized.inner._keep_threshold
+        other = inner_words.below(config["k"] - 1)
+        permanent = case["value"] if keep else other + (other >= case["value"])
+        chain = memoized._chain
+        words = _Words(bytes.fromhex(case["words_key"]))
+        keep = words.take(1)[0] < chain.threshold
+        other = words.below(config["k"] - 1)
+        assert (permanent if keep else other + (other >= permanent)) == case["payload"]
+        checked += 1
+    assert checked == 6
