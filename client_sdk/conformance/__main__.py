@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from client_sdk.conformance.sealed import SEALED_FILE, build_sealed, check_sealed
 from client_sdk.conformance.vectors import (
     VECTORS_DIR,
     VectorError,
@@ -29,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "generate":
         paths = generate(args.dir)
-        print(f"wrote {len(paths)} vector files to {args.dir}")
+        if args.dir == VECTORS_DIR:
+            SEALED_FILE.write_text(json.dumps(build_sealed(), indent=1, ensure_ascii=False) + "\n")
+            paths.append(SEALED_FILE)
+        print(f"wrote {len(paths)} vector files ({args.dir})")
         return 0
     try:
         if args.outputs is not None:
@@ -41,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             problems = check_outputs(outputs, args.dir)
         else:
             problems = check_vectors(args.dir)
+            if args.dir == VECTORS_DIR and SEALED_FILE.exists():
+                problems += check_sealed(SEALED_FILE)
     except VectorError as error:
         print(error, file=sys.stderr)
         return 2

@@ -20,12 +20,14 @@ import pytest
 from client_sdk.campaign import PROTOCOL_VERSION
 from client_sdk.conformance import VECTORS_DIR, VectorError, check_outputs, check_vectors
 from client_sdk.conformance.__main__ import main
+from client_sdk.conformance.sealed import SEALED_FILE, check_sealed
 from client_sdk.conformance.vectors import build_vectors, load_vectors
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.grr import GRR
 from client_sdk.mechanisms.pckv import PCKV, Pairs
 from client_sdk.mechanisms.registry import MECHANISMS
 from client_sdk.randomness import HmacWordSource, RandomSource, bernoulli, uniform_below
+from client_sdk.sealing import seal_payloads
 
 
 @pytest.fixture(scope="module")
@@ -386,3 +388,50 @@ def test_a_port_of_the_memoized_mechanisms_reproduces_the_vectors(
         assert (permanent if keep else other + (other >= permanent)) == case["payload"]
         checked += 1
     assert checked == 6
+
+
+def test_the_sealed_envelope_vectors_are_what_the_sdk_seals(tmp_path: Path) -> None:
+    """conformance/sealed.json: each envelope (a fixed ephemeral key) opens to its plaintext and
+    is rebuilt byte for byte; the SDK's own ``seal_payloads``, with the case's nonce words, seals
+    that very plaintext; a changed envelope is named by its case."""
+    from nacl.bindings import crypto_box_seal_open, crypto_scalarmult_base
+
+    assert check_sealed() == []
+    content = json.loads(SEALED_FILE.read_text())
+    secret = bytes.fromhex(content["recipient_secret_key"])
+    public = crypto_scalarmult_base(secret)
+    for case in content["cases"]:
+        (envelope,) = seal_payloads(
+            [case["payload"]],
+            public_key=content["public_key"],
+            key_id=content["key_id"],
+            campaign=case["campaign"],
+            config_id=case["config_id"],
+            mechanism=mechanism_from_config(case["config"]),
+            rng=HmacWordSource(bytes.fromhex(case["nonce_words_key"])),
+        )
+        assert envelope["key_id"] == case["envelope"]["key_id"]
+        assert len(envelope["sealed"]) == len(case["envelope"]["sealed"])
+        sealed = base64.urlsafe_b64decode(envelope["sealed"] + "==")
+        assert crypto_box_seal_open(sealed, public, secret).decode() == case["plaintext"]
+    content["cases"][1]["envelope"]["sealed"] = content["cases"][0]["envelope"]["sealed"]
+    changed = tmp_path / "sealed.json"
+    changed.write_text(json.dumps(content))
+    assert check_sealed(changed) == [
+        "sealed.json case 1: the envelope does not open to plaintext",
+        "sealed.json case 1: differs from what this SDK seals",
+    ]
+
+
+def test_a_corrupted_sealed_envelope_is_named_by_its_case(tmp_path: Path) -> None:
+    content = json.loads(SEALED_FILE.read_text())
+    sealed = content["cases"][2]["envelope"]["sealed"]
+    content["cases"][2]["envelope"]["sealed"] = sealed[:-4] + (
+        "AAAA" if sealed[-4:] != "AAAA" else "BBBB"
+    )
+    changed = tmp_path / "sealed.json"
+    changed.write_text(json.dumps(content))
+    assert check_sealed(changed) == [
+        "sealed.json case 2: the envelope does not open to plaintext",
+        "sealed.json case 2: differs from what this SDK seals",
+    ]
