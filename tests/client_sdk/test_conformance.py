@@ -435,3 +435,44 @@ def test_a_corrupted_sealed_envelope_is_named_by_its_case(tmp_path: Path) -> Non
         "sealed.json case 2: the envelope does not open to plaintext",
         "sealed.json case 2: differs from what this SDK seals",
     ]
+
+
+def _below_16(words: _Words, high: int) -> int:
+    """uniform_below_32 of one draw with high <= 2**12: a 16-bit lane, multiply-shift."""
+    while True:
+        product = (words.take(1)[0] & 0xFFFF) * high
+        if product & 0xFFFF >= (1 << 16) % high:
+            return product >> 16
+
+
+def test_a_port_of_the_count_mean_sketches_reproduces_the_vectors(
+    committed: dict[str, Any],
+) -> None:
+    """CMS and HCMS ported from docs/protocol.md (the keyed BLAKE2b hash, the reserved symbol
+    0xFF, the row, column and flip words) give the committed payloads."""
+    checked = 0
+    for name in ("cms", "hcms"):
+        for case in committed[name]["cases"]:
+            config = case["config"]
+            if "longitudinal" in config:
+                continue
+            m, hashes = config["m"], config["hashes"]
+            raw = case["value"].encode()
+            raw = raw if len(raw) <= config["max_length"] else b"\xff"
+            key = b"ldp-telemetry/sketch/v1" + config["seed"].to_bytes(8, "big")
+            digest = hashlib.blake2b(raw, digest_size=4 * hashes, key=key).digest()
+            words = _Words(bytes.fromhex(case["words_key"]))
+            row = _below_16(words, hashes)
+            bucket = int.from_bytes(digest[4 * row : 4 * row + 4], "little") & (m - 1)
+            threshold = mechanism_from_config(config)._flip_threshold
+            if name == "cms":
+                flips = words.lazy(threshold, m)
+                flips[bucket] = not flips[bucket]
+                assert {"row": row, "bits": _bits(flips)} == case["payload"]
+            else:
+                column = _below_16(words, m)
+                plus = bin(bucket & column).count("1") % 2 == 0
+                flip = words.lazy(threshold, 1)[0]
+                assert ((row * m + column) * 2 + (plus != flip)) == case["payload"]
+            checked += 1
+    assert checked == 9
