@@ -476,3 +476,58 @@ def test_a_port_of_the_count_mean_sketches_reproduces_the_vectors(
                 assert ((row * m + column) * 2 + (plus != flip)) == case["payload"]
             checked += 1
     assert checked == 9
+
+
+def _round(words: _Words, u: float, top: int) -> int:
+    """randomized_round of one value (docs/protocol.md, "Random words")."""
+    u = min(max(u, 0.0), float(top))
+    base = min(math.floor(u), top - 1)
+    phi = u - base
+    threshold = int(min(math.floor(phi * 2.0**64), math.nextafter(2.0**64, 0.0)))
+    return base + 1 if words.take(1)[0] < threshold or phi >= 1.0 else base
+
+
+def _piecewise(words: _Words, kernel: Any, t: float) -> int:
+    a = _round(words, (t + 1.0) / 2.0 * kernel.steps, kernel.steps)
+    inside = words.take(1)[0] < kernel.inside_threshold
+    in_window = a + words.below(kernel.window)
+    other = words.below(kernel.steps)
+    return in_window if inside else (other if other < a else other + kernel.window)
+
+
+def _duchi(words: _Words, kernel: Any, t: float) -> int:
+    side = _round(words, (t + 1.0) / 2.0, 1)
+    threshold = kernel.high_threshold if side == 1 else kernel.low_threshold
+    return int(words.take(1)[0] < threshold)
+
+
+def test_a_port_of_the_scalar_numeric_kernels_reproduces_the_vectors(
+    committed: dict[str, Any],
+) -> None:
+    """Duchi, Piecewise, Hybrid and Square Wave on scalars, ported from docs/protocol.md
+    (clipping, randomized rounding, the kernels' words), give the committed payloads."""
+    checked = 0
+    for name in ("duchi", "piecewise", "hybrid", "square_wave"):
+        for case in committed[name]["cases"]:
+            config = case["config"]
+            if config.get("dim") is not None:
+                continue
+            mechanism = mechanism_from_config(config)
+            lower, upper = float(config["lower"]), float(config["upper"])
+            half = (upper - lower) / 2.0
+            mid = (lower + upper) / 2.0 if name == "square_wave" else lower + half
+            t = min(max((float(case["value"]) - mid) / half, -1.0), 1.0)
+            words = _Words(bytes.fromhex(case["words_key"]))
+            kernel = mechanism.kernel
+            if name == "duchi":
+                payload = _duchi(words, kernel, t)
+            elif name == "hybrid":
+                if words.take(1)[0] < kernel.alpha_threshold:
+                    payload = _piecewise(words, kernel.piecewise, t)
+                else:
+                    payload = kernel.piecewise.output_size + _duchi(words, kernel.duchi, t)
+            else:
+                payload = _piecewise(words, kernel, t)
+            assert payload == case["payload"], (name, case["value"])
+            checked += 1
+    assert checked == 20
