@@ -3,15 +3,18 @@
 A campaign document is::
 
     {"name": "app-theme",
+     "protocol": 1,
      "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
      "domain": ["light", "dark", "system"],
      "policy": {"epsilon_per_report": 1.0, "reports_per_period": 4, "period_seconds": 86400},
      "min_batch_size": 100}
 
-(``policy`` and ``min_batch_size`` optional). :func:`parse_campaign` validates it and returns a
-:class:`CampaignSpec`; ``collector.storage`` stores what :func:`normalize_campaign` returns and
-``client_sdk.client`` verifies a fetched campaign with the same function, so both sides refuse
-the same documents with the same messages (a ``ValueError`` naming the field and the value).
+(``protocol``, ``policy`` and ``min_batch_size`` optional; ``protocol`` is the device
+protocol's version, docs/protocol.md, and absent means 1). :func:`parse_campaign` validates it
+and returns a :class:`CampaignSpec`; ``collector.storage`` stores what
+:func:`normalize_campaign` returns and ``client_sdk.client`` verifies a fetched campaign with the
+same function, so both sides refuse the same documents with the same messages (a
+``ValueError`` naming the field and the value).
 
 The domain depends on what a device records (``Mechanism.value_kind``): a ``"category"``
 mechanism needs the ``k`` distinct labels its indices stand for; a ``"string"`` mechanism may
@@ -40,6 +43,7 @@ __all__ = [
     "CAMPAIGN_FIELDS",
     "CAMPAIGN_NAME_PATTERN",
     "MAX_CANDIDATES",
+    "PROTOCOL_VERSION",
     "BudgetPolicy",
     "CampaignSpec",
     "ShufflePlan",
@@ -51,8 +55,16 @@ __all__ = [
 CAMPAIGN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """Campaign names are URL path segments: letters, digits, ``.``, ``_``, ``-`` (1-128 chars)."""
 
-CAMPAIGN_FIELDS = frozenset({"name", "mechanism", "domain", "policy", "min_batch_size", "shuffle"})
+CAMPAIGN_FIELDS = frozenset(
+    {"name", "protocol", "mechanism", "domain", "policy", "min_batch_size", "shuffle"}
+)
 """The fields of a campaign's content (a served campaign adds ``config_id`` and ``created``)."""
+
+PROTOCOL_VERSION = 1
+"""The device protocol's version (docs/protocol.md): what a device must implement to report.
+A campaign document carries it as ``"protocol"`` (absent means 1); a device refuses a campaign
+of a version it does not implement. It is not hashed into ``config_id`` while it is 1, so the
+ids of campaigns created before the field are unchanged."""
 
 MAX_CANDIDATES = 10_000
 """The longest candidate list a ``"string"`` campaign may carry."""
@@ -155,6 +167,7 @@ class CampaignSpec:
         """The canonical document (what the collector stores; JSON-safe)."""
         content: dict[str, Any] = {
             "name": self.name,
+            "protocol": PROTOCOL_VERSION,
             "mechanism": dict(self.config),
             "domain": None if self.domain is None else list(self.domain),
             "policy": None if self.policy is None else self.policy.to_dict(),
@@ -202,6 +215,13 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
     for field in ("name", "mechanism"):
         if field not in document:
             raise ValueError(f"campaign is missing the field {field!r}")
+
+    protocol = document.get("protocol", PROTOCOL_VERSION)
+    if isinstance(protocol, bool) or protocol != PROTOCOL_VERSION:
+        raise ValueError(
+            f"protocol must be {PROTOCOL_VERSION} (the device protocol this SDK implements, "
+            f"docs/protocol.md); got {describe(protocol)}"
+        )
 
     name = document["name"]
     if not isinstance(name, str) or CAMPAIGN_NAME_PATTERN.fullmatch(name) is None:

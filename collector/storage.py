@@ -42,7 +42,7 @@ from typing import Any
 
 import sqlite_utils
 
-from client_sdk.campaign import CAMPAIGN_NAME_PATTERN, normalize_campaign
+from client_sdk.campaign import CAMPAIGN_NAME_PATTERN, PROTOCOL_VERSION, normalize_campaign
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import Mechanism, Reports, mechanism_from_config
 from client_sdk.mechanisms._validation import check_int
@@ -107,6 +107,7 @@ class StoredCampaign:
         """The JSON document the HTTP API serves (``config_id`` included)."""
         document = {
             "name": self.name,
+            "protocol": PROTOCOL_VERSION,
             "mechanism": self.config,
             "domain": self.domain,
             "policy": self.policy,

@@ -83,11 +83,22 @@ NUMBER_TYPES = (int, float, np.integer, np.floating)
 @dataclasses.dataclass(frozen=True)
 class Pairs:
     """Records flattened: ``sizes[i]`` pairs for record i, their ``keys`` and ``values`` in
-    record order (what ``perturb`` samples from, without a loop over records)."""
+    record order (what ``perturb`` samples from, without a loop over records). Within a record,
+    ``PCKV.pack`` puts the pairs in ascending key order (:meth:`canonical`)."""
 
     sizes: npt.NDArray[np.int64]
     keys: npt.NDArray[np.int64]
     values: FloatArray
+
+    def canonical(self) -> Pairs:
+        """The same records with each one's pairs in ascending key order: the device protocol's
+        order (docs/protocol.md), so a report never depends on the order of a mapping (a
+        JavaScript object cannot keep integer keys in any order but ascending)."""
+        record = np.repeat(np.arange(self.sizes.size), self.sizes)
+        order = np.lexsort((self.keys, record))
+        if bool(np.all(order == np.arange(order.size))):
+            return self
+        return Pairs(self.sizes, self.keys[order], self.values[order])
 
     @property
     def starts(self) -> npt.NDArray[np.int64]:
@@ -266,7 +277,7 @@ class PCKV(Mechanism):
             value_array = np.asarray(numbers, dtype=np.float64).reshape(-1)
             in_domain = key_array.size == 0 or (key_array.min() >= 0 and key_array.max() < self.k)
             if in_domain and bool(np.all(np.abs(value_array) <= 1.0)):  # NaN fails too
-                return Pairs(sizes, key_array, value_array)
+                return Pairs(sizes, key_array, value_array).canonical()
         self.check_records(values)  # raises, naming the first bad record
         raise AssertionError("unreachable: check_records accepted what pack refused")
 
@@ -280,7 +291,9 @@ class PCKV(Mechanism):
             raise ValueError(f"Pairs.keys must be in [0, {self.k})")
         if not bool(np.all(np.abs(values.astype(np.float64)) <= 1.0)):
             raise ValueError("Pairs.values must be numbers in [-1, 1]")
-        return Pairs(sizes.astype(np.int64), keys.astype(np.int64), values.astype(np.float64))
+        return Pairs(
+            sizes.astype(np.int64), keys.astype(np.int64), values.astype(np.float64)
+        ).canonical()
 
     def perturb(self, values: Any, *, rng: RandomSource | None = None) -> Reports:
         """Padding-and-sampling, then the variant's perturbation; vectorized over reports.

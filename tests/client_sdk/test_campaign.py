@@ -13,6 +13,7 @@ import pytest
 from client_sdk import budget
 from client_sdk.campaign import (
     MAX_CANDIDATES,
+    PROTOCOL_VERSION,
     BudgetPolicy,
     check_domain,
     normalize_campaign,
@@ -51,6 +52,7 @@ def test_a_valid_campaign_normalizes_to_its_canonical_content() -> None:
     assert spec.min_batch_size == DEFAULT_MIN_BATCH_SIZE
     assert normalize_campaign(document(policy=POLICY)) == {
         "name": "c",
+        "protocol": 1,
         "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
         "domain": ["a", "b", "c"],
         "policy": POLICY,
@@ -146,3 +148,30 @@ def test_a_policy_no_report_can_meet_is_refused_at_creation() -> None:
         parse_campaign(document)
     document["policy"]["epsilon_per_report"] = 1.0
     assert parse_campaign(document).policy is not None
+
+
+def test_the_protocol_version_travels_in_the_document_and_not_in_the_config_id(
+    tmp_path: Path,
+) -> None:
+    """``"protocol": 1`` is the document's (absent means 1) and the served one's; config_ids of
+    protocol 1 are those of documents written before the field (docs/protocol.md)."""
+    from collector.storage import Storage
+
+    plain = parse_campaign(document())
+    versioned = parse_campaign(document(protocol=1))
+    assert plain.content() == versioned.content()
+    assert plain.content()["protocol"] == PROTOCOL_VERSION == 1
+    assert plain.config_id == versioned.config_id == served(document())["config_id"]
+    with Storage(tmp_path / "c.db") as storage:
+        stored, _ = storage.create_campaign(document(protocol=1))
+        assert stored.document()["protocol"] == 1
+        assert stored.config_id == plain.config_id
+    assert Campaign.from_document(stored.document(), name="c").config_id == plain.config_id
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", 1.5, True, None])
+def test_a_protocol_this_sdk_does_not_implement_is_refused_naming_the_field(version: Any) -> None:
+    with pytest.raises(ValueError, match=r"^protocol must be 1 \(the device protocol"):
+        parse_campaign(document(protocol=version))
+    with pytest.raises((ValueError, CampaignVerificationError), match="protocol must be 1"):
+        Campaign.from_document({**served(document()), "protocol": version}, name="c")
