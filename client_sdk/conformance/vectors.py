@@ -70,9 +70,7 @@ def device_values(mechanism: Mechanism, value: Any) -> Any:
         return np.array([value], dtype=np.float64)
     if kind == "string":
         return np.array([value], dtype=object)
-    if mechanism.name == "pckv":
-        value = {int(key): number for key, number in value.items()}
-    return mechanism.encode_records([value])  # type: ignore[attr-defined]
+    return mechanism.encode_records([mechanism.record_from_json(value)])  # type: ignore[attr-defined]
 
 
 def report_of(

@@ -176,6 +176,11 @@ class Mechanism(abc.ABC):
     Campaign validation, the client and the estimators dispatch on it, never on a
     mechanism's name."""
 
+    def record_from_json(self, value: Any) -> Any:
+        """A recorded value as JSON carries it (conformance vectors, another SDK) turned back
+        into what the device records; the value itself unless JSON changed its type."""
+        return value
+
     uses_device_choices: ClassVar[bool] = False
     """True for a mechanism that makes a per-device choice (PEM's level, say) from a keyed
     source passed as ``perturb(..., permanent=...)`` rather than from ``rng``: a device then

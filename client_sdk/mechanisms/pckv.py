@@ -231,6 +231,10 @@ class PCKV(Mechanism):
             out.append(pairs)
         return out
 
+    def record_from_json(self, value: Any) -> Any:
+        """A key-value record from JSON, whose object keys are text: the integer keys back."""
+        return {int(key): number for key, number in value.items()}
+
     def encode_records(self, records: Sequence[Any]) -> list[dict[int, float]]:
         """What the client records: checked mappings (errors never echo a value)."""
         return self.check_records(records)
