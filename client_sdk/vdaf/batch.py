@@ -29,8 +29,11 @@ from client_sdk.vdaf.flp import (
 )
 from client_sdk.vdaf.prio3 import (
     USAGE_JOINT_RAND_PART,
+    USAGE_JOINT_RAND_SEED,
+    USAGE_JOINT_RANDOMNESS,
     USAGE_MEAS_SHARE,
     USAGE_PROOF_SHARE,
+    USAGE_QUERY_RANDOMNESS,
     Prio3,
     VerifierShare,
     VerifyState,
@@ -87,16 +90,24 @@ def _xof_vec(
     binders: Sequence[bytes],
     length: int,
 ) -> tuple[Arr, list[bytes]]:
-    """``expand_into_vec`` for each report, straight into limbs; the rare report whose stream
-    holds a value ``>= p`` is redone by the scalar rejection sampler (same stream, same
-    result). Also returns each vector's encoding."""
+    """``expand_into_vec`` for each report with the tag of ``usage``: see ``_expand``."""
+    return _expand(vdaf, lf, seeds, vdaf.domain_separation_tag(usage, ctx), binders, length)
+
+
+def _expand(
+    vdaf: Prio3[Any, Any],
+    lf: LimbField,
+    seeds: Sequence[bytes],
+    dst: bytes,
+    binders: Sequence[bytes],
+    length: int,
+) -> tuple[Arr, list[bytes]]:
+    """``expand_into_vec`` for each report, straight into limbs (the XOF streams drawn by
+    ``next_batch``); the rare report whose stream holds a value ``>= p`` is redone by the
+    scalar rejection sampler (same stream, same result). Also returns each vector's
+    encoding."""
     field = vdaf.field
-    size = field.ENCODED_SIZE
-    dst = vdaf.domain_separation_tag(usage, ctx)
-    raws = [
-        vdaf.xof(seed, dst, binder).next(length * size)
-        for seed, binder in zip(seeds, binders, strict=True)
-    ]
+    raws = vdaf.xof.next_batch(seeds, dst, binders, length * field.ENCODED_SIZE)
     arr = lf.from_bytes(b"".join(raws), (len(raws), length))
     ok = lf.below_modulus(arr).all(axis=-1)
     for i in map(int, np.flatnonzero(~ok)):
@@ -209,26 +220,48 @@ def verify_init_batch(
             flp.PROOF_LEN,
         )
 
-    # Joint randomness, per report (it depends on the report's shares and nonce).
+    # Joint randomness: it depends on each report's shares and nonce, so three XOF calls per
+    # report, each drawn for the whole batch at once.
     corrected: list[bytes | None] = [None] * b
     parts: list[bytes | None] = [None] * b
     joint = lf.zeros((b, jr_len))
     if jr_len:
-        jr_ints: list[list[int]] = []
+        publics = []
         for i in range(b):
-            public = vdaf.decode_public_share(public_shares[i])
+            public = vdaf.decode_public_share(public_shares[i])  # checks its length
             assert public is not None
-            part = vdaf.xof.derive_seed(
-                blinds[i],
-                vdaf.domain_separation_tag(USAGE_JOINT_RAND_PART, ctx),
-                bytes([agg_id]) + nonces[i] + meas_raw[i],
-            )
-            public[agg_id] = part
-            seed = vdaf.joint_rand_seed(ctx, public)
-            parts[i], corrected[i] = part, seed
-            jr_ints.append(vdaf.joint_rands(ctx, seed))
-        joint = lf.from_ints(jr_ints)
-    qr = lf.from_ints([vdaf.query_rands(verify_key, ctx, nonce) for nonce in nonces])
+            publics.append(public)
+        own = vdaf.xof.next_batch(
+            blinds,
+            vdaf.domain_separation_tag(USAGE_JOINT_RAND_PART, ctx),
+            [bytes([agg_id]) + nonces[i] + meas_raw[i] for i in range(b)],
+            seed_size,
+        )
+        for i in range(b):
+            publics[i][agg_id] = own[i]
+        seeds_ = vdaf.xof.next_batch(
+            [bytes(seed_size)] * b,
+            vdaf.domain_separation_tag(USAGE_JOINT_RAND_SEED, ctx),
+            [b"".join(public) for public in publics],
+            seed_size,
+        )
+        parts[:], corrected[:] = own, seeds_
+        joint, _ = _expand(
+            vdaf,
+            lf,
+            seeds_,
+            vdaf.domain_separation_tag(USAGE_JOINT_RANDOMNESS, ctx),
+            [bytes([vdaf.PROOFS])] * b,
+            jr_len,
+        )
+    qr, _ = _expand(
+        vdaf,
+        lf,
+        [verify_key] * b,
+        vdaf.domain_separation_tag(USAGE_QUERY_RANDOMNESS, ctx),
+        [bytes([vdaf.PROOFS]) + nonce for nonce in nonces],
+        flp.QUERY_RAND_LEN,
+    )
 
     verifiers = _query(vdaf, lf, meas, proof, qr, joint)
     flat = lf.to_ints(verifiers)
@@ -367,10 +400,13 @@ def _query_rows(
 
 
 def _refuse_roots_of_unity(lf: LimbField, t: Arr, p: int) -> None:
-    mod = lf.field.MODULUS
-    for i, x in enumerate(lf.to_ints(t)):
-        if pow(x, p, mod) == 1:
-            raise ValueError(f"report {i}: test point is a root of unity")
+    """Refuse a test point with ``t**p = 1`` (``p`` a power of two: ``log2 p`` squarings)."""
+    power = t
+    for _ in range(p.bit_length() - 1):
+        power = lf.mul(power, power)
+    bad = np.flatnonzero((power == lf.const(1)).all(axis=-1))
+    if bad.size:
+        raise ValueError(f"report {int(bad[0])}: test point is a root of unity")
 
 
 def _truncate(valid: Any, lf: LimbField, meas: Arr) -> Arr:

@@ -11,6 +11,7 @@ import pytest
 
 from client_sdk.vdaf import (
     DecodeError,
+    Field64,
     Field128,
     Prio3,
     Prio3Count,
@@ -20,7 +21,8 @@ from client_sdk.vdaf import (
     Prio3SumVec,
     VdafError,
 )
-from client_sdk.vdaf.batch import verify_init_batch
+from client_sdk.vdaf.batch import _refuse_roots_of_unity, verify_init_batch
+from client_sdk.vdaf.field import Field
 from client_sdk.vdaf.vec import limb_field
 
 CTX = b"batch test"
@@ -212,3 +214,15 @@ def test_both_ways_to_the_lagrange_basis_agree_with_the_single_path(
     test_batched_and_single_paths_agree(name, vdaf, sample)
     name, vdaf, sample = CASES[1]  # sum
     test_batched_and_single_paths_agree(name, vdaf, sample)
+
+
+@pytest.mark.parametrize("field", [Field64, Field128])
+def test_a_test_point_that_is_a_root_of_unity_is_refused_and_named(field: type[Field]) -> None:
+    """The batched check ``t**p == 1`` (by squarings) names the first offending report."""
+    lf = limb_field(field)
+    p = 8
+    roots = field.nth_root_powers(p)
+    _refuse_roots_of_unity(lf, lf.from_ints([5, 12345, 2]), p)  # no root of unity: passes
+    for t in ([5, roots[3], roots[1]], [7, field.MODULUS - 1, 1]):
+        with pytest.raises(ValueError, match="report 1: test point is a root of unity"):
+            _refuse_roots_of_unity(lf, lf.from_ints(t), p)
