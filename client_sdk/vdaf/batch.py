@@ -39,6 +39,7 @@ from client_sdk.vdaf.prio3 import (
     VerifyState,
 )
 from client_sdk.vdaf.vec import Arr, LimbField, limb_field
+from client_sdk.vdaf.xof import XofRequest
 
 __all__ = ["VerifyBatch", "verify_init_batch"]
 
@@ -102,19 +103,32 @@ def _expand(
     binders: Sequence[bytes],
     length: int,
 ) -> tuple[Arr, list[bytes]]:
-    """``expand_into_vec`` for each report, straight into limbs (the XOF streams drawn by
-    ``next_batch``); the rare report whose stream holds a value ``>= p`` is redone by the
-    scalar rejection sampler (same stream, same result). Also returns each vector's
-    encoding."""
+    """``expand_into_vec`` for each report: see ``_expand_many``."""
+    return _expand_many(vdaf, lf, [(seeds, dst, binders, length)])[0]
+
+
+def _expand_many(
+    vdaf: Prio3[Any, Any], lf: LimbField, requests: Sequence[XofRequest]
+) -> list[tuple[Arr, list[bytes]]]:
+    """``expand_into_vec`` for each report of each request ``(seeds, dst, binders,
+    length)``, straight into limbs (the XOF streams drawn together by ``next_batches``); the
+    rare report whose stream holds a value ``>= p`` is redone by the scalar rejection sampler
+    (same stream, same result). Also returns each vector's encoding."""
     field = vdaf.field
-    raws = vdaf.xof.next_batch(seeds, dst, binders, length * field.ENCODED_SIZE)
-    arr = lf.from_bytes(b"".join(raws), (len(raws), length))
-    ok = lf.below_modulus(arr).all(axis=-1)
-    for i in map(int, np.flatnonzero(~ok)):
-        vec = vdaf.xof.expand_into_vec(field, seeds[i], dst, binders[i], length)
-        raws[i] = field.encode_vec(vec)
-        arr[i] = lf.from_bytes(raws[i], (length,))
-    return arr, raws
+    size = field.ENCODED_SIZE
+    streams = vdaf.xof.next_batches(
+        [(seeds, dst, binders, length * size) for seeds, dst, binders, length in requests]
+    )
+    out = []
+    for (seeds, dst, binders, length), raws in zip(requests, streams, strict=True):
+        arr = lf.from_bytes(b"".join(raws), (len(raws), length))
+        ok = lf.below_modulus(arr).all(axis=-1)
+        for i in map(int, np.flatnonzero(~ok)):
+            vec = vdaf.xof.expand_into_vec(field, seeds[i], dst, binders[i], length)
+            raws[i] = field.encode_vec(vec)
+            arr[i] = lf.from_bytes(raws[i], (length,))
+        out.append((arr, raws))
+    return out
 
 
 def _decode_rows(
@@ -179,6 +193,15 @@ def verify_init_batch(
     jr_len = flp.JOINT_RAND_LEN
     blind_len = seed_size if jr_len else 0
 
+    def dst(usage: int) -> bytes:
+        return vdaf.domain_separation_tag(usage, ctx)
+
+    query: XofRequest = (
+        [verify_key] * b,
+        dst(USAGE_QUERY_RANDOMNESS),
+        [bytes([vdaf.PROOFS]) + nonce for nonce in nonces],
+        flp.QUERY_RAND_LEN,
+    )
     # Measurement and proof shares, as limbs, and the measurement shares' encodings.
     if agg_id == 0:
         meas_bytes = flp.MEAS_LEN * size
@@ -207,17 +230,15 @@ def verify_init_batch(
                 )
         seeds = [s[:seed_size] for s in input_shares]
         blinds = [s[seed_size:] for s in input_shares]
-        meas, meas_raw = _xof_vec(
-            vdaf, lf, seeds, USAGE_MEAS_SHARE, ctx, [bytes([agg_id])] * b, flp.MEAS_LEN
-        )
-        proof, _ = _xof_vec(
+        # The shares and the query randomness in one pass of the vectorized XOF.
+        (meas, meas_raw), (proof, _), (qr, _) = _expand_many(
             vdaf,
             lf,
-            seeds,
-            USAGE_PROOF_SHARE,
-            ctx,
-            [bytes([vdaf.PROOFS, agg_id])] * b,
-            flp.PROOF_LEN,
+            [
+                (seeds, dst(USAGE_MEAS_SHARE), [bytes([agg_id])] * b, flp.MEAS_LEN),
+                (seeds, dst(USAGE_PROOF_SHARE), [bytes([vdaf.PROOFS, agg_id])] * b, flp.PROOF_LEN),
+                query,
+            ],
         )
 
     # Joint randomness: it depends on each report's shares and nonce, so three XOF calls per
@@ -254,14 +275,8 @@ def verify_init_batch(
             [bytes([vdaf.PROOFS])] * b,
             jr_len,
         )
-    qr, _ = _expand(
-        vdaf,
-        lf,
-        [verify_key] * b,
-        vdaf.domain_separation_tag(USAGE_QUERY_RANDOMNESS, ctx),
-        [bytes([vdaf.PROOFS]) + nonce for nonce in nonces],
-        flp.QUERY_RAND_LEN,
-    )
+    if agg_id == 0:
+        qr, _ = _expand(vdaf, lf, *query)
 
     verifiers = _query(vdaf, lf, meas, proof, qr, joint)
     flat = lf.to_ints(verifiers)
@@ -293,12 +308,11 @@ def _basis(lf: LimbField, n: int, t: Arr) -> Arr:
 
 
 def _scan(lf: LimbField, a: Arr) -> Arr:
-    """Inclusive prefix products along axis 1 (Hillis-Steele, log2(n) vectorized steps)."""
+    """Inclusive prefix products along axis 1: ``n - 1`` products, each over the whole batch
+    (fewer element products than a log-depth scan, ``n`` instead of ``n log n``)."""
     out = a.copy()
-    d = 1
-    while d < out.shape[1]:
-        out[:, d:] = lf.mul(out[:, d:], out[:, :-d])
-        d *= 2
+    for d in range(1, out.shape[1]):
+        out[:, d] = lf.mul(out[:, d], out[:, d - 1])
     return out
 
 

@@ -12,10 +12,12 @@ rate, the last byte XORed with 0x80. Exact against PyCryptodome's ``TurboSHAKE12
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RATE", "keccak_p12", "turboshake128_batch"]
+__all__ = ["RATE", "keccak_p12", "turboshake128_batch", "turboshake128_groups"]
 
 RATE = 168  # bytes: 1600 - 256 bits of capacity (RFC 9861, TurboSHAKE128)
 _ROUNDS = 12
@@ -111,15 +113,31 @@ def keccak_p12(state: Lanes) -> Lanes:
 def turboshake128_batch(messages: npt.NDArray[np.uint8], domain: int, length: int) -> bytes:
     """TurboSHAKE128(M, D, L) of each row of ``messages`` (``(B, M)`` bytes, one message per
     row), concatenated: ``B * length`` bytes, row by row."""
+    return turboshake128_groups([messages], domain, length)[0]
+
+
+def turboshake128_groups(
+    groups: Sequence[npt.NDArray[np.uint8]], domain: int, length: int
+) -> list[bytes]:
+    """``turboshake128_batch`` of several ``(B_g, M_g)`` arrays in one pass of permutations;
+    their messages must take the same number of rate blocks (``M_g // 168`` equal)."""
     if not 0x01 <= domain <= 0x7F:
         raise ValueError(f"TurboSHAKE128 domain byte: {domain:#x} is not in 0x01..0x7F")
-    if messages.ndim != 2:
-        raise ValueError(f"messages: expected a (B, M) byte array, got shape {messages.shape}")
-    b, m = messages.shape
-    blocks = m // RATE + 1
+    for g in groups:
+        if g.ndim != 2:
+            raise ValueError(f"messages: expected a (B, M) byte array, got shape {g.shape}")
+    blocks = groups[0].shape[1] // RATE + 1
+    if any(g.shape[1] // RATE + 1 != blocks for g in groups):
+        raise ValueError("batched TurboSHAKE128: messages of different numbers of blocks")
+    sizes = [g.shape[0] for g in groups]
+    b = sum(sizes)
     padded = np.zeros((b, blocks * RATE), dtype=np.uint8)
-    padded[:, :m] = messages
-    padded[:, m] = domain
+    row = 0
+    for g in groups:
+        m = g.shape[1]
+        padded[row : row + g.shape[0], :m] = g
+        padded[row : row + g.shape[0], m] = domain
+        row += g.shape[0]
     padded[:, -1] ^= 0x80
     words = padded.view("<u8").reshape(b, blocks, RATE // 8).astype(np.uint64)
     state = np.zeros((25, b), dtype=np.uint64)
@@ -131,4 +149,6 @@ def turboshake128_batch(messages: npt.NDArray[np.uint8], domain: int, length: in
         if k:
             state = keccak_p12(state)
         out[:, k * (RATE // 8) : (k + 1) * (RATE // 8)] = state[: RATE // 8].T
-    return np.ascontiguousarray(out.view(np.uint8)[:, :length]).tobytes()
+    flat = np.ascontiguousarray(out.view(np.uint8)[:, :length])
+    bounds = np.cumsum([0, *sizes])
+    return [flat[bounds[i] : bounds[i + 1]].tobytes() for i in range(len(groups))]

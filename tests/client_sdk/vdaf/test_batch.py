@@ -143,6 +143,20 @@ def test_limb_arithmetic_matches_python_ints() -> None:
         assert lf.to_ints(lf.dot(rows_a, rows_b)) == expect
 
 
+def test_field64_products_on_whole_words_at_every_carry() -> None:
+    """Field64's product on 64-bit words (``_mul_goldilocks``) at the values where its partial
+    products carry, borrow or wrap: powers of two around 2**32, 2**63, and near p."""
+    lf = limb_field(Field64)
+    p = Field64.MODULUS
+    edge = [0, 1, 2, 2**16, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**48, 2**63, 2**63 + 2**32]
+    edge += [p - 1, p - 2, p - 2**32, p - 2**32 - 1, (p - 1) // 2, 2**64 - 2**33]
+    rng = random.Random(11)
+    a = [x for x in edge for _ in edge] + [rng.randrange(p) for _ in range(20000)]
+    b = edge * len(edge) + [rng.choice([*edge, rng.randrange(p)]) for _ in range(20000)]
+    got = lf.to_ints(lf.mul(lf.from_ints(a), lf.from_ints(b)))
+    assert got == [x * y % p for x, y in zip(a, b, strict=True)]
+
+
 def test_the_rejection_fallback_gives_the_same_vector(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stream value >= p (probability 2**-32 per Field64 element) is redone by the scalar
     sampler; forced here by pretending every row of the helper's expansion was rejected."""
