@@ -2,12 +2,12 @@
 
 The state of every message is 25 lanes of ``uint64``; a batch keeps them lane-major, shape
 ``(25, B)``, so each step of Keccak-p[1600, 12 rounds] (FIPS 202 section 3.2: theta, rho, pi,
-chi, iota; RFC 9861 section 2.2 keeps the last 12 of Keccak-f's 24 rounds) is a handful of numpy
-operations over all ``B`` states. Absorbing, padding and squeezing follow RFC 9861 section 2.2:
+chi, iota, and section 3.3: TurboSHAKE keeps the last 12 of Keccak-f's 24 rounds) is a handful
+of numpy operations over all ``B`` states. Absorbing, padding and squeezing follow RFC 9861:
 rate 168 bytes, the message followed by the domain byte ``D`` and zeros to a multiple of the
 rate, the last byte XORed with 0x80. Exact against PyCryptodome's ``TurboSHAKE128``
 (tests/client_sdk/vdaf/test_turboshake.py); it exists because one PyCryptodome call costs
-10-30 microseconds of Python overhead, more than a whole Count report's verification budget.
+6-30 microseconds, almost all Python overhead, about a whole Count report's verification budget.
 """
 
 from __future__ import annotations
