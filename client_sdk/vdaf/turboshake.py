@@ -61,7 +61,7 @@ _LEFT = np.array(_ROT, dtype=np.uint64).reshape(5, 5, 1)
 _RIGHT = np.array([(64 - r) % 64 for r in _ROT], dtype=np.uint64).reshape(5, 5, 1)  # r = 0: x | x
 _ONE, _SIXTY_THREE = np.uint64(1), np.uint64(63)
 # States per pass: the working arrays (25 lanes of this many) stay within the CPU's L2 cache.
-_CHUNK = 2048
+_CHUNK = 4096
 
 
 def keccak_p12(state: Lanes) -> Lanes:

@@ -64,10 +64,13 @@ class LimbField:
         return self.from_bytes(flat, arr.shape)
 
     def to_ints(self, a: Arr) -> list[int]:
-        """Flattened elements as Python ints (only for the few values that leave a batch)."""
-        raw = self.to_bytes(a)
-        size = 2 * self.N
-        return [int.from_bytes(raw[i : i + size], "little") for i in range(0, len(raw), size)]
+        """Flattened elements as Python ints (only for the few values that leave a batch):
+        64-bit words through ``tolist``, two of them per Field128 element."""
+        words = [_words64(a[..., k : k + 4]).reshape(-1).tolist() for k in range(0, self.N, 4)]
+        if len(words) == 1:
+            return list(words[0])
+        lo, hi = words
+        return [h << 64 | w for w, h in zip(lo, hi, strict=True)]
 
     def const(self, x: int) -> Arr:
         return np.array(_limbs_of(x % self.field.MODULUS, self.N), dtype=np.uint64)

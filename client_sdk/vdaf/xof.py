@@ -72,10 +72,10 @@ class XofTurboShake128:
     @classmethod
     def next_batches(cls, requests: Sequence[XofRequest]) -> list[list[bytes]]:
         """``next_batch`` of several requests ``(seeds, dst, binders, length)``; the
-        vectorized ones whose messages take equally many blocks share the permutations (more
-        states per numpy operation, fewer operations)."""
+        vectorized ones that absorb and squeeze equally many blocks share the permutations
+        (more states per numpy operation, fewer operations)."""
         results: list[list[bytes]] = [[] for _ in requests]
-        groups: dict[int, list[tuple[int, npt.NDArray[np.uint8], int]]] = {}
+        groups: dict[tuple[int, int], list[tuple[int, npt.NDArray[np.uint8], int]]] = {}
         for r, (seeds, dst, binders, length) in enumerate(requests):
             rows = cls._rows(seeds, dst, binders, length)
             if rows is None:
@@ -84,7 +84,8 @@ class XofTurboShake128:
                     for seed, binder in zip(seeds, binders, strict=True)
                 ]
             else:
-                groups.setdefault(rows.shape[1] // RATE, []).append((r, rows, length))
+                key = (rows.shape[1] // RATE, (length - 1) // RATE)  # blocks absorbed, squeezed
+                groups.setdefault(key, []).append((r, rows, length))
         for group in groups.values():
             longest = max(length for _, _, length in group)
             outs = turboshake128_groups([rows for _, rows, _ in group], 1, longest)
