@@ -82,3 +82,23 @@ def test_next_batch_matches_the_draft_vector_and_the_scalar_xof() -> None:
         ]
     vec = XofTurboShake128.expand_into_vec(Field128, seed, dst, binder, v["length"])
     assert Field128.encode_vec(vec).hex() == v["expanded_vec_field128"]
+
+
+def test_next_batches_mixes_vectorized_and_scalar_requests_exactly() -> None:
+    """Requests that share permutation passes (one or two blocks squeezed, different binder
+    lengths), a batch too small to vectorize and a stream too long to: each as the scalar XOF."""
+    rng = random.Random(9)
+    dst = b"\x12\x00\x00\x00\x00\x01\x00\x05ctx"
+    seeds = [rng.randbytes(32) for _ in range(30)]
+    requests = [
+        (seeds, dst, [b"\x01"] * 30, 8),
+        (seeds, dst, [b"\x01\x01"] * 30, 256),
+        (seeds, dst, [b"\x01" + rng.randbytes(16) for _ in range(30)], 16),
+        (seeds[:3], dst, [b"\x07"] * 3, 8),
+        (seeds, dst, [b"\x02"] * 30, 1000),
+    ]
+    got = XofTurboShake128.next_batches(requests)
+    for (s, d, b, length), streams in zip(requests, got, strict=True):
+        assert streams == [
+            XofTurboShake128(x, d, y).next(length) for x, y in zip(s, b, strict=True)
+        ]
