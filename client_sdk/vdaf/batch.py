@@ -38,7 +38,15 @@ from client_sdk.vdaf.prio3 import (
     VerifierShare,
     VerifyState,
 )
-from client_sdk.vdaf.vec import Arr, LimbField, limb_field
+from client_sdk.vdaf.vec import (
+    GOLDILOCKS,
+    Arr,
+    LimbField,
+    _limbs64,
+    _mul_goldilocks,
+    _words64,
+    limb_field,
+)
 from client_sdk.vdaf.xof import XofRequest
 
 __all__ = ["VerifyBatch", "verify_init_batch"]
@@ -290,21 +298,40 @@ def verify_init_batch(
 
 def _basis(lf: LimbField, n: int, t: Arr) -> Arr:
     """``L_i(t)`` over the ``n``-th roots for each report (``t`` of shape ``(B, N)``):
-    ``W**i / n * prod_{j != i} (t - W**j)``. Small ``n``: prefix and suffix products by
-    doubling, vectorized across reports; large ``n``: ``Lagrange.basis_at`` per report, O(n)
-    scalar work (the size of a wire, not of the measurement), which is then the cheaper."""
+    ``W**i / n * prod_{j != i} (t - W**j)``. Small ``n``: prefix and suffix products,
+    vectorized across reports (Field64 on whole words); large ``n``: ``Lagrange.basis_at`` per
+    report, O(n) scalar work (the size of a wire, not of the measurement), which is then the
+    cheaper."""
     field = lf.field
     if n > _VECTOR_BASIS_MAX:
         lag = Lagrange(field)
         return lf.from_ints([lag.basis_at(n, x) for x in lf.to_ints(t)])
+    n_inv = field.inv(n)
+    weights = [w * n_inv % field.MODULUS for w in field.nth_root_powers(n)]
+    if lf.N == 4 and field.MODULUS == GOLDILOCKS:
+        return _limbs64(_basis64(_words64(t), field.nth_root_powers(n), weights))
     nodes = lf.from_ints(field.nth_root_powers(n))
     diffs = lf.sub(t[:, None, :], nodes[None, :, :])  # (B, n, N)
     one = np.broadcast_to(lf.const(1), (t.shape[0], 1, lf.N))
     prefix = _scan(lf, np.concatenate([one, diffs[:, :-1]], axis=1))
     suffix = _scan(lf, np.concatenate([one, diffs[:, :0:-1]], axis=1))[:, ::-1]
-    n_inv = field.inv(n)
-    weights = lf.from_ints([w * n_inv % field.MODULUS for w in field.nth_root_powers(n)])
-    return lf.mul(lf.mul(prefix, suffix), weights[None])
+    return lf.mul(lf.mul(prefix, suffix), lf.from_ints(weights)[None])
+
+
+def _basis64(t: Arr, nodes: list[int], weights: list[int]) -> Arr:
+    """``_basis`` for Field64 on words: ``t`` of shape ``(B,)``, the result ``(B, n)``."""
+    n = len(nodes)
+    node = np.array(nodes, dtype=np.uint64)[None]
+    diffs = t[:, None] - node  # t - W**j mod 2**64, then + p where it wrapped
+    diffs += (t[:, None] < node).astype(np.uint64) * np.uint64(GOLDILOCKS)
+    prefix = np.ones((t.shape[0], n), dtype=np.uint64)
+    suffix = np.ones((t.shape[0], n), dtype=np.uint64)
+    for i in range(1, n):
+        prefix[:, i] = _mul_goldilocks(prefix[:, i - 1], diffs[:, i - 1])
+        suffix[:, n - 1 - i] = _mul_goldilocks(suffix[:, n - i], diffs[:, n - i])
+    return _mul_goldilocks(
+        _mul_goldilocks(prefix, suffix), np.array(weights, dtype=np.uint64)[None]
+    )
 
 
 def _scan(lf: LimbField, a: Arr) -> Arr:

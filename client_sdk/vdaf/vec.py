@@ -188,7 +188,7 @@ class LimbField:
 
     def mul(self, a: Arr, b: Arr) -> Arr:
         """Element-wise product (leading dimensions broadcast)."""
-        if self.N == 4 and self.field.MODULUS == _GOLDILOCKS:
+        if self.N == 4 and self.field.MODULUS == GOLDILOCKS:
             return _limbs64(_mul_goldilocks(_words64(a), _words64(b)))
         a, b = np.broadcast_arrays(a, b)
         n = self.N
@@ -231,9 +231,9 @@ class LimbField:
         return out[..., :count, :]
 
 
-_GOLDILOCKS = 2**64 - 2**32 + 1  # Field64's modulus
+GOLDILOCKS = 2**64 - 2**32 + 1  # Field64's modulus
 _EPS = np.uint64(2**32 - 1)  # 2**64 mod p
-_P64 = np.uint64(_GOLDILOCKS)
+_P64 = np.uint64(GOLDILOCKS)
 _M32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
