@@ -107,7 +107,7 @@ class XofTurboShake128:
         if len(dst) > 65535:
             raise ValueError(f"XOF dst: {len(dst)} bytes, at most 65535 allowed")
         b = len(seeds)
-        if b < _VECTOR_MIN_BATCH:
+        if b < _VECTOR_MIN_BATCH or length <= 0:
             return None
         s_len, b_len = len(seeds[0]), len(binders[0])
         m = len(cls._input(bytes(s_len), dst, bytes(b_len)))

@@ -96,6 +96,7 @@ def test_next_batches_mixes_vectorized_and_scalar_requests_exactly() -> None:
         (seeds, dst, [b"\x01" + rng.randbytes(16) for _ in range(30)], 16),
         (seeds[:3], dst, [b"\x07"] * 3, 8),
         (seeds, dst, [b"\x02"] * 30, 1000),
+        (seeds, dst, [b"\x03"] * 30, 0),
     ]
     got = XofTurboShake128.next_batches(requests)
     for (s, d, b, length), streams in zip(requests, got, strict=True):
