@@ -29,13 +29,25 @@ from client_sdk.vdaf.flp import (
 )
 from client_sdk.vdaf.prio3 import (
     USAGE_JOINT_RAND_PART,
+    USAGE_JOINT_RAND_SEED,
+    USAGE_JOINT_RANDOMNESS,
     USAGE_MEAS_SHARE,
     USAGE_PROOF_SHARE,
+    USAGE_QUERY_RANDOMNESS,
     Prio3,
     VerifierShare,
     VerifyState,
 )
-from client_sdk.vdaf.vec import Arr, LimbField, limb_field
+from client_sdk.vdaf.vec import (
+    GOLDILOCKS,
+    Arr,
+    LimbField,
+    _limbs64,
+    _mul_goldilocks,
+    _words64,
+    limb_field,
+)
+from client_sdk.vdaf.xof import XofRequest
 
 __all__ = ["VerifyBatch", "verify_init_batch"]
 
@@ -87,23 +99,44 @@ def _xof_vec(
     binders: Sequence[bytes],
     length: int,
 ) -> tuple[Arr, list[bytes]]:
-    """``expand_into_vec`` for each report, straight into limbs; the rare report whose stream
-    holds a value ``>= p`` is redone by the scalar rejection sampler (same stream, same
-    result). Also returns each vector's encoding."""
+    """``expand_into_vec`` for each report with the tag of ``usage``: see ``_expand``."""
+    return _expand(vdaf, lf, seeds, vdaf.domain_separation_tag(usage, ctx), binders, length)
+
+
+def _expand(
+    vdaf: Prio3[Any, Any],
+    lf: LimbField,
+    seeds: Sequence[bytes],
+    dst: bytes,
+    binders: Sequence[bytes],
+    length: int,
+) -> tuple[Arr, list[bytes]]:
+    """``expand_into_vec`` for each report: see ``_expand_many``."""
+    return _expand_many(vdaf, lf, [(seeds, dst, binders, length)])[0]
+
+
+def _expand_many(
+    vdaf: Prio3[Any, Any], lf: LimbField, requests: Sequence[XofRequest]
+) -> list[tuple[Arr, list[bytes]]]:
+    """``expand_into_vec`` for each report of each request ``(seeds, dst, binders,
+    length)``, straight into limbs (the XOF streams drawn together by ``next_batches``); the
+    rare report whose stream holds a value ``>= p`` is redone by the scalar rejection sampler
+    (same stream, same result). Also returns each vector's encoding."""
     field = vdaf.field
     size = field.ENCODED_SIZE
-    dst = vdaf.domain_separation_tag(usage, ctx)
-    raws = [
-        vdaf.xof(seed, dst, binder).next(length * size)
-        for seed, binder in zip(seeds, binders, strict=True)
-    ]
-    arr = lf.from_bytes(b"".join(raws), (len(raws), length))
-    ok = lf.below_modulus(arr).all(axis=-1)
-    for i in map(int, np.flatnonzero(~ok)):
-        vec = vdaf.xof.expand_into_vec(field, seeds[i], dst, binders[i], length)
-        raws[i] = field.encode_vec(vec)
-        arr[i] = lf.from_bytes(raws[i], (length,))
-    return arr, raws
+    streams = vdaf.xof.next_batches(
+        [(seeds, dst, binders, length * size) for seeds, dst, binders, length in requests]
+    )
+    out = []
+    for (seeds, dst, binders, length), raws in zip(requests, streams, strict=True):
+        arr = lf.from_bytes(b"".join(raws), (len(raws), length))
+        ok = lf.below_modulus(arr).all(axis=-1)
+        for i in map(int, np.flatnonzero(~ok)):
+            vec = vdaf.xof.expand_into_vec(field, seeds[i], dst, binders[i], length)
+            raws[i] = field.encode_vec(vec)
+            arr[i] = lf.from_bytes(raws[i], (length,))
+        out.append((arr, raws))
+    return out
 
 
 def _decode_rows(
@@ -168,6 +201,15 @@ def verify_init_batch(
     jr_len = flp.JOINT_RAND_LEN
     blind_len = seed_size if jr_len else 0
 
+    def dst(usage: int) -> bytes:
+        return vdaf.domain_separation_tag(usage, ctx)
+
+    query: XofRequest = (
+        [verify_key] * b,
+        dst(USAGE_QUERY_RANDOMNESS),
+        [bytes([vdaf.PROOFS]) + nonce for nonce in nonces],
+        flp.QUERY_RAND_LEN,
+    )
     # Measurement and proof shares, as limbs, and the measurement shares' encodings.
     if agg_id == 0:
         meas_bytes = flp.MEAS_LEN * size
@@ -196,39 +238,53 @@ def verify_init_batch(
                 )
         seeds = [s[:seed_size] for s in input_shares]
         blinds = [s[seed_size:] for s in input_shares]
-        meas, meas_raw = _xof_vec(
-            vdaf, lf, seeds, USAGE_MEAS_SHARE, ctx, [bytes([agg_id])] * b, flp.MEAS_LEN
-        )
-        proof, _ = _xof_vec(
+        # The shares and the query randomness in one pass of the vectorized XOF.
+        (meas, meas_raw), (proof, _), (qr, _) = _expand_many(
             vdaf,
             lf,
-            seeds,
-            USAGE_PROOF_SHARE,
-            ctx,
-            [bytes([vdaf.PROOFS, agg_id])] * b,
-            flp.PROOF_LEN,
+            [
+                (seeds, dst(USAGE_MEAS_SHARE), [bytes([agg_id])] * b, flp.MEAS_LEN),
+                (seeds, dst(USAGE_PROOF_SHARE), [bytes([vdaf.PROOFS, agg_id])] * b, flp.PROOF_LEN),
+                query,
+            ],
         )
 
-    # Joint randomness, per report (it depends on the report's shares and nonce).
+    # Joint randomness: it depends on each report's shares and nonce, so three XOF calls per
+    # report, each drawn for the whole batch at once.
     corrected: list[bytes | None] = [None] * b
     parts: list[bytes | None] = [None] * b
     joint = lf.zeros((b, jr_len))
     if jr_len:
-        jr_ints: list[list[int]] = []
+        publics = []
         for i in range(b):
-            public = vdaf.decode_public_share(public_shares[i])
+            public = vdaf.decode_public_share(public_shares[i])  # checks its length
             assert public is not None
-            part = vdaf.xof.derive_seed(
-                blinds[i],
-                vdaf.domain_separation_tag(USAGE_JOINT_RAND_PART, ctx),
-                bytes([agg_id]) + nonces[i] + meas_raw[i],
-            )
-            public[agg_id] = part
-            seed = vdaf.joint_rand_seed(ctx, public)
-            parts[i], corrected[i] = part, seed
-            jr_ints.append(vdaf.joint_rands(ctx, seed))
-        joint = lf.from_ints(jr_ints)
-    qr = lf.from_ints([vdaf.query_rands(verify_key, ctx, nonce) for nonce in nonces])
+            publics.append(public)
+        own = vdaf.xof.next_batch(
+            blinds,
+            vdaf.domain_separation_tag(USAGE_JOINT_RAND_PART, ctx),
+            [bytes([agg_id]) + nonces[i] + meas_raw[i] for i in range(b)],
+            seed_size,
+        )
+        for i in range(b):
+            publics[i][agg_id] = own[i]
+        seeds_ = vdaf.xof.next_batch(
+            [bytes(seed_size)] * b,
+            vdaf.domain_separation_tag(USAGE_JOINT_RAND_SEED, ctx),
+            [b"".join(public) for public in publics],
+            seed_size,
+        )
+        parts[:], corrected[:] = own, seeds_
+        joint, _ = _expand(
+            vdaf,
+            lf,
+            seeds_,
+            vdaf.domain_separation_tag(USAGE_JOINT_RANDOMNESS, ctx),
+            [bytes([vdaf.PROOFS])] * b,
+            jr_len,
+        )
+    if agg_id == 0:
+        qr, _ = _expand(vdaf, lf, *query)
 
     verifiers = _query(vdaf, lf, meas, proof, qr, joint)
     flat = lf.to_ints(verifiers)
@@ -242,30 +298,48 @@ def verify_init_batch(
 
 def _basis(lf: LimbField, n: int, t: Arr) -> Arr:
     """``L_i(t)`` over the ``n``-th roots for each report (``t`` of shape ``(B, N)``):
-    ``W**i / n * prod_{j != i} (t - W**j)``. Small ``n``: prefix and suffix products by
-    doubling, vectorized across reports; large ``n``: ``Lagrange.basis_at`` per report, O(n)
-    scalar work (the size of a wire, not of the measurement), which is then the cheaper."""
+    ``W**i / n * prod_{j != i} (t - W**j)``. Small ``n``: prefix and suffix products,
+    vectorized across reports (Field64 on whole words); large ``n``: ``Lagrange.basis_at`` per
+    report, O(n) scalar work (the size of a wire, not of the measurement), which is then the
+    cheaper."""
     field = lf.field
     if n > _VECTOR_BASIS_MAX:
         lag = Lagrange(field)
         return lf.from_ints([lag.basis_at(n, x) for x in lf.to_ints(t)])
+    n_inv = field.inv(n)
+    weights = [w * n_inv % field.MODULUS for w in field.nth_root_powers(n)]
+    if lf.N == 4 and field.MODULUS == GOLDILOCKS:
+        return _limbs64(_basis64(_words64(t), field.nth_root_powers(n), weights))
     nodes = lf.from_ints(field.nth_root_powers(n))
     diffs = lf.sub(t[:, None, :], nodes[None, :, :])  # (B, n, N)
     one = np.broadcast_to(lf.const(1), (t.shape[0], 1, lf.N))
     prefix = _scan(lf, np.concatenate([one, diffs[:, :-1]], axis=1))
     suffix = _scan(lf, np.concatenate([one, diffs[:, :0:-1]], axis=1))[:, ::-1]
-    n_inv = field.inv(n)
-    weights = lf.from_ints([w * n_inv % field.MODULUS for w in field.nth_root_powers(n)])
-    return lf.mul(lf.mul(prefix, suffix), weights[None])
+    return lf.mul(lf.mul(prefix, suffix), lf.from_ints(weights)[None])
+
+
+def _basis64(t: Arr, nodes: list[int], weights: list[int]) -> Arr:
+    """``_basis`` for Field64 on words: ``t`` of shape ``(B,)``, the result ``(B, n)``."""
+    n = len(nodes)
+    node = np.array(nodes, dtype=np.uint64)[None]
+    diffs = t[:, None] - node  # t - W**j mod 2**64, then + p where it wrapped
+    diffs += (t[:, None] < node).astype(np.uint64) * np.uint64(GOLDILOCKS)
+    prefix = np.ones((t.shape[0], n), dtype=np.uint64)
+    suffix = np.ones((t.shape[0], n), dtype=np.uint64)
+    for i in range(1, n):
+        prefix[:, i] = _mul_goldilocks(prefix[:, i - 1], diffs[:, i - 1])
+        suffix[:, n - 1 - i] = _mul_goldilocks(suffix[:, n - i], diffs[:, n - i])
+    return _mul_goldilocks(
+        _mul_goldilocks(prefix, suffix), np.array(weights, dtype=np.uint64)[None]
+    )
 
 
 def _scan(lf: LimbField, a: Arr) -> Arr:
-    """Inclusive prefix products along axis 1 (Hillis-Steele, log2(n) vectorized steps)."""
+    """Inclusive prefix products along axis 1: ``n - 1`` products, each over the whole batch
+    (fewer element products than a log-depth scan, ``n`` instead of ``n log n``)."""
     out = a.copy()
-    d = 1
-    while d < out.shape[1]:
-        out[:, d:] = lf.mul(out[:, d:], out[:, :-d])
-        d *= 2
+    for d in range(1, out.shape[1]):
+        out[:, d] = lf.mul(out[:, d], out[:, d - 1])
     return out
 
 
@@ -367,10 +441,13 @@ def _query_rows(
 
 
 def _refuse_roots_of_unity(lf: LimbField, t: Arr, p: int) -> None:
-    mod = lf.field.MODULUS
-    for i, x in enumerate(lf.to_ints(t)):
-        if pow(x, p, mod) == 1:
-            raise ValueError(f"report {i}: test point is a root of unity")
+    """Refuse a test point with ``t**p = 1`` (``p`` a power of two: ``log2 p`` squarings)."""
+    power = t
+    for _ in range(p.bit_length() - 1):
+        power = lf.mul(power, power)
+    bad = np.flatnonzero((power == lf.const(1)).all(axis=-1))
+    if bad.size:
+        raise ValueError(f"report {int(bad[0])}: test point is a root of unity")
 
 
 def _truncate(valid: Any, lf: LimbField, meas: Arr) -> Arr:

@@ -64,10 +64,13 @@ class LimbField:
         return self.from_bytes(flat, arr.shape)
 
     def to_ints(self, a: Arr) -> list[int]:
-        """Flattened elements as Python ints (only for the few values that leave a batch)."""
-        raw = self.to_bytes(a)
-        size = 2 * self.N
-        return [int.from_bytes(raw[i : i + size], "little") for i in range(0, len(raw), size)]
+        """Flattened elements as Python ints (only for the few values that leave a batch):
+        64-bit words through ``tolist``, two of them per Field128 element."""
+        words = [_words64(a[..., k : k + 4]).reshape(-1).tolist() for k in range(0, self.N, 4)]
+        if len(words) == 1:
+            return list(words[0])
+        lo, hi = words
+        return [h << 64 | w for w, h in zip(lo, hi, strict=True)]
 
     def const(self, x: int) -> Arr:
         return np.array(_limbs_of(x % self.field.MODULUS, self.N), dtype=np.uint64)
@@ -185,6 +188,8 @@ class LimbField:
 
     def mul(self, a: Arr, b: Arr) -> Arr:
         """Element-wise product (leading dimensions broadcast)."""
+        if self.N == 4 and self.field.MODULUS == GOLDILOCKS:
+            return _limbs64(_mul_goldilocks(_words64(a), _words64(b)))
         a, b = np.broadcast_arrays(a, b)
         n = self.N
         am = np.ascontiguousarray(np.moveaxis(a, -1, 0))
@@ -224,6 +229,48 @@ class LimbField:
             top = out[..., -1:, :]
             out = np.concatenate([out, self.mul(out, top)], axis=-2)
         return out[..., :count, :]
+
+
+GOLDILOCKS = 2**64 - 2**32 + 1  # Field64's modulus
+_EPS = np.uint64(2**32 - 1)  # 2**64 mod p
+_P64 = np.uint64(GOLDILOCKS)
+_M32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+
+
+def _words64(a: Arr) -> Arr:
+    """Field64 limbs ``(..., 4)`` to one ``uint64`` per element."""
+    return (
+        a[..., 0]
+        | (a[..., 1] << SIXTEEN)
+        | (a[..., 2] << np.uint64(32))
+        | (a[..., 3] << np.uint64(48))
+    )
+
+
+def _limbs64(x: Arr) -> Arr:
+    return np.stack([(x >> np.uint64(16 * i)) & MASK for i in range(4)], axis=-1)
+
+
+def _mul_goldilocks(a: Arr, b: Arr) -> Arr:
+    """``a * b mod p`` for Field64 on whole 64-bit words: the 128-bit product from four
+    32-bit partial products (exact in ``uint64``), then ``2**64 = 2**32 - 1`` and
+    ``2**96 = -1 (mod p)`` fold its high word ``h1 2**32 + h0`` into ``lo - h1 + h0 (2**32 -
+    1)``, with the wrap-arounds of ``uint64`` corrected by ``2**32 - 1``."""
+    a0, a1, b0, b1 = a & _M32, a >> _S32, b & _M32, b >> _S32
+    ll, lh, hl, hh = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = lh + hl
+    hh += (mid < lh).astype(np.uint64) << _S32  # the carry out of mid is worth 2**96
+    lo = ll + (mid << _S32)
+    hi = hh + (mid >> _S32) + (lo < ll).astype(np.uint64)
+    h1, h0 = hi >> _S32, hi & _M32
+    t0 = lo - h1
+    t0 -= (lo < h1).astype(np.uint64) * _EPS  # a borrow added 2**64 = 2**32 - 1 (mod p)
+    t1 = h0 * _EPS
+    res = t0 + t1
+    res += (res < t1).astype(np.uint64) * _EPS  # a carry dropped 2**64 = 2**32 - 1 (mod p)
+    res -= (res >= _P64).astype(np.uint64) * _P64
+    return res
 
 
 def _sparse_limbs(c: int) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ import pytest
 
 from client_sdk.vdaf import (
     DecodeError,
+    Field64,
     Field128,
     Prio3,
     Prio3Count,
@@ -20,7 +21,8 @@ from client_sdk.vdaf import (
     Prio3SumVec,
     VdafError,
 )
-from client_sdk.vdaf.batch import verify_init_batch
+from client_sdk.vdaf.batch import _refuse_roots_of_unity, verify_init_batch
+from client_sdk.vdaf.field import Field
 from client_sdk.vdaf.vec import limb_field
 
 CTX = b"batch test"
@@ -141,6 +143,20 @@ def test_limb_arithmetic_matches_python_ints() -> None:
         assert lf.to_ints(lf.dot(rows_a, rows_b)) == expect
 
 
+def test_field64_products_on_whole_words_at_every_carry() -> None:
+    """Field64's product on 64-bit words (``_mul_goldilocks``) at the values where its partial
+    products carry, borrow or wrap: powers of two around 2**32, 2**63, and near p."""
+    lf = limb_field(Field64)
+    p = Field64.MODULUS
+    edge = [0, 1, 2, 2**16, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**48, 2**63, 2**63 + 2**32]
+    edge += [p - 1, p - 2, p - 2**32, p - 2**32 - 1, (p - 1) // 2, 2**64 - 2**33]
+    rng = random.Random(11)
+    a = [x for x in edge for _ in edge] + [rng.randrange(p) for _ in range(20000)]
+    b = edge * len(edge) + [rng.choice([*edge, rng.randrange(p)]) for _ in range(20000)]
+    got = lf.to_ints(lf.mul(lf.from_ints(a), lf.from_ints(b)))
+    assert got == [x * y % p for x, y in zip(a, b, strict=True)]
+
+
 def test_the_rejection_fallback_gives_the_same_vector(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stream value >= p (probability 2**-32 per Field64 element) is redone by the scalar
     sampler; forced here by pretending every row of the helper's expansion was rejected."""
@@ -212,3 +228,15 @@ def test_both_ways_to_the_lagrange_basis_agree_with_the_single_path(
     test_batched_and_single_paths_agree(name, vdaf, sample)
     name, vdaf, sample = CASES[1]  # sum
     test_batched_and_single_paths_agree(name, vdaf, sample)
+
+
+@pytest.mark.parametrize("field", [Field64, Field128])
+def test_a_test_point_that_is_a_root_of_unity_is_refused_and_named(field: type[Field]) -> None:
+    """The batched check ``t**p == 1`` (by squarings) names the first offending report."""
+    lf = limb_field(field)
+    p = 8
+    roots = field.nth_root_powers(p)
+    _refuse_roots_of_unity(lf, lf.from_ints([5, 12345, 2]), p)  # no root of unity: passes
+    for t in ([5, roots[3], roots[1]], [7, field.MODULUS - 1, 1]):
+        with pytest.raises(ValueError, match="report 1: test point is a root of unity"):
+            _refuse_roots_of_unity(lf, lf.from_ints(t), p)

@@ -4,8 +4,8 @@ operation: every encoded message must match byte for byte, and every step the ve
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +26,27 @@ from client_sdk.vdaf import (
 from client_sdk.vdaf.device import shard_encoded
 from client_sdk.vdaf.flp import PolyEval, SumVec, Valid
 
-VEC_DIR = Path(os.environ.get("VDAF_TEST_VECTORS", "/work/shared/vdaf-draft20/test_vec"))
+VEC_DIR = Path(__file__).parent / "vectors"  # vendored: see vectors/README.md
 VARIANTS = ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram", "Prio3MultihotCountVec")
 EXTRA = ("Prio3SumVecWithMultiproof", "Prio3HigherDegree")
+# The files the tests need, named here so that a missing one fails rather than skips.
 FILES = (
-    sorted(
-        p.name
-        for p in (VEC_DIR / "vdaf").glob("Prio3*.json")
-        if p.name.rsplit("_", 1)[0].split("_bad")[0] in VARIANTS + EXTRA
-    )
-    if (VEC_DIR / "vdaf").is_dir()
-    else []
+    [f"Prio3Count_{i}.json" for i in range(3)]
+    + [
+        f"Prio3Count_bad_{c}.json"
+        for c in ("gadget_poly", "helper_seed", "meas_share", "wire_seed")
+    ]
+    + [f"Prio3Sum_{i}.json" for i in range(3)]
+    + [f"Prio3SumVec_{i}.json" for i in range(2)]
+    + [f"Prio3Histogram_{i}.json" for i in range(3)]
+    + [
+        f"Prio3Histogram_bad_{c}.json"
+        for c in ("helper_jr_blind", "leader_jr_blind", "public_share", "verifier_message")
+    ]
+    + [f"Prio3MultihotCountVec_{i}.json" for i in range(3)]
+    + [f"Prio3SumVecWithMultiproof_{i}.json" for i in range(2)]
+    + ["Prio3HigherDegree_0.json"]
 )
-
-pytestmark = pytest.mark.skipif(not FILES, reason=f"no draft-20 test vectors under {VEC_DIR}")
 
 
 class _HigherDegree(Valid[int, int]):
@@ -90,9 +97,15 @@ def make(name: str, v: dict[str, Any]) -> Prio3[Any, Any]:
     return Prio3MultihotCountVec(v["shares"], v["length"], v["max_weight"], v["chunk_length"])
 
 
-def test_the_five_variants_and_their_bad_cases_are_all_present() -> None:
+def test_the_vendored_vectors_are_present_and_unmodified() -> None:
     assert len(FILES) == 25  # 22 of the five variants, 2 multiproof, 1 higher degree
     assert sum("_bad_" in f for f in FILES) == 8
+    sums = dict(
+        reversed(line.split()) for line in (VEC_DIR / "SHA256SUMS").read_text().splitlines()
+    )
+    assert sorted(sums) == sorted([*FILES, "XofTurboShake128.json"])
+    for name, digest in sums.items():
+        assert hashlib.sha256((VEC_DIR / name).read_bytes()).hexdigest() == digest, name
 
 
 def test_xof_turboshake128_vector() -> None:
@@ -105,7 +118,7 @@ def test_xof_turboshake128_vector() -> None:
 
 @pytest.mark.parametrize("name", FILES)
 def test_vector_file(name: str) -> None:
-    v = json.loads((VEC_DIR / "vdaf" / name).read_text())
+    v = json.loads((VEC_DIR / name).read_text())
     vdaf = make(name, v)
     assert v["shares"] == vdaf.SHARES
     ctx = bytes.fromhex(v["ctx"])
