@@ -90,3 +90,12 @@ def test_a_thousand_rounds_take_two_transforms_per_direction(
     account = parallel_poisson(gaussian(1.415), 0.01, num_workers=8) * 1000
     assert account.delta_at(1.0) < 1.1e-5
     assert calls <= 4, calls
+
+
+def test_a_power_whose_allowance_is_too_large_is_left_to_squaring() -> None:
+    """Where the round-off bound of one transform would exceed ``_POWER_MAX_ALLOWANCE`` (here a
+    very long power), the power falls back to repeated squaring."""
+    base = _lattice_pld(seed=3)
+    assert _pld._fft_power(base, 37) is not None
+    assert _pld._power_error(1 << 20, 10**6)[1] > _pld._POWER_MAX_ALLOWANCE
+    assert _pld._fft_power(base, 10**6) is None
