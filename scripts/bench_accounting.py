@@ -13,14 +13,16 @@ shards, each Poisson-sampled at 1%, are (1, 1e-5)-DP, searched on [0.5, 10]:
               lambda m: parallel_poisson(gaussian(m), 0.01, num_workers=8) * 1000,
               param_min=0.5, param_max=10.0)
 
-It prints the wall time, the parameter, the epsilon it achieves, the accounts built and, with
-``--check``, dp-accounting's epsilon at that parameter (an independent upper bound).
+It prints the wall and CPU time (and the load average), the parameter, the epsilon it achieves,
+the accounts built and, with ``--check``, dp-accounting's epsilon at that parameter (an
+independent upper bound).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from collections.abc import Callable
 
@@ -106,11 +108,13 @@ def calibration(rounds: int = 1000, *, check: bool = False) -> None:
         builds += 1
         return parallel_poisson(gaussian(multiplier), 0.01, num_workers=8) * rounds
 
-    started = time.perf_counter()
+    load = os.getloadavg()[0]
+    started, cpu = time.perf_counter(), time.process_time()
     result = calibrate(budget, build, param_min=0.5, param_max=10.0)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     print(
-        f"calibrate: {seconds:.1f} s, {builds} accounts built, noise_multiplier "
+        f"calibrate: {seconds:.1f} s ({cpu:.1f} s CPU, load average {load:.1f} on "
+        f"{os.cpu_count()} cores), {builds} accounts built, noise_multiplier "
         f"{result.param:.10g}, achieved epsilon {result.achieved:.8g} "
         f"(target {budget.epsilon:g} at delta {budget.delta:g}, {rounds} rounds)"
     )
