@@ -12,6 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
+from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.cli_checks import database_error_message
 
@@ -63,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_arguments(args)
         return int(args.handler(args))
+    except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``), not a failure
+        return closed_pipe()
     except sqlite3.Error as error:  # what the path checks cannot see: a damaged file, a full disk
         message = database_error_message("--db", getattr(args, "db", None), error)
         print(f"ldp-analyze {args.command}: error: {message}", file=sys.stderr)

@@ -50,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk import PrivacyPolicy, TelemetryClient
+from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from client_sdk.mechanisms import MECHANISMS
 from collector.process import CollectorProcess
@@ -630,6 +631,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reports_per_device=reports_per_device,
                 seed=args.seed,
             )
+        except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``)
+            return closed_pipe()
         except (ValueError, LookupError, RuntimeError, OSError) as error:
             print(f"ldp-demo: error: {error}", file=sys.stderr)
             return 2

@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 
-__all__ = ["EXTRAS", "MissingExtra", "missing_modules", "require"]
+__all__ = [
+    "CLOSED_PIPE_STATUS",
+    "EXTRAS",
+    "MissingExtra",
+    "closed_pipe",
+    "missing_modules",
+    "require",
+]
 
 DISTRIBUTION = "ldp-telemetry"
 
@@ -55,6 +63,25 @@ def require(extra: str, what: str | None = None) -> None:
         )
 
 
+CLOSED_PIPE_STATUS = 128 + 13
+"""The exit status of a command whose standard output was closed by its reader: what a shell
+reports for a Unix tool that SIGPIPE ended (Python ignores SIGPIPE and raises BrokenPipeError)."""
+
+
+def closed_pipe() -> int:
+    """End a command quietly after its standard output's reader went away (``... | head -5``):
+    point stdout at the null device, so the interpreter's last flush cannot fail again with an
+    "Exception ignored" message, and return :data:`CLOSED_PIPE_STATUS` (the recipe of Python's
+    ``signal`` documentation, "Note on SIGPIPE")."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout: nothing left to flush
+        pass
+    return CLOSED_PIPE_STATUS
+
+
 def _launcher(script: str, extra: str, target: str) -> Callable[[], int | None]:
     """The console script ``script``: checks ``extra``, then runs ``target`` (``module:func``)."""
 
@@ -66,7 +93,12 @@ def _launcher(script: str, extra: str, target: str) -> Callable[[], int | None]:
         except MissingExtra as error:
             print(error, file=sys.stderr)
             return 2
-        return entry()
+        try:
+            status = entry()
+            sys.stdout.flush()  # lines still buffered when the reader left end here, quietly
+        except BrokenPipeError:
+            return closed_pipe()
+        return status
 
     main.__name__ = main.__qualname__ = script.replace("-", "_")
     main.__doc__ = f"``{script}``: ``{target}`` once the [{extra}] extra is known to be installed."

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
@@ -117,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_arguments(args)
         return int(args.handler(args))
+    except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``), not a failure
+        return closed_pipe()
     except sqlite3.Error as error:  # what the path checks cannot see: a damaged file, a full disk
         message = database_error_message("--db", getattr(args, "db", None), error)
         print(f"ldp-collector {args.command}: error: {message}", file=sys.stderr)

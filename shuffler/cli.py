@@ -27,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.dbguard import check_private_database
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
@@ -189,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
+    except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``), not a failure
+        return closed_pipe()
     except (ValueError, LookupError, OSError, RuntimeError) as error:
         print(f"ldp-shuffler {args.command}: error: {error}", file=sys.stderr)
         return 2
