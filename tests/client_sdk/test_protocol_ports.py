@@ -6,6 +6,7 @@ tests/client_sdk/test_conformance.py; the mechanism's code is used only to parse
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from client_sdk.conformance import VECTORS_DIR
 from client_sdk.conformance.vectors import load_vectors
 from client_sdk.mechanisms import mechanism_from_config
-from tests.client_sdk.test_conformance import _memo_words, _round, _Words
+from tests.client_sdk.test_conformance import _memo_words, _port, _round, _Words
 
 
 @pytest.fixture(scope="module")
@@ -253,3 +254,56 @@ def test_a_port_of_pem_reproduces_the_vectors(committed: dict[str, Any]) -> None
         assert _pem(case, words) == case["payload"], case["value"]
         checked += 1
     assert checked == 7
+
+
+# ---- SFP (docs/protocol.md, "Strings")
+
+
+def _below_32(words: _Words, high: int) -> int:
+    """uniform_below_32 of one draw: the first lane (16 bits when high <= 2**12, else 32) of a
+    word, multiply-shift, a rejected lane redrawn from a new word."""
+    lane = 16 if high <= 1 << 12 else 32
+    while True:
+        product = (words.take(1)[0] & ((1 << lane) - 1)) * high
+        if product % (1 << lane) >= (1 << lane) % high:
+            return product >> lane
+
+
+def _sfp(config: dict[str, Any], value: str, words: _Words) -> dict[str, int]:
+    mechanism = mechanism_from_config(config)
+    m, hashes, max_length = config["m"], config["hashes"], config["max_length"]
+    raw = value.encode()
+    raw = raw if len(raw) <= max_length else b"\xff"
+    seed = config["seed"].to_bytes(8, "big")
+    # the word: one-bit HCMS at epsilon_word
+    digest = hashlib.blake2b(raw, digest_size=4 * hashes, key=b"ldp-telemetry/sketch/v1" + seed)
+    row = _below_32(words, hashes) if hashes > 1 else 0
+    bucket = int.from_bytes(digest.digest()[4 * row : 4 * row + 4], "little") & (m - 1)
+    column = _below_32(words, m)
+    plus = bin(bucket & column).count("1") % 2 == 0
+    flip = words.lazy(mechanism.word_sketch._flip_threshold, 1)[0]
+    word = (row * m + column) * 2 + (plus != flip)
+    # the offset, in the clear, then the fragment (tag, byte) by Hadamard response
+    offset = _below_32(words, max_length) if max_length > 1 else 0
+    tag = hashlib.blake2b(raw, digest_size=1, key=b"ldp-telemetry/sfp-tag/v1" + seed).digest()[0]
+    fragment = 256 * tag + raw.ljust(max_length, b"\x00")[offset]
+    hr = {
+        "mechanism": "hr",
+        "epsilon": mechanism.epsilon_fragment,
+        "k": 65536,
+        "blocks": config["fragment_blocks"],
+    }
+    return {"fragment": _port(hr, fragment, words), "offset": offset, "word": word}
+
+
+def test_a_port_of_sfp_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """SFP's word sketch (HCMS), offset and fragment (keyed BLAKE2b tag, Hadamard response),
+    ported from docs/protocol.md, give every committed payload without ``longitudinal``."""
+    checked = 0
+    for case in committed["sfp"]["cases"]:
+        if "longitudinal" in case["config"]:
+            continue
+        words = _Words(bytes.fromhex(case["words_key"]))
+        assert _sfp(case["config"], case["value"], words) == case["payload"], case["value"]
+        checked += 1
+    assert checked == 4
