@@ -307,3 +307,45 @@ def test_a_port_of_sfp_reproduces_the_vectors(committed: dict[str, Any]) -> None
         assert _sfp(case["config"], case["value"], words) == case["payload"], case["value"]
         checked += 1
     assert checked == 4
+
+
+# ---- hierarchical (docs/protocol.md, "Structures")
+
+
+def _hierarchical(case: dict[str, Any], words: _Words) -> list[Any]:
+    config = case["config"]
+    k, epsilon, value = config["k"], config["epsilon"], case["value"]
+    if config.get("variant") == "haar":
+        height = max(1, (k - 1).bit_length())
+        level = _memo_words(case, "haar:level", 0).below(height) + 1
+        node, right = value >> (height - level + 1), (value >> (height - level)) & 1
+        row = words.below(1 << (level - 1))
+        truth_minus = (bin(row & node).count("1") % 2 == 1) != bool(right)
+        keep = words.take(1)[0] < mechanism_from_config(config)._keep
+        return [level, 2 * row + int(truth_minus != keep)]
+
+    def height_of(b: int) -> int:
+        h, size = 1, b
+        while size < k:
+            h, size = h + 1, size * b
+        return h
+
+    branching = config.get("branching") or min(
+        range(2, 17), key=lambda b: ((b - 1) * height_of(b) ** 2, b)
+    )
+    height = height_of(branching)
+    level = _memo_words(case, "hierarchical:level", 0).below(height) + 1
+    node = value // branching ** (height - level)
+    # the level's oracle (GRR or OUE, the smaller exact total variance) is read from the config
+    oracle = mechanism_from_config(config).oracles[level - 1].name
+    inner = {"mechanism": oracle, "epsilon": epsilon, "k": branching**level}
+    return [level, _port(inner, node, words)]
+
+
+def test_a_port_of_hierarchical_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """The B-ary tree (level from the keyed source, the node, GRR or OUE) and the Haar variant
+    (level, Hadamard row, binary randomized response), ported from docs/protocol.md, give every
+    committed payload."""
+    for case in committed["hierarchical"]["cases"]:
+        words = _Words(bytes.fromhex(case["words_key"]))
+        assert _hierarchical(case, words) == case["payload"], (case["config"], case["value"])
