@@ -6,6 +6,8 @@ tests/client_sdk/test_conformance.py; the mechanism's code is used only to parse
 
 from __future__ import annotations
 
+import base64
+import bisect
 import hashlib
 import math
 from typing import Any
@@ -349,3 +351,123 @@ def test_a_port_of_hierarchical_reproduces_the_vectors(committed: dict[str, Any]
     for case in committed["hierarchical"]["cases"]:
         words = _Words(bytes.fromhex(case["words_key"]))
         assert _hierarchical(case, words) == case["payload"], (case["config"], case["value"])
+
+
+# ---- multi and bernoulli_bytes (docs/protocol.md, "Structures" and "Random words")
+
+
+def _interval_cell(cumulative: list[int], prefix: int, bits: int) -> int | None:
+    """The byte whose cell holds the whole interval [prefix, prefix + 1) / 2**bits, or None."""
+    begin = prefix << (512 - bits)
+    cell = bisect.bisect_right(cumulative, begin) - 1
+    return cell if (prefix + 1) << (512 - bits) <= cumulative[cell + 1] else None
+
+
+def _bernoulli_bytes(words: _Words, threshold: int, count: int) -> list[int]:
+    """bernoulli_bytes(T, count): each byte the cell of a lazily drawn uniform number in the
+    exact cumulative distribution of the 256 byte values (8-bit heads or 16-bit lanes first)."""
+    one, zero = threshold, 2**64 - threshold
+    cumulative = [0]
+    for b in range(256):
+        cumulative.append(cumulative[-1] + one ** b.bit_count() * zero ** (8 - b.bit_count()))
+    out: list[int | None]
+    heads_deciding = sum(_interval_cell(cumulative, h, 8) is not None for h in range(256))
+    if heads_deciding < 192:
+        data = b"".join(w.to_bytes(8, "little") for w in words.take(-(-count // 4)))
+        lanes = [int.from_bytes(data[2 * i : 2 * i + 2], "little") for i in range(count)]
+        out = [_interval_cell(cumulative, u, 16) for u in lanes]
+        pending = list(range(count))
+    else:
+        heads = b"".join(w.to_bytes(8, "little") for w in words.take(-(-count // 8)))[:count]
+        out = [_interval_cell(cumulative, h, 8) for h in heads]
+        pending = [i for i in range(count) if out[i] is None]
+        low = b"".join(w.to_bytes(8, "little") for w in words.take(-(-len(pending) // 8)))
+        lanes = [0] * count
+        for i, byte in zip(pending, low, strict=False):
+            lanes[i] = heads[i] << 8 | byte
+            out[i] = _interval_cell(cumulative, lanes[i], 16)
+    straddles = [i for i in pending if out[i] is None]
+    refined = dict(zip(straddles, words.take(len(straddles)), strict=True))
+    for i in straddles:  # one word each, together; then the rare ties one by one
+        prefix, bits = lanes[i] << 64 | refined[i], 80
+        while (cell := _interval_cell(cumulative, prefix, bits)) is None and bits < 512:
+            prefix, bits = prefix << 64 | words.take(1)[0], bits + 64
+        out[i] = cell
+    return [int(b) for b in out]  # type: ignore[arg-type]
+
+
+def _compact(oracle: Any, value: int, words: _Words) -> Any:
+    """A unit's report from its oracle's compact sampler."""
+
+    def keep_or_other(value: int, size: int) -> int:
+        keep = words.lazy(oracle._keep_threshold, 1)[0]
+        if size == 2:
+            return value if keep else 1 - value
+        other = _below_32(words, size - 1)
+        return value if keep else other + (other >= value)
+
+    if oracle.name == "grr":
+        return keep_or_other(value, oracle.k)
+    if oracle.name == "olh":
+        prime, g = 2**31 - 1, oracle.buckets
+
+        def below_bits(high: int) -> int:  # the top bitlen(high - 1) bits of a 32-bit lane
+            while True:
+                lane = (words.take(1)[0] & 0xFFFFFFFF) >> (32 - (high - 1).bit_length())
+                if lane < high:
+                    return lane
+
+        a_less_one = below_bits(prime - 1)
+        b = below_bits(prime)
+        seed = a_less_one * prime + b
+        hashed = g * (((a_less_one + 1) * value + b) % prime) // prime
+        return {"seed": f"{seed:016x}", "y": keep_or_other(hashed, g)}
+    assert oracle.name == "oue"
+    p, q = oracle._thresholds
+    size = -(-oracle.k // 8)
+    row = _bernoulli_bytes(words, q, size)
+    row[-1] &= (0xFF << (8 * size - oracle.k)) & 0xFF
+    bit = _random_bits(words, 1)[0] if p == 2**63 else words.lazy(p, 1)[0]
+    mask = 0x80 >> (value & 7)
+    row[value >> 3] = (row[value >> 3] & ~mask) | (mask if bit else 0)
+    return base64.urlsafe_b64encode(bytes(row)).decode().rstrip("=")
+
+
+def _multi(case: dict[str, Any], words: _Words) -> Any:
+    config = case["config"]
+    mechanism = mechanism_from_config(config)
+    attributes = config["attributes"]
+    names = [a["name"] for a in attributes]
+    ks = [a["k"] for a in attributes]
+    x = [
+        a["labels"].index(case["value"][a["name"]]) if "labels" in a else case["value"][a["name"]]
+        for a in attributes
+    ]
+    marginals = config.get("marginals")
+    units = [[names.index(n) for n in m] for m in marginals or [[n] for n in names]]
+
+    def cell(unit: int) -> int:
+        out = 0
+        for a in units[unit]:
+            out = out * ks[a] + x[a]
+        return out
+
+    oracles = mechanism.oracles  # the oracle of each unit, as the config resolves them
+    if config["protocol"] == "spl":
+        return [_compact(oracles[j], x[j], words) for j in range(len(x))]
+    unit = _memo_words(case, "multi:unit", 0).below(len(units))
+    if config["protocol"] == "smp":
+        return [unit, _compact(oracles[unit], cell(unit), words)]
+    # RS+FD: attribute by attribute, the sampled one's report, every other one's fake value
+    return [
+        _compact(oracles[j], x[j], words) if j == unit else _below_32(words, ks[j])
+        for j in range(len(x))
+    ]
+
+
+def test_a_port_of_multi_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """SPL, SMP (with and without marginal tables: GRR, OUE by ``bernoulli_bytes``, OLH) and
+    RS+FD, ported from docs/protocol.md, give every committed multi payload."""
+    for case in committed["multi"]["cases"]:
+        words = _Words(bytes.fromhex(case["words_key"]))
+        assert _multi(case, words) == case["payload"], (case["config"], case["value"])
