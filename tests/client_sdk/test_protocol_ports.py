@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
+import itertools
 import math
 from typing import Any
 
@@ -433,16 +434,22 @@ def _compact(oracle: Any, value: int, words: _Words) -> Any:
     return base64.urlsafe_b64encode(bytes(row)).decode().rstrip("=")
 
 
+def _record(attributes: list[dict[str, Any]], value: dict[str, Any]) -> list[int]:
+    """A record's indices in the config's attribute order (a label's index, or the index)."""
+    out = []
+    for attribute in attributes:
+        given = value[attribute["name"]]
+        out.append(attribute["labels"].index(given) if "labels" in attribute else given)
+    return out
+
+
 def _multi(case: dict[str, Any], words: _Words) -> Any:
     config = case["config"]
     mechanism = mechanism_from_config(config)
     attributes = config["attributes"]
     names = [a["name"] for a in attributes]
     ks = [a["k"] for a in attributes]
-    x = [
-        a["labels"].index(case["value"][a["name"]]) if "labels" in a else case["value"][a["name"]]
-        for a in attributes
-    ]
+    x = _record(attributes, case["value"])
     marginals = config.get("marginals")
     units = [[names.index(n) for n in m] for m in marginals or [[n] for n in names]]
 
@@ -471,3 +478,25 @@ def test_a_port_of_multi_reproduces_the_vectors(committed: dict[str, Any]) -> No
     for case in committed["multi"]["cases"]:
         words = _Words(bytes.fromhex(case["words_key"]))
         assert _multi(case, words) == case["payload"], (case["config"], case["value"])
+
+
+# ---- fourier (docs/protocol.md, "Structures")
+
+
+def test_a_port_of_fourier_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """The device's coefficient (attribute sets by order, then lexicographically) and the
+    randomized parity bit, ported from docs/protocol.md, give every committed fourier payload."""
+    for case in committed["fourier"]["cases"]:
+        config = case["config"]
+        attributes = config["attributes"]
+        x = _record(attributes, case["value"])
+        masks = [
+            subset
+            for size in range(1, config["order"] + 1)
+            for subset in itertools.combinations(range(len(x)), size)
+        ]
+        chosen = _memo_words(case, "fourier:coefficient", 0).below(len(masks))
+        parity = sum(x[j] for j in masks[chosen]) % 2
+        words = _Words(bytes.fromhex(case["words_key"]))
+        keep = words.take(1)[0] < mechanism_from_config(config)._keep_threshold
+        assert [chosen, parity if keep else 1 - parity] == case["payload"], case["value"]
