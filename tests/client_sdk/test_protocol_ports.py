@@ -500,3 +500,21 @@ def test_a_port_of_fourier_reproduces_the_vectors(committed: dict[str, Any]) -> 
         words = _Words(bytes.fromhex(case["words_key"]))
         keep = words.take(1)[0] < mechanism_from_config(config)._keep_threshold
         assert [chosen, parity if keep else 1 - parity] == case["payload"], case["value"]
+
+
+@pytest.mark.parametrize("q", [0.5, 0.27, 0.119, 0.02, 1e-6])
+def test_the_pages_bernoulli_bytes_is_the_sdks_in_both_modes(q: float) -> None:
+    """The multi vectors exercise one threshold; the page's ``bernoulli_bytes`` (8-bit heads
+    where at least 192 decide, else 16-bit lanes; straddles refined by a word) gives the SDK's
+    bytes, and leaves the word source at the same place, at thresholds of both modes."""
+    from client_sdk.randomness import HmacWordSource, bernoulli_bytes, raw_words
+
+    threshold = int(q * 2**64)
+    for seed in range(40):
+        key = bytes([seed]) * 16
+        count = 1 + seed
+        source = HmacWordSource(key)
+        expected = bernoulli_bytes(source, threshold, count).tolist()
+        words = _Words(key)
+        assert _bernoulli_bytes(words, threshold, count) == expected, (q, seed)
+        assert words.take(1)[0] == int(raw_words(source, 1)[0]), (q, seed)
