@@ -518,3 +518,12 @@ def test_the_pages_bernoulli_bytes_is_the_sdks_in_both_modes(q: float) -> None:
         words = _Words(key)
         assert _bernoulli_bytes(words, threshold, count) == expected, (q, seed)
         assert words.take(1)[0] == int(raw_words(source, 1)[0]), (q, seed)
+
+
+def test_the_hr_port_covers_the_largest_k(committed: dict[str, Any]) -> None:
+    """HR's large-domain cases (many blocks, b = 2**19) follow the same page steps as k = 10."""
+    large = [c for c in committed["hr"]["cases"] if c["config"]["k"] >= 1 << 20]
+    assert large and all("longitudinal" not in c["config"] for c in large)
+    for case in large:
+        words = _Words(bytes.fromhex(case["words_key"]))
+        assert _port(case["config"], case["value"], words) == case["payload"], case["value"]
