@@ -18,7 +18,7 @@ import pytest
 from client_sdk.conformance import VECTORS_DIR
 from client_sdk.conformance.vectors import load_vectors
 from client_sdk.mechanisms import mechanism_from_config
-from tests.client_sdk.test_conformance import _memo_words, _port, _round, _Words
+from tests.client_sdk.test_conformance import _bits, _memo_words, _port, _round, _Words
 
 
 @pytest.fixture(scope="module")
@@ -527,3 +527,32 @@ def test_the_hr_port_covers_the_largest_k(committed: dict[str, Any]) -> None:
     for case in large:
         words = _Words(bytes.fromhex(case["words_key"]))
         assert _port(case["config"], case["value"], words) == case["payload"], case["value"]
+
+
+def test_a_port_of_pckv_ue_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """PCKV-UE (the same sampling draws as PCKV-GRR, then the two unary rows over k + l keys),
+    ported from docs/protocol.md, gives every committed ``"variant": "ue"`` payload."""
+    checked = 0
+    for case in committed["pckv"]["cases"]:
+        config = case["config"]
+        if config.get("variant") != "ue":
+            continue
+        pairs = sorted((int(key), number) for key, number in case["value"].items())
+        ell, k = config["padding"], config["k"]
+        words = _Words(bytes.fromhex(case["words_key"]))
+        slot = words.below(max(len(pairs), ell))
+        dummy = words.below(ell) + k
+        key, number = pairs[slot] if slot < len(pairs) else (dummy, 0.0)
+        scaled = min(math.floor((1 + number) / 2 * 2.0**64), math.nextafter(2.0**64, 0))
+        plus = words.take(1)[0] < int(scaled) or number >= 1.0
+        _, t_sign, t_nonzero = mechanism_from_config(config)._thresholds
+        sign = plus if words.take(1)[0] < t_sign else not plus
+        nonzero = words.lazy(t_nonzero, k + ell)
+        positive = _random_bits(words, k + ell)
+        nonzero[key] = _random_bits(words, 1)[0]
+        positive[key] = sign
+        rows = [[n and p for n, p in zip(nonzero, positive, strict=True)]]
+        rows.append([n and not p for n, p in zip(nonzero, positive, strict=True)])
+        assert [_bits(row) for row in rows] == case["payload"], case["value"]
+        checked += 1
+    assert checked == 2
