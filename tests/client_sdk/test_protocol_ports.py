@@ -556,3 +556,59 @@ def test_a_port_of_pckv_ue_reproduces_the_vectors(committed: dict[str, Any]) -> 
         assert [_bits(row) for row in rows] == case["payload"], case["value"]
         checked += 1
     assert checked == 2
+
+
+# ---- ss (docs/protocol.md, "Categorical frequency oracles")
+
+
+def _below_32_each(words: _Words, highs: list[int]) -> list[int]:
+    """uniform_below_32 with one high per draw: L-bit lanes (16 when every high <= 2**12),
+    multiply-shift, the rejected draws redrawn together by the same function."""
+    lane = 16 if max(highs) <= 1 << 12 else 32
+    per_word = 64 // lane
+    data = b"".join(w.to_bytes(8, "little") for w in words.take(-(-len(highs) // per_word)))
+    out, rejected = [], []
+    for i, high in enumerate(highs):
+        u = int.from_bytes(data[i * lane // 8 : (i + 1) * lane // 8], "little")
+        product = u * high
+        out.append(product >> lane)
+        if product % (1 << lane) < (1 << lane) % high:
+            rejected.append(i)
+    if rejected:
+        again = _below_32_each(words, [highs[i] for i in rejected])
+        for i, value in zip(rejected, again, strict=True):
+            out[i] = value
+    return out
+
+
+def test_a_port_of_ss_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """Subset selection (the inclusion word, Floyd's algorithm over the k - 1 others with all
+    its draws in one call, the complement when 2d > k), ported from docs/protocol.md, gives
+    every committed payload without ``longitudinal``."""
+    checked = 0
+    for case in committed["ss"]["cases"]:
+        config = case["config"]
+        if "longitudinal" in config:
+            continue
+        k, d, x = config["k"], config["d"], case["value"]
+        words = _Words(bytes.fromhex(case["words_key"]))
+        include = words.take(1)[0] < mechanism_from_config(config)._include_threshold
+        complement = 2 * d > k
+        members = k - d if complement else d
+        has_x = include != complement
+        first = k - 1 - members
+        steps = list(range(first, k - 1))
+        chosen: set[int] = set()
+        for j, t in zip(steps, _below_32_each(words, [j + 1 for j in steps]), strict=True):
+            if j == first and has_x:
+                continue  # a row already holding x needs one member fewer
+            chosen.add(j if t in chosen else t)
+        row = [False] * k
+        for index in chosen:
+            row[k - 1 if index == x else index] = True
+        row[x] = has_x
+        if complement:
+            row = [not bit for bit in row]
+        assert _bits(row) == case["payload"], case["value"]
+        checked += 1
+    assert checked == 5
