@@ -612,3 +612,21 @@ def test_a_port_of_ss_reproduces_the_vectors(committed: dict[str, Any]) -> None:
         assert _bits(row) == case["payload"], case["value"]
         checked += 1
     assert checked == 5
+
+
+def test_a_port_of_blh_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """BLH is local hashing with g = 2 (no uniform other: the flipped bucket), ported from
+    docs/protocol.md; every committed payload without ``longitudinal``."""
+    checked = 0
+    for case in committed["blh"]["cases"]:
+        config = case["config"]
+        if "longitudinal" in config:
+            continue
+        prime, x = 2**31 - 1, case["value"]
+        words = _Words(bytes.fromhex(case["words_key"]))
+        seed = words.below((prime - 1) * prime)
+        hashed = 2 * (((seed // prime + 1) * x + seed % prime) % prime) // prime
+        keep = words.take(1)[0] < mechanism_from_config(config)._keep_threshold
+        assert {"seed": f"{seed:016x}", "y": hashed if keep else 1 - hashed} == case["payload"]
+        checked += 1
+    assert checked == 3
