@@ -630,3 +630,32 @@ def test_a_port_of_blh_reproduces_the_vectors(committed: dict[str, Any]) -> None
         assert {"seed": f"{seed:016x}", "y": hashed if keep else 1 - hashed} == case["payload"]
         checked += 1
     assert checked == 3
+
+
+def test_a_port_of_onebitmean_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """dBitFlip's one-bit mean (alpha-point rounding and the point's bit from the keyed source,
+    the flip from the words; or, unmemoized, Duchi's kernel then the flip), ported from
+    docs/protocol.md, gives every committed payload."""
+    for case in committed["onebitmean"]["cases"]:
+        config = case["config"]
+        mechanism = mechanism_from_config(config)
+        lower, upper = float(config["lower"]), float(config["upper"])
+        half = (upper - lower) / 2.0
+        t = min(max((float(case["value"]) - (lower + half)) / half, -1.0), 1.0)
+        words = _Words(bytes.fromhex(case["words_key"]))
+        low_t, high_t = mechanism.kernel.low_threshold, mechanism.kernel.high_threshold
+        if config["memoize"]:
+            buckets = config["buckets"]
+            position = (t + 1.0) / 2.0 * buckets
+            low = min(math.floor(position), buckets - 1)
+            alpha = float(_memo_words(case, "onebitmean/alpha", 0).take(1)[0]) / 2.0**64
+            point = low + (position - low > alpha)
+            threshold = low_t + point * (high_t - low_t) // buckets
+            bit = int(_memo_words(case, "onebitmean/bit", point).take(1)[0] < threshold)
+        else:
+            side = _round(words, (t + 1.0) / 2.0, 1)
+            bit = int(words.take(1)[0] < (high_t if side == 1 else low_t))
+        flip = mechanism._flip_threshold
+        if flip:
+            bit ^= words.take(1)[0] < flip
+        assert bit == case["payload"], (config, case["value"])
