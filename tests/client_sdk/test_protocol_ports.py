@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
+import hmac
 import itertools
+import json
 import math
 from typing import Any
 
@@ -659,3 +661,61 @@ def test_a_port_of_onebitmean_reproduces_the_vectors(committed: dict[str, Any]) 
         if flip:
             bit ^= words.take(1)[0] < flip
         assert bit == case["payload"], (config, case["value"])
+
+
+# ---- rappor (docs/protocol.md, "Strings")
+
+
+def _scope(case: dict[str, Any]) -> str:
+    """The campaign's memo scope: config_id({"campaign", "mechanism"}) (docs/protocol.md)."""
+    content = {"campaign": case["campaign"], "mechanism": case["config"]}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _hmac_drbg(seed: bytes, n: int) -> bytes:
+    """n bytes of HMAC_DRBG-SHA256 seeded with ``seed``, no final update (docs/protocol.md)."""
+
+    def mac(key: bytes, message: bytes) -> bytes:
+        return hmac.new(key, message, hashlib.sha256).digest()
+
+    key, v = b"\x00" * 32, b"\x01" * 32
+    key = mac(key, v + b"\x00" + seed)
+    v = mac(key, v)
+    key = mac(key, v + b"\x01" + seed)
+    v = mac(key, v)
+    out = b""
+    while len(out) < n:
+        v = mac(key, v)
+        out += v
+    return out[:n]
+
+
+def test_a_port_of_rappor_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """RAPPOR (the cohort from the keyed source, MD5 Bloom bits, the PRR from HMAC or
+    HMAC_DRBG under the raw device secret, the IRR from the words), ported from
+    docs/protocol.md, gives every committed payload."""
+    for case in committed["rappor"]["cases"]:
+        config = case["config"]
+        k, h, m = config["k"], config["h"], config["m"]
+        mechanism = mechanism_from_config(config)
+        secret = bytes.fromhex(case["device_secret"])
+        cohort = _memo_words(case, "rappor-cohort", 0).below(m) if m > 1 else 0
+        raw = case["value"].encode()
+        digest = hashlib.md5(cohort.to_bytes(4, "big") + raw).digest()
+        bloom = sum({1 << (digest[i] % k) for i in range(h)})
+        message = b"\x01" + _scope(case).encode() + bloom.to_bytes(4 if k <= 32 else k // 8, "big")
+        if k <= 32:
+            stream = hmac.new(secret, message, hashlib.sha256).digest()
+        else:
+            stream = _hmac_drbg(secret + message, max(k, 32))
+        prr = [
+            bool(stream[i] & 1) if stream[i] >> 1 < mechanism.f_times_128 else bool(bloom >> i & 1)
+            for i in range(k)
+        ]
+        p_threshold, q_threshold = mechanism._irr_thresholds
+        words = _Words(bytes.fromhex(case["words_key"]))
+        p_bits, q_bits = words.lazy(p_threshold, k), words.lazy(q_threshold, k)
+        irr = [q if bit else p for bit, p, q in zip(prr, p_bits, q_bits, strict=True)]
+        bits = "".join("1" if irr[i] else "0" for i in reversed(range(k)))
+        assert {"bits": bits, "cohort": cohort} == case["payload"], case["value"]
