@@ -20,7 +20,15 @@ import pytest
 from client_sdk.conformance import VECTORS_DIR
 from client_sdk.conformance.vectors import load_vectors
 from client_sdk.mechanisms import mechanism_from_config
-from tests.client_sdk.test_conformance import _bits, _memo_words, _port, _round, _Words
+from tests.client_sdk.test_conformance import (
+    _bits,
+    _duchi,
+    _memo_words,
+    _piecewise,
+    _port,
+    _round,
+    _Words,
+)
 
 
 @pytest.fixture(scope="module")
@@ -719,3 +727,65 @@ def test_a_port_of_rappor_reproduces_the_vectors(committed: dict[str, Any]) -> N
         irr = [q if bit else p for bit, p, q in zip(prr, p_bits, q_bits, strict=True)]
         bits = "".join("1" if irr[i] else "0" for i in reversed(range(k)))
         assert {"bits": bits, "cohort": cohort} == case["payload"], case["value"]
+
+
+def _floyd(words: _Words, d: int, k: int) -> list[int]:
+    """sample_subsets(1, d, k): Floyd's algorithm, one uniform_below word per step, sorted."""
+    chosen: list[int] = []
+    for j in range(d - k, d):
+        r = words.below(j + 1)
+        chosen.append(j if r in chosen else r)
+    return sorted(chosen)
+
+
+def test_a_port_of_unmemoized_dbitflip_reproduces_the_vectors(committed: dict[str, Any]) -> None:
+    """dBitFlip with ``"memoize": false`` (buckets by Floyd's algorithm, then d words, all from
+    the report's words), ported from docs/protocol.md."""
+    checked = 0
+    for case in committed["dbitflip"]["cases"]:
+        config = case["config"]
+        if config["memoize"]:
+            continue
+        words = _Words(bytes.fromhex(case["words_key"]))
+        buckets = _floyd(words, config["k"], config["d"])
+        high, low = mechanism_from_config(config)._thresholds
+        bits = [
+            w < (high if b == case["value"] else low)
+            for w, b in zip(words.take(config["d"]), buckets, strict=True)
+        ]
+        assert {"buckets": buckets, "bits": _bits(bits)} == case["payload"], case["value"]
+        checked += 1
+    assert checked == 2
+
+
+def test_a_port_of_the_vector_numeric_kernels_reproduces_the_vectors(
+    committed: dict[str, Any],
+) -> None:
+    """Duchi, Piecewise and Hybrid on vectors (the sampled coordinate by Floyd's algorithm, then
+    the scalar kernel on it), ported from docs/protocol.md."""
+    checked = 0
+    for name in ("duchi", "piecewise", "hybrid"):
+        for case in committed[name]["cases"]:
+            config = case["config"]
+            if config.get("dim") is None:
+                continue
+            mechanism = mechanism_from_config(config)
+            assert mechanism.sampled_coordinates == 1  # the vectors' case: one coordinate
+            lower, upper = float(config["lower"]), float(config["upper"])
+            half = (upper - lower) / 2.0
+            words = _Words(bytes.fromhex(case["words_key"]))
+            (coordinate,) = _floyd(words, config["dim"], 1)
+            x = float(case["value"][coordinate])
+            t = min(max((x - (lower + half)) / half, -1.0), 1.0)
+            kernel = mechanism.kernel
+            if name == "duchi":
+                output = _duchi(words, kernel, t)
+            elif name == "piecewise":
+                output = _piecewise(words, kernel, t)
+            elif words.take(1)[0] < kernel.alpha_threshold:
+                output = _piecewise(words, kernel.piecewise, t)
+            else:
+                output = kernel.piecewise.output_size + _duchi(words, kernel.duchi, t)
+            assert [[coordinate, output]] == case["payload"], name
+            checked += 1
+    assert checked == 3
