@@ -789,3 +789,28 @@ def test_a_port_of_the_vector_numeric_kernels_reproduces_the_vectors(
             assert [[coordinate, output]] == case["payload"], name
             checked += 1
     assert checked == 3
+
+
+def test_a_port_of_memoized_unary_encoding_reproduces_the_vectors(
+    committed: dict[str, Any],
+) -> None:
+    """SUE and OUE under ``longitudinal``: the permanent row (the inner oracle at
+    epsilon_permanent, every word from the keyed source of ("value", v)), then every bit flipped
+    by ``bernoulli_lazy(2**64 - T, k)`` from the report's words (docs/protocol.md)."""
+    checked = 0
+    for name in ("sue", "oue"):
+        for case in committed[name]["cases"]:
+            config = case["config"]
+            if "longitudinal" not in config:
+                continue
+            memoized = mechanism_from_config(config)
+            k, v = config["k"], case["value"]
+            p, q = memoized.inner._thresholds
+            keyed = _memo_words(case, "value", v)
+            bits = keyed.lazy(q, k)
+            bits[v] = keyed.lazy(p, 1)[0]
+            words = _Words(bytes.fromhex(case["words_key"]))
+            flips = words.lazy(2**64 - memoized._chain.threshold, k)
+            assert _bits([b != f for b, f in zip(bits, flips, strict=True)]) == case["payload"]
+            checked += 1
+    assert checked == 4
