@@ -632,12 +632,10 @@ def test_a_port_of_blh_reproduces_the_vectors(committed: dict[str, Any]) -> None
         config = case["config"]
         if "longitudinal" in config:
             continue
-        prime, x = 2**31 - 1, case["value"]
         words = _Words(bytes.fromhex(case["words_key"]))
-        seed = words.below((prime - 1) * prime)
-        hashed = 2 * (((seed // prime + 1) * x + seed % prime) % prime) // prime
-        keep = words.take(1)[0] < mechanism_from_config(config)._keep_threshold
-        assert {"seed": f"{seed:016x}", "y": hashed if keep else 1 - hashed} == case["payload"]
+        threshold = mechanism_from_config(config)._keep_threshold
+        seed, y = _local_hashing(words, case["value"], 2, threshold)
+        assert {"seed": f"{seed:016x}", "y": y} == case["payload"]
         checked += 1
     assert checked == 3
 
@@ -814,3 +812,50 @@ def test_a_port_of_memoized_unary_encoding_reproduces_the_vectors(
             assert _bits([b != f for b, f in zip(bits, flips, strict=True)]) == case["payload"]
             checked += 1
     assert checked == 4
+
+
+def _local_hashing(words: _Words, x: int, g: int, threshold: int) -> tuple[int, int]:
+    """Local hashing's (seed, y) (docs/protocol.md, blh/olh): no uniform other when g = 2."""
+    prime = 2**31 - 1
+    seed = words.below((prime - 1) * prime)
+    hashed = g * (((seed // prime + 1) * x + seed % prime) % prime) // prime
+    return seed, _keep_or_other(words, hashed, g, threshold)
+
+
+def _keep_or_other(words: _Words, value: int, size: int, threshold: int) -> int:
+    """keep_or_other: a keep word, then (size > 2) a uniform other skipping the value."""
+    keep = words.take(1)[0] < threshold
+    if size == 2:
+        return value if keep else 1 - value
+    other = words.below(size - 1)
+    return value if keep else other + (other >= value)
+
+
+def test_a_port_of_memoized_local_hashing_and_hr_reproduces_the_vectors(
+    committed: dict[str, Any],
+) -> None:
+    """BLH and OLH under ``longitudinal`` (the permanent (seed, y) from the keyed source, then
+    randomized response over [g] on y), and HR (the mixture chain: keep word, a fresh value and
+    its report, the permanent one when kept), ported from docs/protocol.md."""
+    checked = 0
+    for name in ("blh", "olh", "hr"):
+        for case in committed[name]["cases"]:
+            config = case["config"]
+            if "longitudinal" not in config:
+                continue
+            memoized = mechanism_from_config(config)
+            inner, chain, v = memoized.inner, memoized._chain, case["value"]
+            keyed = _memo_words(case, "value", v)
+            words = _Words(bytes.fromhex(case["words_key"]))
+            if name == "hr":
+                permanent = _port(inner.to_config(), v, keyed)
+                keep = words.take(1)[0] < chain.threshold
+                fresh = _port(inner.to_config(), words.below(config["k"]), words)
+                assert (permanent if keep else fresh) == case["payload"]
+            else:
+                g = inner.buckets
+                seed, y = _local_hashing(keyed, v, g, inner._keep_threshold)
+                y = _keep_or_other(words, y, g, chain.threshold)
+                assert {"seed": f"{seed:016x}", "y": y} == case["payload"], name
+            checked += 1
+    assert checked == 6
