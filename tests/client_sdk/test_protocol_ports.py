@@ -591,6 +591,26 @@ def _below_32_each(words: _Words, highs: list[int]) -> list[int]:
     return out
 
 
+def _ss(words: _Words, k: int, d: int, include_threshold: int, x: int) -> list[bool]:
+    """Subset selection's row (docs/protocol.md, ss)."""
+    include = words.take(1)[0] < include_threshold
+    complement = 2 * d > k
+    members = k - d if complement else d
+    has_x = include != complement
+    first = k - 1 - members
+    steps = list(range(first, k - 1))
+    chosen: set[int] = set()
+    for j, t in zip(steps, _below_32_each(words, [j + 1 for j in steps]), strict=True):
+        if j == first and has_x:
+            continue  # a row already holding x needs one member fewer
+        chosen.add(j if t in chosen else t)
+    row = [False] * k
+    for index in chosen:
+        row[k - 1 if index == x else index] = True
+    row[x] = has_x
+    return [not bit for bit in row] if complement else row
+
+
 def test_a_port_of_ss_reproduces_the_vectors(committed: dict[str, Any]) -> None:
     """Subset selection (the inclusion word, Floyd's algorithm over the k - 1 others with all
     its draws in one call, the complement when 2d > k), ported from docs/protocol.md, gives
@@ -600,25 +620,9 @@ def test_a_port_of_ss_reproduces_the_vectors(committed: dict[str, Any]) -> None:
         config = case["config"]
         if "longitudinal" in config:
             continue
-        k, d, x = config["k"], config["d"], case["value"]
         words = _Words(bytes.fromhex(case["words_key"]))
-        include = words.take(1)[0] < mechanism_from_config(config)._include_threshold
-        complement = 2 * d > k
-        members = k - d if complement else d
-        has_x = include != complement
-        first = k - 1 - members
-        steps = list(range(first, k - 1))
-        chosen: set[int] = set()
-        for j, t in zip(steps, _below_32_each(words, [j + 1 for j in steps]), strict=True):
-            if j == first and has_x:
-                continue  # a row already holding x needs one member fewer
-            chosen.add(j if t in chosen else t)
-        row = [False] * k
-        for index in chosen:
-            row[k - 1 if index == x else index] = True
-        row[x] = has_x
-        if complement:
-            row = [not bit for bit in row]
+        threshold = mechanism_from_config(config)._include_threshold
+        row = _ss(words, config["k"], config["d"], threshold, case["value"])
         assert _bits(row) == case["payload"], case["value"]
         checked += 1
     assert checked == 5
@@ -831,14 +835,14 @@ def _keep_or_other(words: _Words, value: int, size: int, threshold: int) -> int:
     return value if keep else other + (other >= value)
 
 
-def test_a_port_of_memoized_local_hashing_and_hr_reproduces_the_vectors(
+def test_a_port_of_memoized_local_hashing_hr_and_ss_reproduces_the_vectors(
     committed: dict[str, Any],
 ) -> None:
     """BLH and OLH under ``longitudinal`` (the permanent (seed, y) from the keyed source, then
-    randomized response over [g] on y), and HR (the mixture chain: keep word, a fresh value and
-    its report, the permanent one when kept), ported from docs/protocol.md."""
+    randomized response over [g] on y), and HR and SS (the mixture chain: keep word, a fresh
+    value and its report, the permanent one when kept), ported from docs/protocol.md."""
     checked = 0
-    for name in ("blh", "olh", "hr"):
+    for name in ("blh", "olh", "hr", "ss"):
         for case in committed[name]["cases"]:
             config = case["config"]
             if "longitudinal" not in config:
@@ -852,10 +856,16 @@ def test_a_port_of_memoized_local_hashing_and_hr_reproduces_the_vectors(
                 keep = words.take(1)[0] < chain.threshold
                 fresh = _port(inner.to_config(), words.below(config["k"]), words)
                 assert (permanent if keep else fresh) == case["payload"]
+            elif name == "ss":
+                k, d, include = config["k"], config["d"], inner._include_threshold
+                permanent_row = _ss(keyed, k, d, include, v)
+                keep = words.take(1)[0] < chain.threshold
+                fresh_row = _ss(words, k, d, include, words.below(k))
+                assert _bits(permanent_row if keep else fresh_row) == case["payload"]
             else:
                 g = inner.buckets
                 seed, y = _local_hashing(keyed, v, g, inner._keep_threshold)
                 y = _keep_or_other(words, y, g, chain.threshold)
                 assert {"seed": f"{seed:016x}", "y": y} == case["payload"], name
             checked += 1
-    assert checked == 6
+    assert checked == 8
