@@ -169,7 +169,7 @@ def test_the_readiness_wait_outlasts_a_slow_start_within_the_block_timeout() -> 
     that takes a minute to start on a loaded machine (30 s did not), and ends before this
     test gives up on a silent block."""
     waits = re.findall(
-        r"curl -sS --retry (\d+) --retry-connrefused --retry-delay (\d+) \S+/readyz",
+        r"curl -s --retry (\d+) --retry-connrefused --retry-delay (\d+) \S+/readyz",
         README.read_text(encoding="utf-8"),
     )
     assert waits, "no readiness wait in the README"
