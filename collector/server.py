@@ -4,7 +4,8 @@
   so two idle sockets held open by a client stall every other request (health probes included)
   until the timeout. :class:`ProblemWorker` is gunicorn's threaded worker (``gthread``): new,
   idle and keep-alive connections wait in a selector without holding a thread (closed after
-  ``keepalive`` seconds of silence), and ``--threads`` requests are served at once per process.
+  ``keepalive`` seconds of silence, unless a request arrived while the loop was busy), and
+  ``--threads`` requests are served at once per process.
   A client that sends half a request does hold a thread until it finishes or times out: in
   production, put a buffering reverse proxy in front (docs/collector.md, "Operations").
 * **Errors stay problem+json.** Requests that gunicorn itself refuses before the app sees them
@@ -21,10 +22,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import itertools
 import json
 import logging
 import os
 import re
+import select
 import selectors
 import socket
 import time
@@ -139,6 +142,39 @@ class ProblemWorker(ThreadWorker):  # type: ignore[misc]
             selectors.EVENT_READ,
             functools.partial(self.on_pending_socket_readable, conn),
         )
+
+    def murder_pending(self) -> None:
+        """Close new connections idle past ``keepalive``, but serve those whose request has
+        arrived (see :meth:`_serve_arrived`)."""
+        self._serve_arrived(self.pending_conns, self.on_pending_socket_readable)
+        super().murder_pending()
+
+    def murder_keepalived(self, force: bool = False) -> None:
+        """Close kept-alive connections idle past ``keepalive``, but serve those whose next
+        request has arrived (see :meth:`_serve_arrived`)."""
+        if not force:
+            self._serve_arrived(self.keepalived_conns, self.on_client_socket_readable)
+        super().murder_keepalived(force)
+
+    @staticmethod
+    def _serve_arrived(conns: Any, on_readable: Any) -> None:
+        """Hand each connection past its idle deadline that is readable to a thread.
+
+        gunicorn judges idleness by the clock alone, but its loop can be held up past the
+        deadline (a graceful close lingers up to 2 s for the client's FIN; a loaded machine):
+        a request that arrived meanwhile was closed unread, and the client saw a reset.
+        """
+        now = time.monotonic()
+        expired = list(itertools.takewhile(lambda conn: conn.timeout <= now, conns))
+        for conn in expired:
+            poll = select.poll()
+            try:
+                poll.register(conn.sock, select.POLLIN)
+                readable = bool(poll.poll(0))
+            except (OSError, ValueError):
+                continue  # already closed: gunicorn's murder forgets it
+            if readable:  # data, or the client's FIN: either way a thread reads it
+                on_readable(conn, conn.sock)
 
     def handle_request(self, req: Any, conn: Any) -> Any:
         """Serve one request with a socket timeout of ``--timeout`` seconds per read or write.

@@ -164,6 +164,19 @@ def test_every_block_has_a_language_and_outputs_follow_code() -> None:
             assert position > 0 and found[position - 1][0] in ("bash", "python"), position
 
 
+def test_the_readiness_wait_outlasts_a_slow_start_within_the_block_timeout() -> None:
+    """The README's wait for ``/readyz`` (curl's retries times their delay) covers a collector
+    that takes a minute to start on a loaded machine (30 s did not), and ends before this
+    test gives up on a silent block."""
+    waits = re.findall(
+        r"curl -s --retry (\d+) --retry-connrefused --retry-delay (\d+) \S+/readyz",
+        README.read_text(encoding="utf-8"),
+    )
+    assert waits, "no readiness wait in the README"
+    for retries, delay in waits:
+        assert 60 <= int(retries) * int(delay) < BLOCK_TIMEOUT - 10, (retries, delay)
+
+
 @pytest.mark.skipif(not (Path(sys.prefix) / "bin" / "ldp-collector").exists(), reason="no venv")
 def test_readme_runs_top_to_bottom(tmp_path: Path) -> None:
     """Every runnable block exits 0 and prints what the README shows (by shape)."""

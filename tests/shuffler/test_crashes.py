@@ -13,7 +13,7 @@ import pytest
 from client_sdk.client import TelemetryClient
 from shuffler.storage import ShufflerStorage
 from tests.e2e.conftest import stored_ids
-from tests.shuffler.test_e2e import CAMPAIGN, MIN_BATCH, Deployment
+from tests.shuffler.test_e2e import CAMPAIGN, MIN_BATCH, Deployment, _wait_for
 
 ROUNDS, PER_ROUND = 12, 100
 
@@ -63,11 +63,11 @@ def test_every_acknowledged_report_is_stored_exactly_once(tmp_path: Path) -> Non
         recorded: list[str] = []
         device = threading.Thread(target=_device, args=(deployment, tmp_path / "dev", recorded))
         device.start()
-        time.sleep(1.0)
+        assert _wait_for(lambda: len(recorded) >= PER_ROUND)
         deployment.shuffler.kill()  # while devices upload
-        time.sleep(0.5)
+        time.sleep(0.5)  # down for a while: not a wait for anything
         deployment.shuffler.start()
-        time.sleep(1.0)
+        assert _wait_for(lambda: bool(stored_ids(deployment.collector.db, CAMPAIGN["name"])))
         deployment.collector.kill()  # while the shuffler forwards
         time.sleep(0.5)
         deployment.collector.start()
@@ -79,7 +79,7 @@ def test_every_acknowledged_report_is_stored_exactly_once(tmp_path: Path) -> Non
         device.join(120)
         assert not device.is_alive() and len(recorded) == ROUNDS * PER_ROUND
         total = ROUNDS * PER_ROUND
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             stored, waiting = _settled(deployment)
             if waiting < MIN_BATCH and stored + waiting == total:

@@ -78,13 +78,26 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         deployment.stop()
 
 
-def _wait_for(predicate: Any, timeout: float = 30.0) -> bool:
+def _wait_for(predicate: Any, timeout: float = 60.0) -> bool:
+    """Poll ``predicate`` every 0.1 s until it holds (``True``) or ``timeout`` s pass."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return True
         time.sleep(0.1)
     return False
+
+
+def oldest_waiting(shuffler_url: str, name: str) -> float:
+    """Seconds the oldest report of campaign ``name`` has waited, by the shuffler's own clock
+    (its ``ldp_shuffler_oldest_pending_seconds``); 0 when none waits. A test that shows
+    nothing leaves waits on this, not on a sleep that a loaded machine may stretch."""
+    prefix = f'ldp_shuffler_oldest_pending_seconds{{campaign="{name}"}} '
+    text = requests.get(f"{shuffler_url}/metrics", timeout=30).text
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix) :])
+    return 0.0
 
 
 def test_the_campaign_is_calibrated_to_its_central_target(deployment: Deployment) -> None:
@@ -112,8 +125,9 @@ def test_devices_through_the_shuffler_to_the_collector(
     ) as client:
         first = client.record_many(name, [labels[i % 4] for i in range(150)])
         assert client.flush() == 150
-        # Below min_batch: nothing forwarded, and /metrics says how many wait.
-        time.sleep(1.5)
+        # Below min_batch: nothing forwarded while the shuffler's forwarder goes round (every
+        # 0.1 s) for 1.5 s of its clock, and /metrics says how many wait.
+        assert _wait_for(lambda: oldest_waiting(deployment.shuffler.url, name) >= 1.5)
         assert stored_ids(deployment.collector.db, name) == []
         metrics = requests.get(f"{deployment.shuffler.url}/metrics", timeout=10).text
         assert f'ldp_shuffler_pending_reports{{campaign="{name}"}} 150' in metrics
@@ -340,25 +354,51 @@ def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
     assert stored_ids(deployment.collector.db, CAMPAIGN["name"]).count(ids[0]) == 1
 
 
+def _forward_batch(deployment: Deployment, name: str, payloads: list[int]) -> int:
+    """Seal ``payloads`` for campaign ``name`` and POST them to the collector as one batch, as
+    the shuffler does (its token, a fresh batch id); how many the collector accepted."""
+    assert deployment.shuffler is not None
+    document = requests.get(f"{deployment.collector.url}/v1/campaigns/{name}", timeout=30).json()
+    body = {
+        "batch_id": secrets.token_hex(16),
+        "config_id": document["config_id"],
+        "reports": [
+            {"id": secrets.token_hex(16), "payload": e} for e in seal_for(document, payloads)
+        ],
+    }
+    answer = requests.post(
+        f"{deployment.collector.url}/v1/campaigns/{name}/batches",
+        json=body,
+        headers={"Authorization": f"Bearer {deployment.shuffler.token}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text[:300]
+    return int(answer.json()["accepted"])
+
+
 def test_the_estimate_states_the_central_guarantee_of_the_batches_received(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """After the pipeline test: batches of 250 (the SDK's) and of 198 and 197 valid reports (the
-    tampering test's); the smallest one binds."""
+    """Batches of 250, 198 and 197 valid reports (of 250, 200 and 200: payload 7 is out of
+    range, so rejected alone) in a campaign of its own; the smallest one binds."""
     from analysis.cli import main
 
-    name = CAMPAIGN["name"]
+    name = "estimated"
+    created = deployment.collector.create_campaign({**CAMPAIGN, "name": name})
+    for valid, size in ((250, 250), (MIN_BATCH - 2, MIN_BATCH), (MIN_BATCH - 3, MIN_BATCH)):
+        payloads = [i % 4 for i in range(valid)] + [7] * (size - valid)
+        assert _forward_batch(deployment, name, payloads) == valid
     assert (
         main(["estimate", "--db", deployment.collector.db, "--campaign", name, "--format", "json"])
         == 0
     )
     document = json.loads(capsys.readouterr().out)
     central = document["central"]
-    epsilon0 = deployment.document["mechanism"]["epsilon"]
+    epsilon0 = created["mechanism"]["epsilon"]
     assert central["delta"] == DELTA and central["local_epsilon"] == epsilon0
     assert central["batches"] == 3 and central["smallest_batch"] == MIN_BATCH - 3
     assert central["epsilon"] == numerical_epsilon(epsilon0, MIN_BATCH - 3, DELTA)
-    # Two reports fewer than the target's min_batch: slightly above the central target.
+    # Three reports fewer than the target's min_batch: slightly above the central target.
     assert CENTRAL_EPSILON < central["epsilon"] < CENTRAL_EPSILON * 1.05
     # This shuffler takes uploads without credentials: the estimate says what that leaves.
     assert central["one_report_per_device"].startswith("not enforced")
@@ -445,12 +485,13 @@ def test_a_maximum_wait_forwards_bigger_batches_and_never_below_min_batch(
         try:
             started = time.monotonic()
             _upload_sealed(deployment, "waiting", [i % 4 for i in range(250)], 50)
-            time.sleep(1.5)  # min_batch wait, but not max_batch and not yet 3 s
-            assert stored_ids(deployment.collector.db, "waiting") == []
+            # min_batch waits, but not max_batch: the batch is seen only once the oldest has
+            # waited 3 s (seen at or after it left; under load, maybe later, never earlier).
             assert _wait_for(lambda: len(stored_ids(deployment.collector.db, "waiting")) == 250)
             assert time.monotonic() - started >= 3.0
             _upload_sealed(deployment, "waiting", [i % 4 for i in range(150)], 50)
-            time.sleep(4.5)  # past the maximum wait: still below min_batch
+            # Past the maximum wait by 1.5 s of the shuffler's clock: still below min_batch.
+            assert _wait_for(lambda: oldest_waiting(patient.url, "waiting") >= 4.5)
             assert len(stored_ids(deployment.collector.db, "waiting")) == 250
             assert 'ldp_shuffler_pending_reports{campaign="waiting"} 150' in _metrics(deployment)
         finally:

@@ -77,7 +77,16 @@ def test_a_killed_forwarder_is_reported_restarted_and_loses_nothing(tmp_path: Pa
         second = _forwarder_pid(shuffler.process.pid)
         assert second is not None and second != first
         assert _wait_for(lambda: len(stored_ids(deployment.collector.db, name)) >= len(ids))
-        time.sleep(1.0)  # nothing more arrives: exactly once
+        # Every batch acknowledged, so none is left to resend: then count them, exactly once.
+        assert _wait_for(
+            lambda: (
+                _metric(
+                    requests.get(f"{shuffler.url}/metrics", timeout=10).text,
+                    "ldp_shuffler_in_flight_reports",
+                )
+                == 0
+            )
+        )
         stored = stored_ids(deployment.collector.db, name)
         assert len(stored) == len(set(stored)) == len(ids) >= MIN_BATCH
         metrics = requests.get(f"{shuffler.url}/metrics", timeout=10).text

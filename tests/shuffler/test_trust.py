@@ -21,7 +21,7 @@ from client_sdk.protocol import problem_type
 from collector.process import CollectorProcess
 from shuffler.process import ShufflerProcess
 from tests.shuffler.hostile import HostileCollector, recomputed
-from tests.shuffler.test_e2e import seal_for
+from tests.shuffler.test_e2e import _wait_for, oldest_waiting, seal_for
 
 MIN_BATCH, FLOOR = 200, 50
 CAMPAIGN = {
@@ -54,6 +54,13 @@ def _upload(shuffler: str, document: dict[str, Any], n: int) -> requests.Respons
     return requests.post(f"{shuffler}/v1/campaigns/steered/reports", json=body, timeout=30)
 
 
+def _waited(shuffler: str, name: str, seconds: float) -> bool:
+    """Whether the oldest waiting report of ``name`` waits ``seconds`` longer than now, by the
+    shuffler's clock (its forwarder going round every 0.1 s meanwhile), within a minute."""
+    start = oldest_waiting(shuffler, name)
+    return _wait_for(lambda: oldest_waiting(shuffler, name) >= start + seconds)
+
+
 def _shuffler(root: Path, collector: str, **options: Any) -> ShufflerProcess:
     return ShufflerProcess(
         root / "shuffler.db", collector, workers=1, interval=0.1, log_dir=root, **options
@@ -79,11 +86,12 @@ def test_a_document_whose_config_id_does_not_match_its_content_is_refused(
     ):
         assert _upload(shuffler.url, document, 150).json()["accepted"] == 150
         honest["served"] = False
-        time.sleep(2.0)  # the forwarder reads the document every round (0.1 s)
+        # The forwarder reads the document every round (0.1 s): 2 s of rounds by its clock.
+        assert _waited(shuffler.url, document["name"], 2.0)
         assert hostile.received() == []
         shuffler.restart()  # a new app: its cache of the honest document is gone
         fresh = _upload(shuffler.url, document, 3)
-        time.sleep(1.0)
+        assert _waited(shuffler.url, document["name"], 1.0)
         assert hostile.received() == []
     assert fresh.status_code == 502
     assert fresh.headers["Content-Type"].startswith("application/problem+json")
@@ -110,10 +118,10 @@ def test_the_floor_holds_against_a_document_that_verifies(
         assert stale.status_code == 409
         assert stale.json()["type"] == problem_type("stale-config")
         assert _upload(shuffler.url, tampered, FLOOR - 1).json()["accepted"] == FLOOR - 1
-        time.sleep(2.0)
+        assert _waited(shuffler.url, tampered["name"], 2.0)
         assert hostile.received() == []
         assert _upload(shuffler.url, tampered, 1).json()["accepted"] == 1
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not hostile.received() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert hostile.received() == [FLOOR]
