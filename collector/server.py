@@ -146,13 +146,14 @@ class ProblemWorker(ThreadWorker):  # type: ignore[misc]
     def murder_pending(self) -> None:
         """Close new connections idle past ``keepalive``, but serve those whose request has
         arrived (see :meth:`_serve_arrived`)."""
-        self._serve_arrived(self.pending_conns, self.on_pending_socket_readable)
+        if hasattr(self, "pending_conns"):
+            self._serve_arrived(self.pending_conns, self.on_pending_socket_readable)
         super().murder_pending()
 
     def murder_keepalived(self, force: bool = False) -> None:
         """Close kept-alive connections idle past ``keepalive``, but serve those whose next
         request has arrived (see :meth:`_serve_arrived`)."""
-        if not force:
+        if not force and hasattr(self, "keepalived_conns"):  # another gunicorn: its own
             self._serve_arrived(self.keepalived_conns, self.on_client_socket_readable)
         super().murder_keepalived(force)
 
