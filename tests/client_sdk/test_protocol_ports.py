@@ -869,3 +869,86 @@ def test_a_port_of_memoized_local_hashing_hr_and_ss_reproduces_the_vectors(
                 assert {"seed": f"{seed:016x}", "y": y} == case["payload"], name
             checked += 1
     assert checked == 8
+
+
+# ---- formulas the page writes out (docs/protocol.md, "Derived parameters")
+
+
+def _total_variance(p: float, q: float, k: int) -> float:
+    """k q(1-q)/(p-q)^2 + (1-p-q)/(p-q): a pure oracle's total variance at n = 1 (Wang et al.,
+    USENIX Security 2017)."""
+    return k * q * (1 - q) / (p - q) ** 2 + (1 - p - q) / (p - q)
+
+
+def test_hierarchical_level_oracles_follow_the_written_variance_rule(
+    committed: dict[str, dict[str, Any]],
+) -> None:
+    """Each level's GRR-or-OUE choice, from the page's formula, is the SDK's on every config."""
+    checked = 0
+    names = set()
+    for case in committed["hierarchical"]["cases"]:
+        config = case["config"]
+        if config.get("variant") == "haar":
+            continue
+        sdk = mechanism_from_config(config)
+        e = math.exp(config["epsilon"])
+        for level, oracle in enumerate(sdk.oracles, start=1):
+            size = sdk.b**level
+            grr = _total_variance(e / (e + size - 1), 1 / (e + size - 1), size)
+            oue = _total_variance(0.5, 1 / (e + 1), size)
+            assert oracle.name == ("grr" if grr <= oue else "oue"), (config, level)
+            names.add(oracle.name)
+            checked += 1
+    assert checked == 9
+    assert names == {"grr", "oue"}  # both branches of the rule are exercised
+
+
+def _log_phi(x: float) -> float:
+    """log Phi(x) as the page writes it (the two branches the vector configs reach)."""
+    if x > 0.0:
+        return math.log1p(-0.5 * math.erfc(x / math.sqrt(2.0)))
+    assert x > -20.0
+    return math.log(0.5 * math.erfc(-x / math.sqrt(2.0)))
+
+
+def _analytic_delta(s: float, eps: float, d: float) -> float:
+    """Balle & Wang (ICML 2018), Theorem 8: Phi(d/2s - eps s/d) - e^eps Phi(-d/2s - eps s/d)."""
+    log_a = _log_phi(d / (2 * s) - eps * s / d)
+    exponent = eps + _log_phi(-d / (2 * s) - eps * s / d) - log_a
+    return 0.0 if exponent >= 0.0 else math.exp(log_a) * -math.expm1(exponent)
+
+
+def _analytic_sigma(eps: float, delta: float, d: float) -> float:
+    """The page's search: double from d until it holds, halve while it holds, then bisect."""
+    holds = lambda s: _analytic_delta(s, eps, d) <= delta  # noqa: E731
+    high = d
+    while not holds(high):
+        high *= 2.0
+    low = high / 2.0
+    while holds(low):
+        high, low = low, low / 2.0
+    while high - low > 1e-12 * high:
+        middle = 0.5 * (low + high)
+        if middle <= low or middle >= high:
+            break
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def test_gaussian_sigma_follows_the_written_calibration(
+    committed: dict[str, dict[str, Any]],
+) -> None:
+    """The page's analytic calibration gives the SDK's sigma, bit for bit, on every config."""
+    checked = 0
+    for case in committed["gaussian"]["cases"]:
+        config = case["config"]
+        assert config["calibration"] == "analytic"
+        d = 2 * config["clip_norm"] if "dim" in config else config["upper"] - config["lower"]
+        sigma = _analytic_sigma(config["epsilon"], config["delta"], d)
+        assert sigma == mechanism_from_config(config).sigma, config
+        assert _analytic_delta(sigma, config["epsilon"], d) <= config["delta"]
+        checked += 1
+    assert checked == 7
