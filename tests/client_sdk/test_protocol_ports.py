@@ -952,3 +952,41 @@ def test_gaussian_sigma_follows_the_written_calibration(
         assert _analytic_delta(sigma, config["epsilon"], d) <= config["delta"]
         checked += 1
     assert checked == 7
+
+
+def test_the_memoized_sketches_port_reproduces_the_vectors(
+    committed: dict[str, dict[str, Any]],
+) -> None:
+    """CMS and HCMS under ``longitudinal``, ported from docs/protocol.md: the device's row (and
+    column) from the keyed source, the permanent flips from the string's memo stream, then
+    every sign flipped again from the case's words with probability 1 - p2."""
+    checked = 0
+    for name in ("cms", "hcms"):
+        for case in committed[name]["cases"]:
+            config = case["config"]
+            if "longitudinal" not in config:
+                continue
+            mechanism = mechanism_from_config(config)
+            m, hashes = config["m"], config["hashes"]
+            raw = case["value"].encode()
+            raw = raw if len(raw) <= config["max_length"] else b"\xff"
+            key = b"ldp-telemetry/sketch/v1" + config["seed"].to_bytes(8, "big")
+            digest = hashlib.blake2b(raw, digest_size=4 * hashes, key=key).digest()
+            row = _memo_words(case, f"{name}:row", 0).below(hashes) if hashes > 1 else 0
+            bucket = int.from_bytes(digest[4 * row : 4 * row + 4], "little") & (m - 1)
+            stream = _memo_words(case, f"string:{raw.hex()}", 0)
+            words = _Words(bytes.fromhex(case["words_key"]))
+            again = 2**64 - mechanism._keep_threshold
+            if name == "cms":
+                flips = stream.lazy(mechanism.permanent._flip_threshold, m)
+                flips[bucket] = not flips[bucket]
+                bits = [b != f for b, f in zip(flips, words.lazy(again, m), strict=True)]
+                assert {"row": row, "bits": _bits(bits)} == case["payload"], case["value"]
+            else:
+                column = _memo_words(case, "hcms:column", 0).below(m) if m > 1 else 0
+                plus = bin(bucket & column).count("1") % 2 == 0
+                sign = plus != stream.lazy(mechanism.permanent._flip_threshold, 1)[0]
+                sign = sign != words.lazy(again, 1)[0]
+                assert (row * m + column) * 2 + sign == case["payload"], case["value"]
+            checked += 1
+    assert checked == 2
