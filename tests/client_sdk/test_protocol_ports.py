@@ -225,7 +225,8 @@ def _pem_bits(config: dict[str, Any], value: str) -> list[int]:
     return bits
 
 
-def _pem(case: dict[str, Any], words: _Words) -> dict[str, Any]:
+def _pem(case: dict[str, Any], words: _Words, threshold: int | None = None) -> dict[str, Any]:
+    """One PEM report from ``words`` at the keep threshold (default: the config's)."""
     config = case["config"]
     max_length, alphabet = config["max_length"], config.get("alphabet")
     width = 8 if alphabet is None else max(1, (len(alphabet) - 1).bit_length())
@@ -247,7 +248,9 @@ def _pem(case: dict[str, Any], words: _Words) -> dict[str, Any]:
         r = (r + seeds[t] * chunk) % _PRIME
     g = config["g"]
     hashed = r * g // _PRIME
-    keep = words.take(1)[0] < mechanism_from_config(config)._keep_threshold
+    if threshold is None:
+        threshold = mechanism_from_config(config)._keep_threshold
+    keep = words.take(1)[0] < threshold
     if g == 2:
         y = hashed if keep else 1 - hashed
     else:
@@ -990,3 +993,33 @@ def test_the_memoized_sketches_port_reproduces_the_vectors(
                 assert (row * m + column) * 2 + sign == case["payload"], case["value"]
             checked += 1
     assert checked == 2
+
+
+def test_the_memoized_pem_port_reproduces_the_vectors(committed: dict[str, dict[str, Any]]) -> None:
+    """PEM under ``longitudinal``, ported from docs/protocol.md: the device's level as plain
+    PEM's, the permanent (seed, y) of PEM at epsilon_permanent drawn from the string's stream
+    ``pem:string:<hex>``, then randomized response over [g] on y from the case's words."""
+    checked = 0
+    for case in committed["pem"]["cases"]:
+        if "longitudinal" not in case["config"]:
+            continue
+        mechanism = mechanism_from_config(case["config"])
+        stream = _memo_words(case, "pem:string:" + bytes(_pem_raw(case)).hex(), 0)
+        permanent = _pem(case, stream, mechanism.permanent._keep_threshold)
+        words = _Words(bytes.fromhex(case["words_key"]))
+        g = case["config"]["g"]
+        permanent["y"] = _keep_or_other(words, permanent["y"], g, mechanism._again_threshold)
+        assert permanent == case["payload"], case["value"]
+        checked += 1
+    assert checked == 1
+
+
+def _pem_raw(case: dict[str, Any]) -> bytes:
+    """The string's bytes as its memo label names them: UTF-8, or the reserved 0xFF."""
+    config, value = case["config"], case["value"]
+    raw = value.encode()
+    alphabet = config.get("alphabet")
+    if alphabet is None:
+        return raw if len(raw) <= config["max_length"] else b"\xff"
+    fits = len(value) <= config["max_length"] and all(c in alphabet for c in value)
+    return raw if fits else b"\xff"
