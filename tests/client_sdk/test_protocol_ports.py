@@ -1023,3 +1023,45 @@ def _pem_raw(case: dict[str, Any]) -> bytes:
         return raw if len(raw) <= config["max_length"] else b"\xff"
     fits = len(value) <= config["max_length"] and all(c in alphabet for c in value)
     return raw if fits else b"\xff"
+
+
+def test_the_memoized_sfp_port_reproduces_the_vectors(committed: dict[str, dict[str, Any]]) -> None:
+    """SFP under ``longitudinal``, ported from docs/protocol.md: the offset from the keyed
+    source; the word part memoized HCMS under the labels ``sfp/word/...``; the fragment part
+    memoized Hadamard response (the mixture chain); the instantaneous words word part first."""
+    checked = 0
+    for case in committed["sfp"]["cases"]:
+        config = case["config"]
+        if "longitudinal" not in config:
+            continue
+        mechanism = mechanism_from_config(config)
+        sketch, oracle = mechanism.word_sketch, mechanism.fragment_oracle
+        m, hashes, max_length = config["m"], config["hashes"], config["max_length"]
+        raw = case["value"].encode()
+        raw = raw if len(raw) <= max_length else b"\xff"
+        seed = config["seed"].to_bytes(8, "big")
+        offset = _memo_words(case, "sfp:offset", 0).below(max_length) if max_length > 1 else 0
+        row = _memo_words(case, "sfp/word/hcms:row", 0).below(hashes) if hashes > 1 else 0
+        column = _memo_words(case, "sfp/word/hcms:column", 0).below(m)
+        key = b"ldp-telemetry/sketch/v1" + seed
+        digest = hashlib.blake2b(raw, digest_size=4 * hashes, key=key).digest()
+        bucket = int.from_bytes(digest[4 * row : 4 * row + 4], "little") & (m - 1)
+        plus = bin(bucket & column).count("1") % 2 == 0
+        stream = _memo_words(case, f"sfp/word/string:{raw.hex()}", 0)
+        sign = plus != stream.lazy(sketch.permanent._flip_threshold, 1)[0]
+        tag_key = b"ldp-telemetry/sfp-tag/v1" + seed
+        tag = hashlib.blake2b(raw, digest_size=1, key=tag_key).digest()[0]
+        fragment = 256 * tag + raw.ljust(max_length, b"\x00")[offset]
+        inner = oracle.inner.to_config()
+        permanent = _port(inner, fragment, _memo_words(case, "value", fragment))
+        words = _Words(bytes.fromhex(case["words_key"]))
+        sign = sign != words.lazy(2**64 - sketch._keep_threshold, 1)[0]
+        keep = words.take(1)[0] < oracle._chain.threshold
+        fresh = _port(inner, words.below(65536), words)
+        assert {
+            "fragment": permanent if keep else fresh,
+            "offset": offset,
+            "word": (row * m + column) * 2 + sign,
+        } == case["payload"], case["value"]
+        checked += 1
+    assert checked == 1
