@@ -170,7 +170,10 @@ def load_vectors(directory: Path = VECTORS_DIR) -> dict[str, dict[str, Any]]:
     files: dict[str, dict[str, Any]] = {}
     paths = sorted(Path(directory).glob("*.json"))
     if not paths:
-        raise VectorError(f"{directory}: no vector files (*.json)")
+        raise VectorError(
+            f"{directory}: no vector files (*.json); they live in the repository's "
+            "conformance/vectors/ (an installed package does not carry them): pass --dir"
+        )
     for path in paths:
         files[path.stem] = _checked_file(path)
     return files
