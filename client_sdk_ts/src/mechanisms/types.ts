@@ -1,0 +1,23 @@
+/** What every device mechanism offers (docs/protocol.md, "Mechanisms"). */
+import type { WordSource } from "../words.js";
+
+/** A campaign's canonical mechanism config, as the collector serves it (JSON). */
+export type MechanismConfig = { readonly mechanism: string } & Readonly<Record<string, unknown>>;
+
+/** Options of one `perturb` call. */
+export interface PerturbOptions {
+  /** The word source (default: the platform CSPRNG). */
+  rng?: WordSource;
+}
+
+/** A device mechanism: randomizes values into reports and writes their wire payloads. */
+export interface Mechanism<Value = unknown, Report = unknown> {
+  readonly name: string;
+  /** One randomized report per value, drawing words in the order the protocol states. */
+  perturb(values: readonly Value[], options?: PerturbOptions): Report[];
+  /** The JSON payload of each report, deep-equal to the Python SDK's `to_wire`. */
+  toWire(reports: readonly Report[]): unknown[];
+}
+
+/** Builds a mechanism from its canonical config, or throws naming the field at fault. */
+export type MechanismFactory = (config: MechanismConfig) => Mechanism;
