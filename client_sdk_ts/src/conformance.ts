@@ -54,13 +54,39 @@ export function isPorted(mechanism: string): boolean {
   return Object.hasOwn(FACTORIES, mechanism);
 }
 
-/** The payload this SDK makes for one case. */
-export function runCase(vector: VectorCase): unknown {
+/** The payloads this SDK makes for `values` reported together from one word stream. */
+export function runBatch(vector: Omit<VectorCase, "value" | "payload">, values: readonly unknown[]): unknown[] {
   const mechanism = mechanismFromConfig(vector.config);
   const rng = new HmacWordSource(fromHex(vector.wordsKey, "words_key"));
   const options =
     vector.deviceSecret !== undefined && vector.campaign !== undefined
       ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configTree)) }
       : { rng };
-  return mechanism.toWire(mechanism.perturb([vector.value], options))[0];
+  return mechanism.toWire(mechanism.perturb(values, options));
+}
+
+/** The payload this SDK makes for one case. */
+export function runCase(vector: VectorCase): unknown {
+  return runBatch(vector, [vector.value])[0];
+}
+
+/**
+ * Batches in the vectors' case format with `"values"` (a list) in place of `"value"`: a JSON list
+ * of {config, values, words_key, campaign?, device_secret?}; the payload list of each.
+ */
+export function runBatchFile(text: string): unknown[][] {
+  const tree = parseJsonTree(text);
+  const plain = treeValue(tree) as Record<string, unknown>[];
+  if (tree.kind !== "array" || !Array.isArray(plain)) throw new TypeError("a batch file is a list of cases");
+  return plain.map((c, i) => {
+    const vector: Omit<VectorCase, "value" | "payload"> = {
+      config: c.config as MechanismConfig,
+      configTree: treeMember(tree.items[i]!, "config")!,
+      wordsKey: c.words_key as string,
+    };
+    if (typeof c.campaign === "string") vector.campaign = c.campaign;
+    if (typeof c.device_secret === "string") vector.deviceSecret = c.device_secret;
+    if (!Array.isArray(c.values)) throw new TypeError(`batch ${i}: values must be a list; got ${typeof c.values}`);
+    return runBatch(vector, c.values);
+  });
 }
