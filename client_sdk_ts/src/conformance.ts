@@ -6,7 +6,7 @@
 import { type JsonTree, parseJsonTree, treeMember, treeValue } from "./canonical.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
 import { FACTORIES, mechanismFromConfig } from "./mechanisms/registry.js";
-import type { MechanismConfig } from "./mechanisms/types.js";
+import type { Mechanism, MechanismConfig } from "./mechanisms/types.js";
 import { fromHex } from "./wire.js";
 import { HmacWordSource } from "./words.js";
 
@@ -55,13 +55,22 @@ export function isPorted(mechanism: string): boolean {
 }
 
 /** The payloads this SDK makes for `values` reported together from one word stream. */
-export function runBatch(vector: Omit<VectorCase, "value" | "payload">, values: readonly unknown[]): unknown[] {
+export function runBatch(
+  vector: Omit<VectorCase, "value" | "payload">,
+  values: readonly unknown[],
+  compact = false,
+): unknown[] {
   const mechanism = mechanismFromConfig(vector.config);
   const rng = new HmacWordSource(fromHex(vector.wordsKey, "words_key"));
   const options =
     vector.deviceSecret !== undefined && vector.campaign !== undefined
       ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configTree)) }
       : { rng };
+  if (compact) {
+    const sampler = (mechanism as { perturbCompact?: Mechanism["perturb"] }).perturbCompact;
+    if (sampler === undefined) throw new TypeError(`${mechanism.name} has no compact sampler`);
+    return mechanism.toWire(sampler.call(mechanism, values, options));
+  }
   return mechanism.toWire(mechanism.perturb(values, options));
 }
 
@@ -72,7 +81,8 @@ export function runCase(vector: VectorCase): unknown {
 
 /**
  * Batches in the vectors' case format with `"values"` (a list) in place of `"value"`: a JSON list
- * of {config, values, words_key, campaign?, device_secret?}; the payload list of each.
+ * of {config, values, words_key, campaign?, device_secret?, compact?}; the payload list of each
+ * (`"compact": true`: the mechanism's `perturbCompact`, Python's `perturb_compact`).
  */
 export function runBatchFile(text: string): unknown[][] {
   const tree = parseJsonTree(text);
@@ -87,6 +97,6 @@ export function runBatchFile(text: string): unknown[][] {
     if (typeof c.campaign === "string") vector.campaign = c.campaign;
     if (typeof c.device_secret === "string") vector.deviceSecret = c.device_secret;
     if (!Array.isArray(c.values)) throw new TypeError(`batch ${i}: values must be a list; got ${typeof c.values}`);
-    return runBatch(vector, c.values);
+    return runBatch(vector, c.values, c.compact === true);
   });
 }

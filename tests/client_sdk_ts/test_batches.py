@@ -78,8 +78,34 @@ def _batch(index: int, config: dict[str, Any]) -> tuple[dict[str, Any], list[Any
     return batch, mechanism.to_wire(reports)
 
 
+COMPACT: list[dict[str, Any]] = [
+    {"mechanism": "grr", "epsilon": 1.0, "k": 5},
+    {"mechanism": "grr", "epsilon": 1.0, "k": 2},
+    {"mechanism": "grr", "epsilon": 0.3, "k": 70000},
+    {"mechanism": "oue", "epsilon": 1.0, "k": 12},
+    {"mechanism": "oue", "epsilon": 0.2, "k": 1000},
+    {"mechanism": "sue", "epsilon": 1.0, "k": 9},
+    {"mechanism": "olh", "epsilon": 2.0, "k": 16, "g": 8},
+    {"mechanism": "blh", "epsilon": 1.0, "k": 16},
+    {"mechanism": "olh", "epsilon": 3.0, "k": 1048576, "g": 64},
+]
+"""The oracles whose compact samplers (``perturb_compact``) multi's units use."""
+
+
+def _compact_batch(index: int, config: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """Thirty values through the compact sampler, and Python's payloads."""
+    mechanism = mechanism_from_config(config)
+    k = config["k"]
+    values = [0, k - 1, 1, 0, 3 % k, k // 2] * 5
+    key = bytes([index + 101]) * 32
+    reports = mechanism.perturb_compact(values, rng=HmacWordSource(key))  # type: ignore[attr-defined]
+    batch = {"config": config, "values": values, "words_key": key.hex(), "compact": True}
+    return batch, mechanism.to_wire(reports)
+
+
 def test_batches_of_values_give_the_python_payloads(tmp_path: Path) -> None:
     made = [_batch(index, config) for index, config in enumerate(CONFIGS)]
+    made += [_compact_batch(index, config) for index, config in enumerate(COMPACT)]
     batches = tmp_path / "batches.json"
     batches.write_text(json.dumps([batch for batch, _ in made]), encoding="utf-8")
     outputs = tmp_path / "outputs.json"

@@ -25,7 +25,16 @@ import {
   probabilityThreshold,
   thresholdProbability,
 } from "../rational.js";
-import { bernoulli, bernoulliLazy, sampleSubsets, uniformBelow, uniformBelow32 } from "../samplers.js";
+import {
+  bernoulli,
+  bernoulliBytes,
+  bernoulliLazy,
+  randomBits,
+  sampleSubsets,
+  uniformBelow,
+  uniformBelow32,
+  uniformBelowBits,
+} from "../samplers.js";
 import { encodeBitRow, encodePackedRow, packBits, unpackBits } from "../wire.js";
 import { CryptoWordSource, type WordSource } from "../words.js";
 import {
@@ -137,6 +146,12 @@ export class GRR implements Mechanism<number, number> {
     return keepOrOther(rngOf(options), categoryValues(values, this.k), this.keepThreshold, this.k, true);
   }
 
+  /** The same distribution from fewer words (Python: `perturb_compact`; multi's units use it). */
+  perturbCompact(values: readonly number[], options?: PerturbOptions): number[] {
+    refuseKeys(options, this.name);
+    return keepOrOtherCompact(rngOf(options), categoryValues(values, this.k), this.keepThreshold, this.k);
+  }
+
   toWire(reports: readonly number[]): number[] {
     return [...reports];
   }
@@ -196,6 +211,34 @@ export class UnaryEncoding implements Mechanism<number, Uint8Array> {
       rows.forEach((v, r) => {
         bits[r * this.k + v] = kept[r]!;
         out.push(packBits(bits.slice(r * this.k, (r + 1) * this.k)));
+      });
+    }
+    return out;
+  }
+
+  /**
+   * The same distribution from fewer words (Python: `perturb_compact`): each row's bytes by
+   * `bernoulliBytes(T_q)`, the pad bits cleared, then bit x = one `randomBits` bit when p is
+   * exactly 1/2 (OUE), else `bernoulliLazy(T_p)`; blocks of about 2^23 bytes.
+   */
+  perturbCompact(values: readonly number[], options?: PerturbOptions): Uint8Array[] {
+    refuseKeys(options, this.name);
+    const x = categoryValues(values, this.k);
+    const rng = rngOf(options);
+    const [p, q] = this.thresholds;
+    const width = Math.ceil(this.k / 8);
+    const padMask = (0xff << (8 * width - this.k)) & 0xff;
+    const out: Uint8Array[] = [];
+    for (const [start, stop] of chunks(x.length, rowsPerChunk(width))) {
+      const rows = x.slice(start, stop);
+      const block = bernoulliBytes(rng, q, rows.length * width);
+      const kept = p === WORD_SPAN / 2n ? randomBits(rng, rows.length) : bernoulliLazy(rng, p, rows.length);
+      rows.forEach((v, r) => {
+        const row = block.slice(r * width, (r + 1) * width);
+        if (this.k % 8 !== 0) row[width - 1]! &= padMask;
+        const mask = 0x80 >> (v & 7);
+        row[v >> 3] = (row[v >> 3]! & ~mask) | (kept[r] ? mask : 0);
+        out.push(row);
       });
     }
     return out;
@@ -365,6 +408,27 @@ export class LocalHashing implements Mechanism<number, HashedReport> {
     const seeds = uniformBelow(rng, SEED_SPACE, x.length);
     const hashed = x.map((v, i) => localHash(seeds[i]!, v, this.g));
     const y = keepOrOther(rng, hashed, this.keepThreshold, this.g);
+    return seeds.map((seed, i) => ({ seed, y: y[i]! }));
+  }
+
+  /**
+   * The same distribution from fewer words (Python: `perturb_compact`): a - 1 =
+   * `uniformBelowBits(P - 1)`, b = `uniformBelowBits(P)`, seed = (a - 1)·P + b, then
+   * `keepOrOtherCompact` over [g].
+   */
+  perturbCompact(values: readonly number[], options?: PerturbOptions): HashedReport[] {
+    refuseKeys(options, this.name);
+    const x = categoryValues(values, this.k);
+    const rng = rngOf(options);
+    const aLessOne = uniformBelowBits(rng, HASH_PRIME - 1, x.length);
+    const b = uniformBelowBits(rng, HASH_PRIME, x.length);
+    const seeds = aLessOne.map((a, i) => BigInt(a) * PRIME + BigInt(b[i]!));
+    const y = keepOrOtherCompact(
+      rng,
+      x.map((v, i) => localHash(seeds[i]!, v, this.g)),
+      this.keepThreshold,
+      this.g,
+    );
     return seeds.map((seed, i) => ({ seed, y: y[i]! }));
   }
 
