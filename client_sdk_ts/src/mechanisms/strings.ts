@@ -1,8 +1,10 @@
 /** Device factories of this group (cms, hcms, pem, sfp, multi, pckv), by mechanism name. */
+import { Pem } from "./pem.js";
 import { Cms, Hcms } from "./sketch.js";
 import type { MechanismFactory } from "./types.js";
 
 export const STRINGS_FACTORIES: Readonly<Record<string, MechanismFactory>> = {
   cms: (config) => new Cms(config),
   hcms: (config) => new Hcms(config),
+  pem: (config) => new Pem(config),
 };
