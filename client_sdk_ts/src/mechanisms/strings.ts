@@ -1,4 +1,5 @@
 /** Device factories of this group (cms, hcms, pem, sfp, multi, pckv), by mechanism name. */
+import { Pckv } from "./pckv.js";
 import { Pem } from "./pem.js";
 import { Cms, Hcms } from "./sketch.js";
 import type { MechanismFactory } from "./types.js";
@@ -7,4 +8,5 @@ export const STRINGS_FACTORIES: Readonly<Record<string, MechanismFactory>> = {
   cms: (config) => new Cms(config),
   hcms: (config) => new Hcms(config),
   pem: (config) => new Pem(config),
+  pckv: (config) => new Pckv(config),
 };
