@@ -303,3 +303,96 @@ export class DeviceKeys implements KeyedSource {
     return new HmacWordSource(hmac(sha256, this.#secret, message));
   }
 }
+
+// ---- Hadamard response (docs/protocol.md, hr; Python: client_sdk/mechanisms/hadamard.py) ---------
+
+/** HR over [k] with B blocks at epsilon: the steps SFP's fragment needs. */
+export class InterimHr {
+  readonly blockSize: number;
+  readonly keepThreshold: bigint;
+  constructor(
+    readonly epsilon: number,
+    readonly k: number,
+    readonly blocks: number,
+  ) {
+    this.blockSize = 2 ** Math.ceil(k / blocks).toString(2).length;
+    const e = Fraction.fromDouble(Math.exp(epsilon));
+    this.keepThreshold = probabilityThreshold(e.div(e.add(BigInt(2 * blocks - 1))), "down");
+  }
+
+  perturb(values: readonly number[], rng: WordSource): number[] {
+    const n = values.length;
+    const b = this.blockSize;
+    const keep = bernoulli(rng, this.keepThreshold, n);
+    const other =
+      this.blocks === 1 ? values.map(() => 1) : uniformBelow(rng, 2 * this.blocks - 1, n);
+    const offsets = rng.words(n);
+    return values.map((x, i) => {
+      const block = Math.floor(x / (b - 1));
+      const row = (x % (b - 1)) + 1;
+      const o = other[i] as number;
+      const half = keep[i] ? 2 * block : this.blocks === 1 ? o : o + (o >= 2 * block ? 1 : 0);
+      let offset = Number((offsets[i] as bigint) & BigInt(b - 1));
+      let v = row & offset;
+      let p = 0;
+      while (v) {
+        p ^= 1;
+        v &= v - 1;
+      }
+      if (p !== (half & 1)) offset ^= row & -row;
+      return (half >> 1) * b + offset;
+    });
+  }
+
+  /** (R, M) of the worst output column: R = alpha/beta, M = (c R + k - c)/k, c the fewest
+   * symbols whose half-sets hold one output (``HadamardResponse.mixture_column_profile``). */
+  mixtureColumnProfile(): [Fraction, Fraction] {
+    const p = thresholdProbability(this.keepThreshold);
+    const half = BigInt(this.blockSize / 2);
+    const alpha = p.div(half);
+    const beta = new Fraction(1n).sub(p).div(BigInt(2 * this.blocks - 1) * half);
+    const high = alpha.div(beta);
+    const c = BigInt(this.fewestHolders());
+    const k = BigInt(this.k);
+    return [high, high.mul(c).add(k - c).div(k)];
+  }
+
+  fewestHolders(): number {
+    const b = this.blockSize;
+    const sizes = new Set<number>();
+    for (let start = 0; start < this.k; start += b - 1) sizes.add(Math.min(b - 1, this.k - start));
+    let fewest = this.k;
+    for (const rows of sizes) {
+      const h = new Array<number>(b).fill(0);
+      for (let r = 1; r <= rows; r++) h[r] = 1;
+      for (let len = 1; len < b; len <<= 1) {
+        for (let i = 0; i < b; i += len << 1) {
+          for (let j = i; j < i + len; j++) {
+            const a = h[j] as number;
+            const c = h[j + len] as number;
+            h[j] = a + c;
+            h[j + len] = a - c;
+          }
+        }
+      }
+      for (const value of h) {
+        const count = (rows + value) / 2;
+        if (count >= 1 && count <= this.k - 1) fewest = Math.min(fewest, count);
+      }
+    }
+    if (fewest >= this.k) throw new RangeError("no output of the Hadamard response separates two inputs");
+    return fewest;
+  }
+}
+
+/** The mixture chain's keep threshold: the largest lambda with
+ * (lambda R + (1-lambda) M)/(lambda + (1-lambda) M) <= e^eps (``MixtureChain``). */
+export function mixtureThreshold(profile: [Fraction, Fraction], epsilon: number): bigint {
+  const [r, m] = profile;
+  const one = new Fraction(1n);
+  const ratio = (threshold: bigint): Fraction => {
+    const lam = thresholdProbability(threshold);
+    return lam.mul(r).add(one.sub(lam).mul(m)).div(lam.add(one.sub(lam).mul(m)));
+  };
+  return largestThreshold(ratio, 0n, MAX_THRESHOLD, Fraction.fromDouble(Math.exp(epsilon)));
+}

@@ -184,10 +184,11 @@ export class Hcms implements Mechanism<string, number> {
   readonly flipThreshold: bigint;
   readonly memo?: { readonly permanentFlip: bigint; readonly keep: bigint };
 
-  constructor(config: MechanismConfig, shape?: SketchShape) {
-    this.shape = shape ?? sketchShape(config);
+  /** From a config, or (``part``: SFP's word sketch) from parsed fields and epsilon_permanent. */
+  constructor(config: MechanismConfig, part?: { shape: SketchShape; permanent: number | undefined }) {
+    this.shape = part?.shape ?? sketchShape(config);
     this.flipThreshold = flipThreshold(this.shape.epsilon, 1);
-    const permanent = shape === undefined ? configPermanent(config, this.shape.epsilon) : undefined;
+    const permanent = part === undefined ? configPermanent(config, this.shape.epsilon) : part.permanent;
     if (permanent !== undefined) this.memo = hcmsMemo(permanent, this.shape.epsilon);
   }
 

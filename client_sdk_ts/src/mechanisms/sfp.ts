@@ -1,0 +1,129 @@
+/**
+ * SFP, Apple's sequence fragment puzzle (Apple Differential Privacy Team, "Learning with Privacy
+ * at Scale", 2017): a one-bit HCMS report of the whole word, an offset in the clear and a Hadamard
+ * response of the (tag, byte) fragment at that offset; plain and memoized (docs/protocol.md,
+ * "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/sfp.py).
+ */
+import { blake2b } from "@noble/hashes/blake2b";
+import type { WordSource } from "../words.js";
+import { InterimHr, type KeyedSource, bernoulli, mixtureThreshold, uniformBelow, uniformBelow32 } from "./pending-core.js";
+import { Hcms, type KeyedPerturbOptions, deviceChoice, requireKeys, wordSource } from "./sketch.js";
+import {
+  checkFields,
+  checkStrings,
+  configEpsilon,
+  configInt,
+  configPermanent,
+  representable,
+  seededKey,
+  typeName,
+} from "./string-support.js";
+import type { Mechanism, MechanismConfig } from "./types.js";
+
+/** Fragments: 256 tags times 256 bytes. */
+const FRAGMENTS = 256 * 256;
+const MAX_LENGTH = 32;
+const FIELDS = ["epsilon", "max_length", "m", "hashes", "fragment_share", "fragment_blocks", "seed", "longitudinal"];
+
+/** An SFP report: the word's HCMS report, the offset and the fragment's HR report. */
+export interface SfpReport {
+  readonly word: number;
+  readonly offset: number;
+  readonly fragment: number;
+}
+
+export class Sfp implements Mechanism<string, SfpReport> {
+  readonly name = "sfp";
+  readonly epsilon: number;
+  readonly maxLength: number;
+  readonly seed: number;
+  readonly share: number;
+  /** The word's HCMS at epsilon_word = epsilon - share·epsilon (memoized under "longitudinal"). */
+  readonly word: Hcms;
+  /** HR over the fragments: at share·epsilon (plain) or share·epsilon_permanent (memoized). */
+  readonly fragment: InterimHr;
+  /** Memoized: the mixture chain's keep threshold at epsilon_fragment. */
+  readonly chainThreshold?: bigint;
+
+  constructor(config: MechanismConfig) {
+    checkFields(config, FIELDS);
+    this.epsilon = configEpsilon(config.epsilon, "epsilon", "sfp");
+    this.maxLength = configInt(config, "max_length", 1, MAX_LENGTH);
+    this.seed = configInt(config, "seed", 0, 2 ** 53 - 1);
+    const share = config.fragment_share;
+    if (typeof share !== "number" || !(share > 0 && share < 1)) {
+      throw new RangeError(
+        `sfp: config.fragment_share must be a number in (0, 1) (the canonical config carries it), got ` +
+          (typeof share === "number" ? `${share}` : typeName(share)),
+      );
+    }
+    this.share = share;
+    const blocks = configInt(config, "fragment_blocks", 1, FRAGMENTS);
+    const m = configInt(config, "m", 2, 65536);
+    if ((m & (m - 1)) !== 0) throw new RangeError(`sfp: config.m must be a power of two, got ${m}`);
+    const hashes = configInt(config, "hashes", 1, 16);
+    const epsilonFragment = share * this.epsilon;
+    const shape = { epsilon: this.epsilon - epsilonFragment, m, hashes, maxLength: this.maxLength, seed: this.seed };
+    const permanent = configPermanent(config, this.epsilon);
+    if (permanent === undefined) {
+      this.word = new Hcms(config, { shape, permanent: undefined });
+      this.fragment = new InterimHr(epsilonFragment, FRAGMENTS, blocks);
+    } else {
+      this.word = new Hcms(config, { shape, permanent: permanent - share * permanent });
+      this.fragment = new InterimHr(share * permanent, FRAGMENTS, blocks);
+      this.chainThreshold = mixtureThreshold(this.fragment.mixtureColumnProfile(), epsilonFragment);
+    }
+  }
+
+  /** 256·tag + the byte at ``offset`` of raw padded with zeros, tag = the one-byte keyed
+   * BLAKE2b of raw. */
+  fragmentOf(raw: Uint8Array, offset: number): number {
+    const tag = blake2b(raw, { dkLen: 1, key: seededKey("ldp-telemetry/sfp-tag/v1", this.seed) })[0] as number;
+    return 256 * tag + (raw[offset] ?? 0);
+  }
+
+  perturb(values: readonly string[], options?: KeyedPerturbOptions): SfpReport[] {
+    checkStrings(values, this.name);
+    const rng = wordSource(options);
+    const raws = values.map((v) => representable(v, this.maxLength));
+    if (this.chainThreshold !== undefined) {
+      return this.#memoized(raws, requireKeys(options, this.name), rng, this.chainThreshold);
+    }
+    const { hashes } = this.word.shape;
+    const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
+    const words = this.word.perturbBuckets(raws, rows, rng);
+    const offsets = this.maxLength > 1 ? uniformBelow32(rng, this.maxLength, raws.length) : raws.map(() => 0);
+    const fragments = this.fragment.perturb(
+      raws.map((raw, i) => this.fragmentOf(raw, offsets[i] as number)),
+      rng,
+    );
+    return raws.map((_, i) => ({
+      word: words[i] as number,
+      offset: offsets[i] as number,
+      fragment: fragments[i] as number,
+    }));
+  }
+
+  /** The device's offset; the word's memoized HCMS under ``sfp/word/``; the fragment's PRR from
+   * ``keys.source("value", fragment)``; then from rng the word's flip-again and the mixture chain. */
+  #memoized(raws: readonly Uint8Array[], keys: KeyedSource, rng: WordSource, chain: bigint): SfpReport[] {
+    const offset = deviceChoice(keys, "sfp:offset", this.maxLength);
+    const permanentWords = this.word.permanentReports(raws, keys, "sfp/word/");
+    const permanentFragments = raws.map((raw) => {
+      const fragment = this.fragmentOf(raw, offset);
+      return this.fragment.perturb([fragment], keys.source("value", fragment))[0] as number;
+    });
+    const words = this.word.flipAgain(permanentWords, rng);
+    const keep = bernoulli(rng, chain, raws.length);
+    const fresh = this.fragment.perturb(uniformBelow(rng, FRAGMENTS, raws.length), rng);
+    return raws.map((_, i) => ({
+      word: words[i] as number,
+      offset,
+      fragment: keep[i] ? (permanentFragments[i] as number) : (fresh[i] as number),
+    }));
+  }
+
+  toWire(reports: readonly SfpReport[]): { fragment: number; offset: number; word: number }[] {
+    return reports.map((r) => ({ fragment: r.fragment, offset: r.offset, word: r.word }));
+  }
+}
