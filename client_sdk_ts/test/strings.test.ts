@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mechanismFromConfig } from "../src/mechanisms/registry.js";
 import { loadCases, sources } from "./vectors.js";
 
-for (const name of ["cms", "hcms", "pem", "pckv", "sfp"]) {
+for (const name of ["cms", "hcms", "pem", "pckv", "sfp", "multi"]) {
   test(`${name} reproduces every conformance vector`, () => {
     const cases = loadCases(name);
     assert.ok(cases.length > 0);

@@ -396,3 +396,106 @@ export function mixtureThreshold(profile: [Fraction, Fraction], epsilon: number)
   };
   return largestThreshold(ratio, 0n, MAX_THRESHOLD, Fraction.fromDouble(Math.exp(epsilon)));
 }
+
+// ---- bernoulli_bytes and the categorical thresholds multi's compact samplers use ----------------
+
+/** The byte whose cell holds the whole interval [prefix, prefix + 1)/2^bits, or -1. */
+function intervalCell(cumulative: readonly bigint[], prefix: bigint, bits: number): number {
+  const begin = prefix << BigInt(512 - bits);
+  let lo = 0;
+  let hi = 256; // the last cell c with cumulative[c] <= begin
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if ((cumulative[mid] as bigint) <= begin) lo = mid;
+    else hi = mid - 1;
+  }
+  return (prefix + 1n) << BigInt(512 - bits) <= (cumulative[lo + 1] as bigint) ? lo : -1;
+}
+
+/** bernoulli_bytes(T, n): n bytes of 8 independent Bernoulli(T/2^64) bits, each the cell of a
+ * lazily drawn uniform number (docs/protocol.md, "Random words"). */
+export function bernoulliBytes(rng: WordSource, threshold: bigint, count: number): number[] {
+  const one = threshold;
+  const zero = WORD_SPAN - threshold;
+  const cumulative: bigint[] = [0n];
+  for (let b = 0; b < 256; b++) {
+    let w = 0;
+    for (let v = b; v; v &= v - 1) w++;
+    cumulative.push((cumulative[b] as bigint) + one ** BigInt(w) * zero ** BigInt(8 - w));
+  }
+  let deciding = 0;
+  for (let h = 0; h < 256; h++) if (intervalCell(cumulative, BigInt(h), 8) >= 0) deciding++;
+  const out = new Array<number>(count).fill(-1);
+  const lanes = new Array<bigint>(count).fill(0n);
+  let pending: number[];
+  if (deciding < 192) {
+    const data = wordBytes(rng.words(Math.ceil(count / 4)));
+    for (let i = 0; i < count; i++) {
+      lanes[i] = BigInt((data[2 * i] as number) | ((data[2 * i + 1] as number) << 8));
+      out[i] = intervalCell(cumulative, lanes[i] as bigint, 16);
+    }
+    pending = out.map((_, i) => i);
+  } else {
+    const heads = wordBytes(rng.words(Math.ceil(count / 8)));
+    for (let i = 0; i < count; i++) out[i] = intervalCell(cumulative, BigInt(heads[i] as number), 8);
+    pending = out.flatMap((cell, i) => (cell < 0 ? [i] : []));
+    const low = wordBytes(rng.words(Math.ceil(pending.length / 8)));
+    pending.forEach((i, j) => {
+      lanes[i] = (BigInt(heads[i] as number) << 8n) | BigInt(low[j] as number);
+      out[i] = intervalCell(cumulative, lanes[i] as bigint, 16);
+    });
+  }
+  const straddles = pending.filter((i) => (out[i] as number) < 0);
+  const refined = rng.words(straddles.length);
+  straddles.forEach((i, j) => {
+    let prefix = ((lanes[i] as bigint) << 64n) | (refined[j] as bigint);
+    let bits = 80;
+    let cell = intervalCell(cumulative, prefix, bits);
+    while (cell < 0 && bits < 512) {
+      prefix = (prefix << 64n) | word(rng);
+      bits += 64;
+      cell = intervalCell(cumulative, prefix, bits);
+    }
+    out[i] = cell;
+  });
+  return out;
+}
+
+/** The nearest double to an exact positive fraction (Python's ``float(Fraction)``). */
+export function fractionToDouble(f: Fraction): number {
+  if (f.num === 0n) return 0;
+  const negative = f.num < 0n;
+  const num = negative ? -f.num : f.num;
+  const shift = Math.max(0, 64 + f.den.toString(2).length - num.toString(2).length);
+  const scaled = num << BigInt(shift);
+  const q = scaled / f.den;
+  const r = scaled - q * f.den;
+  const extra = q.toString(2).length - 53;
+  let mantissa = q >> BigInt(extra);
+  const rest = q & ((1n << BigInt(extra)) - 1n);
+  const half = 1n << BigInt(extra - 1);
+  if (rest > half || (rest === half && (r !== 0n || (mantissa & 1n) === 1n))) mantissa += 1n;
+  const value = Number(mantissa) * 2 ** (extra - shift);
+  return negative ? -value : value;
+}
+
+/** GRR's keep threshold e^eps/(e^eps + k - 1), down. */
+export function grrKeepThreshold(epsilon: number, k: number): bigint {
+  const e = Fraction.fromDouble(Math.exp(epsilon));
+  return probabilityThreshold(e.div(e.add(BigInt(k - 1))), "down");
+}
+
+/** OUE's (p, q) thresholds: p = 1/2 down, q = 1/(e^eps + 1) up. */
+export function oueThresholds(epsilon: number): [bigint, bigint] {
+  const e = Fraction.fromDouble(Math.exp(epsilon));
+  return [probabilityThreshold(new Fraction(1n, 2n), "down"), probabilityThreshold(new Fraction(1n).div(e.add(1n)), "up")];
+}
+
+/** OLH's default g = max(2, round(e^eps + 1)) (Python's round: half to even). */
+export function olhBuckets(epsilon: number): number {
+  const optimal = Math.exp(epsilon) + 1;
+  const floor = Math.floor(optimal);
+  const diff = optimal - floor;
+  const rounded = diff > 0.5 || (diff === 0.5 && floor % 2 === 1) ? floor + 1 : floor;
+  return Math.max(2, rounded);
+}
