@@ -10,7 +10,6 @@ import {
   base64Url,
   bernoulliBytes,
   bernoulliLazy,
-  fractionToDouble,
   grrKeepThreshold,
   olhBuckets,
   oueThresholds,
@@ -22,6 +21,7 @@ import {
   Fraction,
 } from "./pending-core.js";
 import { type KeyedPerturbOptions, wordSource } from "./sketch.js";
+import { exp, fractionToDouble, log } from "./correctly-rounded.js";
 import { checkFields, configEpsilon, typeName } from "./string-support.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
@@ -90,7 +90,7 @@ function bestOracle(epsilon: number, k: number): Oracle {
 /** RS+FD's calibrated epsilon': the largest (to 1e-12 relative) whose whole-tuple ratio
  * sum k_j p*_j / sum k_j q*_j is at most e^epsilon (``calibrate_rsfd``). */
 function calibrateRsfd(epsilon: number, ks: readonly number[]): number {
-  const target = Math.exp(epsilon);
+  const target = exp(epsilon);
   const worst = (epsilonPrime: number): number => {
     let high = 0;
     let low = 0;
@@ -102,7 +102,8 @@ function calibrateRsfd(epsilon: number, ks: readonly number[]): number {
     return high / low;
   };
   let low = epsilon / 2;
-  let high = Math.log(ks.length * Math.expm1(epsilon) + 1) + 1.0;
+  // glibc's expm1 is fdlibm's, as V8's Math.expm1; exp and log correctly rounded as glibc's
+  let high = log(ks.length * Math.expm1(epsilon) + 1) + 1.0;
   for (let i = 0; i < 200; i++) {
     const mid = (low + high) / 2;
     if (worst(mid) <= target) low = mid;

@@ -28,6 +28,7 @@ import {
   representable,
   typeName,
 } from "./string-support.js";
+import { exp } from "./correctly-rounded.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
 /** The hash family's prime P = 2^31 - 1. */
@@ -237,7 +238,7 @@ export class Pem implements Mechanism<string, PemReport> {
 
 /** T_keep = e^eps/(e^eps + g - 1), rounded down. */
 function keepThreshold(epsilon: number, g: number): bigint {
-  const e = Fraction.fromDouble(Math.exp(epsilon));
+  const e = Fraction.fromDouble(exp(epsilon));
   return probabilityThreshold(e.div(e.add(BigInt(g - 1))), "down");
 }
 
@@ -258,7 +259,7 @@ function againThreshold(permanentKeep: bigint, epsilon: number, g: number): bigi
     return big.div(small);
   };
   const low = (WORD_SPAN + BigInt(g) - 1n) / BigInt(g);
-  return largestThreshold(ratio, low, MAX_THRESHOLD, Fraction.fromDouble(Math.exp(epsilon)));
+  return largestThreshold(ratio, low, MAX_THRESHOLD, Fraction.fromDouble(exp(epsilon)));
 }
 
 /** keep_or_other over [size]: n keep words, then (size > 2) n uniform others skipping the value. */

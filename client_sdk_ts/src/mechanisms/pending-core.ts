@@ -6,6 +6,7 @@
 import { hmac } from "@noble/hashes/hmac";
 import { sha256 } from "@noble/hashes/sha256";
 import { HmacWordSource, type WordSource } from "../words.js";
+import { exp } from "./correctly-rounded.js";
 
 export const WORD_SPAN = 1n << 64n;
 /** The largest keep threshold of an instantaneous step. */
@@ -89,7 +90,7 @@ export function nextBelow(x: number): number {
 
 /** A double at most e^x (Python's ``grid.exp_below``). */
 export function expBelow(x: number): number {
-  return nextBelow(Math.exp(x));
+  return nextBelow(exp(x));
 }
 
 /** T = p·2^64 rounded as asked, clamped to [0, 2^64 - 1] (Python's ``probability_threshold``). */
@@ -316,7 +317,7 @@ export class InterimHr {
     readonly blocks: number,
   ) {
     this.blockSize = 2 ** Math.ceil(k / blocks).toString(2).length;
-    const e = Fraction.fromDouble(Math.exp(epsilon));
+    const e = Fraction.fromDouble(exp(epsilon));
     this.keepThreshold = probabilityThreshold(e.div(e.add(BigInt(2 * blocks - 1))), "down");
   }
 
@@ -394,7 +395,7 @@ export function mixtureThreshold(profile: [Fraction, Fraction], epsilon: number)
     const lam = thresholdProbability(threshold);
     return lam.mul(r).add(one.sub(lam).mul(m)).div(lam.add(one.sub(lam).mul(m)));
   };
-  return largestThreshold(ratio, 0n, MAX_THRESHOLD, Fraction.fromDouble(Math.exp(epsilon)));
+  return largestThreshold(ratio, 0n, MAX_THRESHOLD, Fraction.fromDouble(exp(epsilon)));
 }
 
 // ---- bernoulli_bytes and the categorical thresholds multi's compact samplers use ----------------
@@ -461,39 +462,21 @@ export function bernoulliBytes(rng: WordSource, threshold: bigint, count: number
   return out;
 }
 
-/** The nearest double to an exact positive fraction (Python's ``float(Fraction)``). */
-export function fractionToDouble(f: Fraction): number {
-  if (f.num === 0n) return 0;
-  const negative = f.num < 0n;
-  const num = negative ? -f.num : f.num;
-  const shift = Math.max(0, 64 + f.den.toString(2).length - num.toString(2).length);
-  const scaled = num << BigInt(shift);
-  const q = scaled / f.den;
-  const r = scaled - q * f.den;
-  const extra = q.toString(2).length - 53;
-  let mantissa = q >> BigInt(extra);
-  const rest = q & ((1n << BigInt(extra)) - 1n);
-  const half = 1n << BigInt(extra - 1);
-  if (rest > half || (rest === half && (r !== 0n || (mantissa & 1n) === 1n))) mantissa += 1n;
-  const value = Number(mantissa) * 2 ** (extra - shift);
-  return negative ? -value : value;
-}
-
 /** GRR's keep threshold e^eps/(e^eps + k - 1), down. */
 export function grrKeepThreshold(epsilon: number, k: number): bigint {
-  const e = Fraction.fromDouble(Math.exp(epsilon));
+  const e = Fraction.fromDouble(exp(epsilon));
   return probabilityThreshold(e.div(e.add(BigInt(k - 1))), "down");
 }
 
 /** OUE's (p, q) thresholds: p = 1/2 down, q = 1/(e^eps + 1) up. */
 export function oueThresholds(epsilon: number): [bigint, bigint] {
-  const e = Fraction.fromDouble(Math.exp(epsilon));
+  const e = Fraction.fromDouble(exp(epsilon));
   return [probabilityThreshold(new Fraction(1n, 2n), "down"), probabilityThreshold(new Fraction(1n).div(e.add(1n)), "up")];
 }
 
 /** OLH's default g = max(2, round(e^eps + 1)) (Python's round: half to even). */
 export function olhBuckets(epsilon: number): number {
-  const optimal = Math.exp(epsilon) + 1;
+  const optimal = exp(epsilon) + 1;
   const floor = Math.floor(optimal);
   const diff = optimal - floor;
   const rounded = diff > 0.5 || (diff === 0.5 && floor % 2 === 1) ? floor + 1 : floor;

@@ -30,6 +30,7 @@ import {
   sketchBucket,
   typeName,
 } from "./string-support.js";
+import { exp } from "./correctly-rounded.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** A perturb call of a mechanism with per-device draws: ``keys`` is the device's keyed source. */
@@ -67,7 +68,7 @@ export function sketchShape(config: MechanismConfig): SketchShape {
 
 /** The flip threshold of a sketch: 1/(1 + e^(eps/2)) for cms, 1/(1 + e^eps) for hcms, up. */
 export function flipThreshold(epsilon: number, signsDiffering: 1 | 2): bigint {
-  const e = Fraction.fromDouble(Math.exp(signsDiffering === 2 ? epsilon / 2 : epsilon));
+  const e = Fraction.fromDouble(exp(signsDiffering === 2 ? epsilon / 2 : epsilon));
   return probabilityThreshold(new Fraction(1n).div(e.add(1n)), "up");
 }
 
@@ -80,7 +81,7 @@ export function flipAgainThreshold(permanentFlip: bigint, epsilon: number, power
     const q = q1.mul(keep).add(new Fraction(1n).sub(q1).mul(new Fraction(1n).sub(keep)));
     return new Fraction(1n).sub(q).div(q).pow(power);
   };
-  return largestThreshold(ratio, WORD_SPAN / 2n, MAX_THRESHOLD, Fraction.fromDouble(Math.exp(epsilon)));
+  return largestThreshold(ratio, WORD_SPAN / 2n, MAX_THRESHOLD, Fraction.fromDouble(exp(epsilon)));
 }
 
 /** ``uniform_below(high)`` from the keyed source of (label, 0): a per-device choice (no word
