@@ -59,6 +59,11 @@ export class Sfp implements Mechanism<string, SfpReport> {
     }
     this.share = share;
     const blocks = configInt(config, "fragment_blocks", 1, FRAGMENTS);
+    const blockSize = 2 ** Math.ceil(FRAGMENTS / blocks).toString(2).length;
+    if (Math.ceil(FRAGMENTS / (blockSize - 1)) !== blocks) {
+      // HR's blocks are ceil(k/(b - 1)) for a power of two b (one per block size)
+      throw new RangeError(`sfp: config.fragment_blocks must be ceil(65536/(b - 1)) for a power of two b, got ${blocks}`);
+    }
     const m = configInt(config, "m", 2, 65536);
     if ((m & (m - 1)) !== 0) throw new RangeError(`sfp: config.m must be a power of two, got ${m}`);
     const hashes = configInt(config, "hashes", 1, 16);
