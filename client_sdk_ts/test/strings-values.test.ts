@@ -183,3 +183,19 @@ test("the default source is the platform CSPRNG (two calls differ)", () => {
   const b = m.toWire(m.perturb(Array(20).fill("home")));
   assert.notDeepEqual(a, b);
 });
+
+test("the device counts its reserved strings and pckv's records over the padding (never sent)", () => {
+  const values = ["home", "", "y".repeat(9), "\ud800", "é".repeat(4), "é".repeat(5)];
+  for (const config of [CMS, { ...CMS, mechanism: "hcms" }]) {
+    const m = mechanismFromConfig(config) as unknown as { reservedCount(v: string[]): number };
+    assert.equal(m.reservedCount(values), 3, config.mechanism);
+  }
+  const pem = mechanismFromConfig({ ...PEM, alphabet: "hoeé" }) as unknown as { reservedCount(v: string[]): number };
+  assert.equal(pem.reservedCount(["hoe", "éééé", "ééééé", "x", "\ud800", ""]), 3);
+  const pckv = mechanismFromConfig({ mechanism: "pckv", epsilon: 2, k: 4, padding: 2 }) as unknown as {
+    deviceCounters(v: unknown[]): Record<string, number>;
+  };
+  assert.deepEqual(pckv.deviceCounters([{}, { "0": 1, "1": 0, "2": 0 }, { "3": 0.5, "1": 0 }]), {
+    pckv_records_over_padding: 1,
+  });
+});

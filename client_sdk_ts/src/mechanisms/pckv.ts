@@ -103,6 +103,13 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
     return out.sort((a, b) => a[0] - b[0]);
   }
 
+  /** What the device counts about its records (never sent): those with more pairs than
+   * ``padding``, whose keys the estimates under-count. */
+  deviceCounters(values: readonly KeyValueRecord[]): { pckv_records_over_padding: number } {
+    const sizes = values.map((record, position) => this.pairs(record, position).length);
+    return { pckv_records_over_padding: sizes.filter((size) => size > this.padding).length };
+  }
+
   perturb(values: readonly KeyValueRecord[], options?: PerturbOptions): PckvReport[] {
     if (!Array.isArray(values)) throw new TypeError(`pckv: values must be an array of records, got ${typeName(values)}`);
     const records = values.map((record, position) => this.pairs(record, position));

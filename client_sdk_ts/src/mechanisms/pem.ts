@@ -21,6 +21,7 @@ import {
   checkFields,
   checkStrings,
   configEpsilon,
+  countReserved,
   configInt,
   configPermanent,
   isWellFormed,
@@ -131,6 +132,12 @@ export class Pem implements Mechanism<string, PemReport> {
   /** The bytes a value is randomized as: UTF-8, or the reserved symbol. */
   encode(value: string): Uint8Array {
     return representable(value, this.maxLength, this.#allowed);
+  }
+
+  /** How many of ``values`` are sent as the reserved symbol. */
+  reservedCount(values: readonly string[]): number {
+    checkStrings(values, this.name);
+    return countReserved(values, this.maxLength, this.#allowed);
   }
 
   /** The value's bit string: its length in symbols, then each symbol, padded with symbol 0;

@@ -12,6 +12,7 @@ import {
   checkFields,
   checkStrings,
   configEpsilon,
+  countReserved,
   configInt,
   configPermanent,
   representable,
@@ -85,6 +86,12 @@ export class Sfp implements Mechanism<string, SfpReport> {
   fragmentOf(raw: Uint8Array, offset: number): number {
     const tag = blake2b(raw, { dkLen: 1, key: seededKey("ldp-telemetry/sfp-tag/v1", this.seed) })[0] as number;
     return 256 * tag + (raw[offset] ?? 0);
+  }
+
+  /** How many of ``values`` are sent as the reserved symbol. */
+  reservedCount(values: readonly string[]): number {
+    checkStrings(values, this.name);
+    return countReserved(values, this.maxLength);
   }
 
   perturb(values: readonly string[], options?: KeyedPerturbOptions): SfpReport[] {

@@ -22,6 +22,7 @@ import {
   checkFields,
   checkStrings,
   configEpsilon,
+  countReserved,
   configInt,
   configPermanent,
   memoLabel,
@@ -160,6 +161,12 @@ export class Cms implements Mechanism<string, CmsReport> {
     });
   }
 
+  /** How many of ``values`` are sent as the reserved symbol. */
+  reservedCount(values: readonly string[]): number {
+    checkStrings(values, this.name);
+    return countReserved(values, this.shape.maxLength);
+  }
+
   /** n rows of m Bernoulli(T) bits, drawn as Python draws them (chunks of 2^23 cells). */
   #chunkedFlips(rng: WordSource, threshold: bigint, n: number): boolean[][] {
     const { m } = this.shape;
@@ -204,6 +211,12 @@ export class Hcms implements Mechanism<string, number> {
     }
     const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
     return this.perturbBuckets(raws, rows, rng);
+  }
+
+  /** How many of ``values`` are sent as the reserved symbol. */
+  reservedCount(values: readonly string[]): number {
+    checkStrings(values, this.name);
+    return countReserved(values, this.shape.maxLength);
   }
 
   /** Plain HCMS reports of encoded values in the given rows: columns, then flips, from rng. */

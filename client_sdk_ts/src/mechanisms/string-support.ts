@@ -109,6 +109,12 @@ export function representable(value: string, maxLength: number, alphabet?: Reado
   return characters.length <= maxLength && characters.every((c) => alphabet.has(c)) ? raw : RESERVED;
 }
 
+/** How many of ``values`` a mechanism sends as the reserved symbol (the device's status counts
+ * them; the values are never kept). */
+export function countReserved(values: readonly string[], maxLength: number, alphabet?: ReadonlySet<string>): number {
+  return values.filter((value) => representable(value, maxLength, alphabet) === RESERVED).length;
+}
+
 /** Refuses anything but an array of strings, naming the position and the type. */
 export function checkStrings(values: readonly unknown[], mechanism: string): asserts values is readonly string[] {
   if (!Array.isArray(values)) {
