@@ -4,7 +4,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mechanismFromConfig } from "../src/mechanisms/registry.js";
 import { RESERVED, isWellFormed, representable } from "../src/mechanisms/string-support.js";
-import { exp, log } from "../src/mechanisms/correctly-rounded.js";
+import { log } from "../src/mechanisms/correctly-rounded.js";
+import { expDouble as exp } from "../src/rational.js";
 import { DeviceKeys } from "../src/mechanisms/pending-core.js";
 import { HmacWordSource } from "../src/words.js";
 

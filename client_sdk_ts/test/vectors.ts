@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sha256 } from "@noble/hashes/sha256";
 import { DeviceKeys } from "../src/mechanisms/pending-core.js";
+import { fromHex } from "../src/wire.js";
 import { HmacWordSource } from "../src/words.js";
 
 export interface VectorCase {
@@ -35,9 +36,6 @@ export function loadCases(mechanism: string): VectorCase[] {
   return (JSON.parse(text) as { cases: VectorCase[] }).cases;
 }
 
-export function fromHex(hex: string): Uint8Array {
-  return Uint8Array.from(hex.match(/../g) ?? [], (b) => parseInt(b, 16));
-}
 
 /** The config fields Python writes as floats (JSON.parse cannot tell 4.0 from 4). */
 const FLOAT_FIELDS = new Set(["epsilon", "epsilon_permanent", "fragment_share"]);

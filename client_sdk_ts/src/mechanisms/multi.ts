@@ -5,23 +5,12 @@
  * compact sampler (docs/protocol.md, "Structures"; Python: client_sdk/mechanisms/multi.py).
  */
 import type { WordSource } from "../words.js";
-import {
-  type KeyedSource,
-  base64Url,
-  bernoulliBytes,
-  bernoulliLazy,
-  grrKeepThreshold,
-  olhBuckets,
-  oueThresholds,
-  randomBits,
-  thresholdProbability,
-  uniformBelow,
-  uniformBelow32,
-  uniformBelowBits,
-  Fraction,
-} from "./pending-core.js";
+import { Rational, expDouble, thresholdProbability } from "../rational.js";
+import { bernoulliBytes, bernoulliLazy, randomBits, uniformBelow, uniformBelow32, uniformBelowBits } from "../samplers.js";
+import { base64Url } from "../wire.js";
+import { type KeyedSource, grrKeepThreshold, olhBuckets, oueThresholds } from "./pending-core.js";
 import { type KeyedPerturbOptions, wordSource } from "./sketch.js";
-import { exp, fractionToDouble, log } from "./correctly-rounded.js";
+import { log } from "./correctly-rounded.js";
 import { checkFields, configEpsilon, typeName } from "./string-support.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
@@ -68,9 +57,9 @@ function oracle(name: string, epsilon: number, k: number): Oracle {
 function supportProbabilities(o: Oracle): [number, number] {
   if (o.name === "grr") {
     const p = thresholdProbability(o.keep);
-    return [fractionToDouble(p), fractionToDouble(new Fraction(1n).sub(p).div(BigInt(o.k - 1)))];
+    return [p.toNumber(), new Rational(1n).sub(p).div(BigInt(o.k - 1)).toNumber()];
   }
-  if (o.name === "oue") return [fractionToDouble(thresholdProbability(o.p)), fractionToDouble(thresholdProbability(o.q))];
+  if (o.name === "oue") return [thresholdProbability(o.p).toNumber(), thresholdProbability(o.q).toNumber()];
   throw new Error("multi: olh is chosen only through table_oracles");
 }
 
@@ -90,7 +79,7 @@ function bestOracle(epsilon: number, k: number): Oracle {
 /** RS+FD's calibrated epsilon': the largest (to 1e-12 relative) whose whole-tuple ratio
  * sum k_j p*_j / sum k_j q*_j is at most e^epsilon (``calibrate_rsfd``). */
 function calibrateRsfd(epsilon: number, ks: readonly number[]): number {
-  const target = exp(epsilon);
+  const target = expDouble(epsilon);
   const worst = (epsilonPrime: number): number => {
     let high = 0;
     let low = 0;
@@ -253,7 +242,7 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
     const keys: KeyedSource | undefined = options?.keys;
     const sampled =
       keys !== undefined
-        ? new Array<number>(n).fill(uniformBelow(keys.source("multi:unit", 0), u, 1)[0] as number)
+        ? new Array<number>(n).fill(Number(uniformBelow(keys.source("multi:unit", 0), u, 1)[0]))
         : uniformBelow32(rng, u, n);
     const out: UnitReport[][] = x.map(() => []);
     for (let j = 0; j < u; j++) {

@@ -5,19 +5,10 @@
  * client_sdk/mechanisms/pckv.py).
  */
 import type { WordSource } from "../words.js";
-import {
-  Fraction,
-  WORD_SPAN,
-  base64Url,
-  bernoulliLazy,
-  expBelow,
-  nextBelow,
-  packBits,
-  probabilityThreshold,
-  randomBits,
-  uniformBelow,
-  uniformBelowEach,
-} from "./pending-core.js";
+import { Rational, WORD_SPAN, probabilityThreshold } from "../rational.js";
+import { bernoulliLazy, randomBits, uniformBelow } from "../samplers.js";
+import { base64Url, packBits } from "../wire.js";
+import { expBelow, nextBelow } from "./pending-core.js";
 import { wordSource } from "./sketch.js";
 import { checkFields, configEpsilon, configInt, typeName } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
@@ -68,12 +59,12 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
   /** GRR: a = (l(e-1) + 2)/(l(e-1) + 2K) and p = (l(e-1) + 1)/(l(e-1) + 2), both down; UE:
    * a = 1/2, p = e/(e + 1) down, b = 2/(e + 3) up (e = exp_below(epsilon)). */
   #thresholds(): [bigint, bigint, bigint] {
-    const e = Fraction.fromDouble(expBelow(this.epsilon));
+    const e = Rational.fromDouble(expBelow(this.epsilon));
     if (this.ue) {
       return [
         WORD_SPAN / 2n,
         probabilityThreshold(e.div(e.add(1n)), "down"),
-        probabilityThreshold(new Fraction(2n).div(e.add(3n)), "up"),
+        probabilityThreshold(new Rational(2n).div(e.add(3n)), "up"),
       ];
     }
     const el = e.sub(1n).mul(BigInt(this.padding));
@@ -115,11 +106,12 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
     const records = values.map((record, position) => this.pairs(record, position));
     const rng = wordSource(options);
     const n = records.length;
-    const slots = uniformBelowEach(
+    const slots = uniformBelow(
       rng,
-      records.map((pairs) => BigInt(Math.max(pairs.length, this.padding))),
+      records.map((pairs) => Math.max(pairs.length, this.padding)),
+      n,
     ).map(Number);
-    const dummy = uniformBelow(rng, this.padding, n).map((d) => d + this.k);
+    const dummy = uniformBelow(rng, this.padding, n).map((d) => Number(d) + this.k);
     const chosen = records.map((pairs, i): [number, number] => {
       const slot = slots[i] as number;
       return slot < pairs.length ? (pairs[slot] as [number, number]) : [dummy[i] as number, 0];
@@ -134,8 +126,8 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
     const sign = plus.map((p, i) => ((keepSign[i] as bigint) < this.thresholds[1] ? p : !p));
     if (this.ue) return this.#ue(chosen.map(([key]) => key), sign, rng);
     const keep = rng.words(n);
-    const other = uniformBelow(rng, this.keys - 1, n);
-    const randomSign = uniformBelow(rng, 2, n);
+    const other = uniformBelow(rng, this.keys - 1, n).map(Number);
+    const randomSign = uniformBelow(rng, 2, n).map(Number);
     return chosen.map(([key], i) => {
       const kept = (keep[i] as bigint) < this.thresholds[0];
       const o = other[i] as number;

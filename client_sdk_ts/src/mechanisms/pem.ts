@@ -4,17 +4,9 @@
  * (docs/protocol.md, "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/pem.py).
  */
 import type { WordSource } from "../words.js";
-import {
-  Fraction,
-  type KeyedSource,
-  MAX_THRESHOLD,
-  WORD_SPAN,
-  bernoulli,
-  largestThreshold,
-  probabilityThreshold,
-  thresholdProbability,
-  uniformBelow,
-} from "./pending-core.js";
+import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
+import { bernoulli, uniformBelow } from "../samplers.js";
+import { type KeyedSource, largestThreshold } from "./pending-core.js";
 import { type KeyedPerturbOptions, wordSource } from "./sketch.js";
 import {
   RESERVED,
@@ -29,7 +21,6 @@ import {
   representable,
   typeName,
 } from "./string-support.js";
-import { exp } from "./correctly-rounded.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
 /** The hash family's prime P = 2^31 - 1. */
@@ -176,7 +167,7 @@ export class Pem implements Mechanism<string, PemReport> {
 
   /** The level from uniform_below(L - 1 + final_weight), capped at L - 1. */
   drawLevels(rng: WordSource, n: number): number[] {
-    return uniformBelow(rng, this.levels - 1 + this.finalWeight, n).map((u) => Math.min(u, this.levels - 1));
+    return uniformBelow(rng, this.levels - 1 + this.finalWeight, n).map((u) => Math.min(Number(u), this.levels - 1));
   }
 
   /** The device's level, fixed by its keyed source. */
@@ -203,7 +194,7 @@ export class Pem implements Mechanism<string, PemReport> {
     const n = values.length;
     const levels = keys !== undefined ? new Array<number>(n).fill(this.levelOf(keys)) : this.drawLevels(rng, n);
     const width = this.seedWidth;
-    const flat = uniformBelow(rng, PRIME, n * width);
+    const flat = uniformBelow(rng, PRIME, n * width).map(Number);
     const seeds = levels.map((level, i) => this.#seedRow(flat.slice(i * width, (i + 1) * width), level));
     const hashed = values.map((value, i) =>
       this.bucket(seeds[i] as number[], this.valueBits(value, this.encode(value)), levels[i] as number),
@@ -222,7 +213,7 @@ export class Pem implements Mechanism<string, PemReport> {
     const permanent = values.map((value) => {
       const raw = this.encode(value);
       const stream = keys.source(memoLabel("pem:", raw), 0);
-      const seed = this.#seedRow(uniformBelow(stream, PRIME, this.seedWidth), level);
+      const seed = this.#seedRow(uniformBelow(stream, PRIME, this.seedWidth).map(Number), level);
       const hashed = this.bucket(seed, this.valueBits(value, raw), level);
       return { seed, y: keepOrOther(stream, [hashed], memo.permanentKeep, this.g)[0] as number };
     });
@@ -245,13 +236,13 @@ export class Pem implements Mechanism<string, PemReport> {
 
 /** T_keep = e^eps/(e^eps + g - 1), rounded down. */
 function keepThreshold(epsilon: number, g: number): bigint {
-  const e = Fraction.fromDouble(exp(epsilon));
+  const e = expRational(epsilon);
   return probabilityThreshold(e.div(e.add(BigInt(g - 1))), "down");
 }
 
 /** (P', Q') of randomized response over g symbols at keep p1 then keep p2 (``compose_keep``). */
-function composeKeep(p1: Fraction, p2: Fraction, g: number): [Fraction, Fraction] {
-  const one = new Fraction(1n);
+function composeKeep(p1: Rational, p2: Rational, g: number): [Rational, Rational] {
+  const one = new Rational(1n);
   const q1 = one.sub(p1).div(BigInt(g - 1));
   const q2 = one.sub(p2).div(BigInt(g - 1));
   return [p1.mul(p2).add(one.sub(p1).mul(q2)), q1.mul(p2).add(one.sub(q1).mul(q2))];
@@ -261,19 +252,19 @@ function composeKeep(p1: Fraction, p2: Fraction, g: number): [Fraction, Fraction
  * (Python's ``MemoizedPEM._again_threshold``). */
 function againThreshold(permanentKeep: bigint, epsilon: number, g: number): bigint {
   const p1 = thresholdProbability(permanentKeep);
-  const ratio = (threshold: bigint): Fraction => {
+  const ratio = (threshold: bigint): Rational => {
     const [big, small] = composeKeep(p1, thresholdProbability(threshold), g);
     return big.div(small);
   };
   const low = (WORD_SPAN + BigInt(g) - 1n) / BigInt(g);
-  return largestThreshold(ratio, low, MAX_THRESHOLD, Fraction.fromDouble(exp(epsilon)));
+  return largestThreshold(ratio, low, MAX_WORD, expRational(epsilon));
 }
 
 /** keep_or_other over [size]: n keep words, then (size > 2) n uniform others skipping the value. */
 function keepOrOther(rng: WordSource, values: readonly number[], threshold: bigint, size: number): number[] {
   const keep = bernoulli(rng, threshold, values.length);
   if (size === 2) return values.map((v, i) => (keep[i] ? v : 1 - v));
-  const other = uniformBelow(rng, size - 1, values.length);
+  const other = uniformBelow(rng, size - 1, values.length).map(Number);
   return values.map((v, i) => {
     const o = other[i] as number;
     return keep[i] ? v : o + (o >= v ? 1 : 0);

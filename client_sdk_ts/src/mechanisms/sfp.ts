@@ -6,7 +6,8 @@
  */
 import { blake2b } from "@noble/hashes/blake2b";
 import type { WordSource } from "../words.js";
-import { InterimHr, type KeyedSource, bernoulli, mixtureThreshold, uniformBelow, uniformBelow32 } from "./pending-core.js";
+import { bernoulli, uniformBelow, uniformBelow32 } from "../samplers.js";
+import { InterimHr, type KeyedSource, mixtureThreshold } from "./pending-core.js";
 import { Hcms, type KeyedPerturbOptions, deviceChoice, requireKeys, wordSource } from "./sketch.js";
 import {
   checkFields,
@@ -127,7 +128,7 @@ export class Sfp implements Mechanism<string, SfpReport> {
     });
     const words = this.word.flipAgain(permanentWords, rng);
     const keep = bernoulli(rng, chain, raws.length);
-    const fresh = this.fragment.perturb(uniformBelow(rng, FRAGMENTS, raws.length), rng);
+    const fresh = this.fragment.perturb(uniformBelow(rng, FRAGMENTS, raws.length).map(Number), rng);
     return raws.map((_, i) => ({
       word: words[i] as number,
       offset,

@@ -4,20 +4,10 @@
  * (docs/protocol.md, "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/sketch.py).
  */
 import { CryptoWordSource, type WordSource } from "../words.js";
-import {
-  Fraction,
-  type KeyedSource,
-  MAX_THRESHOLD,
-  WORD_SPAN,
-  base64Url,
-  bernoulliLazy,
-  largestThreshold,
-  packBits,
-  probabilityThreshold,
-  thresholdProbability,
-  uniformBelow,
-  uniformBelow32,
-} from "./pending-core.js";
+import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
+import { bernoulliLazy, uniformBelow, uniformBelow32 } from "../samplers.js";
+import { base64Url, packBits } from "../wire.js";
+import { type KeyedSource, largestThreshold } from "./pending-core.js";
 import {
   checkFields,
   checkStrings,
@@ -31,7 +21,6 @@ import {
   sketchBucket,
   typeName,
 } from "./string-support.js";
-import { exp } from "./correctly-rounded.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** A perturb call of a mechanism with per-device draws: ``keys`` is the device's keyed source. */
@@ -69,26 +58,26 @@ export function sketchShape(config: MechanismConfig): SketchShape {
 
 /** The flip threshold of a sketch: 1/(1 + e^(eps/2)) for cms, 1/(1 + e^eps) for hcms, up. */
 export function flipThreshold(epsilon: number, signsDiffering: 1 | 2): bigint {
-  const e = Fraction.fromDouble(exp(signsDiffering === 2 ? epsilon / 2 : epsilon));
-  return probabilityThreshold(new Fraction(1n).div(e.add(1n)), "up");
+  const e = expRational(signsDiffering === 2 ? epsilon / 2 : epsilon);
+  return probabilityThreshold(new Rational(1n).div(e.add(1n)), "up");
 }
 
 /** The instantaneous step's keep threshold (Python's ``strings.flip_again_threshold``): the
  * largest T with ((1 - q')/q')^s <= e^eps, q' = q1·p2 + (1 - q1)(1 - p2), p2 = T/2^64. */
 export function flipAgainThreshold(permanentFlip: bigint, epsilon: number, power: 1 | 2): bigint {
   const q1 = thresholdProbability(permanentFlip);
-  const ratio = (threshold: bigint): Fraction => {
+  const ratio = (threshold: bigint): Rational => {
     const keep = thresholdProbability(threshold);
-    const q = q1.mul(keep).add(new Fraction(1n).sub(q1).mul(new Fraction(1n).sub(keep)));
-    return new Fraction(1n).sub(q).div(q).pow(power);
+    const q = q1.mul(keep).add(new Rational(1n).sub(q1).mul(new Rational(1n).sub(keep)));
+    return new Rational(1n).sub(q).div(q).pow(power);
   };
-  return largestThreshold(ratio, WORD_SPAN / 2n, MAX_THRESHOLD, Fraction.fromDouble(exp(epsilon)));
+  return largestThreshold(ratio, WORD_SPAN / 2n, MAX_WORD, expRational(epsilon));
 }
 
 /** ``uniform_below(high)`` from the keyed source of (label, 0): a per-device choice (no word
  * when high = 1). */
 export function deviceChoice(keys: KeyedSource, label: string, high: number): number {
-  return high > 1 ? (uniformBelow(keys.source(label, 0), high, 1)[0] as number) : 0;
+  return high > 1 ? Number(uniformBelow(keys.source(label, 0), high, 1)[0]) : 0;
 }
 
 export function requireKeys(options: KeyedPerturbOptions | undefined, name: string): KeyedSource {

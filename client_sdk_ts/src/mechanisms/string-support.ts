@@ -4,6 +4,7 @@
  * (docs/protocol.md, "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py).
  */
 import { blake2b } from "@noble/hashes/blake2b";
+import { toHex } from "../wire.js";
 import type { MechanismConfig } from "./types.js";
 
 /** The reserved symbol: the single byte 0xFF (no UTF-8 text holds it), sent in place of a
@@ -125,11 +126,6 @@ export function checkStrings(values: readonly unknown[], mechanism: string): ass
       throw new TypeError(`${mechanism}: values[${index}] must be a string, got ${typeName(value)}`);
     }
   });
-}
-
-/** Lowercase hex of bytes. */
-export function toHex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** The keyed-source label of a string's memoized draw: the namespace, ``string:``, its hex. */
