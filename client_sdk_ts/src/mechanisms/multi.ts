@@ -9,9 +9,8 @@ import { Rational, expDouble, thresholdProbability } from "../rational.js";
 import { bernoulliBytes, bernoulliLazy, randomBits, uniformBelow, uniformBelow32, uniformBelowBits } from "../samplers.js";
 import { base64Url } from "../wire.js";
 import { type KeyedSource, grrKeepThreshold, olhBuckets, oueThresholds } from "./pending-core.js";
-import { type KeyedPerturbOptions, wordSource } from "./sketch.js";
 import { log } from "./correctly-rounded.js";
-import { checkFields, configEpsilon, typeName } from "./string-support.js";
+import { type KeyedPerturbOptions, checkFields, configEpsilon, typeName, wordSource } from "./string-support.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
 const PROTOCOLS = ["spl", "smp", "rsfd"];

@@ -9,8 +9,7 @@ import { Rational, WORD_SPAN, probabilityThreshold } from "../rational.js";
 import { bernoulliLazy, randomBits, uniformBelow } from "../samplers.js";
 import { base64Url, packBits } from "../wire.js";
 import { expBelow, nextBelow } from "./pending-core.js";
-import { wordSource } from "./sketch.js";
-import { checkFields, configEpsilon, configInt, typeName } from "./string-support.js";
+import { checkFields, configEpsilon, configInt, typeName, wordSource } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_K = 1 << 16;

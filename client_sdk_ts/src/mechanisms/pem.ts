@@ -7,8 +7,8 @@ import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { bernoulli, uniformBelow } from "../samplers.js";
 import { type KeyedSource, largestThreshold } from "./pending-core.js";
-import { type KeyedPerturbOptions, wordSource } from "./sketch.js";
 import {
+  type KeyedPerturbOptions,
   RESERVED,
   checkFields,
   checkStrings,
@@ -19,7 +19,9 @@ import {
   isWellFormed,
   memoLabel,
   representable,
+  requireKeys,
   typeName,
+  wordSource,
 } from "./string-support.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
@@ -188,8 +190,7 @@ export class Pem implements Mechanism<string, PemReport> {
     const rng = wordSource(options);
     const keys = options?.keys;
     if (this.memo !== undefined) {
-      if (keys === undefined) throw new TypeError("pem: a memoized config needs options.keys (the device's keyed source)");
-      return this.#memoized(values, keys, rng, this.memo);
+      return this.#memoized(values, requireKeys(options, this.name), rng, this.memo);
     }
     const n = values.length;
     const levels = keys !== undefined ? new Array<number>(n).fill(this.levelOf(keys)) : this.drawLevels(rng, n);

@@ -8,17 +8,21 @@ import { blake2b } from "@noble/hashes/blake2b";
 import type { WordSource } from "../words.js";
 import { bernoulli, uniformBelow, uniformBelow32 } from "../samplers.js";
 import { InterimHr, type KeyedSource, mixtureThreshold } from "./pending-core.js";
-import { Hcms, type KeyedPerturbOptions, deviceChoice, requireKeys, wordSource } from "./sketch.js";
+import { Hcms } from "./sketch.js";
 import {
+  type KeyedPerturbOptions,
   checkFields,
   checkStrings,
   configEpsilon,
   countReserved,
   configInt,
   configPermanent,
+  deviceChoice,
   representable,
+  requireKeys,
   seededKey,
   typeName,
+  wordSource,
 } from "./string-support.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 

@@ -3,30 +3,28 @@
  * "Learning with Privacy at Scale", 2017): ``cms`` and ``hcms``, plain and memoized
  * (docs/protocol.md, "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/sketch.py).
  */
-import { CryptoWordSource, type WordSource } from "../words.js";
+import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
-import { bernoulliLazy, uniformBelow, uniformBelow32 } from "../samplers.js";
+import { bernoulliLazy, uniformBelow32 } from "../samplers.js";
 import { base64Url, packBits } from "../wire.js";
 import { type KeyedSource, largestThreshold } from "./pending-core.js";
 import {
+  type KeyedPerturbOptions,
   checkFields,
   checkStrings,
   configEpsilon,
-  countReserved,
   configInt,
   configPermanent,
+  countReserved,
+  deviceChoice,
   memoLabel,
   parity,
   representable,
+  requireKeys,
   sketchBucket,
-  typeName,
+  wordSource,
 } from "./string-support.js";
-import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
-
-/** A perturb call of a mechanism with per-device draws: ``keys`` is the device's keyed source. */
-export interface KeyedPerturbOptions extends PerturbOptions {
-  keys?: KeyedSource;
-}
+import type { Mechanism, MechanismConfig } from "./types.js";
 
 const SKETCH_FIELDS = ["epsilon", "m", "hashes", "max_length", "seed", "longitudinal"];
 /** Cells randomized per chunk of CMS rows (Python's ``CHUNK_CELLS``: the words' order). */
@@ -72,26 +70,6 @@ export function flipAgainThreshold(permanentFlip: bigint, epsilon: number, power
     return new Rational(1n).sub(q).div(q).pow(power);
   };
   return largestThreshold(ratio, WORD_SPAN / 2n, MAX_WORD, expRational(epsilon));
-}
-
-/** ``uniform_below(high)`` from the keyed source of (label, 0): a per-device choice (no word
- * when high = 1). */
-export function deviceChoice(keys: KeyedSource, label: string, high: number): number {
-  return high > 1 ? Number(uniformBelow(keys.source(label, 0), high, 1)[0]) : 0;
-}
-
-export function requireKeys(options: KeyedPerturbOptions | undefined, name: string): KeyedSource {
-  const keys = options?.keys;
-  if (keys === undefined || keys === null || typeof keys.source !== "function") {
-    throw new TypeError(
-      `${name}: a memoized mechanism needs options.keys (the device's keyed source), got ${typeName(keys)}`,
-    );
-  }
-  return keys;
-}
-
-export function wordSource(options: PerturbOptions | undefined): WordSource {
-  return options?.rng ?? new CryptoWordSource();
 }
 
 /** A CMS report: the row and its m bits, packed. */

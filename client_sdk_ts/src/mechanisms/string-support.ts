@@ -1,15 +1,44 @@
 /**
- * What the string mechanisms (cms, hcms, pem, sfp) share: their config fields, a value's UTF-8
+ * What the string mechanisms (cms, hcms, pem, sfp) share, with multi and pckv for the first part:
+ * the word source and the device's keyed source of a perturb call, config fields, a value's UTF-8
  * bytes or the reserved symbol, the memo labels of memoized draws and the sketch hash
  * (docs/protocol.md, "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py).
  */
 import { blake2b } from "@noble/hashes/blake2b";
+import { uniformBelow } from "../samplers.js";
 import { toHex } from "../wire.js";
-import type { MechanismConfig } from "./types.js";
+import { CryptoWordSource, type WordSource } from "../words.js";
+import type { KeyedSource } from "./pending-core.js";
+import type { MechanismConfig, PerturbOptions } from "./types.js";
 
 /** The reserved symbol: the single byte 0xFF (no UTF-8 text holds it), sent in place of a
  * value the mechanism cannot carry (too long, outside the alphabet, not valid Unicode). */
 export const RESERVED: Uint8Array = Uint8Array.of(0xff);
+
+/** A perturb call of a mechanism with per-device draws: ``keys`` is the device's keyed source. */
+export interface KeyedPerturbOptions extends PerturbOptions {
+  keys?: KeyedSource;
+}
+
+/** The report's word source: the caller's, else the platform CSPRNG. */
+export function wordSource(options: PerturbOptions | undefined): WordSource {
+  return options?.rng ?? new CryptoWordSource();
+}
+
+/** The device's keyed source a memoized mechanism needs, or an error saying so. */
+export function requireKeys(options: KeyedPerturbOptions | undefined, name: string): KeyedSource {
+  const keys = options?.keys;
+  if (keys === undefined || keys === null || typeof keys.source !== "function") {
+    throw new TypeError(`${name}: a memoized config needs options.keys (the device's keyed source), got ${typeName(keys)}`);
+  }
+  return keys;
+}
+
+/** ``uniform_below(high)`` from the keyed source of (label, 0): a per-device choice (no word
+ * when high = 1). */
+export function deviceChoice(keys: KeyedSource, label: string, high: number): number {
+  return high > 1 ? Number(uniformBelow(keys.source(label, 0), high, 1)[0]) : 0;
+}
 
 /** The largest epsilon a mechanism is built with (Python's ``MAX_EPSILON``). */
 const MAX_EPSILON = 40;
