@@ -15,27 +15,49 @@ import type { Pem } from "../src/mechanisms/pem.js";
 import type { Sfp } from "../src/mechanisms/sfp.js";
 import type { Pckv } from "../src/mechanisms/pckv.js";
 import type { Multi } from "../src/mechanisms/multi.js";
-import type { Mechanism } from "../src/mechanisms/types.js";
-import { type VectorCase, sources } from "./vectors.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "../src/mechanisms/types.js";
+import { type JsonTree, parseJsonTree, treeMember, treeValue } from "../src/canonical.js";
+import { DeviceKeys, memoScope } from "../src/memoization.js";
+import { fromHex } from "../src/wire.js";
+import { HmacWordSource } from "../src/words.js";
 
-interface BatchCase extends Omit<VectorCase, "value" | "payload"> {
+interface BatchCase {
+  config: MechanismConfig;
+  /** The config's JSON tree (floats kept), for the memo scope. */
+  configTree: JsonTree;
   values: unknown[];
   payloads: unknown[];
   thresholds: Record<string, unknown>;
+  words_key: string;
+  campaign?: string;
+  device_secret?: string;
 }
 
 /** The fixture sits in test/fixtures/ (not copied by tsc): from dist/test/ go up to the package. */
 function fixture(): BatchCase[] {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 3; i++) {
+    let text: string;
     try {
-      const text = readFileSync(join(dir, "test", "fixtures", "string-batches.json"), "utf8");
-      return (JSON.parse(text) as { cases: BatchCase[] }).cases;
+      text = readFileSync(join(dir, "test", "fixtures", "string-batches.json"), "utf8");
     } catch {
       dir = dirname(dir);
+      continue;
     }
+    const tree = parseJsonTree(text);
+    const trees = treeMember(tree, "cases");
+    const cases = (treeValue(tree) as { cases: BatchCase[] }).cases;
+    if (trees?.kind !== "array") throw new TypeError("the fixture needs a list of cases");
+    return cases.map((c, index) => ({ ...c, configTree: treeMember(trees.items[index]!, "config")! }));
   }
   throw new Error("test/fixtures/string-batches.json not found");
+}
+
+/** The case's word source and (memoized cases) the device's keyed source under its scope. */
+function sources(c: BatchCase): PerturbOptions {
+  const rng = new HmacWordSource(fromHex(c.words_key));
+  if (c.device_secret === undefined || c.campaign === undefined) return { rng };
+  return { rng, keys: new DeviceKeys(fromHex(c.device_secret), memoScope(c.campaign, c.configTree)) };
 }
 
 /** The thresholds a mechanism computed, named as the fixture names Python's. */
@@ -58,12 +80,12 @@ function thresholdsOf(m: Mechanism): Record<string, unknown> {
     case "sfp": {
       const sfp = m as Sfp;
       const memo = sfp.word.memo;
-      return memo !== undefined && sfp.chainThreshold !== undefined
+      return memo !== undefined && sfp.chain !== undefined
         ? {
             permanent_flip: s(memo.permanentFlip),
             keep: s(memo.keep),
             fragment_keep: s(sfp.fragment.keepThreshold),
-            chain: s(sfp.chainThreshold),
+            chain: s(sfp.chain.threshold),
           }
         : { flip: s(sfp.word.flipThreshold), fragment_keep: s(sfp.fragment.keepThreshold) };
     }
@@ -93,7 +115,7 @@ cases.forEach((c, index) => {
   const label = `${c.config.mechanism} batch ${index} (${JSON.stringify(c.config)})`;
   test(`${label}: Python's payloads for the whole batch`, () => {
     const mechanism = mechanismFromConfig(c.config);
-    const reports = mechanism.perturb(c.values, sources({ ...c, value: null, payload: null }));
+    const reports = mechanism.perturb(c.values, sources(c));
     assert.deepEqual(mechanism.toWire(reports), c.payloads);
   });
   test(`${label}: Python's thresholds, exactly`, () => {

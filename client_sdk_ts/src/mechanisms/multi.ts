@@ -4,21 +4,22 @@
  * fake values for the others; Arcolezi et al., CIKM 2021), each unit reported by its oracle's
  * compact sampler (docs/protocol.md, "Structures"; Python: client_sdk/mechanisms/multi.py).
  */
-import type { WordSource } from "../words.js";
+import { deviceChoice } from "../memoization.js";
 import { Rational, expDouble, thresholdProbability } from "../rational.js";
-import { bernoulliBytes, bernoulliLazy, randomBits, uniformBelow, uniformBelow32, uniformBelowBits } from "../samplers.js";
+import { bernoulliBytes, bernoulliLazy, randomBits, uniformBelow32, uniformBelowBits } from "../samplers.js";
 import { base64Url } from "../wire.js";
-import { type KeyedSource, grrKeepThreshold, olhBuckets, oueThresholds } from "./pending-core.js";
+import type { WordSource } from "../words.js";
+import { HASH_PRIME, UnaryEncoding, keepOrOtherCompact, keepThreshold, localHash } from "./categorical.js";
 import { log } from "./correctly-rounded.js";
-import { type KeyedPerturbOptions, checkFields, configEpsilon, typeName, wordSource } from "./string-support.js";
-import type { Mechanism, MechanismConfig } from "./types.js";
+import { checkKeys, configEpsilon } from "./fields.js";
+import { typeName, wordSource } from "./string-support.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const PROTOCOLS = ["spl", "smp", "rsfd"];
 const TABLE_ORACLES = ["grr", "oue", "olh"];
 const MAX_ATTRIBUTES = 64;
 const MAX_K = 1 << 12;
-const PRIME = 2 ** 31 - 1;
-const FIELDS = ["epsilon", "attributes", "protocol", "marginals", "table_oracles"];
+const FIELDS = ["epsilon", "attributes", "protocol"];
 
 interface Attribute {
   readonly name: string;
@@ -42,14 +43,23 @@ export type MultiReport = readonly UnitReport[] | readonly [number, UnitReport];
  * the config's attribute order. */
 export type MultiRecord = Readonly<Record<string, string | number>> | readonly number[];
 
+/** OLH's g when a table's config does not carry it: max(2, round(e^eps + 1)), Python's round
+ * (half to even). */
+function olhBuckets(epsilon: number): number {
+  const optimal = expDouble(epsilon) + 1;
+  const floor = Math.floor(optimal);
+  const rest = optimal - floor;
+  return Math.max(2, rest > 0.5 || (rest === 0.5 && floor % 2 === 1) ? floor + 1 : floor);
+}
+
 function oracle(name: string, epsilon: number, k: number): Oracle {
-  if (name === "grr") return { name, k, keep: grrKeepThreshold(epsilon, k) };
+  if (name === "grr") return { name, k, keep: keepThreshold(epsilon, k) };
   if (name === "oue") {
-    const [p, q] = oueThresholds(epsilon);
+    const [p, q] = new UnaryEncoding("oue", epsilon, k).thresholds;
     return { name, k, p, q };
   }
   const g = olhBuckets(epsilon);
-  return { name: "olh", k, g, keep: grrKeepThreshold(epsilon, g) };
+  return { name: "olh", k, g, keep: keepThreshold(epsilon, g) };
 }
 
 /** (p*, q*) as floats, as the Python oracles give them. */
@@ -59,7 +69,7 @@ function supportProbabilities(o: Oracle): [number, number] {
     return [p.toNumber(), new Rational(1n).sub(p).div(BigInt(o.k - 1)).toNumber()];
   }
   if (o.name === "oue") return [thresholdProbability(o.p).toNumber(), thresholdProbability(o.q).toNumber()];
-  throw new Error("multi: olh is chosen only through table_oracles");
+  throw new Error("olh is chosen only through table_oracles");
 }
 
 /** k Var* + (1 - p* - q*)/(p* - q*) at n = 1 (``FrequencyOracle.total_variance``). */
@@ -103,25 +113,25 @@ function calibrateRsfd(epsilon: number, ks: readonly number[]): number {
 
 function parseAttributes(value: unknown): Attribute[] {
   if (!Array.isArray(value) || value.length < 1 || value.length > MAX_ATTRIBUTES) {
-    throw new TypeError(`multi: config.attributes must be a list of 1 to ${MAX_ATTRIBUTES} {name, k}, got ${typeName(value)}`);
+    throw new TypeError(`attributes must be a list of 1 to ${MAX_ATTRIBUTES} {name, k}; got ${typeName(value)}`);
   }
   const names = new Set<string>();
   return value.map((entry: unknown, index) => {
     if (entry === null || typeof entry !== "object" || Array.isArray(entry)) {
-      throw new TypeError(`multi: config.attributes[${index}] must be an object {name, k}, got ${typeName(entry)}`);
+      throw new TypeError(`attributes[${index}] must be an object {name, k}; got ${typeName(entry)}`);
     }
     const { name, k, labels, ...rest } = entry as Record<string, unknown>;
-    if (Object.keys(rest).length > 0) throw new RangeError(`multi: config.attributes[${index}] has an unknown field`);
+    if (Object.keys(rest).length > 0) throw new RangeError(`attributes[${index}] has an unknown field`);
     if (typeof name !== "string" || name === "" || names.has(name)) {
-      throw new TypeError(`multi: config.attributes[${index}].name must be a distinct non-empty string, got ${typeName(name)}`);
+      throw new TypeError(`attributes[${index}].name must be a distinct non-empty string; got ${typeName(name)}`);
     }
     names.add(name);
     if (typeof k !== "number" || !Number.isSafeInteger(k) || k < 2 || k > MAX_K) {
-      throw new RangeError(`multi: config.attributes[${index}].k must be an integer in [2, ${MAX_K}], got ${typeName(k)}`);
+      throw new RangeError(`attributes[${index}].k must be an integer in [2, ${MAX_K}]; got ${typeName(k)}`);
     }
     if (labels === undefined || labels === null) return { name, k };
     if (!Array.isArray(labels) || labels.length !== k || !labels.every((l) => typeof l === "string") || new Set(labels).size !== k) {
-      throw new RangeError(`multi: config.attributes[${index}].labels must be ${k} distinct strings, got ${typeName(labels)}`);
+      throw new RangeError(`attributes[${index}].labels must be ${k} distinct strings; got ${typeName(labels)}`);
     }
     return { name, k, labels: new Map((labels as string[]).map((l, i) => [l, i])) };
   });
@@ -137,11 +147,11 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
   readonly oracles: readonly Oracle[];
 
   constructor(config: MechanismConfig) {
-    checkFields(config, FIELDS);
-    this.epsilon = configEpsilon(config.epsilon, "epsilon", "multi");
+    checkKeys(config, "multi", FIELDS, ["marginals", "table_oracles"]);
+    this.epsilon = configEpsilon(config);
     const protocol = config.protocol;
     if (typeof protocol !== "string" || !PROTOCOLS.includes(protocol)) {
-      throw new RangeError(`multi: config.protocol must be one of ${PROTOCOLS.join(", ")}, got ${typeName(protocol)}`);
+      throw new RangeError(`protocol must be one of ${PROTOCOLS.join(", ")}; got ${typeName(protocol)}`);
     }
     this.protocol = protocol as "spl" | "smp" | "rsfd";
     this.attributes = parseAttributes(config.attributes);
@@ -151,13 +161,13 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
     if (marginals === undefined || marginals === null) {
       this.units = ks.map((_, j) => [j]);
     } else {
-      if (this.protocol !== "smp") throw new RangeError(`multi: config.marginals needs protocol "smp", got ${this.protocol}`);
+      if (this.protocol !== "smp") throw new RangeError(`marginals needs protocol "smp"; got ${this.protocol}`);
       if (!Array.isArray(marginals) || marginals.length === 0) {
-        throw new TypeError(`multi: config.marginals must be a list of tables (lists of attribute names), got ${typeName(marginals)}`);
+        throw new TypeError(`marginals must be a list of tables (lists of attribute names); got ${typeName(marginals)}`);
       }
       this.units = marginals.map((table: unknown, index) => {
         if (!Array.isArray(table) || table.length === 0 || !table.every((n) => typeof n === "string" && names.includes(n))) {
-          throw new RangeError(`multi: config.marginals[${index}] must list attribute names of config.attributes`);
+          throw new RangeError(`marginals[${index}] must list attribute names of config.attributes`);
         }
         return (table as string[]).map((n) => names.indexOf(n));
       });
@@ -165,17 +175,17 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
     const sizes = this.units.map((unit) => unit.reduce((s, a) => s * (ks[a] as number), 1));
     const tableOracles = config.table_oracles;
     if (tableOracles !== undefined && tableOracles !== null) {
-      if (marginals === undefined || marginals === null) throw new RangeError("multi: config.table_oracles needs marginals");
+      if (marginals === undefined || marginals === null) throw new RangeError("table_oracles needs marginals");
       if (
         !Array.isArray(tableOracles) ||
         tableOracles.length !== this.units.length ||
         !tableOracles.every((n) => typeof n === "string" && TABLE_ORACLES.includes(n))
       ) {
-        throw new RangeError(`multi: config.table_oracles must name one of grr, oue, olh per table, got ${typeName(tableOracles)}`);
+        throw new RangeError(`table_oracles must name one of grr, oue, olh per table; got ${typeName(tableOracles)}`);
       }
       this.oracles = (tableOracles as string[]).map((n, j) => oracle(n, this.epsilon, sizes[j] as number));
     } else if (marginals !== undefined && marginals !== null) {
-      throw new RangeError("multi: config.table_oracles is missing (the canonical config carries it with marginals)");
+      throw new RangeError("table_oracles is missing (the canonical config carries it with marginals)");
     } else if (this.protocol === "spl") {
       this.oracles = ks.map((k) => bestOracle(this.epsilon / ks.length, k));
     } else if (this.protocol === "smp") {
@@ -191,33 +201,33 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
   indices(record: unknown, position: number): number[] {
     if (Array.isArray(record)) {
       if (record.length !== this.attributes.length) {
-        throw new RangeError(`multi: values[${position}] must hold ${this.attributes.length} indices, got ${record.length}`);
+        throw new RangeError(`values[${position}] must hold ${this.attributes.length} indices; got ${record.length}`);
       }
       return record.map((v: unknown, j) => {
         const a = this.attributes[j] as Attribute;
         if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0 || v >= a.k) {
-          throw new RangeError(`multi: values[${position}][${j}] (${a.name}, a ${typeName(v)}) must be an integer in [0, ${a.k})`);
+          throw new RangeError(`values[${position}][${j}] (${a.name}, a ${typeName(v)}) must be an integer in [0, ${a.k})`);
         }
         return v;
       });
     }
     if (record === null || typeof record !== "object") {
-      throw new TypeError(`multi: values[${position}] must be an object attribute -> value, got ${typeName(record)}`);
+      throw new TypeError(`values[${position}] must be an object attribute -> value; got ${typeName(record)}`);
     }
     const fields = record as Record<string, unknown>;
     const unknown = Object.keys(fields).filter((n) => !this.attributes.some((a) => a.name === n));
     if (unknown.length > 0) {
       throw new RangeError(
-        `multi: values[${position}] has unknown attribute(s); the attributes are ${this.attributes.map((a) => a.name).join(", ")}`,
+        `values[${position}] has unknown attribute(s); the attributes are ${this.attributes.map((a) => a.name).join(", ")}`,
       );
     }
     return this.attributes.map((a) => {
-      if (!Object.hasOwn(fields, a.name)) throw new RangeError(`multi: values[${position}] misses attribute ${JSON.stringify(a.name)}`);
+      if (!Object.hasOwn(fields, a.name)) throw new RangeError(`values[${position}] misses attribute ${JSON.stringify(a.name)}`);
       const v = fields[a.name];
       const code = a.labels !== undefined ? (typeof v === "string" ? a.labels.get(v) : undefined) : v;
       if (typeof code !== "number" || !Number.isSafeInteger(code) || code < 0 || code >= a.k) {
         const what = a.labels !== undefined ? `one of its ${a.k} labels` : `an integer in [0, ${a.k})`;
-        throw new RangeError(`multi: values[${position}], attribute ${JSON.stringify(a.name)} (a ${typeName(v)}) must be ${what}`);
+        throw new RangeError(`values[${position}], attribute ${JSON.stringify(a.name)} (a ${typeName(v)}) must be ${what}`);
       }
       return code;
     });
@@ -228,8 +238,8 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
     return (this.units[j] as number[]).reduce((cell, a) => cell * (this.attributes[a] as Attribute).k + (x[a] as number), 0);
   }
 
-  perturb(values: readonly MultiRecord[], options?: KeyedPerturbOptions): MultiReport[] {
-    if (!Array.isArray(values)) throw new TypeError(`multi: values must be an array of records, got ${typeName(values)}`);
+  perturb(values: readonly MultiRecord[], options?: PerturbOptions): MultiReport[] {
+    if (!Array.isArray(values)) throw new TypeError(`values must be an array of records; got ${typeName(values)}`);
     const x = values.map((record, position) => this.indices(record, position));
     const rng = wordSource(options);
     const n = x.length;
@@ -238,11 +248,9 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
       return x.map((_, i) => columns.map((column) => column[i] as UnitReport));
     }
     const u = this.units.length;
-    const keys: KeyedSource | undefined = options?.keys;
+    const keys = options?.keys;
     const sampled =
-      keys !== undefined
-        ? new Array<number>(n).fill(Number(uniformBelow(keys.source("multi:unit", 0), u, 1)[0]))
-        : uniformBelow32(rng, u, n);
+      keys !== undefined ? new Array<number>(n).fill(deviceChoice(keys, "multi:unit", u)) : uniformBelow32(rng, u, n);
     const out: UnitReport[][] = x.map(() => []);
     for (let j = 0; j < u; j++) {
       const rows = sampled.flatMap((s, i) => (s === j ? [i] : []));
@@ -281,34 +289,21 @@ function unitPayload(report: UnitReport): unknown {
   return { seed: report.seed.toString(16).padStart(16, "0"), y: report.y };
 }
 
-/** keep_or_other_compact: keep by bernoulli_lazy, other by uniform_below_32 skipping the value
- * (none when size = 2: 1 - value). */
-function keepOrOtherCompact(rng: WordSource, values: readonly number[], threshold: bigint, size: number): number[] {
-  const keep = bernoulliLazy(rng, threshold, values.length);
-  if (size === 2) return values.map((v, i) => (keep[i] ? v : 1 - v));
-  const other = uniformBelow32(rng, size - 1, values.length);
-  return values.map((v, i) => {
-    const o = other[i] as number;
-    return keep[i] ? v : o + (o >= v ? 1 : 0);
-  });
-}
-
 /** A unit's reports from its oracle's compact sampler (``perturb_compact``). */
 function compact(o: Oracle, values: readonly number[], rng: WordSource): UnitReport[] {
   if (o.name === "grr") return keepOrOtherCompact(rng, values, o.keep, o.k);
   if (o.name === "olh") {
-    const aLessOne = uniformBelowBits(rng, PRIME - 1, values.length);
-    const b = uniformBelowBits(rng, PRIME, values.length);
-    const prime = BigInt(PRIME);
-    const hashed = values.map((x, i) => {
-      const r = ((BigInt((aLessOne[i] as number) + 1) * BigInt(x) + BigInt(b[i] as number)) % prime) * BigInt(o.g);
-      return Number(r / prime);
-    });
-    const ys = keepOrOtherCompact(rng, hashed, o.keep, o.g);
-    return values.map((_, i) => ({
-      seed: BigInt(aLessOne[i] as number) * prime + BigInt(b[i] as number),
-      y: ys[i] as number,
-    }));
+    // the seed (a - 1)·P + b from a - 1 uniform on [0, P - 1) and b on [0, P)
+    const aLessOne = uniformBelowBits(rng, HASH_PRIME - 1, values.length);
+    const b = uniformBelowBits(rng, HASH_PRIME, values.length);
+    const seeds = values.map((_, i) => BigInt(aLessOne[i] as number) * BigInt(HASH_PRIME) + BigInt(b[i] as number));
+    const ys = keepOrOtherCompact(
+      rng,
+      values.map((x, i) => localHash(seeds[i] as bigint, x, o.g)),
+      o.keep,
+      o.g,
+    );
+    return values.map((_, i) => ({ seed: seeds[i] as bigint, y: ys[i] as number }));
   }
   // OUE: every row's bytes by bernoulli_bytes at q, pad bits cleared, then bit x replaced by one
   // fair bit (p = 1/2 exactly) or bernoulli_lazy(p)

@@ -5,21 +5,34 @@
  * client_sdk/mechanisms/pckv.py).
  */
 import type { WordSource } from "../words.js";
-import { Rational, WORD_SPAN, probabilityThreshold } from "../rational.js";
+import { Rational, WORD_SPAN, expDouble, probabilityThreshold } from "../rational.js";
 import { bernoulliLazy, randomBits, uniformBelow } from "../samplers.js";
 import { base64Url, packBits } from "../wire.js";
-import { expBelow, nextBelow } from "./pending-core.js";
-import { checkFields, configEpsilon, configInt, typeName, wordSource } from "./string-support.js";
+import { checkKeys, configEpsilon, configInt } from "./fields.js";
+import { typeName, wordSource } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_K = 1 << 16;
 /** Bits randomized per chunk of UE rows (Python's ``unary.CHUNK_BITS``: the words' order). */
 const CHUNK_BITS = 1 << 23;
-const FIELDS = ["epsilon", "k", "padding", "variant"];
+const FIELDS = ["epsilon", "k", "padding"];
 const PADDING_ADVICE =
   "padding (l, an integer >= 1) is required: a record is padded to l pairs and one is sampled, so a device " +
   "holding more than l pairs has its keys under-counted (Gu et al., USENIX Security 2020); there is no safe " +
   "default: choose about the 99th percentile of the number of pairs a device holds";
+
+/** The double just below x towards 0 (Python's ``math.nextafter(x, 0.0)``, x > 0). */
+function nextBelow(x: number): number {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, x);
+  view.setBigUint64(0, view.getBigUint64(0) - 1n);
+  return view.getFloat64(0);
+}
+
+/** A double at most e^x (Python's ``grid.exp_below``): the probabilities are built from it. */
+function expBelow(x: number): number {
+  return nextBelow(expDouble(x));
+}
 
 /** A key-value record: key index (an integer in [0, k), as an object's decimal key) -> number in [-1, 1]. */
 export type KeyValueRecord = Readonly<Record<string, number>> | ReadonlyMap<number, number>;
@@ -37,14 +50,14 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
   readonly thresholds: readonly [bigint, bigint, bigint];
 
   constructor(config: MechanismConfig) {
-    checkFields(config, FIELDS);
-    if (config.padding === undefined) throw new RangeError(`pckv: config.padding is missing: ${PADDING_ADVICE}`);
-    this.epsilon = configEpsilon(config.epsilon, "epsilon", "pckv");
+    if (config.padding === undefined) throw new TypeError(`config for "pckv" is missing padding: ${PADDING_ADVICE}`);
+    checkKeys(config, "pckv", FIELDS, ["variant"]);
+    this.epsilon = configEpsilon(config);
     this.k = configInt(config, "k", 2, MAX_K);
     this.padding = configInt(config, "padding", 1, MAX_K);
     const variant = config.variant;
     if (variant !== undefined && variant !== null && variant !== "grr" && variant !== "ue") {
-      throw new RangeError(`pckv: config.variant must be "grr" or "ue", got ${typeName(variant)}`);
+      throw new RangeError(`variant must be "grr" or "ue"; got ${typeName(variant)}`);
     }
     this.ue = variant === "ue";
     this.thresholds = this.#thresholds();
@@ -77,16 +90,16 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
     let entries: [unknown, unknown][];
     if (record instanceof Map) entries = [...record.entries()];
     else if (record !== null && typeof record === "object" && !Array.isArray(record)) entries = Object.entries(record);
-    else throw new TypeError(`pckv: values[${position}] must be an object key index -> number, got ${typeName(record)}`);
+    else throw new TypeError(`values[${position}] must be an object key index -> number; got ${typeName(record)}`);
     const out: [number, number][] = entries.map(([key, number]) => {
       const index = typeof key === "string" && /^(0|[1-9][0-9]*)$/.test(key) ? Number(key) : key;
       if (typeof index !== "number" || !Number.isSafeInteger(index) || index < 0 || index >= this.k) {
         throw new RangeError(
-          `pckv: values[${position}] has a key that is not an integer in [0, ${this.k}) (a ${typeName(key)})`,
+          `values[${position}] has a key that is not an integer in [0, ${this.k}) (a ${typeName(key)})`,
         );
       }
       if (typeof number !== "number" || !Number.isFinite(number) || number < -1 || number > 1) {
-        throw new RangeError(`pckv: values[${position}]: each key's number must be in [-1, 1], got ${typeName(number)}`);
+        throw new RangeError(`values[${position}]: each key's number must be in [-1, 1]; got ${typeName(number)}`);
       }
       return [index, number];
     });
@@ -101,7 +114,7 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
   }
 
   perturb(values: readonly KeyValueRecord[], options?: PerturbOptions): PckvReport[] {
-    if (!Array.isArray(values)) throw new TypeError(`pckv: values must be an array of records, got ${typeName(values)}`);
+    if (!Array.isArray(values)) throw new TypeError(`values must be an array of records; got ${typeName(values)}`);
     const records = values.map((record, position) => this.pairs(record, position));
     const rng = wordSource(options);
     const n = records.length;

@@ -6,24 +6,19 @@
 import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { bernoulli, uniformBelow } from "../samplers.js";
-import { type KeyedSource, largestThreshold } from "./pending-core.js";
+import { type KeyedSource, largestThreshold, requireKeys } from "../memoization.js";
+import { checkKeys, configEpsilon, configInt, stringValues } from "./fields.js";
 import {
-  type KeyedPerturbOptions,
   RESERVED,
-  checkFields,
-  checkStrings,
-  configEpsilon,
-  countReserved,
-  configInt,
   configPermanent,
+  countReserved,
   isWellFormed,
   memoLabel,
   representable,
-  requireKeys,
   typeName,
   wordSource,
 } from "./string-support.js";
-import type { Mechanism, MechanismConfig } from "./types.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** The hash family's prime P = 2^31 - 1. */
 const PRIME = 2 ** 31 - 1;
@@ -32,7 +27,7 @@ const CHUNK_BITS = 30;
 const MAX_LENGTH = 32;
 const MAX_ALPHABET = 256;
 const LEVEL_LABEL = "pem:level";
-const FIELDS = ["epsilon", "max_length", "start_bits", "step_bits", "g", "final_weight", "alphabet", "longitudinal"];
+const FIELDS = ["epsilon", "max_length", "start_bits", "step_bits", "g", "final_weight"];
 
 /** A PEM report: the level, the seed (the level's coefficients, then b) and the bucket. */
 export interface PemReport {
@@ -50,15 +45,13 @@ function bitLength(x: number): number {
 function parseAlphabet(value: unknown): string[] | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "string" || value.length === 0) {
-    throw new TypeError(`pem: config.alphabet must be a non-empty string of distinct characters, got ${typeName(value)}`);
+    throw new TypeError(`alphabet must be a non-empty string of the distinct characters values use; got ${typeName(value)}`);
   }
-  if (!isWellFormed(value)) throw new RangeError("pem: config.alphabet must be valid Unicode (no lone surrogate)");
+  if (!isWellFormed(value)) throw new RangeError("alphabet must be valid Unicode (no lone surrogate)");
   const characters = [...value];
-  if (new Set(characters).size !== characters.length) {
-    throw new RangeError("pem: config.alphabet must not repeat a character");
-  }
+  if (new Set(characters).size !== characters.length) throw new RangeError("alphabet must not repeat a character");
   if (characters.length > MAX_ALPHABET) {
-    throw new RangeError(`pem: config.alphabet must have at most ${MAX_ALPHABET} characters, got ${characters.length}`);
+    throw new RangeError(`alphabet must have at most ${MAX_ALPHABET} characters; got ${characters.length}`);
   }
   return characters;
 }
@@ -83,9 +76,9 @@ export class Pem implements Mechanism<string, PemReport> {
   readonly memo?: { readonly permanentKeep: bigint; readonly again: bigint };
 
   constructor(config: MechanismConfig) {
-    checkFields(config, FIELDS);
-    this.epsilon = configEpsilon(config.epsilon, "epsilon", "pem");
-    if (this.epsilon > 30) throw new RangeError(`pem: config.epsilon must be at most 30, got ${this.epsilon}`);
+    checkKeys(config, "pem", FIELDS, ["alphabet", "longitudinal"]);
+    this.epsilon = configEpsilon(config);
+    if (this.epsilon > 30) throw new RangeError(`epsilon must be at most 30 for pem; got ${this.epsilon}`);
     this.maxLength = configInt(config, "max_length", 1, MAX_LENGTH);
     const alphabet = parseAlphabet(config.alphabet);
     if (alphabet !== undefined) {
@@ -129,8 +122,7 @@ export class Pem implements Mechanism<string, PemReport> {
 
   /** How many of ``values`` are sent as the reserved symbol. */
   reservedCount(values: readonly string[]): number {
-    checkStrings(values, this.name);
-    return countReserved(values, this.maxLength, this.#allowed);
+    return countReserved(stringValues(values), this.maxLength, this.#allowed);
   }
 
   /** The value's bit string: its length in symbols, then each symbol, padded with symbol 0;
@@ -185,12 +177,12 @@ export class Pem implements Mechanism<string, PemReport> {
 
   /** One report per value: the device's level (``keys``) or a level per report from ``rng``
    * (a simulated population); memoized configs need ``keys``. */
-  perturb(values: readonly string[], options?: KeyedPerturbOptions): PemReport[] {
-    checkStrings(values, this.name);
+  perturb(input: readonly string[], options?: PerturbOptions): PemReport[] {
+    const values = stringValues(input);
     const rng = wordSource(options);
     const keys = options?.keys;
     if (this.memo !== undefined) {
-      return this.#memoized(values, requireKeys(options, this.name), rng, this.memo);
+      return this.#memoized(values, requireKeys(keys, this.name), rng, this.memo);
     }
     const n = values.length;
     const levels = keys !== undefined ? new Array<number>(n).fill(this.levelOf(keys)) : this.drawLevels(rng, n);

@@ -5,31 +5,20 @@
  * "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/sfp.py).
  */
 import { blake2b } from "@noble/hashes/blake2b";
+import { type BatchChain, type KeyedSource, VALUE_LABEL, deviceChoice, mixtureChain, requireKeys } from "../memoization.js";
+import { expRational } from "../rational.js";
+import { uniformBelow32 } from "../samplers.js";
 import type { WordSource } from "../words.js";
-import { bernoulli, uniformBelow, uniformBelow32 } from "../samplers.js";
-import { InterimHr, type KeyedSource, mixtureThreshold } from "./pending-core.js";
+import { HadamardResponse } from "./categorical.js";
+import { checkKeys, configEpsilon, configInt, configNumber, stringValues } from "./fields.js";
 import { Hcms } from "./sketch.js";
-import {
-  type KeyedPerturbOptions,
-  checkFields,
-  checkStrings,
-  configEpsilon,
-  countReserved,
-  configInt,
-  configPermanent,
-  deviceChoice,
-  representable,
-  requireKeys,
-  seededKey,
-  typeName,
-  wordSource,
-} from "./string-support.js";
-import type { Mechanism, MechanismConfig } from "./types.js";
+import { configPermanent, countReserved, representable, seededKey, wordSource } from "./string-support.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** Fragments: 256 tags times 256 bytes. */
 const FRAGMENTS = 256 * 256;
 const MAX_LENGTH = 32;
-const FIELDS = ["epsilon", "max_length", "m", "hashes", "fragment_share", "fragment_blocks", "seed", "longitudinal"];
+const FIELDS = ["epsilon", "max_length", "m", "hashes", "fragment_share", "fragment_blocks", "seed"];
 
 /** An SFP report: the word's HCMS report, the offset and the fragment's HR report. */
 export interface SfpReport {
@@ -47,42 +36,37 @@ export class Sfp implements Mechanism<string, SfpReport> {
   /** The word's HCMS at epsilon_word = epsilon - share·epsilon (memoized under "longitudinal"). */
   readonly word: Hcms;
   /** HR over the fragments: at share·epsilon (plain) or share·epsilon_permanent (memoized). */
-  readonly fragment: InterimHr;
-  /** Memoized: the mixture chain's keep threshold at epsilon_fragment. */
-  readonly chainThreshold?: bigint;
+  readonly fragment: HadamardResponse;
+  /** Memoized: the fragment's instantaneous step (the mixture chain at epsilon_fragment). */
+  readonly chain?: BatchChain<number>;
 
   constructor(config: MechanismConfig) {
-    checkFields(config, FIELDS);
-    this.epsilon = configEpsilon(config.epsilon, "epsilon", "sfp");
+    checkKeys(config, "sfp", FIELDS, ["longitudinal"]);
+    this.epsilon = configEpsilon(config);
     this.maxLength = configInt(config, "max_length", 1, MAX_LENGTH);
     this.seed = configInt(config, "seed", 0, 2 ** 53 - 1);
-    const share = config.fragment_share;
-    if (typeof share !== "number" || !(share > 0 && share < 1)) {
-      throw new RangeError(
-        `sfp: config.fragment_share must be a number in (0, 1) (the canonical config carries it), got ` +
-          (typeof share === "number" ? `${share}` : typeName(share)),
-      );
-    }
+    const share = configNumber(config, "fragment_share");
+    if (!(share > 0 && share < 1)) throw new RangeError(`fragment_share must be a number in (0, 1); got ${share}`);
     this.share = share;
     const blocks = configInt(config, "fragment_blocks", 1, FRAGMENTS);
     const blockSize = 2 ** Math.ceil(FRAGMENTS / blocks).toString(2).length;
     if (Math.ceil(FRAGMENTS / (blockSize - 1)) !== blocks) {
       // HR's blocks are ceil(k/(b - 1)) for a power of two b (one per block size)
-      throw new RangeError(`sfp: config.fragment_blocks must be ceil(65536/(b - 1)) for a power of two b, got ${blocks}`);
+      throw new RangeError(`fragment_blocks must be ceil(65536/(b - 1)) for a power of two b; got ${blocks}`);
     }
     const m = configInt(config, "m", 2, 65536);
-    if ((m & (m - 1)) !== 0) throw new RangeError(`sfp: config.m must be a power of two, got ${m}`);
+    if ((m & (m - 1)) !== 0) throw new RangeError(`m must be a power of two; got ${m}`);
     const hashes = configInt(config, "hashes", 1, 16);
     const epsilonFragment = share * this.epsilon;
     const shape = { epsilon: this.epsilon - epsilonFragment, m, hashes, maxLength: this.maxLength, seed: this.seed };
     const permanent = configPermanent(config, this.epsilon);
     if (permanent === undefined) {
       this.word = new Hcms(config, { shape, permanent: undefined });
-      this.fragment = new InterimHr(epsilonFragment, FRAGMENTS, blocks);
+      this.fragment = new HadamardResponse(epsilonFragment, FRAGMENTS, blocks);
     } else {
       this.word = new Hcms(config, { shape, permanent: permanent - share * permanent });
-      this.fragment = new InterimHr(share * permanent, FRAGMENTS, blocks);
-      this.chainThreshold = mixtureThreshold(this.fragment.mixtureColumnProfile(), epsilonFragment);
+      this.fragment = new HadamardResponse(share * permanent, FRAGMENTS, blocks);
+      this.chain = mixtureChain(this.fragment, FRAGMENTS, this.fragment.columnProfile(), expRational(epsilonFragment));
     }
   }
 
@@ -95,24 +79,20 @@ export class Sfp implements Mechanism<string, SfpReport> {
 
   /** How many of ``values`` are sent as the reserved symbol. */
   reservedCount(values: readonly string[]): number {
-    checkStrings(values, this.name);
-    return countReserved(values, this.maxLength);
+    return countReserved(stringValues(values), this.maxLength);
   }
 
-  perturb(values: readonly string[], options?: KeyedPerturbOptions): SfpReport[] {
-    checkStrings(values, this.name);
+  perturb(values: readonly string[], options?: PerturbOptions): SfpReport[] {
+    const raws = stringValues(values).map((v) => representable(v, this.maxLength));
     const rng = wordSource(options);
-    const raws = values.map((v) => representable(v, this.maxLength));
-    if (this.chainThreshold !== undefined) {
-      return this.#memoized(raws, requireKeys(options, this.name), rng, this.chainThreshold);
-    }
+    if (this.chain !== undefined) return this.#memoized(raws, requireKeys(options?.keys, this.name), rng, this.chain);
     const { hashes } = this.word.shape;
     const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
     const words = this.word.perturbBuckets(raws, rows, rng);
     const offsets = this.maxLength > 1 ? uniformBelow32(rng, this.maxLength, raws.length) : raws.map(() => 0);
     const fragments = this.fragment.perturb(
       raws.map((raw, i) => this.fragmentOf(raw, offsets[i] as number)),
-      rng,
+      { rng },
     );
     return raws.map((_, i) => ({
       word: words[i] as number,
@@ -123,21 +103,16 @@ export class Sfp implements Mechanism<string, SfpReport> {
 
   /** The device's offset; the word's memoized HCMS under ``sfp/word/``; the fragment's PRR from
    * ``keys.source("value", fragment)``; then from rng the word's flip-again and the mixture chain. */
-  #memoized(raws: readonly Uint8Array[], keys: KeyedSource, rng: WordSource, chain: bigint): SfpReport[] {
+  #memoized(raws: readonly Uint8Array[], keys: KeyedSource, rng: WordSource, chain: BatchChain<number>): SfpReport[] {
     const offset = deviceChoice(keys, "sfp:offset", this.maxLength);
     const permanentWords = this.word.permanentReports(raws, keys, "sfp/word/");
     const permanentFragments = raws.map((raw) => {
       const fragment = this.fragmentOf(raw, offset);
-      return this.fragment.perturb([fragment], keys.source("value", fragment))[0] as number;
+      return this.fragment.perturb([fragment], { rng: keys.source(VALUE_LABEL, fragment) })[0] as number;
     });
     const words = this.word.flipAgain(permanentWords, rng);
-    const keep = bernoulli(rng, chain, raws.length);
-    const fresh = this.fragment.perturb(uniformBelow(rng, FRAGMENTS, raws.length).map(Number), rng);
-    return raws.map((_, i) => ({
-      word: words[i] as number,
-      offset,
-      fragment: keep[i] ? (permanentFragments[i] as number) : (fresh[i] as number),
-    }));
+    const fragments = chain.instantaneous(permanentFragments, rng);
+    return raws.map((_, i) => ({ word: words[i] as number, offset, fragment: fragments[i] as number }));
   }
 
   toWire(reports: readonly SfpReport[]): { fragment: number; offset: number; word: number }[] {

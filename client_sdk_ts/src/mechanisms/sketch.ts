@@ -7,26 +7,20 @@ import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { bernoulliLazy, uniformBelow32 } from "../samplers.js";
 import { base64Url, packBits } from "../wire.js";
-import { type KeyedSource, largestThreshold } from "./pending-core.js";
+import { type KeyedSource, deviceChoice, largestThreshold, requireKeys } from "../memoization.js";
+import { checkKeys, configEpsilon, configInt, stringValues } from "./fields.js";
 import {
-  type KeyedPerturbOptions,
-  checkFields,
-  checkStrings,
-  configEpsilon,
-  configInt,
   configPermanent,
   countReserved,
-  deviceChoice,
   memoLabel,
   parity,
   representable,
-  requireKeys,
   sketchBucket,
   wordSource,
 } from "./string-support.js";
-import type { Mechanism, MechanismConfig } from "./types.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
-const SKETCH_FIELDS = ["epsilon", "m", "hashes", "max_length", "seed", "longitudinal"];
+const SKETCH_FIELDS = ["epsilon", "m", "hashes", "max_length", "seed"];
 /** Cells randomized per chunk of CMS rows (Python's ``CHUNK_CELLS``: the words' order). */
 const CHUNK_CELLS = 1 << 23;
 
@@ -41,10 +35,10 @@ export interface SketchShape {
 
 /** Reads and checks a cms/hcms config (the fields the canonical config carries). */
 export function sketchShape(config: MechanismConfig): SketchShape {
-  checkFields(config, SKETCH_FIELDS);
-  const epsilon = configEpsilon(config.epsilon, "epsilon", config.mechanism);
+  checkKeys(config, config.mechanism, SKETCH_FIELDS, ["longitudinal"]);
+  const epsilon = configEpsilon(config);
   const m = configInt(config, "m", 2, 65536);
-  if ((m & (m - 1)) !== 0) throw new RangeError(`${config.mechanism}: config.m must be a power of two, got ${m}`);
+  if ((m & (m - 1)) !== 0) throw new RangeError(`m must be a power of two; got ${m}`);
   return {
     epsilon,
     m,
@@ -96,13 +90,12 @@ export class Cms implements Mechanism<string, CmsReport> {
     }
   }
 
-  perturb(values: readonly string[], options?: KeyedPerturbOptions): CmsReport[] {
-    checkStrings(values, this.name);
+  perturb(values: readonly string[], options?: PerturbOptions): CmsReport[] {
     const { m, hashes, maxLength, seed } = this.shape;
+    const raws = stringValues(values).map((v) => representable(v, maxLength));
     const rng = wordSource(options);
-    const raws = values.map((v) => representable(v, maxLength));
     if (this.memo !== undefined) {
-      const keys = requireKeys(options, this.name);
+      const keys = requireKeys(options?.keys, this.name);
       const row = deviceChoice(keys, "cms:row", hashes);
       const memo = this.memo;
       const permanent = raws.map((raw) => {
@@ -130,8 +123,7 @@ export class Cms implements Mechanism<string, CmsReport> {
 
   /** How many of ``values`` are sent as the reserved symbol. */
   reservedCount(values: readonly string[]): number {
-    checkStrings(values, this.name);
-    return countReserved(values, this.shape.maxLength);
+    return countReserved(stringValues(values), this.shape.maxLength);
   }
 
   /** n rows of m Bernoulli(T) bits, drawn as Python draws them (chunks of 2^23 cells). */
@@ -167,13 +159,12 @@ export class Hcms implements Mechanism<string, number> {
     if (permanent !== undefined) this.memo = hcmsMemo(permanent, this.shape.epsilon);
   }
 
-  perturb(values: readonly string[], options?: KeyedPerturbOptions): number[] {
-    checkStrings(values, this.name);
+  perturb(values: readonly string[], options?: PerturbOptions): number[] {
     const { hashes, maxLength } = this.shape;
+    const raws = stringValues(values).map((v) => representable(v, maxLength));
     const rng = wordSource(options);
-    const raws = values.map((v) => representable(v, maxLength));
     if (this.memo !== undefined) {
-      const permanent = this.permanentReports(raws, requireKeys(options, this.name), "");
+      const permanent = this.permanentReports(raws, requireKeys(options?.keys, this.name), "");
       return this.flipAgain(permanent, rng);
     }
     const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
@@ -182,8 +173,7 @@ export class Hcms implements Mechanism<string, number> {
 
   /** How many of ``values`` are sent as the reserved symbol. */
   reservedCount(values: readonly string[]): number {
-    checkStrings(values, this.name);
-    return countReserved(values, this.shape.maxLength);
+    return countReserved(stringValues(values), this.shape.maxLength);
   }
 
   /** Plain HCMS reports of encoded values in the given rows: columns, then flips, from rng. */

@@ -1,47 +1,23 @@
 /**
  * What the string mechanisms (cms, hcms, pem, sfp) share, with multi and pckv for the first part:
- * the word source and the device's keyed source of a perturb call, config fields, a value's UTF-8
- * bytes or the reserved symbol, the memo labels of memoized draws and the sketch hash
- * (docs/protocol.md, "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py).
+ * the word source of a perturb call, the type of a value for errors, the ``"longitudinal"``
+ * field, a value's UTF-8 bytes or the reserved symbol, the memo labels of memoized draws and the
+ * sketch hash (docs/protocol.md, "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py).
  */
 import { blake2b } from "@noble/hashes/blake2b";
-import { uniformBelow } from "../samplers.js";
 import { toHex } from "../wire.js";
 import { CryptoWordSource, type WordSource } from "../words.js";
-import type { KeyedSource } from "./pending-core.js";
+import { configEpsilon, configObject } from "./fields.js";
 import type { MechanismConfig, PerturbOptions } from "./types.js";
 
 /** The reserved symbol: the single byte 0xFF (no UTF-8 text holds it), sent in place of a
  * value the mechanism cannot carry (too long, outside the alphabet, not valid Unicode). */
 export const RESERVED: Uint8Array = Uint8Array.of(0xff);
 
-/** A perturb call of a mechanism with per-device draws: ``keys`` is the device's keyed source. */
-export interface KeyedPerturbOptions extends PerturbOptions {
-  keys?: KeyedSource;
-}
-
 /** The report's word source: the caller's, else the platform CSPRNG. */
 export function wordSource(options: PerturbOptions | undefined): WordSource {
   return options?.rng ?? new CryptoWordSource();
 }
-
-/** The device's keyed source a memoized mechanism needs, or an error saying so. */
-export function requireKeys(options: KeyedPerturbOptions | undefined, name: string): KeyedSource {
-  const keys = options?.keys;
-  if (keys === undefined || keys === null || typeof keys.source !== "function") {
-    throw new TypeError(`${name}: a memoized config needs options.keys (the device's keyed source), got ${typeName(keys)}`);
-  }
-  return keys;
-}
-
-/** ``uniform_below(high)`` from the keyed source of (label, 0): a per-device choice (no word
- * when high = 1). */
-export function deviceChoice(keys: KeyedSource, label: string, high: number): number {
-  return high > 1 ? Number(uniformBelow(keys.source(label, 0), high, 1)[0]) : 0;
-}
-
-/** The largest epsilon a mechanism is built with (Python's ``MAX_EPSILON``). */
-const MAX_EPSILON = 40;
 
 /** The type of a value for an error message (never the value: it may be private). */
 export function typeName(value: unknown): string {
@@ -51,63 +27,20 @@ export function typeName(value: unknown): string {
   return typeof value;
 }
 
-/** The config's integer field in [minimum, maximum], or an error naming the field. */
-export function configInt(
-  config: MechanismConfig,
-  field: string,
-  minimum: number,
-  maximum: number,
-  fallback?: number,
-): number {
-  const value = config[field] ?? fallback;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < minimum || value > maximum) {
-    throw new RangeError(
-      `${config.mechanism}: config.${field} must be an integer in [${minimum}, ${maximum}], got ` +
-        (typeof value === "number" && Number.isSafeInteger(value) ? `${value}` : typeName(value)),
-    );
-  }
-  return value;
-}
-
-/** A config number that is an epsilon: positive, finite, at most 40 (``check_epsilon``). */
-export function configEpsilon(value: unknown, field: string, mechanism: string): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > MAX_EPSILON) {
-    throw new RangeError(
-      `${mechanism}: config.${field} must be a number in (0, ${MAX_EPSILON}], got ` +
-        (typeof value === "number" ? `${value}` : typeName(value)),
-    );
-  }
-  return value;
-}
-
 /** The ``"longitudinal"`` field's epsilon_permanent (at least epsilon), or undefined. */
 export function configPermanent(config: MechanismConfig, epsilon: number): number | undefined {
-  const longitudinal = config.longitudinal;
-  if (longitudinal === undefined || longitudinal === null) return undefined;
-  if (typeof longitudinal !== "object" || Array.isArray(longitudinal)) {
-    throw new TypeError(`${config.mechanism}: config.longitudinal must be an object, got ${typeName(longitudinal)}`);
-  }
-  const permanent = configEpsilon(
-    (longitudinal as Record<string, unknown>).epsilon_permanent,
-    "longitudinal.epsilon_permanent",
-    config.mechanism,
-  );
+  if (config.longitudinal === undefined) return undefined;
+  const settings = configObject(config, "longitudinal");
+  const unknown = Object.keys(settings).filter((key) => key !== "epsilon_permanent");
+  if (unknown.length > 0) throw new TypeError(`longitudinal has unknown field(s) ${unknown.sort().join(", ")}`);
+  const permanent = configEpsilon(settings, "epsilon_permanent");
   if (permanent < epsilon) {
     throw new RangeError(
-      `${config.mechanism}: config.longitudinal.epsilon_permanent must be >= epsilon ` +
-        `(one report can never reveal more than all reports), got ${permanent} < ${epsilon}`,
+      "longitudinal.epsilon_permanent must be >= epsilon (one report can never reveal more than all reports); " +
+        `got ${permanent} < ${epsilon}`,
     );
   }
   return permanent;
-}
-
-/** Refuses fields a mechanism does not know (a typo must not silently change nothing). */
-export function checkFields(config: MechanismConfig, known: readonly string[]): void {
-  for (const field of Object.keys(config)) {
-    if (field !== "mechanism" && !known.includes(field)) {
-      throw new RangeError(`${config.mechanism}: config has an unknown field ${JSON.stringify(field)}`);
-    }
-  }
 }
 
 /** Whether a JS string is well-formed UTF-16 (no lone surrogate: Python could not encode it). */
@@ -143,18 +76,6 @@ export function representable(value: string, maxLength: number, alphabet?: Reado
  * them; the values are never kept). */
 export function countReserved(values: readonly string[], maxLength: number, alphabet?: ReadonlySet<string>): number {
   return values.filter((value) => representable(value, maxLength, alphabet) === RESERVED).length;
-}
-
-/** Refuses anything but an array of strings, naming the position and the type. */
-export function checkStrings(values: readonly unknown[], mechanism: string): asserts values is readonly string[] {
-  if (!Array.isArray(values)) {
-    throw new TypeError(`${mechanism}: values must be an array of strings, got ${typeName(values)}`);
-  }
-  values.forEach((value, index) => {
-    if (typeof value !== "string") {
-      throw new TypeError(`${mechanism}: values[${index}] must be a string, got ${typeName(value)}`);
-    }
-  });
 }
 
 /** The keyed-source label of a string's memoized draw: the namespace, ``string:``, its hex. */
