@@ -36,8 +36,9 @@ test("a lone surrogate is the reserved symbol (Python cannot encode it; TextEnco
 test("every value a mechanism cannot carry gives the reserved symbol's report", () => {
   for (const config of [CMS, { ...CMS, mechanism: "hcms" }, PEM]) {
     const m = mechanismFromConfig(config);
-    const keys = new DeviceKeys(new Uint8Array(32).fill(9), "scope");
-    const payload = (value: string): unknown => m.toWire(m.perturb([value], { rng: key(1), keys }))[0];
+    // pem's level comes from the device's keyed source; cms and hcms take none
+    const keys = config.mechanism === "pem" ? new DeviceKeys(new Uint8Array(32).fill(9), "scope") : undefined;
+    const payload = (value: string): unknown => m.toWire(m.perturb([value], keys ? { rng: key(1), keys } : { rng: key(1) }))[0];
     const reserved = payload("\ud800");
     assert.deepEqual(payload("y".repeat(9)), reserved, config.mechanism);
     assert.deepEqual(payload("é".repeat(5)), reserved, config.mechanism); // 10 bytes
@@ -199,4 +200,32 @@ test("the device counts its reserved strings and pckv's records over the padding
   assert.deepEqual(pckv.deviceCounters([{}, { "0": 1, "1": 0, "2": 0 }, { "3": 0.5, "1": 0 }]), {
     pckv_records_over_padding: 1,
   });
+});
+
+test("a plain mechanism refuses the keyed source; each says whether it needs one", () => {
+  const keys = new DeviceKeys(new Uint8Array(32).fill(9), "scope");
+  const sfp = { mechanism: "sfp", epsilon: 2.0, max_length: 8, m: 256, hashes: 4, fragment_share: 0.75, fragment_blocks: 9, seed: 0 };
+  const plain: [Record<string, unknown>, unknown][] = [
+    [CMS, "home"],
+    [{ ...CMS, mechanism: "hcms" }, "home"],
+    [sfp, "home"],
+    [{ mechanism: "pckv", epsilon: 2, k: 4, padding: 2 }, { "1": 0.5 }],
+  ];
+  for (const [config, value] of plain) {
+    const m = mechanismFromConfig(config as { mechanism: string }) as unknown as {
+      usesKeys: boolean;
+      perturb(v: unknown[], o: object): unknown[];
+    };
+    assert.equal(m.usesKeys, false, config.mechanism as string);
+    assert.throws(() => m.perturb([value], { rng: key(8), keys }), /is not memoized; it takes no keys/);
+  }
+  const keyed = [
+    { ...CMS, longitudinal: { epsilon_permanent: 6.0 } },
+    { ...sfp, longitudinal: { epsilon_permanent: 6.0 } },
+    PEM,
+    { mechanism: "multi", epsilon: 2, protocol: "spl", attributes: [{ name: "a", k: 2 }] },
+  ];
+  for (const config of keyed) {
+    assert.equal((mechanismFromConfig(config) as unknown as { usesKeys: boolean }).usesKeys, true, config.mechanism);
+  }
 });

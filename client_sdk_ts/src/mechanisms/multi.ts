@@ -145,6 +145,9 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
   /** Each unit's attribute indices: one attribute each, or one marginal table each. */
   readonly units: readonly (readonly number[])[];
   readonly oracles: readonly Oracle[];
+  /** SMP's and RS+FD's unit comes from the device's keyed source (Python:
+   * ``uses_device_choices``; a simulation without keys draws a unit per report). */
+  readonly usesKeys = true;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "multi", FIELDS, ["marginals", "table_oracles"]);

@@ -9,7 +9,7 @@ import { Rational, WORD_SPAN, expDouble, probabilityThreshold } from "../rationa
 import { bernoulliLazy, randomBits, uniformBelow } from "../samplers.js";
 import { base64Url, packBits } from "../wire.js";
 import { checkKeys, configEpsilon, configInt } from "./fields.js";
-import { typeName, wordSource } from "./string-support.js";
+import { refuseKeys, typeName, wordSource } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_K = 1 << 16;
@@ -48,6 +48,7 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
   readonly ue: boolean;
   /** (keep key, keep sign, other key nonzero) thresholds, rounded towards less information. */
   readonly thresholds: readonly [bigint, bigint, bigint];
+  readonly usesKeys = false;
 
   constructor(config: MechanismConfig) {
     if (config.padding === undefined) throw new TypeError(`config for "pckv" is missing padding: ${PADDING_ADVICE}`);
@@ -116,6 +117,7 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
   perturb(values: readonly KeyValueRecord[], options?: PerturbOptions): PckvReport[] {
     if (!Array.isArray(values)) throw new TypeError(`values must be an array of records; got ${typeName(values)}`);
     const records = values.map((record, position) => this.pairs(record, position));
+    refuseKeys(options, this.name);
     const rng = wordSource(options);
     const n = records.length;
     const slots = uniformBelow(

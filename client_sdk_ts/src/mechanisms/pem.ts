@@ -74,6 +74,9 @@ export class Pem implements Mechanism<string, PemReport> {
   readonly keepThreshold: bigint;
   /** With ``"longitudinal"``: the permanent step's keep threshold and the instantaneous one's. */
   readonly memo?: { readonly permanentKeep: bigint; readonly again: bigint };
+  /** The device's level comes from its keyed source (a simulation without keys draws a level
+   * per report from the words). */
+  readonly usesKeys = true;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "pem", FIELDS, ["alphabet", "longitudinal"]);

@@ -12,7 +12,7 @@ import type { WordSource } from "../words.js";
 import { HadamardResponse } from "./categorical.js";
 import { checkKeys, configEpsilon, configInt, configNumber, stringValues } from "./fields.js";
 import { Hcms } from "./sketch.js";
-import { configPermanent, countReserved, representable, seededKey, wordSource } from "./string-support.js";
+import { configPermanent, countReserved, refuseKeys, representable, seededKey, wordSource } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** Fragments: 256 tags times 256 bytes. */
@@ -39,6 +39,8 @@ export class Sfp implements Mechanism<string, SfpReport> {
   readonly fragment: HadamardResponse;
   /** Memoized: the fragment's instantaneous step (the mixture chain at epsilon_fragment). */
   readonly chain?: BatchChain<number>;
+  /** Whether perturb needs the device's keyed source (memoized configs). */
+  readonly usesKeys: boolean;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "sfp", FIELDS, ["longitudinal"]);
@@ -68,6 +70,7 @@ export class Sfp implements Mechanism<string, SfpReport> {
       this.fragment = new HadamardResponse(share * permanent, FRAGMENTS, blocks);
       this.chain = mixtureChain(this.fragment, FRAGMENTS, this.fragment.columnProfile(), expRational(epsilonFragment));
     }
+    this.usesKeys = this.chain !== undefined;
   }
 
   /** 256·tag + the byte at ``offset`` of raw padded with zeros, tag = the one-byte keyed
@@ -86,6 +89,7 @@ export class Sfp implements Mechanism<string, SfpReport> {
     const raws = stringValues(values).map((v) => representable(v, this.maxLength));
     const rng = wordSource(options);
     if (this.chain !== undefined) return this.#memoized(raws, requireKeys(options?.keys, this.name), rng, this.chain);
+    refuseKeys(options, this.name);
     const { hashes } = this.word.shape;
     const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
     const words = this.word.perturbBuckets(raws, rows, rng);

@@ -14,6 +14,7 @@ import {
   countReserved,
   memoLabel,
   parity,
+  refuseKeys,
   representable,
   sketchBucket,
   wordSource,
@@ -79,6 +80,8 @@ export class Cms implements Mechanism<string, CmsReport> {
   readonly flipThreshold: bigint;
   /** With ``"longitudinal"``: the permanent flip threshold and the flip-again keep threshold. */
   readonly memo?: { readonly permanentFlip: bigint; readonly keep: bigint };
+  /** Whether perturb needs the device's keyed source (memoized configs). */
+  readonly usesKeys: boolean;
 
   constructor(config: MechanismConfig) {
     this.shape = sketchShape(config);
@@ -88,6 +91,7 @@ export class Cms implements Mechanism<string, CmsReport> {
       const permanentFlip = flipThreshold(permanent, 2);
       this.memo = { permanentFlip, keep: flipAgainThreshold(permanentFlip, this.shape.epsilon, 2) };
     }
+    this.usesKeys = this.memo !== undefined;
   }
 
   perturb(values: readonly string[], options?: PerturbOptions): CmsReport[] {
@@ -110,6 +114,7 @@ export class Cms implements Mechanism<string, CmsReport> {
         bits: packBits(bits.map((bit, j) => bit !== (again[i]?.[j] ?? false))),
       }));
     }
+    refuseKeys(options, this.name);
     const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
     const flips = this.#chunkedFlips(rng, this.flipThreshold, raws.length);
     return raws.map((raw, i) => {
@@ -150,6 +155,8 @@ export class Hcms implements Mechanism<string, number> {
   readonly shape: SketchShape;
   readonly flipThreshold: bigint;
   readonly memo?: { readonly permanentFlip: bigint; readonly keep: bigint };
+  /** Whether perturb needs the device's keyed source (memoized configs). */
+  readonly usesKeys: boolean;
 
   /** From a config, or (``part``: SFP's word sketch) from parsed fields and epsilon_permanent. */
   constructor(config: MechanismConfig, part?: { shape: SketchShape; permanent: number | undefined }) {
@@ -157,6 +164,7 @@ export class Hcms implements Mechanism<string, number> {
     this.flipThreshold = flipThreshold(this.shape.epsilon, 1);
     const permanent = part === undefined ? configPermanent(config, this.shape.epsilon) : part.permanent;
     if (permanent !== undefined) this.memo = hcmsMemo(permanent, this.shape.epsilon);
+    this.usesKeys = this.memo !== undefined;
   }
 
   perturb(values: readonly string[], options?: PerturbOptions): number[] {
@@ -167,6 +175,7 @@ export class Hcms implements Mechanism<string, number> {
       const permanent = this.permanentReports(raws, requireKeys(options?.keys, this.name), "");
       return this.flipAgain(permanent, rng);
     }
+    refuseKeys(options, this.name);
     const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
     return this.perturbBuckets(raws, rows, rng);
   }

@@ -19,6 +19,12 @@ export function wordSource(options: PerturbOptions | undefined): WordSource {
   return options?.rng ?? new CryptoWordSource();
 }
 
+/** Refuses the device's keyed source where a mechanism has no memoized or per-device draw
+ * (Python's plain perturb takes no ``permanent``): a caller passing one expects memoization. */
+export function refuseKeys(options: PerturbOptions | undefined, name: string): void {
+  if (options?.keys !== undefined) throw new TypeError(`${name} is not memoized; it takes no keys`);
+}
+
 /** The type of a value for an error message (never the value: it may be private). */
 export function typeName(value: unknown): string {
   if (value === null) return "null";
