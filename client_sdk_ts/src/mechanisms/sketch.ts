@@ -1,0 +1,233 @@
+/**
+ * Apple's count-mean sketch and its one-bit Hadamard variant (Apple Differential Privacy Team,
+ * "Learning with Privacy at Scale", 2017): ``cms`` and ``hcms``, plain and memoized
+ * (docs/protocol.md, "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/sketch.py).
+ */
+import type { WordSource } from "../words.js";
+import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
+import { bernoulliLazy, uniformBelow32 } from "../samplers.js";
+import { base64Url, packBits } from "../wire.js";
+import { type KeyedSource, deviceChoice, largestThreshold, requireKeys } from "../memoization.js";
+import { checkKeys, configEpsilon, configInt, stringValues } from "./fields.js";
+import {
+  configPermanent,
+  countReserved,
+  memoLabel,
+  parity,
+  refuseKeys,
+  representable,
+  sketchBucket,
+  wordSource,
+} from "./string-support.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
+
+const SKETCH_FIELDS = ["epsilon", "m", "hashes", "max_length", "seed"];
+/** Cells randomized per chunk of CMS rows (Python's ``CHUNK_CELLS``: the words' order). */
+const CHUNK_CELLS = 1 << 23;
+
+/** The parsed fields of a sketch config. */
+export interface SketchShape {
+  readonly epsilon: number;
+  readonly m: number;
+  readonly hashes: number;
+  readonly maxLength: number;
+  readonly seed: number;
+}
+
+/** Reads and checks a cms/hcms config (the fields the canonical config carries). */
+export function sketchShape(config: MechanismConfig): SketchShape {
+  checkKeys(config, config.mechanism, SKETCH_FIELDS, ["longitudinal"]);
+  const epsilon = configEpsilon(config);
+  const m = configInt(config, "m", 2, 65536);
+  if ((m & (m - 1)) !== 0) throw new RangeError(`m must be a power of two; got ${m}`);
+  return {
+    epsilon,
+    m,
+    hashes: configInt(config, "hashes", 1, 16),
+    maxLength: configInt(config, "max_length", 1, 1024),
+    seed: configInt(config, "seed", 0, 2 ** 53 - 1),
+  };
+}
+
+/** The flip threshold of a sketch: 1/(1 + e^(eps/2)) for cms, 1/(1 + e^eps) for hcms, up. */
+export function flipThreshold(epsilon: number, signsDiffering: 1 | 2): bigint {
+  const e = expRational(signsDiffering === 2 ? epsilon / 2 : epsilon);
+  return probabilityThreshold(new Rational(1n).div(e.add(1n)), "up");
+}
+
+/** The instantaneous step's keep threshold (Python's ``strings.flip_again_threshold``): the
+ * largest T with ((1 - q')/q')^s <= e^eps, q' = q1·p2 + (1 - q1)(1 - p2), p2 = T/2^64. */
+export function flipAgainThreshold(permanentFlip: bigint, epsilon: number, power: 1 | 2): bigint {
+  const q1 = thresholdProbability(permanentFlip);
+  const ratio = (threshold: bigint): Rational => {
+    const keep = thresholdProbability(threshold);
+    const q = q1.mul(keep).add(new Rational(1n).sub(q1).mul(new Rational(1n).sub(keep)));
+    return new Rational(1n).sub(q).div(q).pow(power);
+  };
+  return largestThreshold(ratio, WORD_SPAN / 2n, MAX_WORD, expRational(epsilon));
+}
+
+/** A CMS report: the row and its m bits, packed. */
+export interface CmsReport {
+  readonly row: number;
+  readonly bits: Uint8Array;
+}
+
+/** Count-mean sketch: a row, then the m signs of the value's one-hot column, each flipped. */
+export class Cms implements Mechanism<string, CmsReport> {
+  readonly name = "cms";
+  readonly shape: SketchShape;
+  readonly flipThreshold: bigint;
+  /** With ``"longitudinal"``: the permanent flip threshold and the flip-again keep threshold. */
+  readonly memo?: { readonly permanentFlip: bigint; readonly keep: bigint };
+  /** Whether perturb needs the device's keyed source (memoized configs). */
+  readonly usesKeys: boolean;
+
+  constructor(config: MechanismConfig) {
+    this.shape = sketchShape(config);
+    this.flipThreshold = flipThreshold(this.shape.epsilon, 2);
+    const permanent = configPermanent(config, this.shape.epsilon);
+    if (permanent !== undefined) {
+      const permanentFlip = flipThreshold(permanent, 2);
+      this.memo = { permanentFlip, keep: flipAgainThreshold(permanentFlip, this.shape.epsilon, 2) };
+    }
+    this.usesKeys = this.memo !== undefined;
+  }
+
+  perturb(values: readonly string[], options?: PerturbOptions): CmsReport[] {
+    const { m, hashes, maxLength, seed } = this.shape;
+    const raws = stringValues(values).map((v) => representable(v, maxLength));
+    const rng = wordSource(options);
+    if (this.memo !== undefined) {
+      const keys = requireKeys(options?.keys, this.name);
+      const row = deviceChoice(keys, "cms:row", hashes);
+      const memo = this.memo;
+      const permanent = raws.map((raw) => {
+        const flips = bernoulliLazy(keys.source(memoLabel("", raw), 0), memo.permanentFlip, m);
+        const bucket = sketchBucket(raw, row, hashes, m, seed);
+        flips[bucket] = !flips[bucket];
+        return flips;
+      });
+      const again = this.#chunkedFlips(rng, WORD_SPAN - memo.keep, raws.length);
+      return permanent.map((bits, i) => ({
+        row,
+        bits: packBits(bits.map((bit, j) => bit !== (again[i]?.[j] ?? false))),
+      }));
+    }
+    refuseKeys(options, this.name);
+    const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
+    const flips = this.#chunkedFlips(rng, this.flipThreshold, raws.length);
+    return raws.map((raw, i) => {
+      const row = rows[i] as number;
+      const bits = flips[i] as boolean[];
+      const bucket = sketchBucket(raw, row, hashes, m, seed);
+      bits[bucket] = !bits[bucket];
+      return { row, bits: packBits(bits) };
+    });
+  }
+
+  /** How many of ``values`` are sent as the reserved symbol. */
+  reservedCount(values: readonly string[]): number {
+    return countReserved(stringValues(values), this.shape.maxLength);
+  }
+
+  /** n rows of m Bernoulli(T) bits, drawn as Python draws them (chunks of 2^23 cells). */
+  #chunkedFlips(rng: WordSource, threshold: bigint, n: number): boolean[][] {
+    const { m } = this.shape;
+    const step = Math.max(1, Math.floor(CHUNK_CELLS / m));
+    const out: boolean[][] = [];
+    for (let start = 0; start < n; start += step) {
+      const count = Math.min(n, start + step) - start;
+      const flat = bernoulliLazy(rng, threshold, count * m);
+      for (let r = 0; r < count; r++) out.push(flat.slice(r * m, (r + 1) * m));
+    }
+    return out;
+  }
+
+  toWire(reports: readonly CmsReport[]): { row: number; bits: string }[] {
+    return reports.map((r) => ({ row: r.row, bits: base64Url(r.bits) }));
+  }
+}
+
+/** Hadamard count-mean sketch: a row, a Hadamard column and one flipped sign (an integer). */
+export class Hcms implements Mechanism<string, number> {
+  readonly name: string = "hcms";
+  readonly shape: SketchShape;
+  readonly flipThreshold: bigint;
+  readonly memo?: { readonly permanentFlip: bigint; readonly keep: bigint };
+  /** Whether perturb needs the device's keyed source (memoized configs). */
+  readonly usesKeys: boolean;
+
+  /** From a config, or (``part``: SFP's word sketch) from parsed fields and epsilon_permanent. */
+  constructor(config: MechanismConfig, part?: { shape: SketchShape; permanent: number | undefined }) {
+    this.shape = part?.shape ?? sketchShape(config);
+    this.flipThreshold = flipThreshold(this.shape.epsilon, 1);
+    const permanent = part === undefined ? configPermanent(config, this.shape.epsilon) : part.permanent;
+    if (permanent !== undefined) this.memo = hcmsMemo(permanent, this.shape.epsilon);
+    this.usesKeys = this.memo !== undefined;
+  }
+
+  perturb(values: readonly string[], options?: PerturbOptions): number[] {
+    const { hashes, maxLength } = this.shape;
+    const raws = stringValues(values).map((v) => representable(v, maxLength));
+    const rng = wordSource(options);
+    if (this.memo !== undefined) {
+      const permanent = this.permanentReports(raws, requireKeys(options?.keys, this.name), "");
+      return this.flipAgain(permanent, rng);
+    }
+    refuseKeys(options, this.name);
+    const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
+    return this.perturbBuckets(raws, rows, rng);
+  }
+
+  /** How many of ``values`` are sent as the reserved symbol. */
+  reservedCount(values: readonly string[]): number {
+    return countReserved(stringValues(values), this.shape.maxLength);
+  }
+
+  /** Plain HCMS reports of encoded values in the given rows: columns, then flips, from rng. */
+  perturbBuckets(raws: readonly Uint8Array[], rows: readonly number[], rng: WordSource): number[] {
+    const { m, hashes, seed } = this.shape;
+    const columns = uniformBelow32(rng, m, raws.length);
+    const flips = bernoulliLazy(rng, this.flipThreshold, raws.length);
+    return raws.map((raw, i) => {
+      const row = rows[i] as number;
+      const column = columns[i] as number;
+      const plus = parity(sketchBucket(raw, row, hashes, m, seed) & column) === 0;
+      return (row * m + column) * 2 + (plus !== flips[i] ? 1 : 0);
+    });
+  }
+
+  /** The memoized PRRs: the device's row and column, each string's sign flip from its memo
+   * stream; ``prefix`` namespaces every label (SFP's ``sfp/word/``). */
+  permanentReports(raws: readonly Uint8Array[], keys: KeyedSource, prefix: string): number[] {
+    const memo = this.memo;
+    if (memo === undefined) throw new Error(`${this.name}: not memoized`);
+    const { m, hashes, seed } = this.shape;
+    const row = deviceChoice(keys, `${prefix}hcms:row`, hashes);
+    const column = deviceChoice(keys, `${prefix}hcms:column`, m);
+    return raws.map((raw) => {
+      const plus = parity(sketchBucket(raw, row, hashes, m, seed) & column) === 0;
+      const flip = bernoulliLazy(keys.source(prefix + memoLabel("", raw), 0), memo.permanentFlip, 1)[0];
+      return (row * m + column) * 2 + (plus !== flip ? 1 : 0);
+    });
+  }
+
+  /** The instantaneous step: each sign flipped again with probability 1 - p2. */
+  flipAgain(permanent: readonly number[], rng: WordSource): number[] {
+    const memo = this.memo;
+    if (memo === undefined) throw new Error(`${this.name}: not memoized`);
+    const flips = bernoulliLazy(rng, WORD_SPAN - memo.keep, permanent.length);
+    return permanent.map((report, i) => report ^ (flips[i] ? 1 : 0));
+  }
+
+  toWire(reports: readonly number[]): number[] {
+    return reports.map((r) => r);
+  }
+}
+
+/** The memoized HCMS thresholds at (epsilon_permanent, epsilon). */
+export function hcmsMemo(permanent: number, epsilon: number): { permanentFlip: bigint; keep: bigint } {
+  const permanentFlip = flipThreshold(permanent, 1);
+  return { permanentFlip, keep: flipAgainThreshold(permanentFlip, epsilon, 1) };
+}
