@@ -14,7 +14,7 @@
 import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocument } from "./config.js";
 import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismFromConfig } from "./mechanisms/registry.js";
-import type { Mechanism } from "./mechanisms/types.js";
+import type { Mechanism, MechanismConfig } from "./mechanisms/types.js";
 import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { CryptoWordSource, type WordSource } from "./words.js";
@@ -71,6 +71,8 @@ export interface TelemetryClientOptions {
   flushDeadline?: number;
   /** Accept plain http to hosts that are not loopback. */
   allowInsecureHttp?: boolean;
+  /** The mechanism factory (default: {@link mechanismFromConfig}, this package's registry). */
+  mechanisms?: (config: MechanismConfig) => Mechanism;
   /** `fetch` to use (default: the global one). */
   fetch?: typeof fetch;
   /** Unix seconds (tests inject one). */
@@ -160,6 +162,7 @@ export class TelemetryClient {
   readonly retries: number;
   readonly flushDeadline: number;
   readonly #fetch: typeof fetch;
+  readonly #mechanisms: (config: MechanismConfig) => Mechanism;
   readonly #rng: WordSource;
   readonly #clock: () => number;
   readonly #pinnedInputs: ReadonlyArray<string | object>;
@@ -206,6 +209,7 @@ export class TelemetryClient {
     this.#fetch = fetcher.bind(globalThis);
     this.#rng = options.rng ?? new CryptoWordSource();
     this.#clock = options.clock ?? (() => Date.now() / 1000);
+    this.#mechanisms = options.mechanisms ?? mechanismFromConfig;
     const campaigns = options.campaigns ?? [];
     if (!Array.isArray(campaigns)) throw new TypeError(`campaigns must be an array of campaign documents; got ${describe(campaigns)}`);
     this.#pinnedInputs = campaigns;
@@ -216,6 +220,7 @@ export class TelemetryClient {
       } catch (error) {
         throw new Error(`campaigns[${i}]: ${(error as Error).message}`);
       }
+      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
       if (this.#pinned.has(campaign.document.name)) throw new Error(`campaigns[${i}]: campaign ${campaign.document.name} is pinned twice`);
       this.#pinned.set(campaign.document.name, campaign);
     });
@@ -300,7 +305,7 @@ export class TelemetryClient {
           "is not supported by the TelemetryClient in this version of ldp-telemetry",
       );
     }
-    const mechanism = mechanismFromConfig(config);
+    const mechanism = this.#mechanisms(config);
     if (kind === "category") {
       if (document.domain === null || document.domain.length !== config.k) {
         throw new Error(`campaign ${document.name}: domain must have k=${String(config.k)} labels`);
