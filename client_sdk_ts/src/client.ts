@@ -408,9 +408,9 @@ export class TelemetryClient {
 
   // ---- recording -----------------------------------------------------------------------------
 
-  #drop(campaign: string, reason: string, error?: Error): void {
+  #drop(campaign: string, reason: string, count: number, error?: Error): void {
     const reasons = this.#dropped.get(campaign) ?? new Map<string, number>();
-    reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+    reasons.set(reason, (reasons.get(reason) ?? 0) + count);
     this.#dropped.set(campaign, reasons);
     if (error !== undefined) this.#noteError(campaign, error);
   }
@@ -420,33 +420,38 @@ export class TelemetryClient {
     this.#lastError = { at: this.#clock(), campaign, type: error.name, status, message: error.message };
   }
 
-  #encode(campaign: Campaign, value: unknown): unknown {
+  /** Whether a number (or a vector) lies outside the campaign's range, which the mechanism clips it to. */
+  #outside(campaign: Campaign, value: unknown): boolean {
+    const { lower, upper } = campaign.document.mechanism;
+    if (campaign.kind !== "number" || typeof lower !== "number" || typeof upper !== "number") return false;
+    return (Array.isArray(value) ? value : [value]).some((x) => (x as number) < lower || (x as number) > upper);
+  }
+
+  /** A label as its index, or a checked number, string or record; the error names the position and the value's type. */
+  #encode(campaign: Campaign, value: unknown, position: number): unknown {
     const name = campaign.document.name;
+    const at = `the value at position ${position} (${describe(value)})`;
     switch (campaign.kind) {
       case "category": {
         const code = typeof value === "string" ? campaign.index.get(value) : undefined;
         if (code === undefined) {
-          throw new TypeError(`the value (${describe(value)}) is not a label of campaign ${name}; its domain has ${campaign.index.size} labels`);
+          throw new TypeError(`${at} is not a label of campaign ${name}; its domain has ${campaign.index.size} labels`);
         }
         return code;
       }
       case "number": {
         const numbers = Array.isArray(value) ? value : [value];
         if (!numbers.every((x) => typeof x === "number" && Number.isFinite(x))) {
-          throw new TypeError(`the value (${describe(value)}) of numeric campaign ${name} must be a finite number (or an array of them)`);
-        }
-        const { lower, upper } = campaign.document.mechanism;
-        if (typeof lower === "number" && typeof upper === "number" && numbers.some((x) => (x as number) < lower || (x as number) > upper)) {
-          this.#clipped.set(name, (this.#clipped.get(name) ?? 0) + 1);
+          throw new TypeError(`${at} of numeric campaign ${name} must be a finite number (or an array of them)`);
         }
         return value;
       }
       case "string":
-        if (typeof value !== "string") throw new TypeError(`the value (${describe(value)}) of string campaign ${name} must be a string`);
+        if (typeof value !== "string") throw new TypeError(`${at} of string campaign ${name} must be a string`);
         return value;
       case "keyvalue":
         if (value === null || typeof value !== "object" || Array.isArray(value)) {
-          throw new TypeError(`the value (${describe(value)}) of campaign ${name} must be an object {key index: number}`);
+          throw new TypeError(`${at} of campaign ${name} must be an object {key index: number}`);
         }
         return value;
     }
@@ -459,33 +464,53 @@ export class TelemetryClient {
    * {@link PolicyViolation}, and a {@link BudgetExceededError}.
    */
   record(campaign: string, value: unknown): Promise<string | null> {
+    return this.recordMany(campaign, [value]).then((ids) => ids[0] ?? null);
+  }
+
+  /**
+   * Randomize many values and queue their reports in one write; resolve to their ids. All or
+   * nothing: one bad value rejects before anything is queued. An unavailable campaign drops
+   * them all (counted) and resolves to `[]`.
+   */
+  recordMany(campaign: string, values: readonly unknown[]): Promise<string[]> {
     if (typeof campaign !== "string") return Promise.reject(new TypeError(`campaign must be a campaign name (a string); got ${describe(campaign)}`));
+    if (!Array.isArray(values)) return Promise.reject(new TypeError(`values must be an array; got ${describe(values)}`));
     return this.#serial(async () => {
       let info: Campaign;
       try {
         info = await this.#campaign(campaign);
       } catch (error) {
         if (error instanceof PolicyViolation) throw error;
-        const reason = error instanceof UploadError ? "campaign-unavailable" : this.#changed.has(campaign) ? "campaign-changed" : this.#closed.has(campaign) ? "campaign-closed" : "campaign-unverifiable";
-        this.#drop(campaign, reason, error as Error);
-        return null;
+        const reason =
+          error instanceof UploadError
+            ? "campaign-unavailable"
+            : this.#changed.has(campaign)
+              ? "campaign-changed"
+              : this.#closed.has(campaign)
+                ? "campaign-closed"
+                : "campaign-unverifiable";
+        this.#drop(campaign, reason, values.length, error as Error);
+        return [];
       }
-      const encoded = this.#encode(info, value);
+      const encoded = values.map((value, position) => this.#encode(info, value, position));
+      let clipped = 0;
+      for (const value of encoded) if (this.#outside(info, value)) clipped += 1;
       let reports: unknown[];
       try {
-        reports = info.mechanism.perturb([encoded], { rng: this.#rng });
+        reports = info.mechanism.perturb(encoded, { rng: this.#rng });
       } catch (error) {
         throw new TypeError(`campaign ${campaign}: ${(error as Error).message}`);
       }
       const payloads = info.mechanism.toWire(reports);
       const budget = this.policy.effectiveBudget(info.document.policy);
       if (budget !== null) (this.#ledger as BudgetLedger).authorize(campaign, budget, this.#claim(info).epsilon, payloads);
+      if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
       const ids = new Uint8Array(16 * payloads.length);
       globalThis.crypto.getRandomValues(ids);
       const queued = payloads.map((payload, i) => ({ id: hex(ids.subarray(16 * i, 16 * i + 16)), campaign, config_id: info.document.configId, payload }));
       this.#outbox.push(...queued);
       await this.#persist(this.#stateTexts());
-      return queued[0]?.id ?? null;
+      return queued.map((q) => q.id);
     });
   }
 

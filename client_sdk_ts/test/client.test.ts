@@ -114,7 +114,7 @@ describe("record", () => {
       assert.doesNotMatch(error.message, /secret-label/);
       return true;
     });
-    await assert.rejects(c.record("theme", 3), /\(a number\) is not a label/);
+    await assert.rejects(c.record("theme", 3), /position 0 \(a number\) is not a label/);
     assert.equal(await c.pending(), 0);
   });
 
