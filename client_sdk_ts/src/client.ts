@@ -44,6 +44,8 @@ const VALUE_KINDS: Readonly<Record<string, "category" | "number" | "string" | "k
 
 /** A queued report: its id, campaign and config, and the randomized payload (never a raw value). */
 interface Queued {
+  /** The stored segment it lives in (one per `recordMany` call; see `#stateTexts`). */
+  readonly segment: number;
   readonly id: string;
   readonly campaign: string;
   readonly config_id: string;
@@ -174,6 +176,9 @@ export class TelemetryClient {
   readonly #dropped = new Map<string, Map<string, number>>();
   readonly #clipped = new Map<string, number>();
   #outbox: Queued[] = [];
+  /** Segments whose stored text is out of date (written, or deleted when empty, by the next persist). */
+  readonly #dirty = new Set<number>();
+  #nextSegment = 0;
   #ledger: BudgetLedger | null = null;
   #ready: Promise<void>;
   #queue: Promise<unknown> = Promise.resolve();
@@ -257,16 +262,23 @@ export class TelemetryClient {
     if (existing) secret.set(Array.from({ length: 32 }, (_, i) => parseInt((secretText as string).slice(2 * i, 2 * i + 2), 16)));
     else globalThis.crypto.getRandomValues(secret);
     this.#ledger = new BudgetLedger(secret, { ledger, head }, { expectExisting: existing, clock: this.#clock });
-    if (outbox !== null) this.#outbox = JSON.parse(outbox) as Queued[];
+    if (outbox !== null) {
+      const segments = JSON.parse(outbox) as number[];
+      for (const segment of segments) {
+        const text = await this.storage.get(`outbox_${segment}`);
+        if (text !== null) this.#outbox.push(...(JSON.parse(text) as Queued[]));
+        this.#nextSegment = Math.max(this.#nextSegment, segment + 1);
+      }
+    }
     if (campaigns !== null) for (const [name, text] of Object.entries(JSON.parse(campaigns) as Record<string, string>)) this.#cached.set(name, text);
-    const writes: [string, string][] = [];
+    const writes: [string, string | null][] = [];
     if (!existing) writes.push(["device_secret", hex(secret)]);
     writes.push(...this.#ledger.texts());
     await this.#persist(writes);
   }
 
-  /** Store entries; on failure keep working in memory and say so in `status()`. */
-  async #persist(entries: [string, string][]): Promise<void> {
+  /** Store entries (`null`: delete); on failure keep working in memory and say so in `status()`. */
+  async #persist(entries: [string, string | null][]): Promise<void> {
     if (this.#storageError !== null) return;
     try {
       await this.storage.set(entries);
@@ -275,12 +287,32 @@ export class TelemetryClient {
     }
   }
 
-  #stateTexts(): [string, string][] {
+  /**
+   * What changed, to store: the ledger (first: a spend is recorded before its report is queued),
+   * the outbox's changed segments and its index, the campaign cache. The outbox is stored in
+   * segments, one per `recordMany` call, so that recording writes the new reports and not the
+   * whole queue.
+   */
+  #stateTexts(): [string, string | null][] {
+    const segments: [string, string | null][] = [...this.#dirty].map((segment) => {
+      const items = this.#outbox.filter((q) => q.segment === segment);
+      return [`outbox_${segment}`, items.length ? JSON.stringify(items) : null];
+    });
+    this.#dirty.clear();
+    const live = [...new Set(this.#outbox.map((q) => q.segment))].sort((a, b) => a - b);
     return [
       ...(this.#ledger as BudgetLedger).texts(),
-      ["outbox", JSON.stringify(this.#outbox)],
+      ...segments,
+      ["outbox", JSON.stringify(live)],
       ["campaigns", JSON.stringify(Object.fromEntries(this.#cached))],
     ];
+  }
+
+  /** Keep only the queued reports `keep` accepts, marking the segments that changed. */
+  #retain(keep: (q: Queued) => boolean): number {
+    const before = this.#outbox.length;
+    this.#outbox = this.#outbox.filter((q) => keep(q) || (this.#dirty.add(q.segment), false));
+    return before - this.#outbox.length;
   }
 
   /** Why the stored ledger was found damaged when this client started (`null`: it was not). */
@@ -507,7 +539,9 @@ export class TelemetryClient {
       if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
       const ids = new Uint8Array(16 * payloads.length);
       globalThis.crypto.getRandomValues(ids);
-      const queued = payloads.map((payload, i) => ({ id: hex(ids.subarray(16 * i, 16 * i + 16)), campaign, config_id: info.document.configId, payload }));
+      const segment = this.#nextSegment++;
+      this.#dirty.add(segment);
+      const queued = payloads.map((payload, i) => ({ segment, id: hex(ids.subarray(16 * i, 16 * i + 16)), campaign, config_id: info.document.configId, payload }));
       this.#outbox.push(...queued);
       await this.#persist(this.#stateTexts());
       return queued.map((q) => q.id);
@@ -671,8 +705,7 @@ export class TelemetryClient {
         continue;
       }
       if (response.status === 410 && problemType === `${PROBLEM_PREFIX}campaign-closed`) {
-        const dropped = this.#outbox.filter((q) => q.campaign === name).length;
-        this.#outbox = this.#outbox.filter((q) => q.campaign !== name);
+        const dropped = this.#retain((q) => q.campaign !== name);
         (this.#ledger as BudgetLedger).note(name, `campaign closed by the collector; ${dropped} queued reports dropped unsent`);
         this.#closed.add(name);
         this.#campaigns.delete(name);
@@ -711,13 +744,13 @@ export class TelemetryClient {
     }
     const keep = new Set(deferred.map((i) => (batch[i] as Queued).id));
     const done = new Set(batch.filter((q) => !keep.has(q.id)).map((q) => q.id));
-    this.#outbox = this.#outbox.filter((q) => !done.has(q.id));
+    this.#retain((q) => !done.has(q.id));
     return [accepted + duplicate, deferred.length > 0];
   }
 
   #dropOtherConfigs(campaign: Campaign): void {
     const name = campaign.document.name;
-    this.#outbox = this.#outbox.filter((q) => q.campaign !== name || q.config_id === campaign.document.configId);
+    this.#retain((q) => q.campaign !== name || q.config_id === campaign.document.configId);
   }
 
   /**

@@ -1,10 +1,10 @@
 /** A state folder for Node: one file per key, replaced atomically and durably (Node only). */
 import { mkdirSync } from "node:fs";
-import { open, readFile, rename } from "node:fs/promises";
+import { open, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { StateStorage } from "./storage.js";
 
-const KEY = /^[a-z_]{1,64}$/;
+const KEY = /^[a-z0-9_]{1,64}$/;
 
 /** State in `directory` (created 0700): `KEY.json` files, each written to a temporary file, fsynced and renamed. */
 export class FolderStorage implements StateStorage {
@@ -19,7 +19,7 @@ export class FolderStorage implements StateStorage {
   }
 
   #path(key: string): string {
-    if (!KEY.test(key)) throw new RangeError(`a state key must be lowercase letters and '_'`);
+    if (!KEY.test(key)) throw new RangeError(`a state key must be lowercase letters, digits and '_'`);
     return join(this.directory, `${key}.json`);
   }
 
@@ -32,9 +32,13 @@ export class FolderStorage implements StateStorage {
     }
   }
 
-  async set(entries: ReadonlyArray<readonly [string, string]>): Promise<void> {
+  async set(entries: ReadonlyArray<readonly [string, string | null]>): Promise<void> {
     for (const [key, value] of entries) {
       const path = this.#path(key);
+      if (value === null) {
+        await rm(path, { force: true });
+        continue;
+      }
       const temporary = `${path}.${process.pid}.tmp`;
       const handle = await open(temporary, "w", 0o600);
       try {

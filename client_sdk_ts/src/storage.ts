@@ -10,8 +10,8 @@ export interface StateStorage {
   readonly kind: string;
   /** The text stored under `key`, or `null`. */
   get(key: string): Promise<string | null>;
-  /** Store every entry, in order (IndexedDB: in one transaction); throws when storage fails. */
-  set(entries: ReadonlyArray<readonly [string, string]>): Promise<void>;
+  /** Store every entry in order, `null` deleting it (IndexedDB: in one transaction); throws when storage fails. */
+  set(entries: ReadonlyArray<readonly [string, string | null]>): Promise<void>;
   /** Release what it holds open. */
   close?(): Promise<void>;
 }
@@ -25,8 +25,11 @@ export class MemoryStorage implements StateStorage {
     return this.#entries.get(key) ?? null;
   }
 
-  async set(entries: ReadonlyArray<readonly [string, string]>): Promise<void> {
-    for (const [key, value] of entries) this.#entries.set(key, value);
+  async set(entries: ReadonlyArray<readonly [string, string | null]>): Promise<void> {
+    for (const [key, value] of entries) {
+      if (value === null) this.#entries.delete(key);
+      else this.#entries.set(key, value);
+    }
   }
 }
 
@@ -57,11 +60,14 @@ export class IndexedDBStorage implements StateStorage {
     return typeof value === "string" ? value : null;
   }
 
-  async set(entries: ReadonlyArray<readonly [string, string]>): Promise<void> {
+  async set(entries: ReadonlyArray<readonly [string, string | null]>): Promise<void> {
     const database = await this.#database;
     const transaction = database.transaction("state", "readwrite", { durability: "strict" });
     const store = transaction.objectStore("state");
-    for (const [key, value] of entries) store.put(value, key);
+    for (const [key, value] of entries) {
+      if (value === null) store.delete(key);
+      else store.put(value, key);
+    }
     await new Promise<void>((resolve, reject) => {
       transaction.oncomplete = () => resolve();
       transaction.onerror = () => reject(transaction.error ?? new Error("IndexedDB write failed"));

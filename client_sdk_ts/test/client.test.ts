@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -259,13 +259,16 @@ describe("flush", () => {
       const first = client({ storage: new FolderStorage(directory), baseUrl: collector.url });
       await first.record("theme", "dark");
       await first.record("theme", "system");
+      const kept = readdirSync(directory).filter((f) => f.startsWith("outbox") || f.startsWith("ledger"));
+      assert.ok(kept.includes("outbox_0.json") && kept.includes("outbox_1.json"), kept.join());
+      const stored = kept.map((f) => readFileSync(join(directory, f), "utf8")).join("");
+      assert.doesNotMatch(stored, /dark|system/); // labels never stored: only reports
       const second = client({ storage: new FolderStorage(directory), baseUrl: collector.url });
       assert.equal(await second.pending(), 2);
       assert.equal(await second.flush(), 2);
       assert.equal(collector.stored.size, 2);
       assert.equal(await client({ storage: new FolderStorage(directory), baseUrl: collector.url }).pending(), 0);
-      const stored = readFileSync(join(directory, "outbox.json"), "utf8");
-      assert.doesNotMatch(stored, /dark|system/); // labels never stored: only reports
+      assert.deepEqual(readdirSync(directory).filter((f) => f.startsWith("outbox_")), [], "acknowledged segments are deleted");
     } finally {
       await collector.close();
     }
