@@ -77,7 +77,10 @@ def ts_build() -> Path:
 
 def registered(node: str) -> set[str]:
     """The mechanism names the built registry has."""
-    script = "import('./dist/src/index.js').then(m => console.log(JSON.stringify(Object.keys(m.FACTORIES))))"
+    script = (
+        "import('./dist/src/index.js')"
+        ".then(m => console.log(JSON.stringify(Object.keys(m.FACTORIES))))"
+    )
     result = subprocess.run(
         [node, "-e", script], cwd=TS_DIR, capture_output=True, text=True, timeout=60, check=True
     )
@@ -98,7 +101,9 @@ def ts_campaign(ts_build: Path) -> dict[str, Any]:
 
 
 def start_collector(root: Path, extra_args: list[str] | None = None) -> CollectorProcess:
-    process = CollectorProcess(root / "collector.db", workers=1, log_dir=root, extra_args=extra_args or [])
+    process = CollectorProcess(
+        root / "collector.db", workers=1, log_dir=root, extra_args=extra_args or []
+    )
     process.start()
     return process
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from collector.process import CollectorProcess
-from tests.client_sdk_ts.conftest import DIST, start_collector
+from tests.client_sdk_ts.conftest import start_collector
 from tests.client_sdk_ts.test_node_client import check_estimate, population
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -29,7 +29,9 @@ DEVICES = 3000
 pytestmark = pytest.mark.slow
 
 if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
-    pytest.skip(f"no system Chromium at {CHROMIUM} (`apt-get install chromium`)", allow_module_level=True)
+    pytest.skip(
+        f"no system Chromium at {CHROMIUM} (`apt-get install chromium`)", allow_module_level=True
+    )
 
 
 def collector_has_cors() -> bool:
@@ -42,10 +44,13 @@ def collector_has_cors() -> bool:
 @pytest.fixture
 def page_origin(ts_build: Path) -> Iterator[str]:
     """A small HTTP server for the page and the bundle, on a free loopback port."""
-    files = {"/": (HERE / "page.html", "text/html"), "/browser.js": (ts_build / "browser.js", "text/javascript")}
+    files = {
+        "/": (HERE / "page.html", "text/html"),
+        "/browser.js": (ts_build / "browser.js", "text/javascript"),
+    }
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             entry = files.get(self.path)
             if entry is None:
                 self.send_error(404)
@@ -82,7 +87,13 @@ def test_browser_bundle_records_and_flushes_across_origins(
     try:
         served = collector.create_campaign(ts_campaign)
         values, truth = population(ts_campaign, DEVICES)
-        job = {"url": collector.url, "campaign": served["name"], "values": values, "seed": "3c" * 32, "chunk": 250}
+        job = {
+            "url": collector.url,
+            "campaign": served["name"],
+            "values": values,
+            "seed": "3c" * 32,
+            "chunk": 250,
+        }
         errors: list[str] = []
         with playwright_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -98,7 +109,8 @@ def test_browser_bundle_records_and_flushes_across_origins(
         assert outcome["pending"] == DEVICES, outcome["status"]
         assert outcome["acknowledged"] == DEVICES, outcome["status"]
         assert outcome["left"] == 0 and outcome["status"]["last_error"] is None
-        assert outcome["status"]["storage"] == {"kind": "indexeddb:ldp-test", "persistent": True, "error": None}
+        storage = {"kind": "indexeddb:ldp-test", "persistent": True, "error": None}
+        assert outcome["status"]["storage"] == storage
         check_estimate(collector.db, ts_campaign, truth, DEVICES)
     finally:
         collector.stop()
