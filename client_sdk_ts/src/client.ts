@@ -17,6 +17,7 @@ import { mechanismFromConfig } from "./mechanisms/registry.js";
 import type { Mechanism, MechanismConfig } from "./mechanisms/types.js";
 import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
+import { plaintextSize, type SealingKey, sealPayload } from "./sealing.js";
 import { CryptoWordSource, type WordSource } from "./words.js";
 
 export { BudgetExceededError, PolicyViolation };
@@ -60,8 +61,12 @@ export interface TelemetryClientOptions {
   storage?: StateStorage;
   /** Campaign documents the app ships (their JSON text, or objects), pinned and checked at once. */
   campaigns?: ReadonlyArray<string | object>;
-  /** The anonymizing shuffler of shuffled campaigns (not supported in this version). */
+  /**
+   * The anonymizing shuffler (`ldp-shuffler`): a shuffled campaign's reports are sealed to the
+   * collector's key and sent there only, never to the collector directly.
+   */
   shufflerUrl?: string;
+  /** This install's shuffler credential, sent to the shuffler only as `Authorization: Bearer`. */
   shufflerToken?: string;
   /** Randomness for `perturb` (default: the platform CSPRNG); tests pass an `HmacWordSource`. */
   rng?: WordSource;
@@ -96,6 +101,8 @@ export interface LastError {
 interface Campaign {
   readonly document: CampaignDocument;
   readonly mechanism: Mechanism;
+  /** How a shuffled campaign's payloads are sealed (`null`: not shuffled). */
+  readonly sealing: SealingKey | null;
   readonly kind: (typeof VALUE_KINDS)[string];
   readonly index: ReadonlyMap<string, number>;
 }
@@ -158,6 +165,8 @@ function uniform(): number {
 /** Records values under local differential privacy and uploads the randomized reports. */
 export class TelemetryClient {
   readonly baseUrl: string;
+  readonly shufflerUrl: string | null;
+  readonly #shufflerHeaders: Record<string, string>;
   readonly policy: PrivacyPolicy;
   readonly storage: StateStorage;
   readonly batchSize: number;
@@ -196,9 +205,12 @@ export class TelemetryClient {
     }
     const allowInsecure = options.allowInsecureHttp ?? false;
     this.baseUrl = checkUrl(baseUrl, "baseUrl", allowInsecure);
-    if (options.shufflerUrl !== undefined) {
-      throw new Error("shufflerUrl: shuffled campaigns (sealed reports) are not supported in this version of ldp-telemetry's TypeScript client");
+    this.shufflerUrl = options.shufflerUrl === undefined ? null : checkUrl(options.shufflerUrl, "shufflerUrl", allowInsecure);
+    const token = options.shufflerToken;
+    if (token !== undefined && (typeof token !== "string" || !/^[!-~]{1,256}$/.test(token))) {
+      throw new TypeError(`shufflerToken must be the token the app operator issued (printable ASCII, no spaces, at most 256 characters); got ${describe(token)}`);
     }
+    this.#shufflerHeaders = token === undefined ? {} : { Authorization: `Bearer ${token}` };
     const policy = options.policy ?? DEFAULT_POLICY;
     if (!(policy instanceof PrivacyPolicy)) throw new TypeError(`policy must be a PrivacyPolicy; got ${describe(policy)}`);
     this.policy = policy;
@@ -325,9 +337,6 @@ export class TelemetryClient {
 
   #verify(input: string | object, name?: string): Campaign {
     const document = parseCampaignDocument(input, name);
-    if (document.shuffle !== null) {
-      throw new Error(`campaign ${document.name} is shuffled: sealed reports are not supported in this version of the TypeScript client`);
-    }
     const config = document.mechanism;
     const mechanismName = config.mechanism;
     const kind = Object.hasOwn(VALUE_KINDS, mechanismName) ? VALUE_KINDS[mechanismName] : undefined;
@@ -338,6 +347,19 @@ export class TelemetryClient {
       );
     }
     const mechanism = this.#mechanisms(config);
+    let sealing: SealingKey | null = null;
+    if (document.shuffle !== null) {
+      const largest = (mechanism as { largestWirePayload?: () => unknown }).largestWirePayload;
+      if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
+      if (typeof largest !== "function") {
+        throw new Error(
+          `campaign ${document.name} is shuffled, and mechanism ${JSON.stringify(mechanismName)} does not bound its wire payloads ` +
+            "(largestWirePayload) in this version of ldp-telemetry: its sealed reports cannot be padded to one size",
+        );
+      }
+      const size = plaintextSize(document.name, document.configId, largest.call(mechanism));
+      sealing = { publicKey: document.publicKey.key, keyId: document.publicKey.key_id, campaign: document.name, configId: document.configId, size };
+    }
     if (kind === "category") {
       if (document.domain === null || document.domain.length !== config.k) {
         throw new Error(`campaign ${document.name}: domain must have k=${String(config.k)} labels`);
@@ -348,6 +370,7 @@ export class TelemetryClient {
     return {
       document,
       mechanism,
+      sealing,
       kind,
       index: new Map((document.domain ?? []).map((label, i) => [label, i])),
     };
@@ -533,9 +556,16 @@ export class TelemetryClient {
       } catch (error) {
         throw new TypeError(`campaign ${campaign}: ${(error as Error).message}`);
       }
-      const payloads = info.mechanism.toWire(reports);
+      let payloads = info.mechanism.toWire(reports);
       const budget = this.policy.effectiveBudget(info.document.policy);
       if (budget !== null) (this.#ledger as BudgetLedger).authorize(campaign, budget, this.#claim(info).epsilon, payloads);
+      const sealing = info.sealing;
+      if (sealing !== null) {
+        // Nonces and ephemeral keys from the platform CSPRNG, never the injected source: two
+        // devices seeded alike would share nonces, and the collector would keep one report.
+        const nonces = new CryptoWordSource();
+        payloads = payloads.map((payload) => sealPayload(payload, sealing, nonces));
+      }
       if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
       const ids = new Uint8Array(16 * payloads.length);
       globalThis.crypto.getRandomValues(ids);
@@ -634,15 +664,29 @@ export class TelemetryClient {
   }
 
   /** One POST with retries (network errors, 408, 429, 5xx), backoff with jitter, `Retry-After`, within `end`. */
-  async #post(name: string, body: string, end: number): Promise<Response> {
+  /** Where a campaign's reports go: the shuffler for a shuffled campaign, else the collector. */
+  #destination(info: Campaign): [string, Record<string, string>] {
+    const name = info.document.name;
+    const path = `/v1/campaigns/${encodeURIComponent(name)}/reports`;
+    const headers = { "Content-Type": "application/json" };
+    if (info.sealing === null) return [`${this.baseUrl}${path}`, headers];
+    if (this.shufflerUrl === null) {
+      throw new UploadError(`campaign ${name} is shuffled: give TelemetryClient a shufflerUrl (its reports never go to the collector directly)`);
+    }
+    return [`${this.shufflerUrl}${path}`, { ...headers, ...this.#shufflerHeaders }];
+  }
+
+  async #post(info: Campaign, body: string, end: number): Promise<Response> {
+    const name = info.document.name;
+    const [url, headers] = this.#destination(info);
     let attempt = 0;
     for (;;) {
       let response: Response | null = null;
       let networkError: Error | null = null;
       try {
-        response = await this.#fetch(`${this.baseUrl}/v1/campaigns/${encodeURIComponent(name)}/reports`, {
+        response = await this.#fetch(url, {
           method: "POST",
-          headers: { "Content-Type": "application/json" },
+          headers,
           body,
           signal: AbortSignal.timeout(Math.max(1, end - Date.now())),
         });
@@ -677,7 +721,7 @@ export class TelemetryClient {
       const batch = this.#outbox.filter((q) => q.campaign === name).slice(0, batchSize);
       if (batch.length === 0) return;
       if (Date.now() >= end) throw new UploadError(`upload to campaign ${name} stopped: the flush deadline passed`);
-      const response = await this.#post(name, this.#body(info.document.configId, batch), end);
+      const response = await this.#post(info, this.#body(info.document.configId, batch), end);
       const text = await response.text();
       if (response.status === 200) {
         const settled = this.#settle(name, batch, text);
@@ -759,31 +803,43 @@ export class TelemetryClient {
    * stored), so the next page's flush re-sends them and the collector counts them once by id.
    */
   flushOnExit(): number {
+    const encoder = new TextEncoder();
     let budget = KEEPALIVE_BYTES;
     let sent = 0;
     const byCampaign = new Map<string, Queued[]>();
-    for (const q of this.#outbox) byCampaign.set(q.campaign, [...(byCampaign.get(q.campaign) ?? []), q]);
+    for (const q of this.#outbox) {
+      const list = byCampaign.get(q.campaign);
+      if (list === undefined) byCampaign.set(q.campaign, [q]);
+      else list.push(q);
+    }
     for (const [name, queued] of byCampaign) {
       const info = this.#campaigns.get(name) ?? this.#pinned.get(name);
       if (info === undefined) continue;
+      let destination: [string, Record<string, string>];
+      try {
+        destination = this.#destination(info);
+      } catch {
+        continue; // a shuffled campaign without a shuffler: it waits for flush()
+      }
+      // The body's size grows by each report's JSON and a comma: no re-encoding per report.
+      let size = encoder.encode(this.#body(info.document.configId, [])).length;
       const batch: Queued[] = [];
       for (const q of queued) {
-        if (new TextEncoder().encode(this.#body(info.document.configId, [...batch, q])).length > budget) break;
+        const item = encoder.encode(JSON.stringify({ id: q.id, payload: q.payload })).length + (batch.length ? 1 : 0);
+        if (size + item > budget) break;
+        size += item;
         batch.push(q);
       }
       if (batch.length === 0) continue;
-      const body = this.#body(info.document.configId, batch);
-      budget -= new TextEncoder().encode(body).length;
+      budget -= size;
       sent += batch.length;
-      this.#fetch(`${this.baseUrl}/v1/campaigns/${encodeURIComponent(name)}/reports`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body,
-        keepalive: true,
-      }).catch(() => undefined);
+      this.#fetch(destination[0], { method: "POST", headers: destination[1], body: this.#body(info.document.configId, batch), keepalive: true }).catch(
+        () => undefined,
+      );
     }
     return sent;
   }
+
 
   /** Pinned documents as given (for tests and tools). */
   get pinnedCampaigns(): ReadonlyArray<string | object> {

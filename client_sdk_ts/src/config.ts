@@ -256,6 +256,8 @@ export interface CampaignDocument {
   readonly policy: BudgetPolicy | null;
   readonly minBatchSize: number;
   readonly shuffle: Readonly<Record<string, unknown>> | null;
+  /** A shuffled campaign's collector key `{key_id, key}` (base64url), which its reports are sealed to. */
+  readonly publicKey: { readonly key_id: string; readonly key: string } | null;
   readonly configId: string;
   /** The document as JSON text (what the device caches). */
   readonly text: string;
@@ -331,6 +333,13 @@ export function parseCampaignDocument(input: string | object, expectedName?: str
   if (shuffle !== null && (typeof shuffle !== "object" || Array.isArray(shuffle) || shuffle instanceof JsonFloat)) {
     throw new TypeError(`campaign ${name}: shuffle must be a JSON object or null; got ${describe(shuffle)}`);
   }
+  const key = document.public_key ?? null;
+  if (
+    key !== null &&
+    (typeof key !== "object" || Array.isArray(key) || key instanceof JsonFloat || typeof key.key_id !== "string" || typeof key.key !== "string")
+  ) {
+    throw new TypeError(`campaign ${name}: public_key must be an object {key_id, key} of strings; got ${describe(key)}`);
+  }
   const expected = configId(campaignContent(document, minBatchSize));
   if (document.config_id !== expected) {
     const hint = typeof input === "string" ? "" : " (a document parsed by JSON.parse loses 1.0 versus 1: pass its JSON text)";
@@ -343,6 +352,7 @@ export function parseCampaignDocument(input: string | object, expectedName?: str
     policy: budget,
     minBatchSize,
     shuffle: shuffle === null ? null : (toPlain(shuffle) as Record<string, unknown>),
+    publicKey: key === null ? null : { key_id: key.key_id as string, key: key.key as string },
     configId: expected,
     text: typeof input === "string" ? input : canonicalJson(input),
   };

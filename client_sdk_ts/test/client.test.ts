@@ -372,3 +372,58 @@ describe("flush", () => {
     assert.equal(await c.pending(), 2000, "they stay queued until acknowledged");
   });
 });
+
+describe("shuffled campaigns", () => {
+  const sealed = JSON.parse(readFileSync(new URL("../../../conformance/sealed.json", import.meta.url), "utf8")) as { public_key: string; key_id: string };
+  const shuffle = '{"central_epsilon":1.0,"delta":1e-08,"min_batch":1000}';
+  function shuffledText(): string {
+    const mechanism = '{"epsilon":1.0,"k":3,"mechanism":"grr"}';
+    const content = `{"domain":${JSON.stringify(LABELS)},"mechanism":${mechanism},"min_batch_size":100,"policy":null,"shuffle":${shuffle}}`;
+    const id = createHash("sha256").update(content).digest("hex").slice(0, 32);
+    const key = `{"key_id":"${sealed.key_id}","key":"${sealed.public_key}"}`;
+    return `{"name":"hidden","protocol":1,"mechanism":${mechanism},"domain":${JSON.stringify(LABELS)},"policy":null,"min_batch_size":100,"shuffle":${shuffle},"public_key":${key},"config_id":"${id}"}`;
+  }
+  const bounded = (config: MechanismConfig) => ({ ...testMechanism(config), largestWirePayload: () => 2 });
+
+  test("reports are sealed, all of one size, and go to the shuffler only, with its token", async () => {
+    const authorizations: (string | undefined)[] = [];
+    const shuffler = await server([
+      (request) => {
+        authorizations.push(request.headers.authorization);
+        return false;
+      },
+    ]);
+    try {
+      const c = new TelemetryClient("http://127.0.0.1:9", {
+        campaigns: [shuffledText()],
+        mechanisms: bounded,
+        shufflerUrl: shuffler.url,
+        shufflerToken: "install-token-1",
+      });
+      for (const label of LABELS) await c.record("hidden", label);
+      assert.equal(await c.flush(), 3);
+      assert.deepEqual(authorizations, ["Bearer install-token-1"]);
+    } finally {
+      await shuffler.close();
+    }
+  });
+
+  test("the queue holds only envelopes of one length; without a shuffler nothing goes to the collector", async () => {
+    const storage = new MemoryStorage();
+    const c = new TelemetryClient("http://127.0.0.1:9", { storage, campaigns: [shuffledText()], mechanisms: bounded, retries: 0 });
+    await c.record("hidden", "light");
+    await c.record("hidden", "system");
+    const queued = [JSON.parse((await storage.get("outbox_0")) as string)[0], JSON.parse((await storage.get("outbox_1")) as string)[0]];
+    for (const q of queued) assert.deepEqual(Object.keys(q.payload).sort(), ["key_id", "sealed"]);
+    assert.equal(queued[0].payload.sealed.length, queued[1].payload.sealed.length);
+    assert.equal(await c.flush(), 0);
+    assert.match(c.status().last_error?.message ?? "", /shuffled: give TelemetryClient a shufflerUrl/);
+  });
+
+  test("a mechanism that does not bound its payloads cannot be sealed: refused naming it", () => {
+    assert.throws(
+      () => new TelemetryClient("http://127.0.0.1:9", { campaigns: [shuffledText()], mechanisms: testMechanism }),
+      /mechanism "grr" does not bound its wire payloads/,
+    );
+  });
+});
