@@ -427,3 +427,54 @@ describe("shuffled campaigns", () => {
     );
   });
 });
+
+describe("campaign changes", () => {
+  test("a changed campaign is refused until the app accepts it; reports of the old config are dropped", async () => {
+    let served = documentText("theme", "1.0");
+    let stored = 0;
+    const http = createServer((request, response) => {
+      let body = "";
+      request.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      request.on("end", () => {
+        const current = (JSON.parse(served) as { config_id: string }).config_id;
+        if (request.method === "GET") {
+          response.writeHead(200, { "Content-Type": "application/json" }).end(served);
+          return;
+        }
+        const upload = JSON.parse(body) as { config_id: string; reports: unknown[] };
+        if (upload.config_id !== current) {
+          response.writeHead(409, { "Content-Type": "application/problem+json" });
+          response.end(JSON.stringify({ type: "urn:ldp-telemetry:problem:stale-config", status: 409, detail: "stale" }));
+          return;
+        }
+        stored += upload.reports.length;
+        response.writeHead(200, { "Content-Type": "application/json" });
+        response.end(JSON.stringify({ accepted: upload.reports.length, duplicate: 0, rejected: [] }));
+      });
+    });
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+    try {
+      const c = new TelemetryClient(url, { mechanisms: testMechanism, rng: new HmacWordSource(new Uint8Array(16)), retries: 0 });
+      assert.ok(await c.record("theme", "dark"), "the first served config is accepted");
+      served = documentText("theme", "3.0");
+      assert.equal(await c.flush(), 0, "stale: the refetched config differs, and is not swapped in");
+      const accepted = JSON.parse(documentText("theme", "1.0")).config_id as string;
+      const now = JSON.parse(served).config_id as string;
+      assert.deepEqual(c.status().changed_campaigns, { theme: { accepted, served: now } });
+      assert.equal(await c.record("theme", "dark"), null);
+      assert.deepEqual(c.status().dropped, { theme: { "campaign-changed": 1 } });
+      assert.equal(await c.pending(), 1);
+      await c.acceptCampaignChange("theme");
+      assert.ok(await c.record("theme", "light"));
+      assert.equal(await c.flush({ force: true }), 1, "only the report made under the accepted config");
+      assert.equal(stored, 1);
+      assert.equal(await c.pending(), 0);
+      const log = await c.privacyLog("theme");
+      assert.ok(log.some((entry) => /campaign changed/.test(entry.event ?? "")));
+      assert.ok(log.some((entry) => /change accepted/.test(entry.event ?? "")));
+    } finally {
+      await new Promise((resolve) => http.close(resolve));
+    }
+  });
+});
