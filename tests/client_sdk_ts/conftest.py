@@ -8,6 +8,8 @@ they fail.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -59,20 +61,47 @@ def require_node() -> str:
     return node
 
 
-def npm_build() -> None:
-    """``npm run build`` (tsc and the esbuild browser bundle); fails with npm's output."""
+@contextlib.contextmanager
+def dist_lock(exclusive: bool) -> Iterator[Any]:
+    """A lock on ``dist/`` across pytest workers: exclusive to build it, shared to use it
+    (a build rewrites files a Node process of another worker may be importing)."""
+    lock = TS_DIR / "node_modules" / ".ldp-pytest-dist.lock"
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield handle
+
+
+def stale() -> bool:
+    """Whether ``dist/`` is missing or older than a source of the build."""
+    built = DIST / "browser.js"
+    if not built.exists() or not (DIST / "src" / "index.js").exists():
+        return True
+    sources = [*(TS_DIR / "src").rglob("*.ts"), *(TS_DIR / "test").rglob("*.ts")]
+    sources += [TS_DIR / "package.json", TS_DIR / "tsconfig.json"]
+    return max(p.stat().st_mtime for p in sources) > built.stat().st_mtime
+
+
+def npm(*arguments: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``npm ARGUMENTS`` in client_sdk_ts; fails with npm's output."""
     result = subprocess.run(
-        ["npm", "run", "build"], cwd=TS_DIR, capture_output=True, text=True, timeout=300
+        ["npm", *arguments], cwd=TS_DIR, capture_output=True, text=True, timeout=timeout
     )
-    assert result.returncode == 0, f"npm run build failed:\n{result.stdout}\n{result.stderr}"
+    assert result.returncode == 0, (
+        f"npm {' '.join(arguments)} failed:\n{result.stdout[-20000:]}\n{result.stderr}"
+    )
+    return result
 
 
-@pytest.fixture(scope="session")
-def ts_build() -> Path:
-    """The built package (``dist/src`` and ``dist/browser.js``), built once per session."""
+@pytest.fixture
+def ts_build() -> Iterator[Path]:
+    """The built package (``dist/src`` and ``dist/browser.js``): built when stale, and not
+    rebuilt by another worker while the test uses it."""
     require_node()
-    npm_build()
-    return DIST
+    with dist_lock(exclusive=True) as handle:
+        if stale():
+            npm("run", "build")
+        fcntl.flock(handle, fcntl.LOCK_SH)  # keep it, shared, for the test
+        yield DIST
 
 
 def registered(node: str) -> set[str]:
@@ -87,7 +116,7 @@ def registered(node: str) -> set[str]:
     return set(json.loads(result.stdout))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def ts_campaign(ts_build: Path) -> dict[str, Any]:
     """The first of :data:`CAMPAIGNS` whose mechanism the TypeScript registry has."""
     names = registered(require_node())
