@@ -274,15 +274,19 @@ export class TelemetryClient {
     if (existing) secret.set(Array.from({ length: 32 }, (_, i) => parseInt((secretText as string).slice(2 * i, 2 * i + 2), 16)));
     else globalThis.crypto.getRandomValues(secret);
     this.#ledger = new BudgetLedger(secret, { ledger, head }, { expectExisting: existing, clock: this.#clock });
-    if (outbox !== null) {
-      const segments = JSON.parse(outbox) as number[];
-      for (const segment of segments) {
+    try {
+      for (const segment of outbox === null ? [] : (JSON.parse(outbox) as number[])) {
+        this.#nextSegment = Math.max(this.#nextSegment, segment + 1);
         const text = await this.storage.get(`outbox_${segment}`);
         if (text !== null) this.#outbox.push(...(JSON.parse(text) as Queued[]));
-        this.#nextSegment = Math.max(this.#nextSegment, segment + 1);
       }
+      for (const [name, text] of Object.entries(campaigns === null ? {} : (JSON.parse(campaigns) as Record<string, string>))) {
+        this.#cached.set(name, text);
+      }
+    } catch (error) {
+      // An unreadable outbox or cache loses queued reports (never budget: the ledger is apart).
+      this.#storageError = `storage ${this.storage.kind} held an unreadable outbox or campaign cache (${(error as Error).name}); what could be read is kept`;
     }
-    if (campaigns !== null) for (const [name, text] of Object.entries(JSON.parse(campaigns) as Record<string, string>)) this.#cached.set(name, text);
     const writes: [string, string | null][] = [];
     if (!existing) writes.push(["device_secret", hex(secret)]);
     writes.push(...this.#ledger.texts());

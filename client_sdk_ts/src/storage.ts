@@ -46,12 +46,17 @@ export class IndexedDBStorage implements StateStorage {
   readonly #database: Promise<IDBDatabase>;
 
   constructor(name = "ldp-telemetry") {
-    const factory = (globalThis as { indexedDB?: IDBFactory }).indexedDB;
-    if (factory === undefined) throw new Error("IndexedDB is not available here");
     this.kind = `indexeddb:${name}`;
-    const opening = factory.open(name, 1);
-    opening.onupgradeneeded = () => opening.result.createObjectStore("state");
-    this.#database = request(opening);
+    const factory = (globalThis as { indexedDB?: IDBFactory }).indexedDB;
+    if (factory === undefined) {
+      // Not thrown: the client finds storage unavailable, keeps working in memory and says so.
+      this.#database = Promise.reject(new Error("IndexedDB is not available here"));
+    } else {
+      const opening = factory.open(name, 1);
+      opening.onupgradeneeded = () => opening.result.createObjectStore("state");
+      this.#database = request(opening);
+    }
+    this.#database.catch(() => undefined);
   }
 
   async get(key: string): Promise<string | null> {

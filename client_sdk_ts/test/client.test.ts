@@ -18,6 +18,7 @@ import {
   configId,
   FolderStorage,
   HmacWordSource,
+  IndexedDBStorage,
   MemoryStorage,
   parseCampaignDocument,
   PolicyViolation,
@@ -173,6 +174,24 @@ describe("record", () => {
     assert.equal(storage.persistent, false);
     assert.match(storage.error ?? "", /QuotaExceededError.*in memory only/);
     assert.equal(await c.pending(), 1);
+  });
+
+  test("IndexedDB missing (Node here): the client works in memory and says storage is unavailable", async () => {
+    const c = client({ storage: new IndexedDBStorage("absent") });
+    assert.ok(await c.record("theme", "dark"));
+    assert.equal(await c.pending(), 1);
+    assert.match(c.status().storage.error ?? "", /storage indexeddb:absent is unavailable/);
+  });
+
+  test("an unreadable outbox segment: the client starts, keeps the rest and says so", async () => {
+    const directory = stateDir();
+    const first = client({ storage: new FolderStorage(directory) });
+    await first.record("theme", "dark");
+    await first.record("theme", "light");
+    writeFileSync(join(directory, "outbox_1.json"), "{not json");
+    const again = client({ storage: new FolderStorage(directory) });
+    assert.equal(await again.pending(), 1);
+    assert.match(again.status().storage.error ?? "", /unreadable outbox/);
   });
 });
 
