@@ -176,7 +176,6 @@ export class TelemetryClient {
   readonly #mechanisms: (config: MechanismConfig) => Mechanism;
   readonly #rng: WordSource;
   readonly #clock: () => number;
-  readonly #pinnedInputs: ReadonlyArray<string | object>;
   readonly #pinned = new Map<string, Campaign>();
   readonly #campaigns = new Map<string, Campaign>();
   readonly #cached = new Map<string, string>(); // campaign -> its document's text
@@ -229,7 +228,6 @@ export class TelemetryClient {
     this.#mechanisms = options.mechanisms ?? mechanismFromConfig;
     const campaigns = options.campaigns ?? [];
     if (!Array.isArray(campaigns)) throw new TypeError(`campaigns must be an array of campaign documents; got ${describe(campaigns)}`);
-    this.#pinnedInputs = campaigns;
     campaigns.forEach((input, i) => {
       let campaign: Campaign;
       try {
@@ -844,9 +842,4 @@ export class TelemetryClient {
     return sent;
   }
 
-
-  /** Pinned documents as given (for tests and tools). */
-  get pinnedCampaigns(): ReadonlyArray<string | object> {
-    return this.#pinnedInputs;
-  }
 }
