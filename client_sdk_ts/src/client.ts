@@ -1,0 +1,845 @@
+/**
+ * `TelemetryClient`: record values on the device, randomized at once, and upload them later
+ * (Python: `client_sdk.client`; docs/protocol.md, "Reports, upload and answers").
+ *
+ *     const client = new TelemetryClient("https://collector.example", { storage: new IndexedDBStorage() });
+ *     await client.record("app-theme", "dark");   // randomized now; only the report is queued
+ *     await client.flush();                        // number acknowledged; never throws for the network
+ *
+ * A value becomes a report at once (the app's policy checked first, then the budget ledger);
+ * the report gets a random 128-bit id and waits in the outbox until the collector acknowledges
+ * it (accepted or duplicate), so a retry never stores a report twice. Network errors, 408, 429
+ * and 5xx are retried with backoff and jitter, honouring `Retry-After`; other 4xx are not.
+ */
+import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocument } from "./config.js";
+import { BudgetExceededError, BudgetLedger } from "./ledger.js";
+import { mechanismFromConfig } from "./mechanisms/registry.js";
+import type { Mechanism, MechanismConfig } from "./mechanisms/types.js";
+import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
+import { MemoryStorage, type StateStorage } from "./storage.js";
+import { plaintextSize, type SealingKey, sealPayload } from "./sealing.js";
+import { CryptoWordSource, type WordSource } from "./words.js";
+
+export { BudgetExceededError, PolicyViolation };
+
+/** Statuses retried within a flush (Python: `transport.RETRY_STATUSES`). */
+export const RETRY_STATUSES: ReadonlySet<number> = new Set([408, 429, 500, 502, 503, 504]);
+/** Seconds before the flush after the first failed one; doubles with each failure. */
+export const BACKOFF_BASE = 1.0;
+/** The longest backoff between flushes (and the longest `Retry-After` kept), seconds. */
+export const BACKOFF_MAX = 3600.0;
+/** The longest `Retry-After` honoured inside one flush, seconds. */
+const MAX_RETRY_AFTER = 120;
+/** The browser's budget for the bodies of all pending keepalive requests. */
+export const KEEPALIVE_BYTES = 64 * 1024;
+const PROBLEM_PREFIX = "urn:ldp-telemetry:problem:";
+const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
+
+/** Mechanisms whose device part the client runs from the config alone (no device secret). */
+const VALUE_KINDS: Readonly<Record<string, "category" | "number" | "string" | "keyvalue">> = {
+  grr: "category", sue: "category", oue: "category", ss: "category", olh: "category", blh: "category", hr: "category",
+  duchi: "number", piecewise: "number", hybrid: "number", laplace: "number", gaussian: "number", square_wave: "number",
+  cms: "string", hcms: "string", sfp: "string",
+  pckv: "keyvalue",
+};
+
+/** A queued report: its id, campaign and config, and the randomized payload (never a raw value). */
+interface Queued {
+  /** The stored segment it lives in (one per `recordMany` call; see `#stateTexts`). */
+  readonly segment: number;
+  readonly id: string;
+  readonly campaign: string;
+  readonly config_id: string;
+  readonly payload: unknown;
+}
+
+/** The options of {@link TelemetryClient}. */
+export interface TelemetryClientOptions {
+  /** The app's privacy policy (default: {@link DEFAULT_POLICY}). */
+  policy?: PrivacyPolicy;
+  /** Where state lives (default: memory; `IndexedDBStorage` in browsers, `FolderStorage` in Node). */
+  storage?: StateStorage;
+  /** Campaign documents the app ships (their JSON text, or objects), pinned and checked at once. */
+  campaigns?: ReadonlyArray<string | object>;
+  /**
+   * The anonymizing shuffler (`ldp-shuffler`): a shuffled campaign's reports are sealed to the
+   * collector's key and sent there only, never to the collector directly.
+   */
+  shufflerUrl?: string;
+  /** This install's shuffler credential, sent to the shuffler only as `Authorization: Bearer`. */
+  shufflerToken?: string;
+  /** Randomness for `perturb` (default: the platform CSPRNG); tests pass an `HmacWordSource`. */
+  rng?: WordSource;
+  /** Reports per upload request (default 500). */
+  batchSize?: number;
+  /** Retries per request (default 5). */
+  retries?: number;
+  /** The longest one flush may take, retries included, seconds (default 120). */
+  flushDeadline?: number;
+  /** Accept plain http to hosts that are not loopback. */
+  allowInsecureHttp?: boolean;
+  /** The mechanism factory (default: {@link mechanismFromConfig}, this package's registry). */
+  mechanisms?: (config: MechanismConfig) => Mechanism;
+  /** `fetch` to use (default: the global one). */
+  fetch?: typeof fetch;
+  /** Unix seconds (tests inject one). */
+  clock?: () => number;
+  /** Add a `pagehide` listener that sends queued reports with `fetch(..., {keepalive: true})` (browsers; default true). */
+  flushOnPagehide?: boolean;
+}
+
+/** The last failed flush or campaign fetch, as `status()` reports it. */
+export interface LastError {
+  readonly at: number;
+  readonly campaign: string | null;
+  readonly type: string;
+  readonly status: number | null;
+  readonly message: string;
+}
+
+/** A verified campaign as the client uses it. */
+interface Campaign {
+  readonly document: CampaignDocument;
+  readonly mechanism: Mechanism;
+  /** How a shuffled campaign's payloads are sealed (`null`: not shuffled). */
+  readonly sealing: SealingKey | null;
+  readonly kind: (typeof VALUE_KINDS)[string];
+  readonly index: ReadonlyMap<string, number>;
+}
+
+/** An upload or fetch that did not complete (kept for `status()`, never thrown to the app). */
+class UploadError extends Error {
+  override readonly name = "UploadError";
+  constructor(
+    message: string,
+    readonly status: number | null = null,
+    readonly retryAfter: number | null = null,
+  ) {
+    super(message);
+  }
+}
+
+function checkUrl(url: unknown, field: string, allowInsecure: boolean): string {
+  if (typeof url !== "string") throw new TypeError(`${field} must be an http(s) URL; got ${describe(url)}`);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`${field} must be an http(s) URL with a host`);
+  }
+  if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.hostname === "") {
+    throw new TypeError(`${field} must be an http(s) URL with a host`);
+  }
+  const loopback = LOOPBACK.has(parsed.hostname) || parsed.hostname.startsWith("127.");
+  if (parsed.protocol === "http:" && !loopback && !allowInsecure) {
+    throw new Error(
+      `${field} is plain http to a host that is not loopback (an insecure origin): reports would travel unauthenticated; use https or pass allowInsecureHttp`,
+    );
+  }
+  return url.replace(/\/+$/, "");
+}
+
+/** `Retry-After` (seconds or an HTTP date) in seconds from now, or `null`. */
+export function retryAfterSeconds(value: string | null): number | null {
+  if (value === null) return null;
+  if (/^\s*\d+\s*$/.test(value)) return Number(value);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? null : Math.max(0, (date - Date.now()) / 1000);
+}
+
+function sleep(seconds: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+}
+
+function hex(bytes: Uint8Array): string {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Uniform in [0, 1) from the platform CSPRNG (jitter only: never noise). */
+function uniform(): number {
+  const word = new Uint32Array(1);
+  globalThis.crypto.getRandomValues(word);
+  return (word[0] as number) / 2 ** 32;
+}
+
+/** Records values under local differential privacy and uploads the randomized reports. */
+export class TelemetryClient {
+  readonly baseUrl: string;
+  readonly shufflerUrl: string | null;
+  readonly #shufflerHeaders: Record<string, string>;
+  readonly policy: PrivacyPolicy;
+  readonly storage: StateStorage;
+  readonly batchSize: number;
+  readonly retries: number;
+  readonly flushDeadline: number;
+  readonly #fetch: typeof fetch;
+  readonly #mechanisms: (config: MechanismConfig) => Mechanism;
+  readonly #rng: WordSource;
+  readonly #clock: () => number;
+  readonly #pinned = new Map<string, Campaign>();
+  readonly #campaigns = new Map<string, Campaign>();
+  readonly #cached = new Map<string, string>(); // campaign -> its document's text
+  readonly #changed = new Map<string, { accepted: string; served: string }>();
+  readonly #closed = new Set<string>();
+  readonly #dropped = new Map<string, Map<string, number>>();
+  readonly #clipped = new Map<string, number>();
+  #outbox: Queued[] = [];
+  /** Segments whose stored text is out of date (written, or deleted when empty, by the next persist). */
+  readonly #dirty = new Set<number>();
+  #nextSegment = 0;
+  #ledger: BudgetLedger | null = null;
+  #ready: Promise<void>;
+  #queue: Promise<unknown> = Promise.resolve();
+  #storageError: string | null = null;
+  #lastError: LastError | null = null;
+  #failures = 0;
+  #nextAttempt: number | null = null;
+
+  constructor(baseUrl: string, options: TelemetryClientOptions = {}) {
+    const crypto = (globalThis as { crypto?: Crypto }).crypto;
+    if (crypto === undefined || typeof crypto.getRandomValues !== "function") {
+      throw new Error(
+        "ldp-telemetry needs crypto.getRandomValues (a secure context in browsers, Node 20 or later); it refuses to run without it",
+      );
+    }
+    const allowInsecure = options.allowInsecureHttp ?? false;
+    this.baseUrl = checkUrl(baseUrl, "baseUrl", allowInsecure);
+    this.shufflerUrl = options.shufflerUrl === undefined ? null : checkUrl(options.shufflerUrl, "shufflerUrl", allowInsecure);
+    const token = options.shufflerToken;
+    if (token !== undefined && (typeof token !== "string" || !/^[!-~]{1,256}$/.test(token))) {
+      throw new TypeError(`shufflerToken must be the token the app operator issued (printable ASCII, no spaces, at most 256 characters); got ${describe(token)}`);
+    }
+    this.#shufflerHeaders = token === undefined ? {} : { Authorization: `Bearer ${token}` };
+    const policy = options.policy ?? DEFAULT_POLICY;
+    if (!(policy instanceof PrivacyPolicy)) throw new TypeError(`policy must be a PrivacyPolicy; got ${describe(policy)}`);
+    this.policy = policy;
+    this.storage = options.storage ?? new MemoryStorage();
+    this.batchSize = options.batchSize ?? 500;
+    if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new RangeError(`batchSize must be an integer of at least 1; got ${describe(options.batchSize)}`);
+    this.retries = options.retries ?? 5;
+    if (!Number.isSafeInteger(this.retries) || this.retries < 0) throw new RangeError(`retries must be a non-negative integer; got ${describe(options.retries)}`);
+    this.flushDeadline = options.flushDeadline ?? 120;
+    if (!(this.flushDeadline > 0)) throw new RangeError(`flushDeadline must be a positive number; got ${describe(options.flushDeadline)}`);
+    const fetcher = options.fetch ?? (globalThis as { fetch?: typeof fetch }).fetch;
+    if (fetcher === undefined) throw new Error("fetch is not available here: pass options.fetch");
+    this.#fetch = fetcher.bind(globalThis);
+    this.#rng = options.rng ?? new CryptoWordSource();
+    this.#clock = options.clock ?? (() => Date.now() / 1000);
+    this.#mechanisms = options.mechanisms ?? mechanismFromConfig;
+    const campaigns = options.campaigns ?? [];
+    if (!Array.isArray(campaigns)) throw new TypeError(`campaigns must be an array of campaign documents; got ${describe(campaigns)}`);
+    campaigns.forEach((input, i) => {
+      let campaign: Campaign;
+      try {
+        campaign = this.#verify(input);
+      } catch (error) {
+        throw new Error(`campaigns[${i}]: ${(error as Error).message}`);
+      }
+      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
+      if (this.#pinned.has(campaign.document.name)) throw new Error(`campaigns[${i}]: campaign ${campaign.document.name} is pinned twice`);
+      this.#pinned.set(campaign.document.name, campaign);
+    });
+    this.#ready = this.#load();
+    this.#ready.catch(() => undefined);
+    const target = globalThis as { addEventListener?: (type: string, listener: () => void) => void };
+    if ((options.flushOnPagehide ?? true) && typeof target.addEventListener === "function" && typeof (globalThis as { document?: unknown }).document === "object") {
+      target.addEventListener("pagehide", () => this.flushOnExit());
+    }
+  }
+
+  /** Run `work` after every earlier operation (one at a time, like Python's locks). */
+  #serial<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.#queue.then(() => this.#ready).then(work);
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+
+  async #load(): Promise<void> {
+    let secretText: string | null = null;
+    let ledger: string | null = null;
+    let head: string | null = null;
+    let outbox: string | null = null;
+    let campaigns: string | null = null;
+    try {
+      const keys = ["device_secret", "ledger", "ledger_head", "outbox", "campaigns"] as const;
+      const texts = await Promise.all(keys.map((key) => this.storage.get(key)));
+      [secretText, ledger, head, outbox, campaigns] = [texts[0] ?? null, texts[1] ?? null, texts[2] ?? null, texts[3] ?? null, texts[4] ?? null];
+    } catch (error) {
+      this.#storageError = `storage ${this.storage.kind} is unavailable (${(error as Error).name}); this client keeps its state in memory only`;
+    }
+    const existing = secretText !== null && /^[0-9a-f]{64}$/.test(secretText);
+    const secret = new Uint8Array(32);
+    if (existing) secret.set(Array.from({ length: 32 }, (_, i) => parseInt((secretText as string).slice(2 * i, 2 * i + 2), 16)));
+    else globalThis.crypto.getRandomValues(secret);
+    this.#ledger = new BudgetLedger(secret, { ledger, head }, { expectExisting: existing, clock: this.#clock });
+    try {
+      for (const segment of outbox === null ? [] : (JSON.parse(outbox) as number[])) {
+        this.#nextSegment = Math.max(this.#nextSegment, segment + 1);
+        const text = await this.storage.get(`outbox_${segment}`);
+        if (text !== null) this.#outbox.push(...(JSON.parse(text) as Queued[]));
+      }
+      for (const [name, text] of Object.entries(campaigns === null ? {} : (JSON.parse(campaigns) as Record<string, string>))) {
+        this.#cached.set(name, text);
+      }
+    } catch (error) {
+      // An unreadable outbox or cache loses queued reports (never budget: the ledger is apart).
+      this.#storageError = `storage ${this.storage.kind} held an unreadable outbox or campaign cache (${(error as Error).name}); what could be read is kept`;
+    }
+    const writes: [string, string | null][] = [];
+    if (!existing) writes.push(["device_secret", hex(secret)]);
+    writes.push(...this.#ledger.texts());
+    await this.#persist(writes);
+  }
+
+  /** Store entries (`null`: delete); on failure keep working in memory and say so in `status()`. */
+  async #persist(entries: [string, string | null][]): Promise<void> {
+    if (this.#storageError !== null) return;
+    try {
+      await this.storage.set(entries);
+    } catch (error) {
+      this.#storageError = `storage ${this.storage.kind} failed (${(error as Error).name}: full or unavailable); this client keeps its state in memory only from now on`;
+    }
+  }
+
+  /**
+   * What changed, to store: the ledger (first: a spend is recorded before its report is queued),
+   * the outbox's changed segments and its index, the campaign cache. The outbox is stored in
+   * segments, one per `recordMany` call, so that recording writes the new reports and not the
+   * whole queue.
+   */
+  #stateTexts(): [string, string | null][] {
+    const segments: [string, string | null][] = [...this.#dirty].map((segment) => {
+      const items = this.#outbox.filter((q) => q.segment === segment);
+      return [`outbox_${segment}`, items.length ? JSON.stringify(items) : null];
+    });
+    this.#dirty.clear();
+    const live = [...new Set(this.#outbox.map((q) => q.segment))].sort((a, b) => a - b);
+    return [
+      ...(this.#ledger as BudgetLedger).texts(),
+      ...segments,
+      ["outbox", JSON.stringify(live)],
+      ["campaigns", JSON.stringify(Object.fromEntries(this.#cached))],
+    ];
+  }
+
+  /** Keep only the queued reports `keep` accepts, marking the segments that changed. */
+  #retain(keep: (q: Queued) => boolean): number {
+    const before = this.#outbox.length;
+    this.#outbox = this.#outbox.filter((q) => keep(q) || (this.#dirty.add(q.segment), false));
+    return before - this.#outbox.length;
+  }
+
+  /** Why the stored ledger was found damaged when this client started (`null`: it was not). */
+  async ledgerDamage(): Promise<string | null> {
+    await this.#ready;
+    return (this.#ledger as BudgetLedger).damage;
+  }
+
+  // ---- campaigns ---------------------------------------------------------------------------
+
+  #verify(input: string | object, name?: string): Campaign {
+    const document = parseCampaignDocument(input, name);
+    const config = document.mechanism;
+    const mechanismName = config.mechanism;
+    const kind = Object.hasOwn(VALUE_KINDS, mechanismName) ? VALUE_KINDS[mechanismName] : undefined;
+    if (kind === undefined || Object.hasOwn(config, "longitudinal")) {
+      throw new Error(
+        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)}${Object.hasOwn(config, "longitudinal") ? " (memoized)" : ""} ` +
+          "is not supported by the TelemetryClient in this version of ldp-telemetry",
+      );
+    }
+    const mechanism = this.#mechanisms(config);
+    let sealing: SealingKey | null = null;
+    if (document.shuffle !== null) {
+      const largest = (mechanism as { largestWirePayload?: () => unknown }).largestWirePayload;
+      if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
+      if (typeof largest !== "function") {
+        throw new Error(
+          `campaign ${document.name} is shuffled, and mechanism ${JSON.stringify(mechanismName)} does not bound its wire payloads ` +
+            "(largestWirePayload) in this version of ldp-telemetry: its sealed reports cannot be padded to one size",
+        );
+      }
+      const size = plaintextSize(document.name, document.configId, largest.call(mechanism));
+      sealing = { publicKey: document.publicKey.key, keyId: document.publicKey.key_id, campaign: document.name, configId: document.configId, size };
+    }
+    if (kind === "category") {
+      if (document.domain === null || document.domain.length !== config.k) {
+        throw new Error(`campaign ${document.name}: domain must have k=${String(config.k)} labels`);
+      }
+    } else if (kind === "number" && document.domain !== null) {
+      throw new Error(`campaign ${document.name}: domain must be absent for the numeric mechanism ${mechanismName}`);
+    }
+    return {
+      document,
+      mechanism,
+      sealing,
+      kind,
+      index: new Map((document.domain ?? []).map((label, i) => [label, i])),
+    };
+  }
+
+  #claim(campaign: Campaign): PrivacyClaim {
+    const config = campaign.document.mechanism;
+    const epsilon = config.epsilon;
+    const delta = config.delta ?? 0;
+    if (typeof epsilon !== "number" || typeof delta !== "number") {
+      throw new Error(`campaign ${campaign.document.name}: mechanism.epsilon must be a number; got ${describe(epsilon)}`);
+    }
+    return { mechanism: config.mechanism, epsilon, delta };
+  }
+
+  #checkPolicy(campaign: Campaign): void {
+    try {
+      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
+    } catch (error) {
+      if (error instanceof PolicyViolation) (this.#ledger as BudgetLedger).note(campaign.document.name, `campaign refused by the app's policy: ${error.message}`);
+      throw error;
+    }
+  }
+
+  async #fetchCampaign(name: string): Promise<string> {
+    let response: Response;
+    try {
+      response = await this.#fetch(`${this.baseUrl}/v1/campaigns/${encodeURIComponent(name)}`, { signal: AbortSignal.timeout(10_000) });
+    } catch (error) {
+      throw new UploadError(`cannot fetch campaign ${name}: ${(error as Error).name}`);
+    }
+    const declared = Number(response.headers.get("Content-Length") ?? "0");
+    if (declared > MAX_DOCUMENT_BYTES) throw new Error(`campaign ${name}: the document is larger than ${MAX_DOCUMENT_BYTES} bytes; refused unread`);
+    const text = await response.text();
+    if (response.status !== 200) {
+      throw new UploadError(`cannot fetch campaign ${name}: HTTP ${response.status}`, response.status, retryAfterSeconds(response.headers.get("Retry-After")));
+    }
+    return text;
+  }
+
+  /** The verified campaign `name`: pinned, cached, or fetched (a changed one is refused until accepted). */
+  async #campaign(name: string, refresh = false): Promise<Campaign> {
+    if (this.#closed.has(name)) throw new Error(`campaign ${name} was closed by the collector`);
+    const changed = this.#changed.get(name);
+    if (changed !== undefined) {
+      throw new Error(
+        `campaign ${name} changed: this device accepted config_id ${changed.accepted}, the collector now serves ${changed.served}; ` +
+          `nothing is recorded for it until the app calls acceptCampaignChange(${JSON.stringify(name)})`,
+      );
+    }
+    const ready = this.#campaigns.get(name);
+    if (ready !== undefined && !refresh) return ready;
+    const pinned = this.#pinned.get(name);
+    const cached = this.#cached.get(name);
+    let campaign: Campaign;
+    if (pinned !== undefined && !refresh) {
+      campaign = pinned;
+    } else if (cached !== undefined && !refresh) {
+      campaign = this.#verify(cached, name);
+    } else {
+      campaign = this.#verify(await this.#fetchCampaign(name), name);
+      const accepted = pinned?.document.configId ?? (cached === undefined ? undefined : this.#verify(cached, name).document.configId);
+      if (accepted !== undefined && accepted !== campaign.document.configId) {
+        (this.#ledger as BudgetLedger).note(name, `campaign changed: config_id ${accepted} -> ${campaign.document.configId}; refused until the app accepts it`);
+        this.#changed.set(name, { accepted, served: campaign.document.configId });
+        this.#campaigns.delete(name);
+        await this.#persist(this.#stateTexts());
+        return this.#campaign(name);
+      }
+    }
+    this.#checkPolicy(campaign);
+    this.#cached.set(name, campaign.document.text);
+    this.#campaigns.set(name, campaign);
+    return campaign;
+  }
+
+  /** Accept the configuration the collector serves now for `name` (the app's decision; noted in the log). */
+  acceptCampaignChange(name: string): Promise<void> {
+    return this.#serial(async () => {
+      const campaign = this.#verify(await this.#fetchCampaign(name), name);
+      this.#checkPolicy(campaign);
+      (this.#ledger as BudgetLedger).note(name, `campaign change accepted: config_id -> ${campaign.document.configId}`);
+      this.#changed.delete(name);
+      this.#pinned.delete(name);
+      this.#cached.set(name, campaign.document.text);
+      this.#campaigns.set(name, campaign);
+      await this.#persist(this.#stateTexts());
+    });
+  }
+
+  // ---- recording -----------------------------------------------------------------------------
+
+  #drop(campaign: string, reason: string, count: number, error?: Error): void {
+    const reasons = this.#dropped.get(campaign) ?? new Map<string, number>();
+    reasons.set(reason, (reasons.get(reason) ?? 0) + count);
+    this.#dropped.set(campaign, reasons);
+    if (error !== undefined) this.#noteError(campaign, error);
+  }
+
+  #noteError(campaign: string | null, error: Error): void {
+    const status = error instanceof UploadError ? error.status : null;
+    this.#lastError = { at: this.#clock(), campaign, type: error.name, status, message: error.message };
+  }
+
+  /** Whether a number (or a vector) lies outside the campaign's range, which the mechanism clips it to. */
+  #outside(campaign: Campaign, value: unknown): boolean {
+    const { lower, upper } = campaign.document.mechanism;
+    if (campaign.kind !== "number" || typeof lower !== "number" || typeof upper !== "number") return false;
+    return (Array.isArray(value) ? value : [value]).some((x) => (x as number) < lower || (x as number) > upper);
+  }
+
+  /** A label as its index, or a checked number, string or record; the error names the position and the value's type. */
+  #encode(campaign: Campaign, value: unknown, position: number): unknown {
+    const name = campaign.document.name;
+    const at = `the value at position ${position} (${describe(value)})`;
+    switch (campaign.kind) {
+      case "category": {
+        const code = typeof value === "string" ? campaign.index.get(value) : undefined;
+        if (code === undefined) {
+          throw new TypeError(`${at} is not a label of campaign ${name}; its domain has ${campaign.index.size} labels`);
+        }
+        return code;
+      }
+      case "number": {
+        const numbers = Array.isArray(value) ? value : [value];
+        if (!numbers.every((x) => typeof x === "number" && Number.isFinite(x))) {
+          throw new TypeError(`${at} of numeric campaign ${name} must be a finite number (or an array of them)`);
+        }
+        return value;
+      }
+      case "string":
+        if (typeof value !== "string") throw new TypeError(`${at} of string campaign ${name} must be a string`);
+        return value;
+      case "keyvalue":
+        if (value === null || typeof value !== "object" || Array.isArray(value)) {
+          throw new TypeError(`${at} of campaign ${name} must be an object {key index: number}`);
+        }
+        return value;
+    }
+  }
+
+  /**
+   * Randomize one value at once and queue only its randomized report; resolve to its id, or
+   * `null` when the campaign is unavailable (the value is dropped and counted in `status()`).
+   * Rejects only for programming errors (an unknown label, a wrong type), a
+   * {@link PolicyViolation}, and a {@link BudgetExceededError}.
+   */
+  record(campaign: string, value: unknown): Promise<string | null> {
+    return this.recordMany(campaign, [value]).then((ids) => ids[0] ?? null);
+  }
+
+  /**
+   * Randomize many values and queue their reports in one write; resolve to their ids. All or
+   * nothing: one bad value rejects before anything is queued. An unavailable campaign drops
+   * them all (counted) and resolves to `[]`.
+   */
+  recordMany(campaign: string, values: readonly unknown[]): Promise<string[]> {
+    if (typeof campaign !== "string") return Promise.reject(new TypeError(`campaign must be a campaign name (a string); got ${describe(campaign)}`));
+    if (!Array.isArray(values)) return Promise.reject(new TypeError(`values must be an array; got ${describe(values)}`));
+    return this.#serial(async () => {
+      let info: Campaign;
+      try {
+        info = await this.#campaign(campaign);
+      } catch (error) {
+        if (error instanceof PolicyViolation) throw error;
+        const reason =
+          error instanceof UploadError
+            ? "campaign-unavailable"
+            : this.#changed.has(campaign)
+              ? "campaign-changed"
+              : this.#closed.has(campaign)
+                ? "campaign-closed"
+                : "campaign-unverifiable";
+        this.#drop(campaign, reason, values.length, error as Error);
+        return [];
+      }
+      const encoded = values.map((value, position) => this.#encode(info, value, position));
+      let clipped = 0;
+      for (const value of encoded) if (this.#outside(info, value)) clipped += 1;
+      let reports: unknown[];
+      try {
+        reports = info.mechanism.perturb(encoded, { rng: this.#rng });
+      } catch (error) {
+        throw new TypeError(`campaign ${campaign}: ${(error as Error).message}`);
+      }
+      let payloads = info.mechanism.toWire(reports);
+      const budget = this.policy.effectiveBudget(info.document.policy);
+      if (budget !== null) (this.#ledger as BudgetLedger).authorize(campaign, budget, this.#claim(info).epsilon, payloads);
+      const sealing = info.sealing;
+      if (sealing !== null) {
+        // Nonces and ephemeral keys from the platform CSPRNG, never the injected source: two
+        // devices seeded alike would share nonces, and the collector would keep one report.
+        const nonces = new CryptoWordSource();
+        payloads = payloads.map((payload) => sealPayload(payload, sealing, nonces));
+      }
+      if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
+      const ids = new Uint8Array(16 * payloads.length);
+      globalThis.crypto.getRandomValues(ids);
+      const segment = this.#nextSegment++;
+      this.#dirty.add(segment);
+      const queued = payloads.map((payload, i) => ({ segment, id: hex(ids.subarray(16 * i, 16 * i + 16)), campaign, config_id: info.document.configId, payload }));
+      this.#outbox.push(...queued);
+      await this.#persist(this.#stateTexts());
+      return queued.map((q) => q.id);
+    });
+  }
+
+  /** How many reports wait in the outbox (of one campaign, or all). */
+  async pending(campaign?: string): Promise<number> {
+    await this.#ready;
+    return this.#outbox.filter((q) => campaign === undefined || q.campaign === campaign).length;
+  }
+
+  /** What this client noticed, as counts and messages (never a value). */
+  status(): {
+    queued: Record<string, number>;
+    last_error: LastError | null;
+    next_attempt: number | null;
+    consecutive_failures: number;
+    dropped: Record<string, Record<string, number>>;
+    clipped: Record<string, number>;
+    changed_campaigns: Record<string, { accepted: string; served: string }>;
+    storage: { kind: string; persistent: boolean; error: string | null };
+  } {
+    const queued: Record<string, number> = {};
+    for (const q of this.#outbox) queued[q.campaign] = (queued[q.campaign] ?? 0) + 1;
+    return {
+      queued,
+      last_error: this.#lastError === null ? null : { ...this.#lastError },
+      next_attempt: this.#nextAttempt,
+      consecutive_failures: this.#failures,
+      dropped: Object.fromEntries([...this.#dropped].map(([c, r]) => [c, Object.fromEntries(r)])),
+      clipped: Object.fromEntries(this.#clipped),
+      changed_campaigns: Object.fromEntries(this.#changed),
+      storage: { kind: this.storage.kind, persistent: this.#storageError === null && this.storage.kind !== "memory", error: this.#storageError },
+    };
+  }
+
+  /** The user-visible log: what was sent under a budget, and what the client noticed. */
+  async privacyLog(campaign?: string): Promise<ReturnType<BudgetLedger["history"]>> {
+    await this.#ready;
+    return (this.#ledger as BudgetLedger).history(campaign);
+  }
+
+  // ---- uploading -----------------------------------------------------------------------------
+
+  /**
+   * Upload queued reports; resolve to how many were acknowledged. Never rejects for the network
+   * or the collector's answers: the rest stays queued and `status()` says why. After a failed
+   * flush, one before `next_attempt` returns 0 at once unless `force`.
+   */
+  flush(options: { force?: boolean; deadline?: number } = {}): Promise<number> {
+    return this.#serial(async () => {
+      if (!options.force && this.#nextAttempt !== null && this.#clock() < this.#nextAttempt) return 0;
+      const end = Date.now() + 1000 * (options.deadline ?? this.flushDeadline);
+      const names = [...new Set(this.#outbox.map((q) => q.campaign))];
+      const counter = { acknowledged: 0 };
+      let failure: [string, Error] | null = null;
+      for (const name of names) {
+        try {
+          await this.#flushCampaign(name, end, counter);
+        } catch (error) {
+          failure ??= [name, error as Error];
+          if (error instanceof UploadError && (error.status === null || RETRY_STATUSES.has(error.status))) break;
+        }
+      }
+      this.#settleFlush(failure);
+      await this.#persist(this.#stateTexts());
+      return counter.acknowledged;
+    });
+  }
+
+  #settleFlush(failure: [string, Error] | null): void {
+    if (failure === null) {
+      this.#failures = 0;
+      this.#nextAttempt = null;
+      return;
+    }
+    const [name, error] = failure;
+    this.#failures += 1;
+    // "Equal jitter": half fixed, half uniform, so devices do not retry in step.
+    const ceiling = Math.min(BACKOFF_MAX, BACKOFF_BASE * 2 ** Math.min(this.#failures - 1, 32));
+    let wait = ceiling / 2 + uniform() * (ceiling / 2);
+    if (error instanceof UploadError && error.retryAfter !== null) wait = Math.max(wait, Math.min(error.retryAfter, BACKOFF_MAX));
+    this.#nextAttempt = this.#clock() + wait;
+    this.#noteError(name, error);
+  }
+
+  #body(configId: string, batch: readonly Queued[]): string {
+    return JSON.stringify({ config_id: configId, reports: batch.map((q) => ({ id: q.id, payload: q.payload })) });
+  }
+
+  /** One POST with retries (network errors, 408, 429, 5xx), backoff with jitter, `Retry-After`, within `end`. */
+  /** Where a campaign's reports go: the shuffler for a shuffled campaign, else the collector. */
+  #destination(info: Campaign): [string, Record<string, string>] {
+    const name = info.document.name;
+    const path = `/v1/campaigns/${encodeURIComponent(name)}/reports`;
+    const headers = { "Content-Type": "application/json" };
+    if (info.sealing === null) return [`${this.baseUrl}${path}`, headers];
+    if (this.shufflerUrl === null) {
+      throw new UploadError(`campaign ${name} is shuffled: give TelemetryClient a shufflerUrl (its reports never go to the collector directly)`);
+    }
+    return [`${this.shufflerUrl}${path}`, { ...headers, ...this.#shufflerHeaders }];
+  }
+
+  async #post(info: Campaign, body: string, end: number): Promise<Response> {
+    const name = info.document.name;
+    const [url, headers] = this.#destination(info);
+    let attempt = 0;
+    for (;;) {
+      let response: Response | null = null;
+      let networkError: Error | null = null;
+      try {
+        response = await this.#fetch(url, {
+          method: "POST",
+          headers,
+          body,
+          signal: AbortSignal.timeout(Math.max(1, end - Date.now())),
+        });
+      } catch (error) {
+        networkError = error as Error;
+      }
+      if (response !== null && !RETRY_STATUSES.has(response.status)) return response;
+      const retryAfter = response === null ? null : retryAfterSeconds(response.headers.get("Retry-After"));
+      if (attempt >= this.retries) {
+        if (response !== null) return response;
+        throw new UploadError(`upload to campaign ${name} failed after retries: ${networkError?.name ?? "error"}`);
+      }
+      const backoff = Math.min(30, 0.25 * 2 ** attempt) + uniform() * 0.25;
+      const wait = Math.max(backoff, Math.min(retryAfter ?? 0, MAX_RETRY_AFTER));
+      if (Date.now() + wait * 1000 > end) {
+        if (response !== null) return response;
+        throw new UploadError(`upload to campaign ${name} stopped: waiting ${wait.toFixed(3)} s would pass the flush deadline`, null, retryAfter);
+      }
+      await response?.body?.cancel();
+      await sleep(wait);
+      attempt += 1;
+    }
+  }
+
+  /** Upload one campaign's queued reports, counting acknowledgements in `counter` as they come. */
+  async #flushCampaign(name: string, end: number, counter: { acknowledged: number }): Promise<void> {
+    let info = await this.#campaign(name);
+    this.#dropOtherConfigs(info);
+    let batchSize = this.batchSize;
+    let refetched = false;
+    for (;;) {
+      const batch = this.#outbox.filter((q) => q.campaign === name).slice(0, batchSize);
+      if (batch.length === 0) return;
+      if (Date.now() >= end) throw new UploadError(`upload to campaign ${name} stopped: the flush deadline passed`);
+      const response = await this.#post(info, this.#body(info.document.configId, batch), end);
+      const text = await response.text();
+      if (response.status === 200) {
+        const settled = this.#settle(name, batch, text);
+        counter.acknowledged += settled[0];
+        await this.#persist(this.#stateTexts());
+        if (settled[1]) return;
+        continue;
+      }
+      let problemType: unknown = null;
+      let detail = "";
+      if ((response.headers.get("Content-Type") ?? "").startsWith("application/problem+json")) {
+        try {
+          const problem = JSON.parse(text) as { type?: unknown; detail?: unknown };
+          problemType = problem.type;
+          detail = typeof problem.detail === "string" ? `: ${problem.detail}` : "";
+        } catch {
+          /* not a problem document */
+        }
+      }
+      if (response.status === 409 && problemType === `${PROBLEM_PREFIX}stale-config`) {
+        if (refetched) throw new UploadError(`campaign ${name}: config still stale after refetching`, 409);
+        refetched = true;
+        info = await this.#campaign(name, true);
+        this.#dropOtherConfigs(info);
+        continue;
+      }
+      if (response.status === 410 && problemType === `${PROBLEM_PREFIX}campaign-closed`) {
+        const dropped = this.#retain((q) => q.campaign !== name);
+        (this.#ledger as BudgetLedger).note(name, `campaign closed by the collector; ${dropped} queued reports dropped unsent`);
+        this.#closed.add(name);
+        this.#campaigns.delete(name);
+        return;
+      }
+      if (response.status === 413 && batchSize > 1) {
+        batchSize = Math.max(1, Math.floor(batchSize / 2));
+        continue;
+      }
+      throw new UploadError(
+        `upload to campaign ${name} refused: HTTP ${response.status}${detail}`,
+        response.status,
+        retryAfterSeconds(response.headers.get("Retry-After")),
+      );
+    }
+  }
+
+  /** Remove what the collector answered for; `[acknowledged, deferred > 0]`. */
+  #settle(name: string, batch: readonly Queued[], text: string): [number, boolean] {
+    let accepted: number;
+    let duplicate: number;
+    let rejected: number[];
+    let deferred: number[];
+    try {
+      const body = JSON.parse(text) as { accepted: unknown; duplicate: unknown; rejected: { index: unknown }[]; deferred?: unknown[] };
+      accepted = Number(body.accepted);
+      duplicate = Number(body.duplicate);
+      rejected = body.rejected.map((r) => Number(r.index));
+      deferred = (body.deferred ?? []).map(Number);
+    } catch {
+      throw new UploadError(`campaign ${name}: unreadable upload response`, 200);
+    }
+    const answered = accepted + duplicate + rejected.length + deferred.length;
+    if (answered !== batch.length || ![...rejected, ...deferred].every((i) => Number.isInteger(i) && i >= 0 && i < batch.length)) {
+      throw new UploadError(`campaign ${name}: the response accounts for ${answered} reports, not ${batch.length}`, 200);
+    }
+    const keep = new Set(deferred.map((i) => (batch[i] as Queued).id));
+    const done = new Set(batch.filter((q) => !keep.has(q.id)).map((q) => q.id));
+    this.#retain((q) => !done.has(q.id));
+    return [accepted + duplicate, deferred.length > 0];
+  }
+
+  #dropOtherConfigs(campaign: Campaign): void {
+    const name = campaign.document.name;
+    this.#retain((q) => q.campaign !== name || q.config_id === campaign.document.configId);
+  }
+
+  /**
+   * On `pagehide`: send what fits in the browser's 64 KiB keepalive budget with
+   * `fetch(..., {keepalive: true})`. Best effort: the reports stay queued (the outbox is
+   * stored), so the next page's flush re-sends them and the collector counts them once by id.
+   */
+  flushOnExit(): number {
+    const encoder = new TextEncoder();
+    let budget = KEEPALIVE_BYTES;
+    let sent = 0;
+    const byCampaign = new Map<string, Queued[]>();
+    for (const q of this.#outbox) {
+      const list = byCampaign.get(q.campaign);
+      if (list === undefined) byCampaign.set(q.campaign, [q]);
+      else list.push(q);
+    }
+    for (const [name, queued] of byCampaign) {
+      const info = this.#campaigns.get(name) ?? this.#pinned.get(name);
+      if (info === undefined) continue;
+      let destination: [string, Record<string, string>];
+      try {
+        destination = this.#destination(info);
+      } catch {
+        continue; // a shuffled campaign without a shuffler: it waits for flush()
+      }
+      // The body's size grows by each report's JSON and a comma: no re-encoding per report.
+      let size = encoder.encode(this.#body(info.document.configId, [])).length;
+      const batch: Queued[] = [];
+      for (const q of queued) {
+        const item = encoder.encode(JSON.stringify({ id: q.id, payload: q.payload })).length + (batch.length ? 1 : 0);
+        if (size + item > budget) break;
+        size += item;
+        batch.push(q);
+      }
+      if (batch.length === 0) continue;
+      budget -= size;
+      sent += batch.length;
+      this.#fetch(destination[0], { method: "POST", headers: destination[1], body: this.#body(info.document.configId, batch), keepalive: true }).catch(
+        () => undefined,
+      );
+    }
+    return sent;
+  }
+
+}

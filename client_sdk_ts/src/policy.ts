@@ -1,0 +1,159 @@
+/**
+ * The app's privacy policy: the floor a collector cannot lower (Python: `client_sdk.policy`).
+ * Every campaign is checked against it before anything is randomized; a weaker one raises
+ * {@link PolicyViolation} naming the field and both numbers.
+ */
+import { type BudgetPolicy, budgetPolicy, describe } from "./config.js";
+import { FACTORIES } from "./mechanisms/registry.js";
+
+/** A campaign weaker than the app's {@link PrivacyPolicy}; nothing was randomized. */
+export class PolicyViolation extends Error {
+  override readonly name = "PolicyViolation";
+  constructor(
+    readonly campaign: string,
+    readonly field: string,
+    readonly campaignValue: unknown,
+    readonly policyValue: unknown,
+    note?: string,
+  ) {
+    super(
+      `campaign ${JSON.stringify(campaign)} is refused by the app's privacy policy: ${field} is ` +
+        `${JSON.stringify(campaignValue)} in the campaign, the policy allows ${JSON.stringify(policyValue)}` +
+        (note === undefined ? "" : ` (${note})`),
+    );
+  }
+}
+
+/** The options of {@link PrivacyPolicy}, with Python's names and defaults. */
+export interface PrivacyPolicyOptions {
+  /** The largest epsilon of one report (default 4). */
+  max_epsilon?: number;
+  /** The largest epsilon_inf of a memoized campaign (default 8). */
+  max_epsilon_inf?: number;
+  /** The largest delta of one report (default 1e-6). */
+  max_delta?: number;
+  /** The largest budget per period; `null` grants the campaign's own. */
+  budget?: BudgetPolicy | null;
+  /** Mechanism names the app accepts (`null`: every one this SDK registers). */
+  allowed_mechanisms?: readonly string[] | null;
+  /** Campaign name -> the only `config_id` accepted for it. */
+  pinned_config_ids?: Readonly<Record<string, string>>;
+  /** Accept memoized campaigns whose reports carry a deterministic pseudonym (default false). */
+  allow_pseudonymous_memoization?: boolean;
+  /** The central ceiling of shuffled campaigns (`null`: shuffled campaigns are held to max_epsilon). */
+  max_central_epsilon?: number | null;
+  max_central_delta?: number;
+  max_shuffled_epsilon?: number;
+}
+
+function epsilonOption(value: unknown, field: string): number {
+  if (typeof value !== "number" || !(value > 0) || !Number.isFinite(value)) {
+    throw new RangeError(`${field} must be a positive finite number; got ${describe(value)}`);
+  }
+  return value;
+}
+
+function deltaOption(value: unknown, field: string, allowZero: boolean): number {
+  if (typeof value !== "number" || !(value < 1) || !(allowZero ? value >= 0 : value > 0)) {
+    throw new RangeError(`${field} must be a number in ${allowZero ? "[0, 1)" : "(0, 1)"}; got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** What a campaign's mechanism claims for one report, read from its canonical config. */
+export interface PrivacyClaim {
+  readonly mechanism: string;
+  readonly epsilon: number;
+  readonly delta: number;
+}
+
+/** What the app allows, whatever the collector serves (Python: `PrivacyPolicy`). */
+export class PrivacyPolicy {
+  readonly max_epsilon: number;
+  readonly max_epsilon_inf: number;
+  readonly max_delta: number;
+  readonly budget: BudgetPolicy | null;
+  readonly allowed_mechanisms: ReadonlySet<string> | null;
+  readonly pinned_config_ids: Readonly<Record<string, string>>;
+  readonly allow_pseudonymous_memoization: boolean;
+  readonly max_central_epsilon: number | null;
+  readonly max_central_delta: number;
+  readonly max_shuffled_epsilon: number;
+
+  constructor(options: PrivacyPolicyOptions = {}) {
+    if (options === null || typeof options !== "object") {
+      throw new TypeError(`PrivacyPolicy options must be an object; got ${describe(options)}`);
+    }
+    this.max_epsilon = epsilonOption(options.max_epsilon ?? 4.0, "max_epsilon");
+    this.max_epsilon_inf = epsilonOption(options.max_epsilon_inf ?? 8.0, "max_epsilon_inf");
+    this.max_shuffled_epsilon = epsilonOption(options.max_shuffled_epsilon ?? 10.0, "max_shuffled_epsilon");
+    this.max_delta = deltaOption(options.max_delta ?? 1e-6, "max_delta", true);
+    this.max_central_delta = deltaOption(options.max_central_delta ?? 1e-6, "max_central_delta", false);
+    const central = options.max_central_epsilon ?? null;
+    this.max_central_epsilon = central === null ? null : epsilonOption(central, "max_central_epsilon");
+    this.budget = options.budget == null ? null : budgetPolicy(options.budget, "budget");
+    const allowed = options.allowed_mechanisms ?? null;
+    if (allowed !== null) {
+      if (!Array.isArray(allowed) || !allowed.every((name) => typeof name === "string")) {
+        throw new TypeError(`allowed_mechanisms must be an array of mechanism names; got ${describe(allowed)}`);
+      }
+      const unknown = allowed.filter((name) => !Object.hasOwn(FACTORIES, name) && !KNOWN_MECHANISMS.has(name));
+      if (unknown.length) {
+        throw new RangeError(
+          `allowed_mechanisms: unknown mechanism name(s) ${unknown.map((n) => JSON.stringify(n)).join(", ")}; ` +
+            `the known names are ${[...KNOWN_MECHANISMS].sort().join(", ")}`,
+        );
+      }
+    }
+    this.allowed_mechanisms = allowed === null ? null : new Set(allowed);
+    const pinned = options.pinned_config_ids ?? {};
+    if (pinned === null || typeof pinned !== "object" || !Object.values(pinned).every((v) => typeof v === "string")) {
+      throw new TypeError(`pinned_config_ids must map campaign names to config ids; got ${describe(pinned)}`);
+    }
+    this.pinned_config_ids = Object.freeze({ ...pinned });
+    const pseudonymous = options.allow_pseudonymous_memoization ?? false;
+    if (typeof pseudonymous !== "boolean") {
+      throw new TypeError(`allow_pseudonymous_memoization must be true or false; got ${describe(pseudonymous)}`);
+    }
+    this.allow_pseudonymous_memoization = pseudonymous;
+    Object.freeze(this);
+  }
+
+  /** Throw {@link PolicyViolation} when the campaign is weaker than this policy. */
+  check(campaign: string, claim: PrivacyClaim, configId: string): void {
+    const pinned = Object.hasOwn(this.pinned_config_ids, campaign) ? this.pinned_config_ids[campaign] : undefined;
+    if (pinned !== undefined && pinned !== configId) {
+      throw new PolicyViolation(campaign, "pinned_config_ids", configId, pinned);
+    }
+    if (this.allowed_mechanisms !== null && !this.allowed_mechanisms.has(claim.mechanism)) {
+      throw new PolicyViolation(campaign, "allowed_mechanisms", claim.mechanism, [...this.allowed_mechanisms].sort());
+    }
+    if (!(claim.epsilon <= this.max_epsilon)) {
+      throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
+    }
+    if (!(claim.delta <= this.max_delta)) {
+      throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);
+    }
+  }
+
+  /** The stricter of the campaign's budget and the app's, field by field (Python: `effective_budget`). */
+  effectiveBudget(campaign: BudgetPolicy | null): BudgetPolicy | null {
+    const ours = this.budget;
+    if (campaign === null || ours === null) return campaign ?? ours;
+    return {
+      epsilon_per_report: Math.min(campaign.epsilon_per_report, ours.epsilon_per_report),
+      reports_per_period: Math.min(campaign.reports_per_period, ours.reports_per_period),
+      period_seconds: Math.max(campaign.period_seconds, ours.period_seconds),
+    };
+  }
+}
+
+/** Every mechanism name of the protocol (docs/protocol.md), registered here or not yet. */
+export const KNOWN_MECHANISMS: ReadonlySet<string> = new Set([
+  "grr", "sue", "oue", "ss", "olh", "blh", "hr", "dbitflip", "rappor",
+  "duchi", "piecewise", "hybrid", "laplace", "gaussian", "onebitmean", "square_wave", "hierarchical", "fourier",
+  "cms", "hcms", "pem", "sfp", "multi", "pckv",
+]);
+
+/** The policy of a client built without one (Python: `DEFAULT_POLICY`). */
+export const DEFAULT_POLICY = new PrivacyPolicy();

@@ -1,0 +1,116 @@
+"""The browser bundle (client_sdk_ts/dist/browser.js) in headless system Chromium: a page served
+from one origin records values with IndexedDB storage and flushes them to a real collector on
+another origin (CORS: ``ldp-collector serve --cors-origin``); the estimate from the stored
+reports matches the truth within its error bars."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.process import CollectorProcess
+from tests.client_sdk_ts.conftest import start_collector
+from tests.client_sdk_ts.test_node_client import check_estimate, population
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+HERE = Path(__file__).parent
+DEVICES = 3000
+
+pytestmark = pytest.mark.slow
+
+if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
+    pytest.skip(
+        f"no system Chromium at {CHROMIUM} (`apt-get install chromium`)", allow_module_level=True
+    )
+
+
+def collector_has_cors() -> bool:
+    help_text = subprocess.run(
+        [*CollectorProcess.command(), "serve", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    return "--cors-origin" in help_text
+
+
+@pytest.fixture
+def page_origin(ts_build: Path) -> Iterator[str]:
+    """A small HTTP server for the page and the bundle, on a free loopback port."""
+    files = {
+        "/": (HERE / "page.html", "text/html"),
+        "/browser.js": (ts_build / "browser.js", "text/javascript"),
+    }
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            entry = files.get(self.path)
+            if entry is None:
+                self.send_error(404)
+                return
+            body = entry[0].read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", entry[1])
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_browser_bundle_records_and_flushes_across_origins(
+    ts_campaign: dict[str, Any], page_origin: str, tmp_path: Path
+) -> None:
+    if not collector_has_cors():
+        pytest.skip(
+            "ldp-collector serve has no --cors-origin flag yet (helper count's branch adds it): "
+            "a page on another origin cannot upload without it"
+        )
+    collector = start_collector(tmp_path, ["--cors-origin", page_origin])
+    try:
+        served = collector.create_campaign(ts_campaign)
+        values, truth = population(ts_campaign, DEVICES)
+        job = {
+            "url": collector.url,
+            "campaign": served["name"],
+            "values": values,
+            "seed": "3c" * 32,
+            "chunk": 250,
+        }
+        errors: list[str] = []
+        with playwright_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                page.on("pageerror", lambda error: errors.append(str(error)))
+                page.goto(f"{page_origin}/")
+                page.wait_for_function("document.getElementById('state').textContent === 'ready'")
+                outcome = page.evaluate("job => window.runDevice(job)", job)
+            finally:
+                browser.close()
+        assert errors == []
+        assert outcome["pending"] == DEVICES, outcome["status"]
+        assert outcome["acknowledged"] == DEVICES, outcome["status"]
+        assert outcome["left"] == 0 and outcome["status"]["last_error"] is None
+        storage = {"kind": "indexeddb:ldp-test", "persistent": True, "error": None}
+        assert outcome["status"]["storage"] == storage
+        check_estimate(collector.db, ts_campaign, truth, DEVICES)
+    finally:
+        collector.stop()

@@ -1,0 +1,80 @@
+"""The TypeScript client in Node against a real collector process: a Node script using the built
+package records values and flushes; the collector stores every report once, and the analysis
+estimate from them matches the truth within its error bars."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis import estimate
+from analysis.dataset import count_reports, iter_report_chunks, load_campaign
+from collector.process import CollectorProcess
+from tests.client_sdk_ts.conftest import DIST, WEIGHTS, require_node
+from tests.stats import assert_within_z
+
+DEVICES = 4000
+HERE = Path(__file__).parent
+
+
+def population(campaign: dict[str, Any], n: int) -> tuple[list[Any], np.ndarray]:
+    """The values a fleet records (fixed, no randomness) and the truth the estimate must find."""
+    domain = campaign.get("domain")
+    if domain is not None:
+        counts = [round(w * n) for w in WEIGHTS]
+        values = [label for label, c in zip(domain, counts, strict=True) for _ in range(c)]
+        return values, np.array(counts) / sum(counts)
+    values = [2.0 + 6.0 * i / (n - 1) for i in range(n)]
+    return values, np.array(np.mean(values))
+
+
+def run_node(job: dict[str, Any]) -> dict[str, Any]:
+    result = subprocess.run(
+        [require_node(), str(HERE / "record_and_flush.mjs")],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"the Node device failed:\n{result.stdout}\n{result.stderr}"
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def check_estimate(db: str, campaign: dict[str, Any], truth: np.ndarray, n: int) -> None:
+    """Every stored report once, and the estimate within 5 standard errors of the truth."""
+    name = campaign["name"]
+    assert count_reports(db, name) == n
+    spec = load_campaign(db, name)
+    result = estimate(spec.mechanism, iter_report_chunks(db, name, chunk_size=5000))
+    if campaign.get("domain") is not None:
+        assert_within_z(result.frequencies, truth, result.std_errors, z=5.0, what="frequencies")
+    else:
+        assert_within_z(result.mean, truth, result.std_errors, z=5.0, what="mean")
+
+
+def test_node_client_records_and_flushes_to_a_real_collector(
+    ts_campaign: dict[str, Any], collector: CollectorProcess, tmp_path: Path
+) -> None:
+    served = collector.create_campaign(ts_campaign)
+    values, truth = population(ts_campaign, DEVICES)
+    job = {
+        "package": str(DIST / "src" / "index.js"),
+        "url": collector.url,
+        "campaign": served["name"],
+        "state": str(tmp_path / "device"),
+        "values": values,
+        "seed": "5a" * 32,
+    }
+    outcome = run_node(job)
+    assert outcome["recorded"] == DEVICES, outcome
+    assert outcome["acknowledged"] == DEVICES, outcome
+    assert outcome["left"] == 0 and outcome["status"]["last_error"] is None, outcome
+    # Only randomized reports were kept on the device: no label in its outbox or ledger.
+    kept = "".join((tmp_path / "device" / f).read_text() for f in ("outbox.json", "ledger.json"))
+    for label in ts_campaign.get("domain") or []:
+        assert label not in kept
+    check_estimate(collector.db, ts_campaign, truth, DEVICES)
