@@ -36,6 +36,8 @@ export function powMod(base: bigint, exp: bigint, mod: bigint): bigint {
 /** An NTT-friendly prime field with the draft's parameters (its table "fields"). */
 export class Field {
   readonly #rootPowers = new Map<number, bigint[]>();
+  readonly #roots = new Map<number, bigint>();
+  readonly #inverses = new Map<number, bigint>();
   readonly #gen: bigint;
 
   constructor(
@@ -53,11 +55,26 @@ export class Field {
     return powMod(x, this.modulus - 2n, this.modulus);
   }
 
-  /** The principal `n`-th root of unity, `gen ** (genOrder / n)`. */
+  /** The principal `n`-th root of unity, `gen ** (genOrder / n)` (cached per `n`). */
   nthRoot(n: number): bigint {
-    checkPowerOf2(n);
-    if (BigInt(n) > this.genOrder) throw new RangeError(`no ${n}-th root of unity in ${this.name}`);
-    return powMod(this.#gen, this.genOrder / BigInt(n), this.modulus);
+    let w = this.#roots.get(n);
+    if (w === undefined) {
+      checkPowerOf2(n);
+      if (BigInt(n) > this.genOrder) throw new RangeError(`no ${n}-th root of unity in ${this.name}`);
+      w = powMod(this.#gen, this.genOrder / BigInt(n), this.modulus);
+      this.#roots.set(n, w);
+    }
+    return w;
+  }
+
+  /** `1 / n` for a transform size `n` (cached per `n`). */
+  #invSize(n: number): bigint {
+    let inv = this.#inverses.get(n);
+    if (inv === undefined) {
+      inv = this.inv(BigInt(n));
+      this.#inverses.set(n, inv);
+    }
+    return inv;
   }
 
   /** `W_n ** i` for `i < n` (cached per `n`). */
@@ -129,12 +146,8 @@ export class Field {
     const a = coeffs.slice();
     while (a.length < n) a.push(0n);
     if (setS) {
-      const s = this.nthRoot(2 * n);
-      let sk = 1n;
-      for (let k = 0; k < n; k++) {
-        a[k] = ((a[k] as bigint) * sk) % p;
-        sk = (sk * s) % p;
-      }
+      const sk = this.nthRootPowers(2 * n); // s ** k = W_2n ** k
+      for (let k = 0; k < n; k++) a[k] = ((a[k] as bigint) * (sk[k] as bigint)) % p;
     }
     return nttInPlace(p, a, this.nthRootPowers(n), 1);
   }
@@ -144,7 +157,7 @@ export class Field {
     const p = this.modulus;
     if (values.length !== n) throw new RangeError(`inverse NTT of size ${n} needs ${n} values, got ${values.length}`);
     const out = nttInPlace(p, values.slice(), this.nthRootPowers(n), -1);
-    const nInv = this.inv(BigInt(n));
+    const nInv = this.#invSize(n);
     return out.map((x) => (x * nInv) % p);
   }
 }
