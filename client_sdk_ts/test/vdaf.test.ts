@@ -106,13 +106,16 @@ test("XofTurboShake128 reproduces the draft's vector (derived seed and a Field12
   assert.equal(toHex(Field128.encodeVec(vec)), v.expanded_vec_field128);
 });
 
-test("NTT and its inverse round-trip, and the NTT evaluates at the roots of unity", () => {
+test("NTT and its inverse round-trip, the NTT evaluates at the roots of unity, oddEvaluations at the odd 2n-th roots", () => {
   for (const field of [Field64, Field128]) {
     const coeffs = [3n, 1n, 4n, 1n, 5n, 9n, 2n, 6n].map((c) => (c * 0x1234567890abcdefn) % field.modulus);
     const values = field.ntt(coeffs, 8);
     const roots = field.nthRootPowers(8);
     values.forEach((value, i) => assert.equal(value, field.polyEval(coeffs, roots[i] as bigint)));
     assert.deepEqual(field.invNtt(values, 8), coeffs);
+    const odd = field.oddEvaluations(values);
+    const roots16 = field.nthRootPowers(16);
+    odd.forEach((value, i) => assert.equal(value, field.polyEval(coeffs, roots16[2 * i + 1] as bigint)));
   }
 });
 

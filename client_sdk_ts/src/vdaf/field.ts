@@ -38,6 +38,7 @@ export class Field {
   readonly #rootPowers = new Map<number, bigint[]>();
   readonly #roots = new Map<number, bigint>();
   readonly #inverses = new Map<number, bigint>();
+  readonly #shifts = new Map<number, bigint[]>();
   readonly #gen: bigint;
 
   constructor(
@@ -160,6 +161,28 @@ export class Field {
     const nInv = this.#invSize(n);
     return out.map((x) => (x * nInv) % p);
   }
+
+  /**
+   * The values at the odd `2n`-th roots `W_2n ** (2i + 1)` of the polynomial of degree < n
+   * with `values[i] = poly(W_n ** i)`: `ntt(invNtt(values, n), n, true)` with the inverse's
+   * `1/n` and the shift's `W_2n ** k` folded into one table.
+   */
+  oddEvaluations(values: readonly bigint[]): bigint[] {
+    const n = values.length;
+    const p = this.modulus;
+    let shift = this.#shifts.get(n);
+    if (shift === undefined) {
+      const nInv = this.#invSize(n);
+      shift = this.nthRootPowers(2 * n)
+        .slice(0, n)
+        .map((sk) => (sk * nInv) % p);
+      this.#shifts.set(n, shift);
+    }
+    const roots = this.nthRootPowers(n);
+    const a = nttInPlace(p, values.slice(), roots, -1);
+    for (let k = 0; k < n; k++) a[k] = ((a[k] as bigint) * (shift[k] as bigint)) % p;
+    return nttInPlace(p, a, roots, 1);
+  }
 }
 
 /**
@@ -222,7 +245,7 @@ export function polyMul(field: Field, p: readonly bigint[], q: readonly bigint[]
 export function doubleEvaluations(field: Field, p: readonly bigint[]): bigint[] {
   const n = p.length;
   checkPowerOf2(n);
-  const odd = field.ntt(field.invNtt(p, n), n, true);
+  const odd = field.oddEvaluations(p);
   const out = new Array<bigint>(2 * n);
   for (let i = 0; i < n; i++) {
     out[2 * i] = p[i] as bigint;
