@@ -117,3 +117,16 @@ test("a task whose VDAF differs from its configuration, or an unsupported suite,
   assert.throws(() => vdafConfiguration(new Prio3Count(3) as Prio3<never>), /3 shares and 1 proofs/);
   assert.throws(() => selectHpkeConfig([], "leader"), /leader's hpke_config list has no supported config: the list is empty/);
 });
+
+test("without crypto.getRandomValues, prepareReport refuses with a clear error", async () => {
+  const c = CASES.find((x) => x.vdaf === "Prio3Count");
+  assert.ok(c !== undefined);
+  const task = taskOf(c);
+  const saved = Object.getOwnPropertyDescriptor(globalThis, "crypto");
+  Object.defineProperty(globalThis, "crypto", { value: undefined, configurable: true });
+  try {
+    await assert.rejects(prepareReport(task, 1 as never), /needs crypto\.getRandomValues/);
+  } finally {
+    if (saved !== undefined) Object.defineProperty(globalThis, "crypto", saved);
+  }
+});

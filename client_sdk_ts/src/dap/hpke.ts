@@ -10,6 +10,7 @@ import { expand, extract } from "@noble/hashes/hkdf";
 import { sha256 } from "@noble/hashes/sha256";
 
 import { concatBytes } from "../vdaf/xof.js";
+import { CryptoWordSource } from "../words.js";
 
 // RFC 9180, Section 7: the codepoints of the suite.
 export const KEM_X25519_HKDF_SHA256 = 0x0020;
@@ -79,6 +80,15 @@ export function deriveKeyPair(ikm: Uint8Array): HpkeKeyPair {
   return { publicKey: x25519.getPublicKey(privateKey), privateKey };
 }
 
+/**
+ * `length` bytes of the platform CSPRNG, through the SDK's one source of it (which refuses to
+ * run where `crypto.getRandomValues` is missing).
+ */
+export function randomBytes(length: number): Uint8Array {
+  const words = new CryptoWordSource().words(Math.ceil(length / 8));
+  return new Uint8Array(words.buffer, 0, length);
+}
+
 /** The platform's WebCrypto, or a clear error where it is missing. */
 function subtle(): SubtleCrypto {
   const c = (globalThis as { crypto?: Crypto }).crypto;
@@ -101,7 +111,7 @@ export async function sealBase(
   ephemeralIkm?: Uint8Array,
 ): Promise<[Uint8Array, Uint8Array]> {
   checkKey("public_key", publicKey);
-  const ikm = ephemeralIkm ?? crypto.getRandomValues(new Uint8Array(X25519_KEY_SIZE));
+  const ikm = ephemeralIkm ?? randomBytes(X25519_KEY_SIZE);
   const ephemeral = deriveKeyPair(ikm);
   let dh: Uint8Array;
   try {

@@ -8,7 +8,7 @@
  */
 import { Prio3, Prio3Count, Prio3Histogram, Prio3MultihotCountVec, Prio3Sum, Prio3SumVec } from "../vdaf/prio3.js";
 import { concatBytes } from "../vdaf/xof.js";
-import { HpkeError, checkSuite, sealBase } from "./hpke.js";
+import { HpkeError, checkSuite, randomBytes, sealBase } from "./hpke.js";
 import {
   type AggregatorRole,
   DapCodecError,
@@ -110,8 +110,8 @@ export interface PrepareOptions {
 export async function prepareReport<M>(task: DapTask<M>, measurement: M, options: PrepareOptions = {}): Promise<Report> {
   checkTask(task);
   const vdaf = task.vdaf;
-  const reportId = options.reportId ?? crypto.getRandomValues(new Uint8Array(REPORT_ID_SIZE));
-  const rand = options.rand ?? crypto.getRandomValues(new Uint8Array(vdaf.RAND_SIZE));
+  const reportId = options.reportId ?? randomBytes(REPORT_ID_SIZE);
+  const rand = options.rand ?? randomBytes(vdaf.RAND_SIZE);
   const seconds = Math.floor(options.now ?? Date.now() / 1000);
   const metadata: ReportMetadata = { reportId, time: Math.floor(seconds / task.configuration.timePrecision) };
   const [publicShare, inputShares] = vdaf.shard(vdafContext(task.taskId), measurement, reportId, rand);
