@@ -1,7 +1,8 @@
 /**
  * Prio3 sharding against the draft's published test vectors (draft-irtf-cfrg-vdaf-20,
  * vendored in tests/client_sdk/vdaf/vectors/): every report's public share and input shares
- * byte for byte, and the XofTurboShake128 vector.
+ * byte for byte, the verifier shares the Aggregators compute from them, and the XofTurboShake128
+ * vector.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -31,10 +32,12 @@ interface VectorReport {
   rand: string;
   public_share: string;
   input_shares: string[];
+  verifier_shares: string[][];
 }
 interface VectorFile {
   shares: number;
   ctx: string;
+  verify_key: string;
   length?: number;
   chunk_length?: number;
   max_measurement?: number;
@@ -78,7 +81,7 @@ test("the vendored vector files are all found (five variants and the multiproof 
 });
 
 for (const name of SHARD_FILES) {
-  test(`shard reproduces ${name} byte for byte`, () => {
+  test(`shard reproduces ${name} byte for byte, and verifyInit its verifier shares`, () => {
     const v = load<VectorFile>(name);
     const vdaf = vdafOf(name.replace(/_\d+\.json$/, ""), v);
     const ctx = fromHex(v.ctx);
@@ -92,9 +95,37 @@ for (const name of SHARD_FILES) {
         report.input_shares,
         "input shares",
       );
+      const verifierShares = inputShares.map(
+        (share, aggId) => vdaf.verifyInit(fromHex(v.verify_key), ctx, aggId, fromHex(report.nonce), publicShare, share).verifierShare,
+      );
+      assert.deepEqual(
+        [verifierShares.map((share) => toHex(vdaf.encodeVerifierShare(share)))], // one round
+        report.verifier_shares,
+        "verifier shares",
+      );
+      assert.ok(vdaf.decideVerifierShares(verifierShares), "the Aggregators accept");
     }
   });
 }
+
+test("a tampered leader measurement share is rejected by the combined verifier", () => {
+  for (const [vdaf, measurement] of [
+    [new Prio3Count(2), 1],
+    [new Prio3Histogram(2, 10, 3), 4],
+    [new Prio3Sum(2, 100), 99],
+  ] as [Prio3<never>, never][]) {
+    const ctx = new TextEncoder().encode("tamper");
+    const nonce = new Uint8Array(16).fill(7);
+    const [publicShare, shares] = vdaf.shard(ctx, measurement, nonce, new Uint8Array(vdaf.RAND_SIZE).fill(3));
+    const key = new Uint8Array(32).fill(1);
+    const verify = (leader: (typeof shares)[number]): boolean =>
+      vdaf.decideVerifierShares([leader, shares[1] as (typeof shares)[number]].map((share, aggId) => vdaf.verifyInit(key, ctx, aggId, nonce, publicShare, share).verifierShare));
+    const leader = shares[0] as { measShare: bigint[]; proofsShare: bigint[]; blind: Uint8Array | null };
+    assert.ok(verify(leader), "the honest shares are accepted");
+    const bumped = leader.measShare.map((x, i) => (i === 0 ? (x + 1n) % vdaf.field.modulus : x));
+    assert.equal(verify({ ...leader, measShare: bumped }), false, `${vdaf.constructor.name}: a bumped share is rejected`);
+  }
+});
 
 test("XofTurboShake128 reproduces the draft's vector (derived seed and a Field128 vector)", () => {
   const v = load<{ seed: string; dst: string; binder: string; length: number; derived_seed: string; expanded_vec_field128: string }>(

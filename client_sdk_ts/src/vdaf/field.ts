@@ -253,3 +253,78 @@ export function doubleEvaluations(field: Field, p: readonly bigint[]): bigint[] 
   }
   return out;
 }
+
+/**
+ * `L_i(x)` for the `n` Lagrange basis polynomials over the `n`-th roots:
+ * `L_i(x) = W**i / n * prod_{j != i} (x - W**j)` (the derivative of `x**n - 1` at `W**i` is
+ * `n * W**-i`); prefix and suffix products avoid any inversion but `1/n`.
+ */
+export function lagrangeBasisAt(field: Field, n: number, x: bigint): bigint[] {
+  const mod = field.modulus;
+  const nodes = field.nthRootPowers(n);
+  const diffs = nodes.map((w) => (x - w + mod) % mod);
+  const prefix = new Array<bigint>(n + 1).fill(1n);
+  for (let i = 0; i < n; i++) prefix[i + 1] = ((prefix[i] as bigint) * (diffs[i] as bigint)) % mod;
+  const nInv = field.inv(BigInt(n));
+  const out = new Array<bigint>(n);
+  let suffix = 1n;
+  for (let i = n - 1; i >= 0; i--) {
+    out[i] = (((((prefix[i] as bigint) * suffix) % mod) * (nodes[i] as bigint)) % mod * nInv) % mod;
+    suffix = (suffix * (diffs[i] as bigint)) % mod;
+  }
+  return out;
+}
+
+/** Each polynomial (values at the `n`-th roots, all of one length `n`) evaluated at `x`. */
+export function lagrangeEvalBatched(field: Field, polys: readonly (readonly bigint[])[], x: bigint): bigint[] {
+  const basis = lagrangeBasisAt(field, (polys[0] as bigint[]).length, x);
+  const mod = field.modulus;
+  return polys.map((poly) => poly.reduce((acc, a, i) => acc + a * (basis[i] as bigint), 0n) % mod);
+}
+
+/**
+ * The `n` values at the `n`-th roots of the polynomial of degree `< p.length` whose values at
+ * the first `p.length` roots are `p`: the top `n - p.length` monomial coefficients vanish, and
+ * coefficient `d` is `1/n * sum_i v_i W**(-i d)`, a small linear system in the missing values.
+ */
+export function extendValuesToPowerOf2(field: Field, p: readonly bigint[], n: number): bigint[] {
+  checkPowerOf2(n);
+  const m = p.length;
+  if (m > n) throw new RangeError(`${m} values do not fit ${n} points`);
+  if (m === n) return p.slice();
+  const mod = field.modulus;
+  const nodes = field.nthRootPowers(n);
+  const node = (e: number): bigint => nodes[((e % n) + n) % n] as bigint;
+  // Row d: sum_{i missing} v_i W^(-i d) = -sum_{i < m} p_i W^(-i d).
+  const rows: bigint[][] = [];
+  for (let d = m; d < n; d++) {
+    const row: bigint[] = [];
+    for (let i = m; i < n; i++) row.push(node(-i * d));
+    let rhs = 0n;
+    for (let i = 0; i < m; i++) rhs += (p[i] as bigint) * node(-i * d);
+    row.push((mod - (rhs % mod)) % mod);
+    rows.push(row);
+  }
+  return [...p, ...solve(field, rows)];
+}
+
+/** Gauss-Jordan elimination over the field of a square system given as augmented rows. */
+function solve(field: Field, rows: bigint[][]): bigint[] {
+  const k = rows.length;
+  const mod = field.modulus;
+  for (let col = 0; col < k; col++) {
+    let pivot = col;
+    while ((rows[pivot] as bigint[])[col] === 0n) pivot++;
+    [rows[col], rows[pivot]] = [rows[pivot] as bigint[], rows[col] as bigint[]];
+    const inv = field.inv((rows[col] as bigint[])[col] as bigint);
+    rows[col] = (rows[col] as bigint[]).map((v) => (v * inv) % mod);
+    for (let r = 0; r < k; r++) {
+      const f = (rows[r] as bigint[])[col] as bigint;
+      if (r !== col && f !== 0n) {
+        const pivotRow = rows[col] as bigint[];
+        rows[r] = (rows[r] as bigint[]).map((a, j) => (((a - f * (pivotRow[j] as bigint)) % mod) + mod) % mod);
+      }
+    }
+  }
+  return rows.map((row) => row[k] as bigint);
+}

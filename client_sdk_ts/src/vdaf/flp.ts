@@ -1,14 +1,14 @@
 /**
- * The prove side of the fully linear proof of draft-irtf-cfrg-vdaf-20 (section "FLP
+ * The fully linear proof of draft-irtf-cfrg-vdaf-20 (section "FLP
  * Specification", after [BBCGGI19] section 4.2), its gadgets (appendix "FLP Gadgets") and the
  * validity circuits of the five registered Prio3 variants: a port of the Python SDK's
- * `client_sdk.vdaf.flp` (the Aggregators' query and decide stay in Python).
+ * `client_sdk.vdaf.flp` (prove; query and decide to check a Client's proofs in tests).
  *
  * A wire polynomial holds its values at the `p`-th roots of unity (value 0 is the wire seed,
  * value `k` the `k`-th call's input); the proof carries the first `DEGREE * (p - 1) + 1` values
  * of each gadget polynomial.
  */
-import { type Field, nextPowerOf2, polyMul } from "./field.js";
+import { type Field, extendValuesToPowerOf2, lagrangeEvalBatched, nextPowerOf2, polyMul, powMod } from "./field.js";
 
 /** A measurement the circuit cannot encode: names the field and the value's type only. */
 export class MeasurementError extends TypeError {
@@ -134,10 +134,35 @@ class ProveGadget implements GadgetCall {
     });
   }
 
-  eval(field: Field, inp: readonly bigint[]): bigint {
+  protected record(inp: readonly bigint[]): void {
     this.#k += 1;
     for (let j = 0; j < inp.length; j++) (this.wires[j] as bigint[])[this.#k] = inp[j] as bigint;
+  }
+
+  eval(field: Field, inp: readonly bigint[]): bigint {
+    this.record(inp);
     return this.inner.eval(field, inp);
+  }
+}
+
+/** The draft's QueryGadget: records the wires and answers call `k` with the gadget polynomial at `alpha**k`. */
+class QueryGadget extends ProveGadget {
+  readonly poly: bigint[];
+  readonly #step: number;
+  #call = 0;
+
+  constructor(field: Field, inner: Gadget, calls: number, wireSeeds: readonly bigint[], gadgetPoly: readonly bigint[]) {
+    super(inner, calls, wireSeeds);
+    const p = wirePolyLen(calls);
+    const size = nextPowerOf2(gadgetPolyLen(inner.degree, p));
+    this.poly = extendValuesToPowerOf2(field, gadgetPoly, size);
+    this.#step = size / p;
+  }
+
+  override eval(field: Field, inp: readonly bigint[]): bigint {
+    super.record(inp);
+    this.#call += 1;
+    return this.poly[this.#call * this.#step] as bigint;
   }
 }
 
@@ -156,13 +181,17 @@ export interface Valid<M> {
   eval(meas: readonly bigint[], jointRand: readonly bigint[], numShares: number, gadgets: readonly GadgetCall[]): bigint[];
 }
 
-/** The prove side of FLP-BBCGGI19 for one validity circuit. */
+/** FLP-BBCGGI19 for one validity circuit: prove, query and decide. */
 export class Flp<M> {
   readonly proveRandLen: number;
+  readonly queryRandLen: number;
   readonly proofLen: number;
+  readonly verifierLen: number;
 
   constructor(readonly valid: Valid<M>) {
     this.proveRandLen = valid.gadgets.reduce((n, g) => n + g.arity, 0);
+    this.queryRandLen = valid.gadgets.length + (valid.evalOutputLen > 1 ? valid.evalOutputLen : 0);
+    this.verifierLen = 1 + valid.gadgets.reduce((n, g) => n + g.arity + 1, 0);
     this.proofLen = valid.gadgets.reduce(
       (n, g, i) => n + g.arity + gadgetPolyLen(g.degree, wirePolyLen(valid.gadgetCalls[i] as number)),
       0,
@@ -187,6 +216,55 @@ export class Flp<M> {
       proof.push(...poly.slice(0, gadgetPolyLen(shim.inner.degree, p)));
     });
     return proof;
+  }
+
+  /**
+   * A share of the verifier: the reduced circuit output, then per gadget the wire polynomials
+   * and the gadget polynomial evaluated at the random point `t`.
+   */
+  query(meas: readonly bigint[], proof: readonly bigint[], queryRand: readonly bigint[], jointRand: readonly bigint[], numShares: number): bigint[] {
+    const { field, gadgets, gadgetCalls, evalOutputLen } = this.valid;
+    const mod = field.modulus;
+    const shims: QueryGadget[] = [];
+    let offset = 0;
+    gadgets.forEach((g, i) => {
+      const calls = gadgetCalls[i] as number;
+      const seeds = proof.slice(offset, offset + g.arity);
+      offset += g.arity;
+      const length = gadgetPolyLen(g.degree, wirePolyLen(calls));
+      shims.push(new QueryGadget(field, g, calls, seeds, proof.slice(offset, offset + length)));
+      offset += length;
+    });
+    const out = this.valid.eval(meas, jointRand, numShares, shims);
+    let rand = queryRand.slice();
+    let v: bigint;
+    if (evalOutputLen > 1) {
+      v = out.reduce((acc, o, i) => acc + (rand[i] as bigint) * o, 0n) % mod;
+      rand = rand.slice(evalOutputLen);
+    } else {
+      v = out[0] as bigint;
+    }
+    const verifier = [v];
+    shims.forEach((shim, i) => {
+      const t = rand[i] as bigint;
+      if (powMod(t, BigInt((shim.wires[0] as bigint[]).length), mod) === 1n) throw new RangeError("test point is a root of unity");
+      verifier.push(...lagrangeEvalBatched(field, shim.wires, t));
+      verifier.push(...lagrangeEvalBatched(field, [shim.poly], t));
+    });
+    return verifier;
+  }
+
+  /** Whether the combined verifier accepts: circuit output zero, each gadget consistent. */
+  decide(verifier: readonly bigint[]): boolean {
+    if (verifier[0] !== 0n) return false;
+    let offset = 1;
+    for (const g of this.valid.gadgets) {
+      const wires = verifier.slice(offset, offset + g.arity);
+      offset += g.arity;
+      if (g.eval(this.valid.field, wires) !== verifier[offset]) return false;
+      offset += 1;
+    }
+    return true;
   }
 }
 

@@ -15,6 +15,7 @@ const USAGE_MEAS_SHARE = 1;
 const USAGE_PROOF_SHARE = 2;
 const USAGE_JOINT_RANDOMNESS = 3;
 const USAGE_PROVE_RANDOMNESS = 4;
+const USAGE_QUERY_RANDOMNESS = 5;
 const USAGE_JOINT_RAND_SEED = 6;
 const USAGE_JOINT_RAND_PART = 7;
 
@@ -81,12 +82,12 @@ export class Prio3<M> {
     return XofTurboShake128.deriveSeed(blind, this.#dst(USAGE_JOINT_RAND_PART, ctx), binder);
   }
 
+  #jointRandSeed(ctx: Uint8Array, parts: readonly Uint8Array[]): Uint8Array {
+    return XofTurboShake128.deriveSeed(new Uint8Array(XofTurboShake128.SEED_SIZE), this.#dst(USAGE_JOINT_RAND_SEED, ctx), concatBytes(...parts));
+  }
+
   #jointRands(ctx: Uint8Array, parts: readonly Uint8Array[]): bigint[] {
-    const seed = XofTurboShake128.deriveSeed(
-      new Uint8Array(XofTurboShake128.SEED_SIZE),
-      this.#dst(USAGE_JOINT_RAND_SEED, ctx),
-      concatBytes(...parts),
-    );
+    const seed = this.#jointRandSeed(ctx, parts);
     const length = this.valid.jointRandLen * this.PROOFS;
     return XofTurboShake128.expandIntoVec(this.field, seed, this.#dst(USAGE_JOINT_RANDOMNESS, ctx), Uint8Array.of(this.PROOFS), length);
   }
@@ -157,6 +158,73 @@ export class Prio3<M> {
     const shares: InputShare[] = [{ measShare, proofsShare, blind: leaderBlind }];
     for (let j = 0; j < helpers; j++) shares.push({ seed: helperShares[j] as Uint8Array, blind: helperBlinds[j] as Uint8Array });
     return [parts, shares];
+  }
+
+  // -- verification (the Aggregators' first step, for checking a Client's shares) -------------
+
+  /**
+   * This Aggregator's verifier share (the draft's `verify_init` without the output share):
+   * `[verifiers, jointRandPart]`, and the joint randomness seed it derived (`corrected`).
+   */
+  verifyInit(
+    verifyKey: Uint8Array,
+    ctx: Uint8Array,
+    aggId: number,
+    nonce: Uint8Array,
+    publicShare: PublicShare,
+    inputShare: InputShare,
+  ): { verifierShare: [bigint[], Uint8Array | null]; correctedSeed: Uint8Array | null } {
+    checkBytes("verify_key", verifyKey, Prio3.VERIFY_KEY_SIZE);
+    checkBytes("nonce", nonce, this.NONCE_SIZE);
+    if (!Number.isInteger(aggId) || aggId < 0 || aggId >= this.SHARES) throw new RangeError(`agg_id must be in [0, ${this.SHARES})`);
+    let measShare: bigint[];
+    let proofsShare: bigint[];
+    if ("measShare" in inputShare) {
+      if (aggId !== 0) throw new TypeError("a helper's input share must be {seed, blind}");
+      ({ measShare, proofsShare } = inputShare);
+    } else {
+      if (aggId === 0) throw new TypeError("the leader's input share must be {measShare, proofsShare, blind}");
+      measShare = this.#helperMeasShare(ctx, aggId, inputShare.seed);
+      proofsShare = this.#helperProofsShare(ctx, aggId, inputShare.seed);
+    }
+    const jr = this.valid.jointRandLen;
+    let jointRands: bigint[] = [];
+    let part: Uint8Array | null = null;
+    let correctedSeed: Uint8Array | null = null;
+    if (jr > 0) {
+      if (inputShare.blind === null || publicShare === null || publicShare.length !== this.SHARES) {
+        throw new TypeError(`this variant needs a blind and a public share of ${this.SHARES} parts`);
+      }
+      part = this.#jointRandPart(ctx, aggId, inputShare.blind, measShare, nonce);
+      const parts = publicShare.slice();
+      parts[aggId] = part;
+      correctedSeed = this.#jointRandSeed(ctx, parts);
+      jointRands = this.#jointRands(ctx, parts);
+    }
+    const ql = this.flp.queryRandLen;
+    const pl = this.flp.proofLen;
+    const binder = concatBytes(Uint8Array.of(this.PROOFS), nonce);
+    const queryRands = XofTurboShake128.expandIntoVec(this.field, verifyKey, this.#dst(USAGE_QUERY_RANDOMNESS, ctx), binder, ql * this.PROOFS);
+    const verifiers: bigint[] = [];
+    for (let i = 0; i < this.PROOFS; i++) {
+      verifiers.push(
+        ...this.flp.query(measShare, proofsShare.slice(i * pl, (i + 1) * pl), queryRands.slice(i * ql, (i + 1) * ql), jointRands.slice(i * jr, (i + 1) * jr), this.SHARES),
+      );
+    }
+    return { verifierShare: [verifiers, part], correctedSeed };
+  }
+
+  /** Sum the verifier shares and decide every proof: whether the Aggregators would accept. */
+  decideVerifierShares(verifierShares: readonly [bigint[], Uint8Array | null][]): boolean {
+    const vl = this.flp.verifierLen;
+    let total = new Array<bigint>(vl * this.PROOFS).fill(0n);
+    for (const [share] of verifierShares) total = this.field.vecAdd(total, share);
+    for (let i = 0; i < this.PROOFS; i++) if (!this.flp.decide(total.slice(i * vl, (i + 1) * vl))) return false;
+    return true;
+  }
+
+  encodeVerifierShare([verifiers, part]: [bigint[], Uint8Array | null]): Uint8Array {
+    return concatBytes(this.field.encodeVec(verifiers), part ?? new Uint8Array(0));
   }
 
   // -- messages (draft section "Message Serialization") ----------------------------------------
