@@ -73,7 +73,7 @@ import requests
 from client_sdk.budget import BudgetLedger, BudgetPolicy, BudgetStatus, Charge, LogEntry
 from client_sdk.campaign import parse_campaign
 from client_sdk.config import config_id
-from client_sdk.ledger_seal import LedgerSeal
+from client_sdk.ledger_mac_chain import LedgerMacChain
 from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms._validation import check_int, check_positive
 from client_sdk.mechanisms.memoization import is_memoized
@@ -374,7 +374,7 @@ class TelemetryClient:
             self._secret = load_or_create_device_secret(self._state.path)
             self._outbox = Outbox(self._state.path)
             self._ledger = BudgetLedger(
-                self._state.path, seal=LedgerSeal(self._secret), expect_existing=existing_device
+                self._state.path, seal=LedgerMacChain(self._secret), expect_existing=existing_device
             )
         except BaseException:
             self._state.close()

@@ -21,7 +21,7 @@ from client_sdk.mechanisms._validation import (
     check_epsilon,
 )
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
-from client_sdk.mechanisms.longitudinal import LONGITUDINAL_FIELD, Memoized
+from client_sdk.mechanisms.memoized_oracle import LONGITUDINAL_FIELD, Memoized
 from client_sdk.mechanisms.registry import MECHANISMS, mechanism_class
 
 __all__ = ["below_epsilon_floor", "mechanism_from_config", "memoized_from_config"]

@@ -24,13 +24,13 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon
-from client_sdk.mechanisms.longitudinal import LONGITUDINAL_FIELD
 from client_sdk.mechanisms.memoization import (
     MAX_THRESHOLD,
     KeyedSource,
     check_keyed_source,
     largest_threshold,
 )
+from client_sdk.mechanisms.memoized_oracle import LONGITUDINAL_FIELD
 from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent
 from client_sdk.randomness import WORD_SPAN, RandomSource, threshold_probability
 

@@ -282,7 +282,7 @@ def test_history_shows_reports_and_costs_but_no_value_or_key(tmp_path: Path, clo
     import numpy as np
 
     from client_sdk import mechanism_from_config
-    from client_sdk.mechanisms.longitudinal import Memoized
+    from client_sdk.mechanisms.memoized_oracle import Memoized
     from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 
     secret = load_or_create_device_secret(tmp_path)

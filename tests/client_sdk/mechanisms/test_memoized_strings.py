@@ -134,7 +134,7 @@ def test_sfp_splits_both_epsilons_and_each_part_is_exact() -> None:
     assert fragment.epsilon == pytest.approx(2.0 * m.fragment_share)
     assert fragment.epsilon_inf == pytest.approx(4.0 * m.fragment_share)
     stats.assert_exact_privacy(word)  # the fragment's chain (memoized HR) is checked exactly
-    assert fragment.chain == "mixture" and fragment.claim_is_tight  # in test_longitudinal.py
+    assert fragment.chain == "mixture" and fragment.claim_is_tight  # in test_memoized_oracle.py
     assert m.epsilon_one <= 2.0 * (1 + 1e-12)
     assert m.epsilon_inf == pytest.approx(4.0)
 
