@@ -230,7 +230,7 @@ class Campaign:
         kind = self.mechanism.value_kind
         if kind == "record":
             # Mappings attribute -> label; the mechanism checks them without echoing values.
-            return self.mechanism.encode_records(values)  # type: ignore[attr-defined, no-any-return]
+            return self.mechanism.encode_records(values)  # type: ignore[attr-defined]
         if kind == "string":
             # The strings themselves (a domain, if any, is only the candidate list the analysis
             # estimates against); the mechanism's perturb validates them.

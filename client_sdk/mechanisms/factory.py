@@ -101,9 +101,7 @@ def memoized_from_config(config: Mapping[str, Any], *, stored: bool = False) -> 
                 f"{name!r}"
             )
         plain = {key: value for key, value in inner_config.items() if key != "epsilon"}
-        return variant().from_config(  # type: ignore[no-any-return]
-            {**plain, "epsilon": epsilon, "epsilon_permanent": permanent}
-        )
+        return variant().from_config({**plain, "epsilon": epsilon, "epsilon_permanent": permanent})
     if not issubclass(cls, FrequencyOracle):
         reason = getattr(cls, "longitudinal_refusal", None)  # why it has no memoized form
         raise ValueError(

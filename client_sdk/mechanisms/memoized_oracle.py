@@ -257,7 +257,7 @@ class Memoized(FrequencyOracle):
         index = getattr(self.inner, "output_index", None)
         if index is None:
             raise ValueError(f"{self.inner.name} reports carry public randomness; no index")
-        return index(reports)  # type: ignore[no-any-return]
+        return index(reports)
 
     # ---- device side ---------------------------------------------------------------------------
 

@@ -488,7 +488,7 @@ class Multi(Mechanism):
         memoized, so they need not follow ``perturb``'s stream)."""
         compact = getattr(oracle, "perturb_compact", None)
         if compact is not None:
-            return compact(cells, rng=rng)  # type: ignore[no-any-return]
+            return compact(cells, rng=rng)
         return oracle.perturb(cells, rng=rng)
 
     def _slot(self, j: int) -> int:

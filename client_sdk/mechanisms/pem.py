@@ -840,7 +840,7 @@ class MemoizedPEM(MemoizedStrings, PEM):
         return threshold_probability(self._again_threshold)
 
     @cached_property
-    def keep_probability(self) -> Fraction:  # type: ignore[override]
+    def keep_probability(self) -> Fraction:
         """P' of one report (the composed randomized response over the g buckets)."""
         assert self.g is not None
         return compose_keep(self.permanent.keep_probability, self.again_keep_probability, self.g)[0]

@@ -362,7 +362,7 @@ class MemoizedSFP(MemoizedStrings, SFP):
         )
 
     @cached_property
-    def word_sketch(self) -> MemoizedHCMS:  # type: ignore[override]
+    def word_sketch(self) -> MemoizedHCMS:
         return MemoizedHCMS(
             self.epsilon_word,
             self.m,
@@ -373,7 +373,7 @@ class MemoizedSFP(MemoizedStrings, SFP):
         )
 
     @cached_property
-    def fragment_oracle(self) -> Memoized:  # type: ignore[override]
+    def fragment_oracle(self) -> Memoized:
         inner = HR(self.share * self.epsilon_permanent, FRAGMENTS, blocks=self.fragment_blocks)
         return Memoized(inner=inner, epsilon=self.epsilon_fragment)
 
