@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path, clock: Clock) -> BudgetLedger:
+def ledger(tmp_path: Path, clock: Clock) -> Iterator[BudgetLedger]:
     with BudgetLedger(tmp_path, clock=clock) as opened:
-        yield opened  # type: ignore[misc]
+        yield opened
 
 
 def rows(ledger: BudgetLedger) -> int:

@@ -32,7 +32,7 @@ from shuffler.process import ShufflerProcess
 from tests.e2e.conftest import stored_ids
 
 CENTRAL_EPSILON, DELTA, MIN_BATCH = 1.0, 1e-6, 200
-CAMPAIGN = {
+CAMPAIGN: dict[str, Any] = {
     "name": "theme-shuffled",
     "mechanism": {"mechanism": "grr", "k": 4},
     "domain": ["light", "dark", "system", "contrast"],

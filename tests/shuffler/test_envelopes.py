@@ -19,7 +19,7 @@ from tests.e2e.conftest import stored_ids
 from tests.shuffler.test_e2e import CAMPAIGN, Deployment, _wait_for, seal_for
 
 MIN_BATCH = 100
-SHUFFLE = {**CAMPAIGN["shuffle"], "min_batch": MIN_BATCH}  # type: ignore[dict-item]
+SHUFFLE = {**CAMPAIGN["shuffle"], "min_batch": MIN_BATCH}
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ def memoized(config: dict[str, Any], permanent: float) -> Any:
     return mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": permanent}})
 
 
-SMALL = {
+SMALL: dict[str, dict[str, Any]] = {
     "cms": {"mechanism": "cms", "epsilon": 1.0, "m": 4, "hashes": 2, "max_length": 8},
     "hcms": {"mechanism": "hcms", "epsilon": 0.7, "m": 4, "hashes": 2, "max_length": 8},
     "pem": {"mechanism": "pem", "epsilon": 1.5, "max_length": 1},
@@ -83,8 +83,8 @@ def _output_index(m: Any, reports: np.ndarray) -> np.ndarray:
         ({"mechanism": "sfp", "epsilon": 2.0, "max_length": 4, "m": 64, "hashes": 4}, MemoizedSFP),
     ],
 )
-def test_configs_round_trip_and_bad_ones_are_named(config: dict[str, Any], cls: type) -> None:
-    m = memoized(config, 3.0)
+def test_configs_round_trip_and_bad_ones_are_named(config: dict[str, Any], cls: type[Any]) -> None:
+    m: Any = memoized(config, 3.0)
     assert isinstance(m, cls) and m.memoized
     document = m.to_config()
     assert document["longitudinal"] == {"epsilon_permanent": 3.0}
