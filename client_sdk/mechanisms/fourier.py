@@ -41,7 +41,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
 from client_sdk.randomness import (
     RandomSource,
     bernoulli,
@@ -57,7 +57,7 @@ REPORT_DTYPE = np.dtype([("coefficient", np.int64), ("bit", np.uint8)])
 
 
 @dataclasses.dataclass(frozen=True, eq=True)
-class Fourier(Mechanism):
+class Fourier(DeviceKeyed, Mechanism):
     """Config: ``{"mechanism": "fourier", "epsilon": E, "attributes": [{"name": "wifi"}, ...],
     "order": 2}`` (binary attributes, ``labels`` optional; ``order``: the largest marginal, 1 to
     8). A device records a mapping attribute -> label (-> 0/1 without labels)."""
@@ -168,12 +168,8 @@ class Fourier(Mechanism):
 
     # ---- device side -------------------------------------------------------------------------
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         x = self.check_tuples(values)
         n = x.shape[0]

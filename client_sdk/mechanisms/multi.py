@@ -59,7 +59,7 @@ from client_sdk.mechanisms.base import (
     WireFormatError,
 )
 from client_sdk.mechanisms.local_hashing import REPORT_DTYPE as LH_REPORT_DTYPE
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.mechanisms.unary import transposed_column_counts
 from client_sdk.randomness import RandomSource, uniform_below, uniform_below_32
@@ -229,7 +229,7 @@ class Marginal:
 
 
 @dataclasses.dataclass(frozen=True, eq=True)
-class Multi(Mechanism):
+class Multi(DeviceKeyed, Mechanism):
     """Config: ``{"mechanism": "multi", "epsilon", "protocol": "spl"|"smp"|"rsfd",
     "attributes": [{"name": "os", "k": 4, "labels": [...]}, ...]}`` (``labels`` optional: the
     labels a device records for the attribute; without them it records indices)."""
@@ -511,12 +511,8 @@ class Multi(Mechanism):
         else:
             reports["values"][rows, self._slot(j)] = out
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         x = self.check_tuples(values)
         n = x.shape[0]
