@@ -19,7 +19,7 @@ epsilon:
   alpha on one frequency, n_L = Var*/alpha^2 against n_C = Delta_1 sqrt(2)/(eps alpha)
   (Laplace) or sigma/alpha (Gaussian).
 - **Shuffling** the same reports: the central (epsilon, delta) they give behind a shuffler
-  (:mod:`analysis.shuffle`).
+  (:mod:`client_sdk.amplification`).
 
 With ground truth (simulations, the demo), :func:`empirical_gap` measures both errors: the LDP
 one from real perturbed reports, the central one by running the central mechanisms on the true
@@ -53,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analysis.estimation import FrequencyEstimate
-from analysis.shuffle import ShuffleBound, shuffle_bound
+from client_sdk.amplification import ShuffleBound, shuffle_bound
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism

@@ -5,7 +5,8 @@ For a categorical campaign (a frequency oracle) the page shows (``ldp-analyze re
 1. the estimated frequencies of the top items with their intervals, raw and post-processed
    (``analysis.postprocess``), each with its Bonferroni significance (``analysis.heavy_hitters``);
 2. the error of this LDP campaign against a central curator at the same epsilon
-   (``analysis.gap``), and what the same reports give behind a shuffler (``analysis.shuffle``);
+   (``analysis.gap``), and what the same reports give behind a shuffler
+   (``client_sdk.amplification``);
 3. the error against n for both models, this campaign's n marked;
 4. the privacy parameters and their accounting over a device's repeated reports
    (``analysis.accounting``): the exact epsilon of T reports against the classical bounds.

@@ -119,13 +119,13 @@ def central_section(
 ) -> dict[str, Any] | None:
     """A shuffled campaign's two guarantees: the local epsilon each report carries (what holds
     if the shuffler colludes with the collector) and the central (epsilon, delta) of the batches
-    received under its stated assumption (``analysis.shuffle.credentialed_guarantee``: the
+    received under its stated assumption (``client_sdk.amplification.credentialed_guarantee``: the
     honest reports of the smallest batch bind; ``None`` before any batch); ``None`` for a
     campaign without a shuffler. ``batch_credentials``: ``(size, per_credential,
     uncredentialed)`` of each batch; without them, batches of ``batch_sizes`` not metered."""
     if campaign.shuffle is None:
         return None
-    from analysis.shuffle import credentialed_guarantee
+    from client_sdk.amplification import credentialed_guarantee
 
     epsilon0 = campaign.mechanism.privacy_epsilon
     if batch_credentials is None:

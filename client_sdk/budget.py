@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk.campaign import BudgetPolicy
-from client_sdk.ledger_seal import HEAD_FILE, LedgerHead, LedgerSeal
+from client_sdk.ledger_mac_chain import HEAD_FILE, LedgerHead, LedgerMacChain
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.sqlite import connect, immediate
 from client_sdk.state import create_private_file
@@ -198,14 +198,15 @@ class BudgetLedger:
         state_dir: str | os.PathLike[str],
         *,
         clock: Callable[[], float] = time.time,
-        seal: LedgerSeal | None = None,
+        seal: LedgerMacChain | None = None,
         expect_existing: bool = False,
     ) -> None:
         """Open (or create) the ledger of ``state_dir``.
 
-        :param seal: the device's :class:`~client_sdk.ledger_seal.LedgerSeal`; a sealed ledger
-            is verified on opening and locks the device out when it is damaged
-            (``client_sdk.ledger_seal``). ``None`` opens an unsealed ledger (tools and tests).
+        :param seal: the device's :class:`~client_sdk.ledger_mac_chain.LedgerMacChain`; a
+            sealed ledger is verified on opening and locks the device out when it is damaged
+            (``client_sdk.ledger_mac_chain``). ``None`` opens an unsealed ledger (tools and
+            tests).
         :param expect_existing: the device secret existed before this client started, so a
             ledger must exist too; its absence is damage, not a new device.
         """
@@ -489,9 +490,9 @@ class BudgetLedger:
             for row in reversed(rows)
         ]
 
-    # ---- the seal (client_sdk.ledger_seal) ---------------------------------------------------
+    # ---- the seal (client_sdk.ledger_mac_chain) --------------------------------------------
 
-    def _inspect(self, seal: LedgerSeal, expect_existing: bool) -> str | None:
+    def _inspect(self, seal: LedgerMacChain, expect_existing: bool) -> str | None:
         """Why the ledger on disk cannot be trusted, or ``None`` (new device or verified)."""
         exists = self.path.exists()
         head_exists = (self._directory / HEAD_FILE).exists()
@@ -524,7 +525,7 @@ class BudgetLedger:
             if path.exists():
                 os.replace(path, self._directory / f"{name}.{stamp}")
 
-    def _adopt_legacy_rows(self, seal: LedgerSeal) -> None:
+    def _adopt_legacy_rows(self, seal: LedgerMacChain) -> None:
         """Seal the rows of a ledger written before sealing existed (schema 1)."""
         if self._get_meta("chain") is not None:
             return
@@ -536,7 +537,7 @@ class BudgetLedger:
         for (row_id,) in self._connection.execute("SELECT id FROM spends ORDER BY id").fetchall():
             self._chain_row(seal, int(row_id))
 
-    def _chain_row(self, seal: LedgerSeal, row_id: int) -> None:
+    def _chain_row(self, seal: LedgerMacChain, row_id: int) -> None:
         row = self._connection.execute(f"{_ROW_QUERY} WHERE id = ?", (row_id,)).fetchone()
         chain = seal.row(str(self._get_meta("chain")), row)
         self._connection.execute("UPDATE spends SET mac = ? WHERE id = ?", (chain, row_id))
@@ -546,7 +547,7 @@ class BudgetLedger:
     def _head(self) -> LedgerHead:
         return _meta_head(self._connection)
 
-    def _store_head(self, seal: LedgerSeal) -> None:
+    def _store_head(self, seal: LedgerMacChain) -> None:
         self._set_meta("seal", seal.head_tag(self._head()))
 
     def _get_meta(self, key: str) -> str | None:
@@ -612,9 +613,9 @@ def _is_unsealed(connection: sqlite3.Connection) -> bool:
 
 
 def _verify(
-    connection: sqlite3.Connection, seal: LedgerSeal, head: LedgerHead | None
+    connection: sqlite3.Connection, seal: LedgerMacChain, head: LedgerHead | None
 ) -> str | None:
-    """Check a sealed ledger's chain, meta and head file (module ``client_sdk.ledger_seal``)."""
+    """Check a sealed ledger's chain, meta and head file (``client_sdk.ledger_mac_chain``)."""
     if head is None:
         return "the ledger's head file is missing"
     tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}

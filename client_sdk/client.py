@@ -73,7 +73,7 @@ import requests
 from client_sdk.budget import BudgetLedger, BudgetPolicy, BudgetStatus, Charge, LogEntry
 from client_sdk.campaign import parse_campaign
 from client_sdk.config import config_id
-from client_sdk.ledger_seal import LedgerSeal
+from client_sdk.ledger_mac_chain import LedgerMacChain
 from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms._validation import check_int, check_positive
 from client_sdk.mechanisms.memoization import is_memoized
@@ -230,7 +230,7 @@ class Campaign:
         kind = self.mechanism.value_kind
         if kind == "record":
             # Mappings attribute -> label; the mechanism checks them without echoing values.
-            return self.mechanism.encode_records(values)  # type: ignore[attr-defined, no-any-return]
+            return self.mechanism.encode_records(values)  # type: ignore[attr-defined]
         if kind == "string":
             # The strings themselves (a domain, if any, is only the candidate list the analysis
             # estimates against); the mechanism's perturb validates them.
@@ -374,7 +374,7 @@ class TelemetryClient:
             self._secret = load_or_create_device_secret(self._state.path)
             self._outbox = Outbox(self._state.path)
             self._ledger = BudgetLedger(
-                self._state.path, seal=LedgerSeal(self._secret), expect_existing=existing_device
+                self._state.path, seal=LedgerMacChain(self._secret), expect_existing=existing_device
             )
         except BaseException:
             self._state.close()

@@ -157,7 +157,7 @@ def uniform_below(
     """
     out = np.empty(int(size), dtype=np.int64)
     if np.ndim(high) == 0:
-        h = int(high)  # type: ignore[arg-type]
+        h = int(high)
         if not 1 <= h < (1 << 63):
             raise ValueError(f"high must be in [1, 2**63); got {high!r}")
         # Accept words below the largest multiple of h that fits in 64 bits.

@@ -85,7 +85,7 @@ class DeadlineRetry(Retry):
 
     def new(self, **kwargs: Any) -> DeadlineRetry:
         kwargs.setdefault("deadline", self.deadline)
-        return super().new(**kwargs)  # type: ignore[return-value]
+        return super().new(**kwargs)
 
     def increment(
         self,
@@ -106,7 +106,7 @@ class DeadlineRetry(Retry):
             if time.monotonic() + wait > self.deadline:
                 reason = DeadlineExceeded(wait, retry_after)
                 raise MaxRetryError(_pool, url, reason)  # type: ignore[arg-type]
-        return following  # type: ignore[return-value]
+        return following
 
 
 def set_deadline(session: requests.Session, deadline: float | None) -> None:

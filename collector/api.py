@@ -22,7 +22,7 @@ from collector.ingest import MisdirectedEnvelope, Rejection, open_report, valida
 from collector.keys import EnvelopeOpener, active_key, ensure_key
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
-from collector.storage import CampaignConflict, Storage, StorageBusy, StoredCampaign
+from collector.storage import CampaignConflict, StorageBusy, StoredCampaign
 from collector.web import (
     ensure_same_database,
     get_storage,
@@ -125,7 +125,7 @@ def upload_reports(name: str) -> dict[str, Any]:
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)
-    _refuse_if_closed(storage, name)
+    _refuse_if_closed(campaign)
     if campaign.shuffle is not None:
         raise Problem(
             409,
@@ -157,7 +157,7 @@ def upload_reports(name: str) -> dict[str, Any]:
     accepted = duplicate = 0
     if batch.rows or batch.rejections:
         with write_turn():
-            result = storage.insert_reports(name, batch.rows, rejected=batch.rejected_by_code())
+            result = storage.insert_reports(campaign, batch.rows, rejected=batch.rejected_by_code())
         accepted, duplicate = result.accepted, result.duplicate
         ensure_same_database()  # committed to a file that is gone is not acknowledged: 503
     return {
@@ -227,7 +227,7 @@ def upload_batch(name: str) -> dict[str, Any]:
         )
     storage = get_storage()
     campaign = storage.get_campaign(name)
-    _refuse_if_closed(storage, name)
+    _refuse_if_closed(campaign)
     if campaign.shuffle is None:
         raise Problem(409, "not-shuffled", f"campaign {name!r} does not take shuffled batches")
     if config_id != campaign.config_id:
@@ -288,7 +288,7 @@ def upload_batch(name: str) -> dict[str, Any]:
     try:
         with write_turn():
             result, answered, replayed = storage.insert_batch(
-                name,
+                campaign,
                 batch_id,
                 [batch.rows[i] for i in order],
                 size=len(batch.rows),
@@ -408,9 +408,9 @@ def export_reports(name: str) -> Response:
     return response
 
 
-def _refuse_if_closed(storage: Storage, name: str) -> None:
+def _refuse_if_closed(campaign: StoredCampaign) -> None:
     """410 ``campaign-closed`` for a campaign closed to new reports (its estimates remain)."""
-    closed = storage.closed_at(name)
+    name, closed = campaign.name, campaign.closed_at
     if closed is not None:
         raise Problem(
             410,

@@ -199,7 +199,7 @@ def _campaign_list(args: argparse.Namespace) -> int:
                 f"{c.mechanism.privacy_epsilon:g}",
                 str(counts.get(c.name, 0)),
                 str(c.min_batch_size),
-                "closed" if storage.closed_at(c.name) else "open",
+                "closed" if c.closed_at else "open",
             )
             for c in storage.list_campaigns()
         ]
@@ -214,7 +214,7 @@ def _campaign_show(args: argparse.Namespace) -> int:
     with Storage(args.db, create=False) as storage:
         campaign = storage.get_campaign(args.name)
         days = storage.report_days(args.name)
-        closed = storage.closed_at(args.name)
+        closed = campaign.closed_at
     document = {
         **campaign.document(),
         "reports": sum(n for _, n in days),

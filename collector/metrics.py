@@ -157,7 +157,7 @@ def exposition(*families: Collector) -> bytes:
         registry.register(_Forward(own_registry))
     for family in families:
         registry.register(family)
-    return generate_latest(registry)  # type: ignore[no-any-return]
+    return generate_latest(registry)
 
 
 class _Forward:
@@ -167,7 +167,7 @@ class _Forward:
         self._registry = registry
 
     def collect(self) -> Iterable[Any]:
-        return self._registry.collect()  # type: ignore[no-any-return]
+        return self._registry.collect()
 
 
 class Families:

@@ -122,7 +122,7 @@ def _migration_4_batch_credentials(db: sqlite_utils.Database) -> None:
     # What the shuffler says of a batch's credentials (shuffler.credentials): the most reports
     # one credential may have in it, and how many came without a credential; NULL for a batch
     # from a shuffler that took uploads without credentials. The central guarantee's
-    # assumption is derived from them (analysis.shuffle.credentialed_guarantee).
+    # assumption is derived from them (client_sdk.amplification.credentialed_guarantee).
     db.execute("ALTER TABLE batches ADD COLUMN per_credential INTEGER")
     db.execute("ALTER TABLE batches ADD COLUMN uncredentialed INTEGER")
 

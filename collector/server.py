@@ -111,7 +111,7 @@ def _detail(error: BaseException, status: int) -> str:
     return f"gunicorn refused the request: {text}"
 
 
-class ProblemWorker(ThreadWorker):  # type: ignore[misc]
+class ProblemWorker(ThreadWorker):
     """gunicorn's ``gthread`` worker whose own error responses are problem+json, logged
     without the client's address."""
 
@@ -222,7 +222,7 @@ class _RedactAddresses(logging.Filter):
         return True
 
 
-class PrivateLogger(Logger):  # type: ignore[misc]
+class PrivateLogger(Logger):
     """gunicorn's logger with IP addresses removed from every error and access log line."""
 
     def setup(self, cfg: Any) -> None:
@@ -232,7 +232,7 @@ class PrivateLogger(Logger):  # type: ignore[misc]
                 log.addFilter(_RedactAddresses())
 
 
-class GunicornApp(BaseApplication):  # type: ignore[misc]
+class GunicornApp(BaseApplication):
     """gunicorn run programmatically on an already built app (``BaseApplication``): the
     collector's ``serve``, the shuffler's and the analysis dashboard.
 

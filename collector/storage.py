@@ -102,6 +102,11 @@ class StoredCampaign:
     min_batch_size: int
     created: str
     shuffle: dict[str, Any] | None = None
+    id: int | None = dataclasses.field(default=None, compare=False)
+    """The campaign's row id in this database (``None`` for one built outside storage): the
+    storage methods given this campaign use it instead of looking the name up again."""
+    closed_at: str | None = dataclasses.field(default=None, compare=False)
+    """When it was closed to new reports, as read with it (``None``: open)."""
 
     def document(self) -> dict[str, Any]:
         """The JSON document the HTTP API serves (``config_id`` included)."""
@@ -261,7 +266,7 @@ class Storage:
             check_batch_fits({**normalized, "config_id": content_id}, max_body)
         with self._write() as conn:
             row = conn.execute(
-                f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns WHERE name = ?", [normalized["name"]]
+                f"{_CAMPAIGN_SELECT} WHERE campaigns.name = ?", [normalized["name"]]
             ).fetchone()
             if row is not None:
                 existing = _campaign_from_row(row)
@@ -290,9 +295,7 @@ class Storage:
 
     def get_campaign(self, name: str) -> StoredCampaign:
         """The campaign called ``name``; :class:`CampaignNotFound` (a LookupError) if absent."""
-        row = self.db.execute(
-            f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns WHERE name = ?", [name]
-        ).fetchone()
+        row = self.db.execute(f"{_CAMPAIGN_SELECT} WHERE campaigns.name = ?", [name]).fetchone()
         if row is None:
             raise CampaignNotFound(name)
         return _campaign_from_row(row)
@@ -310,18 +313,18 @@ class Storage:
             ).fetchone()
         return str(row[0]), bool(changed)
 
-    def closed_at(self, name: str) -> str | None:
-        """When the campaign was closed to new reports (``None``: it is open)."""
-        row = self.db.conn.execute(
-            "SELECT closed FROM closed_campaigns WHERE campaign_id = ?", [self._campaign_id(name)]
-        ).fetchone()
-        return None if row is None else str(row[0])
-
     def list_campaigns(self) -> list[StoredCampaign]:
-        rows = self.db.execute(f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY name")
+        rows = self.db.execute(f"{_CAMPAIGN_SELECT} ORDER BY campaigns.name")
         return [_campaign_from_row(row) for row in rows.fetchall()]
 
-    def _campaign_id(self, name: str) -> int:
+    def _campaign_id(self, campaign: str | StoredCampaign) -> int:
+        """The row id of ``campaign`` (a name, or a :class:`StoredCampaign` read from this
+        database, whose id is taken as read)."""
+        if isinstance(campaign, StoredCampaign):
+            if campaign.id is not None:
+                return campaign.id
+            campaign = campaign.name
+        name = campaign
         row = self.db.conn.execute("SELECT id FROM campaigns WHERE name = ?", [name]).fetchone()
         if row is None:
             raise CampaignNotFound(name)
@@ -331,7 +334,7 @@ class Storage:
 
     def insert_reports(
         self,
-        campaign: str,
+        campaign: str | StoredCampaign,
         reports: Sequence[tuple[str, str]],
         *,
         rejected: Mapping[str, int] | None = None,
@@ -342,7 +345,8 @@ class Storage:
         A report id already stored for the campaign (or repeated within ``reports``) is not
         stored again: the first copy wins and the rest count as duplicates. ``rejected`` (reason
         code -> count) is added to the metrics counters in the same transaction. ``day`` is the
-        UTC day bucket (``YYYY-MM-DD``; today by default).
+        UTC day bucket (``YYYY-MM-DD``; today by default). ``campaign``: its name, or the
+        :class:`StoredCampaign` just read (no second lookup).
         """
         for report_id, payload in reports:
             if not is_report_id(report_id) or not isinstance(payload, str):
@@ -350,19 +354,18 @@ class Storage:
                     f"reports must be (32 lowercase hex id, JSON text) pairs; got {report_id!r}"
                 )
         with self._write() as conn:
-            return self._insert(conn, campaign, reports, rejected, day)
+            return self._insert(conn, self._campaign_id(campaign), reports, rejected, day)
 
     def _insert(
         self,
         conn: sqlite3.Connection,
-        campaign: str,
+        campaign_id: int,
         reports: Sequence[tuple[str, str]],
         rejected: Mapping[str, int] | None,
         day: str | None,
         nonces: Sequence[bytes] | None = None,
     ) -> InsertResult:
         bucket = day if day is not None else _today()
-        campaign_id = self._campaign_id(campaign)
         before = conn.total_changes
         # executemany with INSERT OR IGNORE: the ignored rows are the duplicates (a report id or
         # a nonce already stored), counted through total_changes (sqlite-utils' insert_all does
@@ -396,7 +399,7 @@ class Storage:
 
     def insert_batch(
         self,
-        campaign: str,
+        campaign: str | StoredCampaign,
         batch_id: str,
         reports: Sequence[tuple[str, str]],
         *,
@@ -433,7 +436,6 @@ class Storage:
                 return self._insert_part(
                     conn,
                     campaign_id,
-                    campaign,
                     batch_id,
                     reports,
                     part,
@@ -455,7 +457,7 @@ class Storage:
             if row is not None:
                 stored = InsertResult(accepted=int(row[0]), duplicate=int(row[1]))
                 return stored, json.loads(row[2]), True
-            result = self._insert(conn, campaign, reports, rejected, None, nonces)
+            result = self._insert(conn, campaign_id, reports, rejected, None, nonces)
             conn.execute(
                 "INSERT INTO batches (campaign_id, batch_id, size, accepted, duplicate, "
                 "rejected, day, per_credential, uncredentialed) "
@@ -477,7 +479,6 @@ class Storage:
         self,
         conn: sqlite3.Connection,
         campaign_id: int,
-        campaign: str,
         batch_id: str,
         reports: Sequence[tuple[str, str]],
         part: tuple[int, int, int],
@@ -506,7 +507,7 @@ class Storage:
                 f"part.total is {total}, but batch {batch_id} was {known[0]} reports "
                 "in its earlier parts"
             )
-        result = self._insert(conn, campaign, reports, rejected, None, nonces)
+        result = self._insert(conn, campaign_id, reports, rejected, None, nonces)
         answered = canonical_json(list(rejections))
         conn.execute(
             "INSERT INTO batch_parts (campaign_id, batch_id, start, count, accepted, duplicate, "
@@ -717,7 +718,12 @@ class Storage:
 
 _MAX_SQLITE_INT = (1 << 63) - 1
 _LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
-_CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created, shuffle"
+_CAMPAIGN_SELECT = (
+    "SELECT campaigns.name, config_id, mechanism, domain, policy, min_batch_size, created, "
+    "shuffle, campaigns.id, closed_campaigns.closed FROM campaigns "
+    "LEFT JOIN closed_campaigns ON closed_campaigns.campaign_id = campaigns.id"
+)
+"""A campaign's row with its id and closing time: one read answers everything an upload asks."""
 
 
 _BATCH_BODY = '{"batch_id":"","config_id":"","reports":[]}'
@@ -774,7 +780,7 @@ def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any
 
 def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
     name, content_id, mechanism_json, domain_json, policy_json, min_batch_size, created = row[:7]
-    shuffle_json = row[7]
+    shuffle_json, row_id, closed = row[7:10]
     mechanism = _mechanism_for(mechanism_json)
     return StoredCampaign(
         name=name,
@@ -786,6 +792,8 @@ def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
         min_batch_size=int(min_batch_size),
         created=created,
         shuffle=None if shuffle_json is None else json.loads(shuffle_json),
+        id=int(row_id),
+        closed_at=None if closed is None else str(closed),
     )
 
 

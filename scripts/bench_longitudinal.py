@@ -17,7 +17,7 @@ import numpy as np
 
 from client_sdk import mechanism_from_config
 from client_sdk.budget import BudgetLedger
-from client_sdk.mechanisms.longitudinal import Memoized
+from client_sdk.mechanisms.memoized_oracle import Memoized
 from client_sdk.secrets_store import DeviceKeys
 
 SECRET = bytes(range(32))

@@ -705,16 +705,16 @@ def with_central(
     guarantee of the batches the collector actually received (their real sizes, the smallest
     one binding), under its stated assumption (at least ``honest_reports`` honest reports in
     every batch, from the shuffler's credential quotas and ``--adversary-credentials``;
-    ``analysis.shuffle.credentialed_guarantee``), whether one report per device per batch was
-    enforced, and the local epsilon each report carries (what holds when the assumption fails,
-    or the shuffler colluded with the collector). The figure also assumes a shuffler that
-    neither colludes with the collector nor injects reports: reports it drops only shrink the
-    batches counted here, but injected ones would inflate them and understate epsilon
-    (docs/shuffler.md, docs/math/central-and-shuffle.md).
+    ``client_sdk.amplification.credentialed_guarantee``), whether one report per device per
+    batch was enforced, and the local epsilon each report carries (what holds when the
+    assumption fails, or the shuffler colluded with the collector). The figure also assumes a
+    shuffler that neither colludes with the collector nor injects reports: reports it drops
+    only shrink the batches counted here, but injected ones would inflate them and understate
+    epsilon (docs/shuffler.md, docs/math/central-and-shuffle.md).
     """
     if campaign.shuffle is None or uses_shards(args):
         return document
-    from analysis.shuffle import credentialed_guarantee
+    from client_sdk.amplification import credentialed_guarantee
     from collector.storage import Storage
 
     with Storage(args.db[0], create=False) as storage:

@@ -162,7 +162,7 @@ class _Message:
         r = Reader(data, cls.__name__)
         out = cls._read(r)  # type: ignore[attr-defined]
         r.finish()
-        return out  # type: ignore[no-any-return]
+        return out
 
 
 @dataclass(frozen=True)

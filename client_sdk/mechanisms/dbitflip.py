@@ -169,12 +169,8 @@ class DBitFlip(SwitchableMemoization, FrequencyOracle):
 
     # ---- device side ---------------------------------------------------------------------
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        permanent: KeyedSource | None = None,
-        rng: RandomSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         """One report per value. Memoized: needs the keyed source of the device and campaign
         (``permanent``); the report is then a function of that source and phi(v)."""

@@ -21,7 +21,7 @@ from client_sdk.mechanisms._validation import (
     check_epsilon,
 )
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
-from client_sdk.mechanisms.longitudinal import LONGITUDINAL_FIELD, Memoized
+from client_sdk.mechanisms.memoized_oracle import LONGITUDINAL_FIELD, Memoized
 from client_sdk.mechanisms.registry import MECHANISMS, mechanism_class
 
 __all__ = ["below_epsilon_floor", "mechanism_from_config", "memoized_from_config"]
@@ -101,9 +101,7 @@ def memoized_from_config(config: Mapping[str, Any], *, stored: bool = False) -> 
                 f"{name!r}"
             )
         plain = {key: value for key, value in inner_config.items() if key != "epsilon"}
-        return variant().from_config(  # type: ignore[no-any-return]
-            {**plain, "epsilon": epsilon, "epsilon_permanent": permanent}
-        )
+        return variant().from_config({**plain, "epsilon": epsilon, "epsilon_permanent": permanent})
     if not issubclass(cls, FrequencyOracle):
         reason = getattr(cls, "longitudinal_refusal", None)  # why it has no memoized form
         raise ValueError(

@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms._wire import is_plain_int, widest_int
+from client_sdk.mechanisms.attributes import Attributes
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -40,8 +41,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
-from client_sdk.mechanisms.multi import Attribute, encode_mapping_records, parse_attributes
+from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
 from client_sdk.randomness import (
     RandomSource,
     bernoulli,
@@ -56,25 +56,8 @@ MAX_ENUMERATED = 1 << 12
 REPORT_DTYPE = np.dtype([("coefficient", np.int64), ("bit", np.uint8)])
 
 
-def _binary_attributes(attributes: Any) -> tuple[Attribute, ...]:
-    """{name, labels?} or {name, k: 2, labels?} entries: binary attributes only."""
-    if isinstance(attributes, (list, tuple)):
-        attributes = [
-            {**entry, "k": entry.get("k", 2)} if isinstance(entry, dict) else entry
-            for entry in attributes
-        ]
-    parsed = parse_attributes(attributes)
-    for index, (_, k, _) in enumerate(parsed):
-        if k != 2:
-            raise ValueError(
-                f"attributes[{index}].k must be 2 (Fourier marginals are over binary "
-                f"attributes); got {k}"
-            )
-    return parsed
-
-
 @dataclasses.dataclass(frozen=True, eq=True)
-class Fourier(Mechanism):
+class Fourier(DeviceKeyed, Mechanism):
     """Config: ``{"mechanism": "fourier", "epsilon": E, "attributes": [{"name": "wifi"}, ...],
     "order": 2}`` (binary attributes, ``labels`` optional; ``order``: the largest marginal, 1 to
     8). A device records a mapping attribute -> label (-> 0/1 without labels)."""
@@ -92,7 +75,7 @@ class Fourier(Mechanism):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        parsed = _binary_attributes(self.attributes)
+        parsed = Attributes.parse(self.attributes, binary=True)
         object.__setattr__(self, "attributes", parsed)
         order = check_int(self.order, "order", minimum=1, maximum=min(MAX_ORDER, len(parsed)))
         object.__setattr__(self, "order", order)
@@ -103,28 +86,22 @@ class Fourier(Mechanism):
             )
 
     def to_config(self) -> dict[str, Any]:
-        attributes: list[dict[str, Any]] = []
-        for name, _, labels in self.attributes:
-            entry: dict[str, Any] = {"name": name}
-            if labels is not None:
-                entry["labels"] = list(labels)
-            attributes.append(entry)
         return {
             "mechanism": self.name,
             "epsilon": self.epsilon,
-            "attributes": attributes,
+            "attributes": self.attributes.to_config(with_k=False),
             "order": self.order,
         }
 
     def encode_records(self, records: Sequence[Any]) -> npt.NDArray[np.int64]:
         """Records (mappings attribute -> label) as (n, d) 0/1 tuples."""
-        return encode_mapping_records(self.attributes, records)
+        return self.attributes.encode(records)
 
     # ---- structure ---------------------------------------------------------------------------
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(n for n, _, _ in self.attributes)
+        return self.attributes.names
 
     @property
     def d(self) -> int:
@@ -191,12 +168,8 @@ class Fourier(Mechanism):
 
     # ---- device side -------------------------------------------------------------------------
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         x = self.check_tuples(values)
         n = x.shape[0]

@@ -281,7 +281,7 @@ class Gaussian(NumericMechanism):
 
     def to_wire(self, reports: Reports) -> list[Any]:
         array = np.asarray(reports, dtype=np.int64)
-        return array.tolist()  # type: ignore[no-any-return]
+        return array.tolist()
 
     @cached_property
     def plausible_range(self) -> tuple[int, int]:

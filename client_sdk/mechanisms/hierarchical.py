@@ -57,7 +57,7 @@ from client_sdk.mechanisms.base import (
 )
 from client_sdk.mechanisms.grid import exp_below
 from client_sdk.mechanisms.hadamard import fwht
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.mechanisms.simplex import project_simplex
 from client_sdk.randomness import (
@@ -117,7 +117,7 @@ def least_squares_with_total(design: FloatArray) -> tuple[FloatArray, FloatArray
     return np.asarray(solved[:, :-1]), np.asarray(solved[:, -1])
 
 
-class RangeMechanism(Mechanism):
+class RangeMechanism(DeviceKeyed, Mechanism):
     """What both range mechanisms share: ordered items [0, k), one uniform level per device
     (from the client's keyed source, or ``rng`` in simulation), unbiased linear estimates ``y``
     with a ``design`` A (E[y] = A f), consistent leaves by :func:`least_squares_with_total`, and
@@ -373,12 +373,8 @@ class Hierarchical(RangeMechanism):
 
     # ---- device side -------------------------------------------------------------------------
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         """One (level, report) per value; the level is uniform on 1..h: the device's (from
         ``permanent``) or drawn from ``rng`` per report."""
@@ -631,12 +627,8 @@ class HaarWavelet(RangeMechanism):
 
     # ---- device side -------------------------------------------------------------------------
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         """One (level, 2 j + bit) per value; see the class docstring."""
         items = check_values(values, self.k)

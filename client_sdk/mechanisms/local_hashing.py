@@ -213,7 +213,7 @@ class _LocalHashing(FrequencyOracle):
         probability that a report supports an item other than the user's (module docstring).
 
         Used with p = the keep probability here, and with the composed keep probability of the
-        longitudinal chain (``client_sdk.mechanisms.longitudinal``)."""
+        longitudinal chain (``client_sdk.mechanisms.memoized_oracle``)."""
         c = self.collision_probability
         return keep * c + (1 - keep) * (1 - c) / (self.buckets - 1)
 

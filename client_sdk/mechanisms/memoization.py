@@ -62,6 +62,7 @@ class MemoizedOracle(Protocol):
 __all__ = [
     "MAX_THRESHOLD",
     "Chain",
+    "DeviceKeyed",
     "KeyedSource",
     "MemoizedOracle",
     "Memoizing",
@@ -120,6 +121,33 @@ class Memoizing(Protocol):
     def epsilon_inf(self) -> float: ...
 
     def memo_keys(self, values: Any, *, permanent: KeyedSource) -> list[str]: ...
+
+
+class DeviceKeyed(abc.ABC):
+    """A mechanism whose reports may depend on the device's keyed source: memoized responses, or
+    a choice made once per device and campaign (PEM's level, a hierarchy's level, the sampled
+    table of ``multi`` or coefficient of ``fourier``). The one declaration of its ``perturb``;
+    each mechanism implements :meth:`_perturb`."""
+
+    def perturb(
+        self,
+        values: Any,
+        *,
+        rng: RandomSource | None = None,
+        permanent: KeyedSource | None = None,
+    ) -> Reports:
+        """One report per value. ``permanent``: the keyed source of the device and campaign
+        (``client_sdk.secrets_store.DeviceKeys``; a device always passes it, a memoized
+        mechanism requires it); without it, a simulated population in which each report draws
+        what a device would choose once from ``rng``. ``rng``: the fresh randomness of each
+        report (``None``: the OS CSPRNG)."""
+        return self._perturb(values, rng, permanent)
+
+    @abc.abstractmethod
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
+    ) -> Reports:
+        """:meth:`perturb`'s work, with its arguments as given."""
 
 
 def is_memoized(mechanism: object) -> bool:

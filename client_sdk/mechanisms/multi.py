@@ -49,6 +49,7 @@ from client_sdk.mechanisms._wire import (
     widest_int,
     wire_length,
 )
+from client_sdk.mechanisms.attributes import MAX_K, Attributes
 from client_sdk.mechanisms.base import (
     AggregateStatistic,
     FloatArray,
@@ -58,16 +59,14 @@ from client_sdk.mechanisms.base import (
     WireFormatError,
 )
 from client_sdk.mechanisms.local_hashing import REPORT_DTYPE as LH_REPORT_DTYPE
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
 from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.mechanisms.unary import transposed_column_counts
 from client_sdk.randomness import RandomSource, uniform_below, uniform_below_32
 
 PROTOCOLS = ("spl", "smp", "rsfd")
-MAX_ATTRIBUTES = 64
 MAX_TABLES = 2016
 """At most this many marginal tables (every pair of 64 attributes)."""
-MAX_K = 1 << 12
 MAX_ENUMERATED = 1 << 12
 """``channel_matrices`` enumerates at most this many tuples (inputs and outputs)."""
 _CHUNK_ROWS = 1 << 14
@@ -137,99 +136,6 @@ def calibrate_rsfd(epsilon: float, ks: Sequence[int]) -> float:
         if high - low <= 1e-12 * high:
             break
     return low
-
-
-Attribute = tuple[str, int, "tuple[str, ...] | None"]
-"""A parsed attribute: its name, k and optional labels."""
-
-
-def parse_attributes(attributes: Any) -> tuple[Attribute, ...]:
-    """The config's ``attributes`` ({name, k, labels?} each), validated; errors name the field."""
-    if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Sequence):
-        raise ValueError(f"attributes must be a list of {{name, k}}; got {attributes!r}")
-    if not 1 <= len(attributes) <= MAX_ATTRIBUTES:
-        raise ValueError(
-            f"attributes must have 1 to {MAX_ATTRIBUTES} entries; got {len(attributes)}"
-        )
-    parsed: list[tuple[str, int, tuple[str, ...] | None]] = []
-    for index, entry in enumerate(attributes):
-        if not isinstance(entry, Mapping) or not {"name", "k"} <= set(entry) <= {
-            "name",
-            "k",
-            "labels",
-        }:
-            raise ValueError(
-                f"attributes[{index}] must be {{name, k}} and optionally labels; got "
-                + (f"keys {sorted(map(str, entry))}" if isinstance(entry, Mapping) else repr(entry))
-            )
-        name, k = entry["name"], entry["k"]
-        if not isinstance(name, str) or not name or len(name) > 64:
-            raise ValueError(f"attributes[{index}].name must be a non-empty string; got {name!r}")
-        k = check_int(k, f"attributes[{index}].k", minimum=2, maximum=MAX_K)
-        labels = entry.get("labels")
-        if labels is not None:
-            if (
-                not isinstance(labels, (list, tuple))
-                or len(labels) != k
-                or not all(isinstance(label, str) for label in labels)
-                or len(set(labels)) != k
-            ):
-                raise ValueError(
-                    f"attributes[{index}].labels must be {k} distinct strings (k={k}); "
-                    f"got {len(labels) if isinstance(labels, (list, tuple)) else repr(labels)}"
-                )
-            labels = tuple(labels)
-        parsed.append((name, k, labels))
-    names = [n for n, _, _ in parsed]
-    if len(set(names)) != len(names):
-        raise ValueError(f"attribute names must be distinct; got {names}")
-    return tuple(parsed)
-
-
-def encode_mapping_records(
-    attributes: Sequence[Attribute], records: Sequence[Any]
-) -> npt.NDArray[np.int64]:
-    """Records (mappings attribute -> label, or -> index when the attribute has no labels)
-    as the (n, d) tuples ``perturb`` takes. A missing or unknown attribute, or a value that is
-    not a label (index) of its attribute, is a ValueError naming the position and attribute,
-    never the value (error messages end up in logs)."""
-    out = np.empty((len(records), len(attributes)), dtype=np.int64)
-    names = {n for n, _, _ in attributes}
-    indices = [
-        None if labels is None else {label: i for i, label in enumerate(labels)}
-        for _, _, labels in attributes
-    ]
-    for position, record in enumerate(records):
-        if not isinstance(record, Mapping):
-            raise ValueError(
-                f"the value at position {position} must be a mapping attribute -> value; "
-                f"got a {type(record).__name__}"
-            )
-        unknown = [str(key) for key in record if key not in names]
-        if unknown:
-            raise ValueError(
-                f"the value at position {position} has unknown attribute(s) "
-                f"{', '.join(map(repr, unknown[:3]))}; "
-                f"the attributes are {', '.join(n for n, _, _ in attributes)}"
-            )
-        for j, (name, k, _) in enumerate(attributes):
-            if name not in record:
-                raise ValueError(f"the value at position {position} misses attribute {name!r}")
-            value, index = record[name], indices[j]
-            if index is not None:
-                code = index.get(value) if isinstance(value, str) else None
-                what = f"one of its {k} labels"
-            else:
-                ok = is_plain_int(value) and 0 <= int(value) < k
-                code = int(value) if ok else None
-                what = f"an integer in [0, {k})"
-            if code is None:
-                raise ValueError(
-                    f"the value at position {position}, attribute {name!r} "
-                    f"(a {type(value).__name__}) must be {what}"
-                )
-            out[position, j] = code
-    return out
 
 
 def cover_pairs(ks: Sequence[int], size: int) -> list[tuple[int, ...]]:
@@ -323,7 +229,7 @@ class Marginal:
 
 
 @dataclasses.dataclass(frozen=True, eq=True)
-class Multi(Mechanism):
+class Multi(DeviceKeyed, Mechanism):
     """Config: ``{"mechanism": "multi", "epsilon", "protocol": "spl"|"smp"|"rsfd",
     "attributes": [{"name": "os", "k": 4, "labels": [...]}, ...]}`` (``labels`` optional: the
     labels a device records for the attribute; without them it records indices)."""
@@ -351,9 +257,9 @@ class Multi(Mechanism):
             raise ValueError(
                 f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}"
             )
-        parsed = parse_attributes(self.attributes)
-        names = [n for n, _, _ in parsed]
-        object.__setattr__(self, "attributes", tuple(parsed))
+        parsed = Attributes.parse(self.attributes)
+        names = list(parsed.names)
+        object.__setattr__(self, "attributes", parsed)
         chosen = isinstance(self.marginals, Mapping)
         if self.marginals is not None:
             object.__setattr__(self, "marginals", self._check_marginals(self.marginals, names))
@@ -434,22 +340,16 @@ class Multi(Mechanism):
         size = spec.get("size")
         if size is not None:
             size = check_int(size, "marginals.size", minimum=2, maximum=min(len(names), 8))
-        ks = tuple(k for _, k, _ in self.attributes)
+        ks = self.attributes.ks
         tables = choose_tables(self.epsilon, ks, size)
         return tuple(tuple(names[a] for a in table) for table in tables)
 
     def to_config(self) -> dict[str, Any]:
-        attributes: list[dict[str, Any]] = []
-        for name, k, labels in self.attributes:
-            entry: dict[str, Any] = {"name": name, "k": k}
-            if labels is not None:
-                entry["labels"] = list(labels)
-            attributes.append(entry)
         config: dict[str, Any] = {
             "mechanism": self.name,
             "epsilon": self.epsilon,
             "protocol": self.protocol,
-            "attributes": attributes,
+            "attributes": self.attributes.to_config(),
         }
         if self.marginals is not None:
             config["marginals"] = [list(table) for table in self.marginals]
@@ -458,18 +358,18 @@ class Multi(Mechanism):
         return config
 
     def encode_records(self, records: Sequence[Any]) -> npt.NDArray[np.int64]:
-        """Records (mappings attribute -> label) as (n, d) tuples (``encode_mapping_records``)."""
-        return encode_mapping_records(self.attributes, records)
+        """Records (mappings attribute -> label) as (n, d) tuples (``Attributes.encode``)."""
+        return self.attributes.encode(records)
 
     # ---- structure ---------------------------------------------------------------------------
 
     @cached_property
     def names(self) -> tuple[str, ...]:
-        return tuple(n for n, _, _ in self.attributes)
+        return self.attributes.names
 
     @cached_property
     def ks(self) -> tuple[int, ...]:
-        return tuple(k for _, k, _ in self.attributes)
+        return self.attributes.ks
 
     @property
     def d(self) -> int:
@@ -588,7 +488,7 @@ class Multi(Mechanism):
         memoized, so they need not follow ``perturb``'s stream)."""
         compact = getattr(oracle, "perturb_compact", None)
         if compact is not None:
-            return compact(cells, rng=rng)  # type: ignore[no-any-return]
+            return compact(cells, rng=rng)
         return oracle.perturb(cells, rng=rng)
 
     def _slot(self, j: int) -> int:
@@ -611,12 +511,8 @@ class Multi(Mechanism):
         else:
             reports["values"][rows, self._slot(j)] = out
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         x = self.check_tuples(values)
         n = x.shape[0]

@@ -384,7 +384,7 @@ class BoundedMechanism(NumericMechanism):
         if self.dim is None:
             return [int(v) for v in np.asarray(reports, dtype=np.int64)]
         pairs = np.stack([reports["coordinates"], reports["outputs"]], axis=-1)
-        return pairs.tolist()  # type: ignore[no-any-return]
+        return pairs.tolist()
 
     def parse_wire(self, payloads: Sequence[Any]) -> tuple[Reports, list[WireFormatError]]:
         size = self.kernel.output_size

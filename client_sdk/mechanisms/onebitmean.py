@@ -227,12 +227,8 @@ class OneBitMean(SwitchableMemoization, NumericMechanism):
 
     # ---- device side ---------------------------------------------------------------------------
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        permanent: KeyedSource | None = None,
-        rng: RandomSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         """One bit per value. Memoized (default): needs the keyed source of the device and
         campaign (``permanent``); the bit is the memoized bit of the value's rounded point (alpha

@@ -56,6 +56,7 @@ from client_sdk.mechanisms.base import (
 from client_sdk.mechanisms.grr import compose_keep, keep_or_other, other_probability
 from client_sdk.mechanisms.memoization import (
     MAX_THRESHOLD,
+    DeviceKeyed,
     KeyedSource,
     check_keyed_source,
     largest_threshold,
@@ -152,7 +153,7 @@ def _check_alphabet(alphabet: Any) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class PEM(Mechanism):
+class PEM(DeviceKeyed, Mechanism):
     """The prefix-extending method (module docstring).
 
     Config fields: ``epsilon``; ``max_length`` bytes of UTF-8 (1 to 32), or characters with an
@@ -400,12 +401,8 @@ class PEM(Mechanism):
         keys = check_keyed_source(permanent, self.name)
         return int(self.draw_levels(keys.source(LEVEL_LABEL, 0), 1)[0])
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         """One report per value: the device's level (``permanent``) or a level drawn from
         ``rng`` per report (a simulated population of devices), never from the value."""
@@ -840,7 +837,7 @@ class MemoizedPEM(MemoizedStrings, PEM):
         return threshold_probability(self._again_threshold)
 
     @cached_property
-    def keep_probability(self) -> Fraction:  # type: ignore[override]
+    def keep_probability(self) -> Fraction:
         """P' of one report (the composed randomized response over the g buckets)."""
         assert self.g is not None
         return compose_keep(self.permanent.keep_probability, self.again_keep_probability, self.g)[0]

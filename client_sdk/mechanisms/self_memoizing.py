@@ -12,11 +12,11 @@ import abc
 from typing import Any, ClassVar
 
 from client_sdk.mechanisms.base import Mechanism
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
 from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent, PureEvent
 
 
-class SwitchableMemoization(Mechanism):
+class SwitchableMemoization(DeviceKeyed, Mechanism):
     """A mixin, listed before the mechanism's base class; subclasses declare the field
     ``memoize: bool = True`` and the property ``epsilon_inf``."""
 

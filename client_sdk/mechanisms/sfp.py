@@ -53,8 +53,8 @@ from client_sdk.mechanisms.base import (
     WireFormatError,
 )
 from client_sdk.mechanisms.hadamard import HR
-from client_sdk.mechanisms.longitudinal import Memoized
 from client_sdk.mechanisms.memoization import KeyedSource
+from client_sdk.mechanisms.memoized_oracle import Memoized
 from client_sdk.mechanisms.sketch import HCMS, MAX_SEED, MemoizedHCMS, device_choice
 from client_sdk.mechanisms.strings import MemoizedStrings, distinct_strings
 from client_sdk.randomness import RandomSource, uniform_below_32
@@ -337,7 +337,7 @@ class MemoizedSFP(MemoizedStrings, SFP):
 
     epsilon and epsilon_permanent are split by ``fragment_share`` alike. The device's offset is
     fixed by its keyed source; the word part is memoized HCMS (sketch.py: the device's cell, the
-    sign memoized per string) and the fragment part memoized Hadamard response (longitudinal.py:
+    sign memoized per string) and the fragment part memoized Hadamard response (memoized_oracle.py:
     the PRR memoized per fragment value, the mixture chain). A report is
     (epsilon_1 word + epsilon_1 fragment) <= epsilon-LDP; all reports of one string reveal at most
     the two PRRs: epsilon_inf = epsilon_permanent.
@@ -362,7 +362,7 @@ class MemoizedSFP(MemoizedStrings, SFP):
         )
 
     @cached_property
-    def word_sketch(self) -> MemoizedHCMS:  # type: ignore[override]
+    def word_sketch(self) -> MemoizedHCMS:
         return MemoizedHCMS(
             self.epsilon_word,
             self.m,
@@ -373,7 +373,7 @@ class MemoizedSFP(MemoizedStrings, SFP):
         )
 
     @cached_property
-    def fragment_oracle(self) -> Memoized:  # type: ignore[override]
+    def fragment_oracle(self) -> Memoized:
         inner = HR(self.share * self.epsilon_permanent, FRAGMENTS, blocks=self.fragment_blocks)
         return Memoized(inner=inner, epsilon=self.epsilon_fragment)
 

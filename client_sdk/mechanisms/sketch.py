@@ -404,7 +404,7 @@ class CMS(StringSketch):
         return MemoizedCMS
 
     @cached_property
-    def _flip_threshold(self) -> int:  # type: ignore[override]
+    def _flip_threshold(self) -> int:
         # Rounded up: (1 - q)/q <= e^(eps/2) per coordinate.
         return probability_threshold(
             Fraction(1) / (1 + Fraction(math.exp(self.epsilon / 2))), rounding="up"
@@ -543,7 +543,7 @@ class HCMS(StringSketch):
         return MemoizedHCMS
 
     @cached_property
-    def _flip_threshold(self) -> int:  # type: ignore[override]
+    def _flip_threshold(self) -> int:
         # Rounded up: (1 - q)/q <= e^eps.
         return probability_threshold(
             Fraction(1) / (1 + Fraction(math.exp(self.epsilon))), rounding="up"
@@ -859,7 +859,7 @@ class _MemoizedSketch(MemoizedStrings):
         return threshold_probability(self._keep_threshold)
 
     @cached_property
-    def flip_probability(self) -> Fraction:  # type: ignore[override]
+    def flip_probability(self) -> Fraction:
         """The composed q' of one report (the estimators and the channel use it)."""
         return composed_flip(self.permanent.flip_probability, self.keep_probability)
 

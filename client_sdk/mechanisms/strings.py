@@ -24,13 +24,14 @@ import numpy as np
 import numpy.typing as npt
 
 from client_sdk.mechanisms._validation import check_epsilon
-from client_sdk.mechanisms.longitudinal import LONGITUDINAL_FIELD
 from client_sdk.mechanisms.memoization import (
     MAX_THRESHOLD,
+    DeviceKeyed,
     KeyedSource,
     check_keyed_source,
     largest_threshold,
 )
+from client_sdk.mechanisms.memoized_oracle import LONGITUDINAL_FIELD
 from client_sdk.mechanisms.privacy import PermanentResponseEvent, PrivacyEvent
 from client_sdk.randomness import WORD_SPAN, RandomSource, threshold_probability
 
@@ -155,7 +156,7 @@ def flip_again_threshold(permanent_flip: Fraction, target: Fraction, power: int)
     return largest_threshold(ratio, WORD_SPAN // 2, MAX_THRESHOLD, target)
 
 
-class MemoizedStrings:
+class MemoizedStrings(DeviceKeyed):
     """The memoized variant of a string mechanism (module docstring); a mixin placed before the
     plain mechanism's class, whose dataclass adds the field ``epsilon_permanent``.
 
@@ -234,13 +235,7 @@ class MemoizedStrings:
         named = [keys.key(memo_label("", raw), 0) for raw in distinct]
         return [named[i] for i in inverse.tolist()]
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        rng: RandomSource | None = None,
-        permanent: KeyedSource | None = None,
-    ) -> Any:
+    def _perturb(self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None) -> Any:
         """One report per string: its PRR under ``permanent`` (required: a memoized mechanism
         never falls back to unmemoized reports), then fresh noise from ``rng``."""
         keys = check_keyed_source(permanent, self.name)

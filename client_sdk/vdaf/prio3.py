@@ -109,7 +109,7 @@ class Prio3(Generic[M, R]):
         if agg_id > 0:
             if len(input_share) != 2:
                 raise ValueError(f"input share of helper {agg_id} must be (seed, blind)")
-            share, blind = input_share  # type: ignore[misc]
+            share, blind = input_share
             return (
                 self.helper_meas_share(ctx, agg_id, share),
                 self.helper_proofs_share(ctx, agg_id, share),
@@ -117,7 +117,7 @@ class Prio3(Generic[M, R]):
             )
         if len(input_share) != 3:
             raise ValueError("the leader's input share must be (meas_share, proofs_share, blind)")
-        meas_share, proofs_share, blind = input_share  # type: ignore[misc]
+        meas_share, proofs_share, blind = input_share
         return list(meas_share), list(proofs_share), blind
 
     def prove_rands(self, ctx: bytes, prove_seed: bytes) -> list[int]:
@@ -362,10 +362,10 @@ class Prio3(Generic[M, R]):
 
     def encode_input_share(self, input_share: InputShare) -> bytes:
         if len(input_share) == 3:
-            meas, proofs, blind = input_share  # type: ignore[misc]
+            meas, proofs, blind = input_share
             out = self.field.encode_vec(meas) + self.field.encode_vec(proofs)
         else:
-            seed, blind = input_share  # type: ignore[misc]
+            seed, blind = input_share
             out = bytes(seed)
         return out + (blind if blind is not None else b"")
 

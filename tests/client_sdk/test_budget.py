@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path, clock: Clock) -> BudgetLedger:
+def ledger(tmp_path: Path, clock: Clock) -> Iterator[BudgetLedger]:
     with BudgetLedger(tmp_path, clock=clock) as opened:
-        yield opened  # type: ignore[misc]
+        yield opened
 
 
 def rows(ledger: BudgetLedger) -> int:
@@ -282,7 +283,7 @@ def test_history_shows_reports_and_costs_but_no_value_or_key(tmp_path: Path, clo
     import numpy as np
 
     from client_sdk import mechanism_from_config
-    from client_sdk.mechanisms.longitudinal import Memoized
+    from client_sdk.mechanisms.memoized_oracle import Memoized
     from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 
     secret = load_or_create_device_secret(tmp_path)

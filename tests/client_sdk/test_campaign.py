@@ -138,7 +138,7 @@ def test_the_policy_shape_is_defined_once() -> None:
 
 def test_a_policy_no_report_can_meet_is_refused_at_creation() -> None:
     """Policy epsilon 0.5 below the mechanism's 1.0: every device would refuse every report."""
-    document = {
+    document: dict[str, Any] = {
         "name": "never",
         "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
         "domain": ["a", "b", "c"],

@@ -17,7 +17,7 @@ import pytest
 from client_sdk import TelemetryClient, mechanism_from_config
 from client_sdk.budget import BudgetExceededError
 from client_sdk.client import memo_scope
-from client_sdk.mechanisms.longitudinal import Memoized
+from client_sdk.mechanisms.memoized_oracle import Memoized
 from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 from tests.client_sdk.test_client import LABELS, TOKEN, Collector
 

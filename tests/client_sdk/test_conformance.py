@@ -12,7 +12,7 @@ import json
 import math
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -260,7 +260,7 @@ def _bits(bits: list[bool]) -> str:
 
 
 def _port(config: dict[str, Any], value: Any, words: _Words) -> Any:
-    mechanism = mechanism_from_config(config)
+    mechanism: Any = mechanism_from_config(config)
     name = config["mechanism"]
     if name == "grr":
         keep = words.take(1)[0] < mechanism._keep_threshold
@@ -367,7 +367,7 @@ def test_a_port_of_the_memoized_mechanisms_reproduces_the_vectors(
             chosen.append(j if r in chosen else r)
         buckets = sorted(chosen)
         pattern = v if v in buckets else k
-        high, low = mechanism_from_config(config)._thresholds
+        high, low = cast(Any, mechanism_from_config(config))._thresholds
         bit_words = _memo_words(case, "dbitflip/bits", pattern).take(d)
         bits = [w < (high if b == v else low) for w, b in zip(bit_words, buckets, strict=True)]
         assert {"buckets": buckets, "bits": _bits(bits)} == case["payload"]
@@ -376,7 +376,7 @@ def test_a_port_of_the_memoized_mechanisms_reproduces_the_vectors(
         config = case["config"]
         if "longitudinal" not in config:
             continue
-        memoized = mechanism_from_config(config)
+        memoized: Any = mechanism_from_config(config)
         inner_words = _memo_words(case, "value", case["value"])
         keep = inner_words.take(1)[0] < memoized.inner._keep_threshold
         other = inner_words.below(config["k"] - 1)
@@ -464,7 +464,7 @@ def test_a_port_of_the_count_mean_sketches_reproduces_the_vectors(
             words = _Words(bytes.fromhex(case["words_key"]))
             row = _below_16(words, hashes)
             bucket = int.from_bytes(digest[4 * row : 4 * row + 4], "little") & (m - 1)
-            threshold = mechanism_from_config(config)._flip_threshold
+            threshold = cast(Any, mechanism_from_config(config))._flip_threshold
             if name == "cms":
                 flips = words.lazy(threshold, m)
                 flips[bucket] = not flips[bucket]
@@ -512,7 +512,7 @@ def test_a_port_of_the_scalar_numeric_kernels_reproduces_the_vectors(
             config = case["config"]
             if config.get("dim") is not None:
                 continue
-            mechanism = mechanism_from_config(config)
+            mechanism: Any = mechanism_from_config(config)
             lower, upper = float(config["lower"]), float(config["upper"])
             half = (upper - lower) / 2.0
             mid = (lower + upper) / 2.0 if name == "square_wave" else lower + half

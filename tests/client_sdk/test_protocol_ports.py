@@ -31,6 +31,12 @@ from tests.client_sdk.test_conformance import (
 )
 
 
+def _mechanism(config: dict[str, Any]) -> Any:
+    """The Python mechanism of ``config``, whose constants (thresholds, kernels, grids) a port
+    reads: typed ``Any``, each port knows its own class."""
+    return mechanism_from_config(config)
+
+
 @pytest.fixture(scope="module")
 def committed() -> dict[str, dict[str, Any]]:
     return load_vectors(VECTORS_DIR)
@@ -160,7 +166,7 @@ def test_a_port_of_the_laplace_and_gaussian_mechanisms_reproduces_the_vectors(
     docs/protocol.md, give every committed laplace and gaussian payload (scalars and vectors)."""
     checked = 0
     for case in committed["laplace"]["cases"]:
-        mechanism = mechanism_from_config(case["config"])
+        mechanism = _mechanism(case["config"])
         lower, upper = float(case["config"]["lower"]), float(case["config"]["upper"])
         steps = mechanism.grid_steps
         position = (min(max(float(case["value"]), lower), upper) - lower) / mechanism.grid_step
@@ -172,12 +178,12 @@ def test_a_port_of_the_laplace_and_gaussian_mechanisms_reproduces_the_vectors(
         checked += 1
     for case in committed["gaussian"]["cases"]:
         config = case["config"]
-        mechanism = mechanism_from_config(config)
+        mechanism = _mechanism(config)
         words = _Words(bytes.fromhex(case["words_key"]))
         if config.get("dim") is None:
             lower, upper = float(config["lower"]), float(config["upper"])
             x = min(max(float(case["value"]), lower), upper)
-            snapped = [_round(words, (x - lower) / mechanism.grid_step, mechanism.grid_steps)]
+            rounded = [_round(words, (x - lower) / mechanism.grid_step, mechanism.grid_steps)]
         else:
             x_vec = [float(v) for v in case["value"]]
             norm = math.sqrt(sum(v * v for v in x_vec))
@@ -185,14 +191,14 @@ def test_a_port_of_the_laplace_and_gaussian_mechanisms_reproduces_the_vectors(
             factor = shrink / mechanism.grid_step
             positions = [v * factor for v in x_vec]
             # no top: base = floor(u), one rounding word per coordinate, all before the noise
-            snapped = []
+            rounded = []
             for u in positions:
                 base = math.floor(u)
                 phi = u - base
                 threshold = int(min(math.floor(phi * 2.0**64), math.nextafter(2.0**64, 0.0)))
-                snapped.append(base + (words.take(1)[0] < threshold or phi >= 1.0))
-        noise = _discrete_gaussian(words, mechanism.noise.t, mechanism.noise.m, len(snapped))
-        payload = [a + z for a, z in zip(snapped, noise, strict=True)]
+                rounded.append(base + (words.take(1)[0] < threshold or phi >= 1.0))
+        noises = _discrete_gaussian(words, mechanism.noise.t, mechanism.noise.m, len(rounded))
+        payload = [a + z for a, z in zip(rounded, noises, strict=True)]
         assert (payload if config.get("dim") else payload[0]) == case["payload"], case["value"]
         checked += 1
     assert checked == 14
@@ -249,7 +255,7 @@ def _pem(case: dict[str, Any], words: _Words, threshold: int | None = None) -> d
     g = config["g"]
     hashed = r * g // _PRIME
     if threshold is None:
-        threshold = mechanism_from_config(config)._keep_threshold
+        threshold = _mechanism(config)._keep_threshold
     keep = words.take(1)[0] < threshold
     if g == 2:
         y = hashed if keep else 1 - hashed
@@ -286,7 +292,7 @@ def _below_32(words: _Words, high: int) -> int:
 
 
 def _sfp(config: dict[str, Any], value: str, words: _Words) -> dict[str, int]:
-    mechanism = mechanism_from_config(config)
+    mechanism = _mechanism(config)
     m, hashes, max_length = config["m"], config["hashes"], config["max_length"]
     raw = value.encode()
     raw = raw if len(raw) <= max_length else b"\xff"
@@ -337,7 +343,7 @@ def _hierarchical(case: dict[str, Any], words: _Words) -> list[Any]:
         node, right = value >> (height - level + 1), (value >> (height - level)) & 1
         row = words.below(1 << (level - 1))
         truth_minus = (bin(row & node).count("1") % 2 == 1) != bool(right)
-        keep = words.take(1)[0] < mechanism_from_config(config)._keep
+        keep = words.take(1)[0] < _mechanism(config)._keep
         return [level, 2 * row + int(truth_minus != keep)]
 
     def height_of(b: int) -> int:
@@ -353,7 +359,7 @@ def _hierarchical(case: dict[str, Any], words: _Words) -> list[Any]:
     level = _memo_words(case, "hierarchical:level", 0).below(height) + 1
     node = value // branching ** (height - level)
     # the level's oracle (GRR or OUE, the smaller exact total variance) is read from the config
-    oracle = mechanism_from_config(config).oracles[level - 1].name
+    oracle = _mechanism(config).oracles[level - 1].name
     inner = {"mechanism": oracle, "epsilon": epsilon, "k": branching**level}
     return [level, _port(inner, node, words)]
 
@@ -458,7 +464,7 @@ def _record(attributes: list[dict[str, Any]], value: dict[str, Any]) -> list[int
 
 def _multi(case: dict[str, Any], words: _Words) -> Any:
     config = case["config"]
-    mechanism = mechanism_from_config(config)
+    mechanism = _mechanism(config)
     attributes = config["attributes"]
     names = [a["name"] for a in attributes]
     ks = [a["k"] for a in attributes]
@@ -511,7 +517,7 @@ def test_a_port_of_fourier_reproduces_the_vectors(committed: dict[str, Any]) -> 
         chosen = _memo_words(case, "fourier:coefficient", 0).below(len(masks))
         parity = sum(x[j] for j in masks[chosen]) % 2
         words = _Words(bytes.fromhex(case["words_key"]))
-        keep = words.take(1)[0] < mechanism_from_config(config)._keep_threshold
+        keep = words.take(1)[0] < _mechanism(config)._keep_threshold
         assert [chosen, parity if keep else 1 - parity] == case["payload"], case["value"]
 
 
@@ -558,7 +564,7 @@ def test_a_port_of_pckv_ue_reproduces_the_vectors(committed: dict[str, Any]) -> 
         key, number = pairs[slot] if slot < len(pairs) else (dummy, 0.0)
         scaled = min(math.floor((1 + number) / 2 * 2.0**64), math.nextafter(2.0**64, 0))
         plus = words.take(1)[0] < int(scaled) or number >= 1.0
-        _, t_sign, t_nonzero = mechanism_from_config(config)._thresholds
+        _, t_sign, t_nonzero = _mechanism(config)._thresholds
         sign = plus if words.take(1)[0] < t_sign else not plus
         nonzero = words.lazy(t_nonzero, k + ell)
         positive = _random_bits(words, k + ell)
@@ -624,7 +630,7 @@ def test_a_port_of_ss_reproduces_the_vectors(committed: dict[str, Any]) -> None:
         if "longitudinal" in config:
             continue
         words = _Words(bytes.fromhex(case["words_key"]))
-        threshold = mechanism_from_config(config)._include_threshold
+        threshold = _mechanism(config)._include_threshold
         row = _ss(words, config["k"], config["d"], threshold, case["value"])
         assert _bits(row) == case["payload"], case["value"]
         checked += 1
@@ -640,7 +646,7 @@ def test_a_port_of_blh_reproduces_the_vectors(committed: dict[str, Any]) -> None
         if "longitudinal" in config:
             continue
         words = _Words(bytes.fromhex(case["words_key"]))
-        threshold = mechanism_from_config(config)._keep_threshold
+        threshold = _mechanism(config)._keep_threshold
         seed, y = _local_hashing(words, case["value"], 2, threshold)
         assert {"seed": f"{seed:016x}", "y": y} == case["payload"]
         checked += 1
@@ -653,7 +659,7 @@ def test_a_port_of_onebitmean_reproduces_the_vectors(committed: dict[str, Any]) 
     docs/protocol.md, gives every committed payload."""
     for case in committed["onebitmean"]["cases"]:
         config = case["config"]
-        mechanism = mechanism_from_config(config)
+        mechanism = _mechanism(config)
         lower, upper = float(config["lower"]), float(config["upper"])
         half = (upper - lower) / 2.0
         t = min(max((float(case["value"]) - (lower + half)) / half, -1.0), 1.0)
@@ -711,7 +717,7 @@ def test_a_port_of_rappor_reproduces_the_vectors(committed: dict[str, Any]) -> N
     for case in committed["rappor"]["cases"]:
         config = case["config"]
         k, h, m = config["k"], config["h"], config["m"]
-        mechanism = mechanism_from_config(config)
+        mechanism = _mechanism(config)
         secret = bytes.fromhex(case["device_secret"])
         cohort = _memo_words(case, "rappor-cohort", 0).below(m) if m > 1 else 0
         raw = case["value"].encode()
@@ -753,7 +759,7 @@ def test_a_port_of_unmemoized_dbitflip_reproduces_the_vectors(committed: dict[st
             continue
         words = _Words(bytes.fromhex(case["words_key"]))
         buckets = _floyd(words, config["k"], config["d"])
-        high, low = mechanism_from_config(config)._thresholds
+        high, low = _mechanism(config)._thresholds
         bits = [
             w < (high if b == case["value"] else low)
             for w, b in zip(words.take(config["d"]), buckets, strict=True)
@@ -774,7 +780,7 @@ def test_a_port_of_the_vector_numeric_kernels_reproduces_the_vectors(
             config = case["config"]
             if config.get("dim") is None:
                 continue
-            mechanism = mechanism_from_config(config)
+            mechanism = _mechanism(config)
             assert mechanism.sampled_coordinates == 1  # the vectors' case: one coordinate
             lower, upper = float(config["lower"]), float(config["upper"])
             half = (upper - lower) / 2.0
@@ -808,7 +814,7 @@ def test_a_port_of_memoized_unary_encoding_reproduces_the_vectors(
             config = case["config"]
             if "longitudinal" not in config:
                 continue
-            memoized = mechanism_from_config(config)
+            memoized = _mechanism(config)
             k, v = config["k"], case["value"]
             p, q = memoized.inner._thresholds
             keyed = _memo_words(case, "value", v)
@@ -850,7 +856,7 @@ def test_a_port_of_memoized_local_hashing_hr_and_ss_reproduces_the_vectors(
             config = case["config"]
             if "longitudinal" not in config:
                 continue
-            memoized = mechanism_from_config(config)
+            memoized = _mechanism(config)
             inner, chain, v = memoized.inner, memoized._chain, case["value"]
             keyed = _memo_words(case, "value", v)
             words = _Words(bytes.fromhex(case["words_key"]))
@@ -893,7 +899,7 @@ def test_hierarchical_level_oracles_follow_the_written_variance_rule(
         config = case["config"]
         if config.get("variant") == "haar":
             continue
-        sdk = mechanism_from_config(config)
+        sdk = _mechanism(config)
         e = math.exp(config["epsilon"])
         for level, oracle in enumerate(sdk.oracles, start=1):
             size = sdk.b**level
@@ -951,7 +957,7 @@ def test_gaussian_sigma_follows_the_written_calibration(
         assert config["calibration"] == "analytic"
         d = 2 * config["clip_norm"] if "dim" in config else config["upper"] - config["lower"]
         sigma = _analytic_sigma(config["epsilon"], config["delta"], d)
-        assert sigma == mechanism_from_config(config).sigma, config
+        assert sigma == _mechanism(config).sigma, config
         assert _analytic_delta(sigma, config["epsilon"], d) <= config["delta"]
         checked += 1
     assert checked == 7
@@ -969,7 +975,7 @@ def test_the_memoized_sketches_port_reproduces_the_vectors(
             config = case["config"]
             if "longitudinal" not in config:
                 continue
-            mechanism = mechanism_from_config(config)
+            mechanism = _mechanism(config)
             m, hashes = config["m"], config["hashes"]
             raw = case["value"].encode()
             raw = raw if len(raw) <= config["max_length"] else b"\xff"
@@ -1003,7 +1009,7 @@ def test_the_memoized_pem_port_reproduces_the_vectors(committed: dict[str, dict[
     for case in committed["pem"]["cases"]:
         if "longitudinal" not in case["config"]:
             continue
-        mechanism = mechanism_from_config(case["config"])
+        mechanism = _mechanism(case["config"])
         stream = _memo_words(case, "pem:string:" + bytes(_pem_raw(case)).hex(), 0)
         permanent = _pem(case, stream, mechanism.permanent._keep_threshold)
         words = _Words(bytes.fromhex(case["words_key"]))
@@ -1034,7 +1040,7 @@ def test_the_memoized_sfp_port_reproduces_the_vectors(committed: dict[str, dict[
         config = case["config"]
         if "longitudinal" not in config:
             continue
-        mechanism = mechanism_from_config(config)
+        mechanism = _mechanism(config)
         sketch, oracle = mechanism.word_sketch, mechanism.fragment_oracle
         m, hashes, max_length = config["m"], config["hashes"], config["max_length"]
         raw = case["value"].encode()

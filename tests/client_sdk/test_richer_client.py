@@ -139,7 +139,7 @@ def test_distribution_admin_estimate_equals_the_analysis(collector: Collector) -
     assert "ldp-analyze" in summary["intervals"]
 
 
-MALFORMED = {
+MALFORMED: dict[str, tuple[list[Any], list[str]]] = {
     "haar": ([[0, 1], [2, 4], [1, 1, 1], [5, 0]], ["level must be", "[0, 4)", "payload", "level"]),
     "tree": ([[0, 1], [1, 99], "x"], ["level must be", "report must be", "payload"]),
     "features": ([5, ["AA"], ["AA", "!!"]], ["payload", "payload", "minus bits"]),

@@ -173,7 +173,7 @@ def test_one_envelope_size_per_campaign(case: tuple[dict[str, Any], Values]) -> 
     attribute), over values of every length and range, sealed: one size, the documented one,
     and the payload inside is the report's."""
     config, values = case
-    mechanism = mechanism_from_config(config)
+    mechanism: Any = mechanism_from_config(config)
     rng = np.random.default_rng(21)
     n = 400
     drawn = values(rng, n)
@@ -190,7 +190,11 @@ def test_one_envelope_size_per_campaign(case: tuple[dict[str, Any], Values]) -> 
     assert max(lengths) <= bound
     secret = PrivateKey.generate()
     public = bytes(secret.public_key)
-    document = {"name": "c-" + _label(case)[:40], "config_id": "ab" * 16, "mechanism": config}
+    document: dict[str, Any] = {
+        "name": "c-" + _label(case)[:40],
+        "config_id": "ab" * 16,
+        "mechanism": config,
+    }
     envelopes = seal_payloads(
         payloads,
         public_key=_b64(public),
@@ -217,7 +221,7 @@ def test_one_envelope_size_per_campaign(case: tuple[dict[str, Any], Values]) -> 
 def test_the_bound_is_the_largest_payload_for_pem() -> None:
     """The issue's case: max_length 16 used to seal levels 0-12 to 64 bytes, 13-31 to 128; the
     largest payload is a last-level report with every seed at its widest."""
-    pem = mechanism_from_config({"mechanism": "pem", "epsilon": 2.0, "max_length": 16})
+    pem: Any = mechanism_from_config({"mechanism": "pem", "epsilon": 2.0, "max_length": 16})
     largest = pem.largest_wire_payload()
     assert largest["level"] == pem.levels - 1
     assert pem.parse_wire([largest])[1] == []  # a payload an honest device can send

@@ -572,3 +572,21 @@ def test_the_admin_estimate_is_the_mechanisms_own_summary_after_the_campaigns_he
         "labels": ["a", "b"],
     }
     assert asked == [(0.9, ["a", "b"])]
+
+
+def test_an_upload_reads_its_campaign_once(
+    app: Flask, client: FlaskClient, campaign: dict[str, Any]
+) -> None:
+    """The campaign row brings its id and closing time: one read of the campaigns per upload
+    (it was three: the campaign, its id for the closed check, its id again for the insert)."""
+    assert client.get("/v1/campaigns/colors").status_code == 200  # this thread's connection
+    connection = app.extensions["ldp_storage"].storage.db.conn
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        response = upload(client, campaign["config_id"], [{"id": new_id(), "payload": 1}])
+    finally:
+        connection.set_trace_callback(None)
+    assert response.status_code == 200 and response.get_json()["accepted"] == 1
+    reads = [s for s in statements if "FROM campaigns" in s or "FROM closed_campaigns" in s]
+    assert len(reads) == 1, reads

@@ -17,7 +17,7 @@ from collector import create_app
 from collector.cli import main as collector
 
 TOKEN = "c" * 32
-CAMPAIGN = {
+CAMPAIGN: dict[str, Any] = {
     "name": "theme",
     "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
     "domain": ["light", "dark", "system"],

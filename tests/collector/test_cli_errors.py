@@ -21,7 +21,7 @@ from analysis.cli import main as analyze
 from collector.cli import main as collector
 
 TOKEN = "t" * 32
-CAMPAIGN = {
+CAMPAIGN: dict[str, Any] = {
     "name": "theme",
     "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
     "domain": ["light", "dark", "system"],

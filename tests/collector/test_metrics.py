@@ -11,6 +11,7 @@ import signal
 import socket
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -59,6 +60,7 @@ def requests_of(scraped: list[Any], route: str, method: str = "GET") -> dict[str
 
 
 def workers(collector: CollectorProcess) -> list[int]:
+    assert collector.process is not None
     pid = collector.process.pid
     with open(f"/proc/{pid}/task/{pid}/children") as children:
         return [int(p) for p in children.read().split()]
@@ -181,7 +183,7 @@ def test_hostile_paths_methods_and_names_make_no_new_labels(
     evil = [f'evil-{i}"}} 1\n' for i in range(5)]
     for name in evil:
         requests.post(
-            f"{base}/v1/campaigns/{requests.utils.quote(name)}/reports",
+            f"{base}/v1/campaigns/{urllib.parse.quote(name)}/reports",
             json={"config_id": "x", "reports": [{"id": "0" * 32, "payload": 1}]},
             timeout=30,
         )

@@ -296,3 +296,25 @@ def test_a_shuffled_campaign_must_fit_min_batch_in_one_request(storage: Storage)
         storage.create_campaign(big, max_body=100_000)
     created, _ = storage.create_campaign(big, max_body=1_000_000)
     assert created.name == "wide" and storage.batch_sizes("wide") == []
+
+
+def test_a_stored_campaign_carries_its_row_id_and_closing_time(storage: Storage) -> None:
+    stored = storage.get_campaign("colors")
+    assert isinstance(stored.id, int) and stored.closed_at is None
+    closed, _ = storage.close_campaign("colors")
+    again = storage.get_campaign("colors")
+    assert again.closed_at == closed and again.id == stored.id
+    assert [c.closed_at for c in storage.list_campaigns()] == [closed]
+    assert again == stored  # closing changes no part of the campaign's content
+
+
+def test_inserting_for_a_stored_campaign_does_not_look_it_up_again(storage: Storage) -> None:
+    stored = storage.get_campaign("colors")
+    statements: list[str] = []
+    storage.db.conn.set_trace_callback(statements.append)
+    try:
+        result = storage.insert_reports(stored, [(rid(1), "0")])
+    finally:
+        storage.db.conn.set_trace_callback(None)
+    assert result.accepted == 1 and storage.count_reports("colors") == 1
+    assert not [s for s in statements if "FROM campaigns" in s], statements

@@ -49,7 +49,7 @@ def test_support_counts_each_report_id_once(
     holding each report once, and less than the sum over the shards read one by one (which
     would count the copies a retry left on two collectors twice)."""
     dbs, parquets, whole = pem_shards
-    mechanism = mechanism_from_config(CONFIGS["pem"])
+    mechanism: Any = mechanism_from_config(CONFIGS["pem"])
     level = 0
     prefixes = mechanism.prefix_chunks(list(range(1 << mechanism.level_bits(level))), level)
     reports = np.concatenate(list(iter_report_chunks(whole, "c")))

@@ -35,7 +35,7 @@ from client_sdk.client import (
     CampaignVerificationError,
     memo_scope,
 )
-from client_sdk.ledger_seal import HEAD_FILE
+from client_sdk.ledger_mac_chain import HEAD_FILE
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.outbox import OUTBOX_FILE, OutboxError
 from client_sdk.policy import PolicyViolation, PrivacyPolicy

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ CONFIGS = [
 
 @pytest.mark.parametrize("scale", [0.5, 1.0, 7.25, 1000.0, 2.0**20])
 def test_the_laplace_bound_is_the_exact_tail_quantile(scale: float) -> None:
-    noise = DiscreteLaplace(scale)
+    noise = DiscreteLaplace(Fraction(scale))
     bound = noise.magnitude_bound(P)
     assert 2 * noise.tail(bound + 1) <= P  # P[|X| > M] = 2 P[X >= M + 1], exactly
     assert 2 * noise.tail(bound - 1) > P  # and at most one step above the smallest such M
@@ -59,7 +60,7 @@ def extreme_values(mechanism: Any, size: int) -> list[Any]:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c["mechanism"])
 def test_parse_wire_refuses_exactly_outside_the_plausible_range(config: dict[str, Any]) -> None:
-    mechanism = mechanism_from_config(config)
+    mechanism: Any = mechanism_from_config(config)
     low, high = mechanism.plausible_range
     dim = getattr(mechanism, "dim", None)
 
@@ -83,7 +84,7 @@ def test_parse_wire_refuses_exactly_outside_the_plausible_range(config: dict[str
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c["mechanism"])
 def test_one_report_moves_a_mean_by_at_most_the_stated_bound(config: dict[str, Any]) -> None:
-    mechanism = mechanism_from_config(config)
+    mechanism: Any = mechanism_from_config(config)
     low, high = mechanism.estimate_range()
     dim = getattr(mechanism, "dim", None)
     width = mechanism.upper - mechanism.lower if dim is None else 2 * mechanism.clip_norm
@@ -104,7 +105,7 @@ def test_the_live_collector_refuses_the_poisoning_report_and_bounds_the_rest(
     collector = start_collector(workers=1)
     campaign = {"name": "poison", "mechanism": LAPLACE, "min_batch_size": 10}
     config_id = collector.create_campaign(campaign)["config_id"]
-    mechanism = mechanism_from_config(LAPLACE)
+    mechanism: Any = mechanism_from_config(LAPLACE)
     rng = np.random.default_rng(7)
     n = 1000
     honest = mechanism.to_wire(mechanism.perturb(np.full(n, 0.48), rng=rng))

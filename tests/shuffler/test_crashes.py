@@ -13,13 +13,13 @@ import pytest
 from client_sdk.client import TelemetryClient
 from shuffler.storage import ShufflerStorage
 from tests.e2e.conftest import stored_ids
-from tests.shuffler.test_e2e import CAMPAIGN, MIN_BATCH, Deployment, _wait_for
+from tests.shuffler.deployment import Deployment
+from tests.shuffler.test_e2e import CAMPAIGN, MIN_BATCH, _wait_for
 
 ROUNDS, PER_ROUND = 12, 100
 
 
 def _device(deployment: Deployment, state_dir: Path, recorded: list[str]) -> None:
-    assert deployment.shuffler is not None
     labels = CAMPAIGN["domain"]
     with TelemetryClient(
         deployment.collector.url,
@@ -56,9 +56,8 @@ def _settled(deployment: Deployment) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_every_acknowledged_report_is_stored_exactly_once(tmp_path: Path) -> None:
-    deployment = Deployment(tmp_path)
+    deployment = Deployment(tmp_path, campaign=CAMPAIGN)
     deployment.start()
-    assert deployment.shuffler is not None
     try:
         recorded: list[str] = []
         device = threading.Thread(target=_device, args=(deployment, tmp_path / "dev", recorded))

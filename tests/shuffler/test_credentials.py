@@ -23,7 +23,6 @@ import requests
 from client_sdk.amplification import numerical_epsilon
 from client_sdk.client import TelemetryClient
 from client_sdk.protocol import problem_type
-from collector.process import CollectorProcess
 from shuffler.credentials import (
     InvalidCredential,
     issue_token,
@@ -31,8 +30,8 @@ from shuffler.credentials import (
     load_verifier,
     write_signing_key,
 )
-from shuffler.process import ShufflerProcess
 from tests.e2e.conftest import stored_ids
+from tests.shuffler.deployment import Deployment
 from tests.shuffler.hostile import HostileCollector
 from tests.shuffler.test_e2e import _wait_for, oldest_waiting, seal_for
 
@@ -46,23 +45,20 @@ CAMPAIGN = {
 }
 
 
-class Deployment:
+class CredentialedDeployment(Deployment):
+    """The deployment with device credentials: the operator's signing key, its public half
+    given to the shuffler, and devices holding tokens it issued."""
+
     def __init__(self, root: Path) -> None:
-        self.root = root
         self.key = root / "operator.key"
         write_signing_key(self.key)
-        self.collector = CollectorProcess(root / "collector.db", workers=1, log_dir=root)
-        self.shuffler = ShufflerProcess(
-            root / "shuffler.db",
-            "",
-            workers=1,
+        super().__init__(
+            root,
+            campaign=CAMPAIGN,
             interval=0.1,
-            log_dir=root,
             min_batch_floor=MIN_BATCH,
             credentials_key=f"{self.key}.pub",
         )
-        self.collector.env["LDP_SHUFFLER_TOKEN"] = self.shuffler.token
-        self.document: dict[str, Any] = {}
 
     def token(self) -> str:
         return issue_token(load_signing_key(self.key))
@@ -77,16 +73,14 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    deployment = Deployment(tmp_path_factory.mktemp("credentials"))
-    with deployment.collector:
-        deployment.shuffler.collector = deployment.collector.url
-        with deployment.shuffler:
-            deployment.document = deployment.collector.create_campaign(CAMPAIGN)
-            yield deployment
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CredentialedDeployment]:
+    with CredentialedDeployment(tmp_path_factory.mktemp("credentials")) as deployment:
+        yield deployment
 
 
-def _sealed_upload(deployment: Deployment, n: int, token: str | None) -> requests.Response:
+def _sealed_upload(
+    deployment: CredentialedDeployment, n: int, token: str | None
+) -> requests.Response:
     """``n`` self-made sealed reports (anyone can seal: the key is public), one upload."""
     envelopes = seal_for(deployment.document, [0] * n)
     body = {
@@ -102,7 +96,7 @@ def _sealed_upload(deployment: Deployment, n: int, token: str | None) -> request
     )
 
 
-def _pending(deployment: Deployment) -> float | None:
+def _pending(deployment: CredentialedDeployment) -> float | None:
     """The shuffler's ``ldp_shuffler_pending_reports`` of the campaign (``None``: none wait)."""
     text = requests.get(f"{deployment.shuffler.url}/metrics", timeout=10).text
     prefix = 'ldp_shuffler_pending_reports{campaign="metered"} '
@@ -127,7 +121,7 @@ def test_tokens_verify_only_under_the_operator_key(tmp_path: Path) -> None:
         write_signing_key(tmp_path / "a.key")  # never replaced
 
 
-def test_uploads_without_a_valid_credential_are_refused(deployment: Deployment) -> None:
+def test_uploads_without_a_valid_credential_are_refused(deployment: CredentialedDeployment) -> None:
     """401 problem+json, before anything is stored."""
     other = deployment.root / "other.key"
     write_signing_key(other)
@@ -141,7 +135,7 @@ def test_uploads_without_a_valid_credential_are_refused(deployment: Deployment) 
 
 
 def test_one_credential_cannot_flood_a_batch_to_isolate_a_device(
-    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+    deployment: CredentialedDeployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The attacker uploads ``min_batch - 1`` reports under one credential (at once, then one
     by one): one is taken, the rest deferred. The victim's report then waits with one other,
@@ -205,7 +199,7 @@ def test_one_credential_cannot_flood_a_batch_to_isolate_a_device(
 
 
 def _estimate(
-    deployment: Deployment, capsys: pytest.CaptureFixture[str], adversary: int
+    deployment: CredentialedDeployment, capsys: pytest.CaptureFixture[str], adversary: int
 ) -> dict[str, Any]:
     from analysis.cli import main
 

@@ -27,12 +27,12 @@ from client_sdk.amplification import closed_form_epsilon, numerical_epsilon
 from client_sdk.client import TelemetryClient
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.sealing import seal_payloads
-from collector.process import CollectorProcess
 from shuffler.process import ShufflerProcess
 from tests.e2e.conftest import stored_ids
+from tests.shuffler.deployment import Deployment
 
 CENTRAL_EPSILON, DELTA, MIN_BATCH = 1.0, 1e-6, 200
-CAMPAIGN = {
+CAMPAIGN: dict[str, Any] = {
     "name": "theme-shuffled",
     "mechanism": {"mechanism": "grr", "k": 4},
     "domain": ["light", "dark", "system", "contrast"],
@@ -40,42 +40,10 @@ CAMPAIGN = {
 }
 
 
-class Deployment:
-    def __init__(self, root: Path, *, restart_delay: float | None = None) -> None:
-        self.root = root
-        self.restart_delay = restart_delay
-        self.collector = CollectorProcess(root / "collector.db", workers=1, log_dir=root)
-        self.shuffler: ShufflerProcess | None = None
-
-    def start(self) -> None:
-        self.collector.start()
-        self.shuffler = ShufflerProcess(
-            self.root / "shuffler.db",
-            self.collector.url,
-            workers=1,
-            log_dir=self.root,
-            restart_delay=self.restart_delay,
-        )
-        self.collector.env["LDP_SHUFFLER_TOKEN"] = self.shuffler.token
-        self.collector.restart()
-        self.shuffler.collector = self.collector.url
-        self.shuffler.start()
-        self.document = self.collector.create_campaign(CAMPAIGN)
-
-    def stop(self) -> None:
-        if self.shuffler is not None:
-            self.shuffler.stop()
-        self.collector.stop()
-
-
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    deployment = Deployment(tmp_path_factory.mktemp("shuffle"))
-    deployment.start()
-    try:
+    with Deployment(tmp_path_factory.mktemp("shuffle"), campaign=CAMPAIGN) as deployment:
         yield deployment
-    finally:
-        deployment.stop()
 
 
 def _wait_for(predicate: Any, timeout: float = 60.0) -> bool:
@@ -115,7 +83,6 @@ def test_the_campaign_is_calibrated_to_its_central_target(deployment: Deployment
 def test_devices_through_the_shuffler_to_the_collector(
     deployment: Deployment, tmp_path: Path
 ) -> None:
-    assert deployment.shuffler is not None
     name = CAMPAIGN["name"]
     labels = CAMPAIGN["domain"]
     with TelemetryClient(
@@ -184,7 +151,6 @@ def seal_any(document: dict[str, Any], payload: Any) -> dict[str, str]:
 def _upload_sealed(deployment: Deployment, name: str, plaintexts: list[Any], per: int) -> list[str]:
     """Seal ``plaintexts`` (payloads) to the collector's key as a device does and upload them
     to the shuffler in order, ``per`` to an upload; the device report ids."""
-    assert deployment.shuffler is not None
     document = requests.get(f"{deployment.collector.url}/v1/campaigns/{name}", timeout=10).json()
     if all(isinstance(p, int) for p in plaintexts):
         envelopes = seal_for(document, plaintexts)
@@ -252,7 +218,6 @@ def test_the_shuffler_keeps_only_ciphertext(deployment: Deployment) -> None:
 
 
 def _metrics(deployment: Deployment) -> str:
-    assert deployment.shuffler is not None
     return requests.get(f"{deployment.shuffler.url}/metrics", timeout=10).text
 
 
@@ -271,7 +236,6 @@ def test_the_sdk_never_sends_a_shuffled_campaign_to_the_collector(
 ) -> None:
     """Without a shuffler_url the sealed report stays queued (the upload fails before any
     request); the same device with one sends it through the shuffler."""
-    assert deployment.shuffler is not None
     name = CAMPAIGN["name"]
     with TelemetryClient(deployment.collector.url, state_dir=tmp_path / "device") as client:
         client.record(name, "dark")
@@ -290,7 +254,6 @@ def test_the_sdk_never_sends_a_shuffled_campaign_to_the_collector(
 def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
     deployment: Deployment,
 ) -> None:
-    assert deployment.shuffler is not None
     key = deployment.document["public_key"]
     good, bad = seal_for(deployment.document, [2, 1])
     sealed = bytearray(bad["sealed"].encode())
@@ -357,7 +320,6 @@ def test_a_tampered_envelope_is_rejected_alone_and_batches_are_idempotent(
 def _forward_batch(deployment: Deployment, name: str, payloads: list[int]) -> int:
     """Seal ``payloads`` for campaign ``name`` and POST them to the collector as one batch, as
     the shuffler does (its token, a fresh batch id); how many the collector accepted."""
-    assert deployment.shuffler is not None
     document = requests.get(f"{deployment.collector.url}/v1/campaigns/{name}", timeout=30).json()
     body = {
         "batch_id": secrets.token_hex(16),
@@ -410,7 +372,6 @@ def test_the_estimate_states_the_central_guarantee_of_the_batches_received(
 def test_hostile_input_to_the_shuffler_answers_problems_never_5xx(
     deployment: Deployment,
 ) -> None:
-    assert deployment.shuffler is not None
     plain = {"name": "plain", "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 2}}
     plain["domain"] = ["a", "b"]
     deployment.collector.create_campaign(plain)
@@ -470,7 +431,6 @@ def test_a_maximum_wait_forwards_bigger_batches_and_never_below_min_batch(
     leave, however long they wait."""
     campaign = {**CAMPAIGN, "name": "waiting"}
     deployment.collector.create_campaign(campaign)
-    assert deployment.shuffler is not None
     patient = ShufflerProcess(
         deployment.root / "patient.db",
         deployment.collector.url,
@@ -568,7 +528,6 @@ def test_fuzzed_uploads_to_the_shuffler_never_answer_5xx(
     """Arbitrary JSON, odd report and envelope shapes, wrong media types and campaign names
     (derandomized: the same 120 requests every run): every answer is below 500, and an error
     is a problem document."""
-    assert deployment.shuffler is not None
     if isinstance(body, dict) and body.get("config_id") == "current":
         body = {**body, "config_id": deployment.document["config_id"]}
     quoted = urllib.parse.quote(name, safe="") or "%20"
@@ -591,7 +550,6 @@ def test_odd_raw_requests_to_the_shuffler_are_problem_json(deployment: Deploymen
     from tests.security.conftest import raw_request
     from tests.security.test_errors import ADDRESS, ODD_REQUESTS, parse_response
 
-    assert deployment.shuffler is not None
     oversized = (
         f"POST /v1/campaigns/{CAMPAIGN['name']}/reports HTTP/1.1\r\nHost: x\r\n"
         f"Content-Type: application/json\r\nContent-Length: {17 * 1024 * 1024}\r\n\r\n"

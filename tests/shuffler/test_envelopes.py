@@ -16,15 +16,16 @@ import requests
 
 from client_sdk.outbox import OUTBOX_FILE
 from tests.e2e.conftest import stored_ids
-from tests.shuffler.test_e2e import CAMPAIGN, Deployment, _wait_for, seal_for
+from tests.shuffler.deployment import Deployment
+from tests.shuffler.test_e2e import CAMPAIGN, _wait_for, seal_for
 
 MIN_BATCH = 100
-SHUFFLE = {**CAMPAIGN["shuffle"], "min_batch": MIN_BATCH}  # type: ignore[dict-item]
+SHUFFLE = {**CAMPAIGN["shuffle"], "min_batch": MIN_BATCH}
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    deployment = Deployment(tmp_path_factory.mktemp("envelopes"))
+    deployment = Deployment(tmp_path_factory.mktemp("envelopes"), campaign=CAMPAIGN)
     deployment.start()
     try:
         yield deployment
@@ -38,7 +39,6 @@ def _campaign(deployment: Deployment, name: str) -> dict[str, Any]:
 
 def _upload(deployment: Deployment, name: str, config_id: str, envelopes: list[Any]) -> None:
     """Each envelope under a new device report id, to the shuffler."""
-    assert deployment.shuffler is not None
     body = {
         "config_id": config_id,
         "reports": [{"id": secrets.token_hex(16), "payload": e} for e in envelopes],
@@ -111,7 +111,6 @@ def test_envelopes_sealed_for_one_campaign_are_refused_by_another(
     )
     # The answer to the shuffler, as for any rejected report: the index, the code, the reason
     # naming the campaign it was sealed for. Sealed under another config id: refused the same.
-    assert deployment.shuffler is not None
     stale = seal_for(b, [1], config_id="0" * 32)
     body = {
         "batch_id": secrets.token_hex(16),
@@ -142,7 +141,6 @@ def test_a_devices_retry_is_still_a_duplicate(deployment: Deployment, tmp_path: 
     under new ids after they were stored, are stored once each."""
     from client_sdk.client import TelemetryClient
 
-    assert deployment.shuffler is not None
     _campaign(deployment, "retried")
     labels = CAMPAIGN["domain"]
     with TelemetryClient(

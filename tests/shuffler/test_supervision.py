@@ -16,7 +16,8 @@ import requests
 
 from client_sdk.protocol import PROBLEM_TYPES
 from tests.e2e.conftest import stored_ids
-from tests.shuffler.test_e2e import CAMPAIGN, MIN_BATCH, Deployment, _upload_sealed, _wait_for
+from tests.shuffler.deployment import Deployment
+from tests.shuffler.test_e2e import CAMPAIGN, MIN_BATCH, _upload_sealed, _wait_for
 
 RESTART_DELAY = 2.0
 
@@ -41,7 +42,7 @@ def _metric(text: str, name: str) -> float | None:
 
 @pytest.mark.slow
 def test_a_killed_forwarder_is_reported_restarted_and_loses_nothing(tmp_path: Path) -> None:
-    deployment = Deployment(tmp_path, restart_delay=RESTART_DELAY)
+    deployment = Deployment(tmp_path, campaign=CAMPAIGN, restart_delay=RESTART_DELAY)
     deployment.start()
     shuffler = deployment.shuffler
     assert shuffler is not None and shuffler.process is not None

@@ -6,6 +6,7 @@ which now go through them, against the whole-tuple channel."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -105,7 +106,8 @@ def test_smp_tables_follow_the_whole_tuple_channel() -> None:
     x = (1, 0, 3)
     reports = m.perturb(np.tile(np.array([x]), (200_000, 1)), rng=np.random.default_rng(45))
     index = np.empty(len(reports), dtype=np.int64)
-    for j, oracle in enumerate(m.oracles):
+    oracles: list[Any] = list(m.oracles)
+    for j, oracle in enumerate(oracles):
         rows = reports["attribute"] == j
         if oracle.name == "oue":
             local = oracle.output_index(reports["bits"][rows, 0, : oracle.report_bytes])

@@ -32,7 +32,7 @@ def _oracle(config: dict[str, Any]) -> FrequencyOracle:
     ],
 )
 def test_exact_channels_equal_the_enumerated_channel(config: dict[str, Any]) -> None:
-    mechanism = _oracle(config)
+    mechanism: Any = _oracle(config)
     channel = mechanism.em_channel()
     assert channel.exact and channel.k == mechanism.k
     dense = next(mechanism.channel_matrices())

@@ -112,7 +112,8 @@ def test_the_chosen_form_minimizes_the_exact_total_variance(k: int, epsilon: flo
 def test_form_by_regime() -> None:
     assert HR(0.5, 1000).blocks == 1  # high privacy: basic form
     assert HR(1.0, 1000).blocks == 1
-    assert HR(4.0, 1000).blocks > 1  # large epsilon: blocked
+    blocked = HR(4.0, 1000).blocks
+    assert blocked is not None and blocked > 1  # large epsilon: blocked
     assert HR(9.0, 1000).blocks == 1000  # very large epsilon: one symbol per block of 2
     # Never worse than the paper's layout (empty blocks dropped) at the uniform distribution.
     for k, epsilon in [(100, 4.0), (1024, 2.0), (1024, 4.0), (64, 2.0)]:

@@ -12,7 +12,7 @@ import pytest
 
 from client_sdk import mechanism_from_config
 from client_sdk.mechanisms.dbitflip import DBitFlip
-from client_sdk.mechanisms.longitudinal import Memoized
+from client_sdk.mechanisms.memoized_oracle import Memoized
 from client_sdk.mechanisms.onebitmean import OneBitMean
 from client_sdk.mechanisms.rappor import RAPPOR
 from client_sdk.secrets_store import DeviceKeys

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client_sdk import mechanism_from_config
-from client_sdk.mechanisms.base import WireFormatError
+from client_sdk.mechanisms.base import FrequencyOracle, WireFormatError
 from client_sdk.mechanisms.local_hashing import (
     BLH,
     HASH_PRIME,
@@ -94,7 +95,7 @@ def test_collision_probability_is_exact_and_near_one_over_g() -> None:
 @pytest.mark.parametrize("config", [("blh", 1.0), ("olh", 0.5), ("olh", 3.0)])
 def test_collision_rate_over_drawn_seeds(config: tuple[str, float]) -> None:
     name, epsilon = config
-    m = mechanism_from_config({"mechanism": name, "epsilon": epsilon, "k": 50})
+    m: Any = mechanism_from_config({"mechanism": name, "epsilon": epsilon, "k": 50})
     seeds = m.perturb(np.zeros(200_000, dtype=np.int64), rng=np.random.default_rng(3))["seed"]
     g = m.buckets
     same = local_hash(seeds, 17, g) == local_hash(seeds, 49, g)
@@ -129,7 +130,7 @@ def test_seeds_with_the_csprng_are_in_range_and_spread() -> None:
 def test_agreement_rate_and_uniform_disagreement(config: tuple[str, float, int]) -> None:
     """y == h_seed(x) with probability p; otherwise y is uniform over the g - 1 other buckets."""
     name, epsilon, k = config
-    m = mechanism_from_config({"mechanism": name, "epsilon": epsilon, "k": k})
+    m: Any = mechanism_from_config({"mechanism": name, "epsilon": epsilon, "k": k})
     g, p = m.buckets, m.p_star
     rng = np.random.default_rng(2025)
     draws = 60_000
@@ -163,7 +164,7 @@ def test_disagreement_is_uniform_for_a_larger_g() -> None:
 @pytest.mark.parametrize("config", [("blh", 1.0), ("olh", 0.5), ("olh", 3.0), ("olh", 6.0)])
 def test_privacy_conditions_on_the_public_seed(config: tuple[str, float]) -> None:
     name, epsilon = config
-    m = mechanism_from_config({"mechanism": name, "epsilon": epsilon, "k": 10})
+    m: Any = mechanism_from_config({"mechanism": name, "epsilon": epsilon, "k": 10})
     g = m.buckets
     matrices = list(m.channel_matrices())
     assert len(matrices) == len(m.check_seeds()) >= 3
@@ -268,6 +269,7 @@ def test_support_counts_at_a_large_k_both_paths() -> None:
 )
 def test_unbiased_with_exact_variance_at_a_larger_k(name: str, epsilon: float, k: int) -> None:
     m = mechanism_from_config({"mechanism": name, "epsilon": epsilon, "k": k})
+    assert isinstance(m, FrequencyOracle)
     weights = 1.0 / np.arange(1, k + 1)
     counts = np.maximum(1, np.floor(weights / weights.sum() * 4000)).astype(int)
     values = np.repeat(np.arange(k), counts)

@@ -45,7 +45,7 @@ def memoized(config: dict[str, Any], permanent: float) -> Any:
     return mechanism_from_config({**config, "longitudinal": {"epsilon_permanent": permanent}})
 
 
-SMALL = {
+SMALL: dict[str, dict[str, Any]] = {
     "cms": {"mechanism": "cms", "epsilon": 1.0, "m": 4, "hashes": 2, "max_length": 8},
     "hcms": {"mechanism": "hcms", "epsilon": 0.7, "m": 4, "hashes": 2, "max_length": 8},
     "pem": {"mechanism": "pem", "epsilon": 1.5, "max_length": 1},
@@ -83,8 +83,8 @@ def _output_index(m: Any, reports: np.ndarray) -> np.ndarray:
         ({"mechanism": "sfp", "epsilon": 2.0, "max_length": 4, "m": 64, "hashes": 4}, MemoizedSFP),
     ],
 )
-def test_configs_round_trip_and_bad_ones_are_named(config: dict[str, Any], cls: type) -> None:
-    m = memoized(config, 3.0)
+def test_configs_round_trip_and_bad_ones_are_named(config: dict[str, Any], cls: type[Any]) -> None:
+    m: Any = memoized(config, 3.0)
     assert isinstance(m, cls) and m.memoized
     document = m.to_config()
     assert document["longitudinal"] == {"epsilon_permanent": 3.0}
@@ -134,7 +134,7 @@ def test_sfp_splits_both_epsilons_and_each_part_is_exact() -> None:
     assert fragment.epsilon == pytest.approx(2.0 * m.fragment_share)
     assert fragment.epsilon_inf == pytest.approx(4.0 * m.fragment_share)
     stats.assert_exact_privacy(word)  # the fragment's chain (memoized HR) is checked exactly
-    assert fragment.chain == "mixture" and fragment.claim_is_tight  # in test_longitudinal.py
+    assert fragment.chain == "mixture" and fragment.claim_is_tight  # in test_memoized_oracle.py
     assert m.epsilon_one <= 2.0 * (1 + 1e-12)
     assert m.epsilon_inf == pytest.approx(4.0)
 

@@ -5,6 +5,7 @@ marginals with their exact variance, the wire and bad configs (docs/math/richer-
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -309,7 +310,8 @@ def test_given_table_oracles_exactly_private_and_match_the_channel(oracles: list
     units = np.asarray(reports["attribute"])
     assert_chi_square(np.bincount(units, minlength=2), np.full(2, 0.5), what="table drawn")
     cells = (1 * 3 + 2, 2 * 2 + 0)
-    for j, oracle in enumerate(m.oracles):
+    built: list[Any] = list(m.oracles)
+    for j, oracle in enumerate(built):
         mine = reports[units == j]
         if oracle.name == "oue":  # the 2**6 bit vectors of the table's 6 cells
             observed = np.bincount(

@@ -197,7 +197,7 @@ def test_specific_malformed_payloads_are_named() -> None:
     assert [e.index for e in errors] == [0, 1, 2, 3]
     assert "3 entries" in errors[0].reason and "2**53" not in errors[1].reason
     with pytest.raises(ValueError, match="list"):
-        gaussian.from_wire("[1, 2, 3]")  # type: ignore[arg-type]
+        gaussian.from_wire("[1, 2, 3]")
 
 
 # ---- validation ----------------------------------------------------------------------------
@@ -438,7 +438,7 @@ def test_worst_case_variance_bounds_every_input(mechanism: NumericMechanism) -> 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
 def test_variances_match_the_continuous_formulas_on_the_unit_interval(epsilon: float) -> None:
-    unit = {"epsilon": epsilon, "lower": -1.0, "upper": 1.0}
+    unit: dict[str, Any] = {"epsilon": epsilon, "lower": -1.0, "upper": 1.0}
     e, h = math.exp(epsilon), math.exp(epsilon / 2)
     laplace = Laplace(**unit)
     assert laplace.worst_case_variance()[0] == pytest.approx(8 / epsilon**2, rel=1e-5)
@@ -459,7 +459,7 @@ def test_variances_match_the_continuous_formulas_on_the_unit_interval(epsilon: f
 
 
 def test_hybrid_worst_case_matches_the_published_values() -> None:
-    unit = {"lower": -1.0, "upper": 1.0}
+    unit: dict[str, Any] = {"lower": -1.0, "upper": 1.0}
     assert round(float(Hybrid(epsilon=2.0, **unit).worst_case_variance()[0]), 3) == 1.042
     assert round(float(Hybrid(epsilon=4.0, **unit).worst_case_variance()[0]), 3) == 0.219
 

@@ -38,7 +38,7 @@ def rms_z(padding: int, variant: str | None, seed: int) -> float:
     config: dict[str, Any] = {"mechanism": "pckv", "epsilon": EPSILON, "k": K, "padding": padding}
     if variant is not None:
         config["variant"] = variant
-    mechanism = mechanism_from_config(config)
+    mechanism: Any = mechanism_from_config(config)
     rng = np.random.default_rng(seed + 100)
     result = estimate_key_value(mechanism, mechanism.perturb(pairs, rng=rng))
     z = (result.frequencies - truth) / result.frequency_std_errors
@@ -75,7 +75,9 @@ def test_padding_at_the_99th_percentile_is_calibrated(variant: str | None) -> No
 
 
 def test_every_estimate_states_the_bias_of_larger_records() -> None:
-    mechanism = mechanism_from_config({"mechanism": "pckv", "epsilon": 2.0, "k": 4, "padding": 3})
+    mechanism: Any = mechanism_from_config(
+        {"mechanism": "pckv", "epsilon": 2.0, "k": 4, "padding": 3}
+    )
     rng = np.random.default_rng(1)
     result = estimate_key_value(mechanism, mechanism.perturb([{0: 0.5, 1: -1.0}] * 50, rng=rng))
     (note,) = result.to_dict()["notes"]

@@ -61,13 +61,13 @@ def test_events_are_frozen_values() -> None:
 
 
 def test_grr_and_unary_encoding_describe_their_implemented_probabilities() -> None:
-    grr = mechanism_from_config({"mechanism": "grr", "epsilon": 1.0, "k": 5})
+    grr: Any = mechanism_from_config({"mechanism": "grr", "epsilon": 1.0, "k": 5})
     event = grr.privacy_event()
     assert isinstance(event, RandomizedResponseEvent) and event.k == 5
     assert event.p == pytest.approx(grr.p_star, rel=1e-12)
     assert event.q == pytest.approx(grr.q_star, rel=1e-12)
     for name in ("sue", "oue"):
-        ue = mechanism_from_config({"mechanism": name, "epsilon": 1.0, "k": 5})
+        ue: Any = mechanism_from_config({"mechanism": name, "epsilon": 1.0, "k": 5})
         assert ue.privacy_event() == UnaryEncodingEvent(ue.p_star, ue.q_star)
 
 

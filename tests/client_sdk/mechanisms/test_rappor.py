@@ -33,8 +33,8 @@ from client_sdk.mechanisms.rappor import (
 from client_sdk.secrets_store import DeviceKeys, memo_key
 from tests import stats
 
-PAPER = {"k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.5, "q": 0.75}
-CHROME_NORMAL_NOISE = {"k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.25, "q": 0.75}
+PAPER: dict[str, Any] = {"k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.5, "q": 0.75}
+CHROME_NORMAL_NOISE: dict[str, Any] = {"k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.25, "q": 0.75}
 
 
 # ---- an independent re-implementation of the reference client ----------------------------------
@@ -663,7 +663,7 @@ def test_a_lone_surrogate_is_randomized_not_refused() -> None:
     surrogate-escaped bytes and randomized like any value."""
     from client_sdk.secrets_store import DeviceKeys
 
-    m = mechanism_from_config(
+    m: Any = mechanism_from_config(
         {"mechanism": "rappor", "k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.25, "q": 0.75}
     )
     keys = DeviceKeys(bytes(32), "scope")

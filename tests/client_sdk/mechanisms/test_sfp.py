@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -13,8 +15,9 @@ from client_sdk.mechanisms.sfp import SFP
 
 def test_config_round_trips_and_the_budget_split_is_exact() -> None:
     m = SFP(epsilon=3.0, max_length=6, m=64, hashes=4, fragment_share=0.6)
+    fragment: Any = m.fragment_oracle
     assert mechanism_from_config(m.to_config()) == m
-    assert m.to_config()["fragment_blocks"] == m.fragment_oracle.blocks  # resolved, then kept
+    assert m.to_config()["fragment_blocks"] == fragment.blocks  # resolved, then kept
     assert m.fragment_oracle.epsilon == pytest.approx(1.8)
     assert m.word_sketch.epsilon == pytest.approx(1.2)
     assert m.privacy_epsilon == pytest.approx(3.0)
@@ -37,7 +40,7 @@ def test_an_omitted_share_is_resolved_from_the_exact_variances_and_then_kept() -
     m = SFP(epsilon=8.0, max_length=8)
     assert m.to_config()["fragment_share"] == 0.55
     assert mechanism_from_config(m.to_config()) == m
-    old = mechanism_from_config(
+    old: Any = mechanism_from_config(
         {"mechanism": "sfp", "epsilon": 8.0, "max_length": 8, "fragment_share": 0.75}
     )
     assert old.fragment_oracle.epsilon == pytest.approx(6.0)

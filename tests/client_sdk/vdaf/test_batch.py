@@ -5,7 +5,7 @@ including tampered reports (which must then be rejected in both paths alike)."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -45,7 +45,7 @@ CASES: list[tuple[str, Prio3[Any, Any], Any]] = [
 def _measure(name: str, sample: Any, rng: random.Random, vdaf: Prio3[Any, Any]) -> Any:
     m = sample(rng)
     if name == "multihot":  # keep the weight within max_weight
-        ones = [i for i, x in enumerate(m) if x][: vdaf.flp.valid.max_weight]
+        ones = [i for i, x in enumerate(m) if x][: cast(Any, vdaf.flp.valid).max_weight]
         m = [i in ones for i in range(len(m))]
     return m
 
@@ -61,7 +61,8 @@ def test_batched_and_single_paths_agree(name: str, vdaf: Prio3[Any, Any], sample
             CTX, _measure(name, sample, rng, vdaf), nonce, rng.randbytes(vdaf.RAND_SIZE)
         )
         if i % 5 == 4:  # tamper with the leader's measurement share: must fail in both paths
-            meas, proofs, blind = shares[0]
+            leader: Any = shares[0]
+            meas, proofs, blind = leader
             shares[0] = ([(meas[0] + 1) % vdaf.field.MODULUS, *meas[1:]], proofs, blind)
         nonces.append(nonce)
         publics.append(vdaf.encode_public_share(public))

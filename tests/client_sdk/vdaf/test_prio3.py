@@ -121,7 +121,8 @@ def test_every_single_element_change_to_an_input_share_is_rejected(
     for leader in _tampered_leader_shares(inputs[0], vdaf.field.MODULUS):
         variants_of_input.append([leader, *inputs[1:]])
     for j in range(1, vdaf.SHARES):
-        seed, blind = inputs[j]
+        helper: Any = inputs[j]
+        seed, blind = helper
         for k in range(len(seed)):  # one byte of the helper's seed, then of its blind
             bad = bytearray(seed)
             bad[k] ^= 1
@@ -238,12 +239,13 @@ def test_verify_init_refuses_a_public_share_with_the_wrong_number_of_parts() -> 
 def test_numpy_integers_are_measurements_as_ints_are() -> None:
     import numpy as np
 
-    for vdaf, as_int, as_numpy in [
+    cases: list[tuple[Any, Any, Any]] = [
         (Prio3Histogram(2, 5, 2), 3, np.int64(3)),
         (Prio3Sum(2, 9), 7, np.uint8(7)),
         (Prio3SumVec(2, 3, 4, 2), [1, 4, 0], list(np.array([1, 4, 0]))),
-    ]:
+    ]
+    for vdaf, as_int, as_numpy in cases:
         args = (bytes(16), bytes(vdaf.RAND_SIZE))
         assert vdaf.shard(CTX, as_numpy, *args) == vdaf.shard(CTX, as_int, *args)
     with pytest.raises(MeasurementError, match="Prio3Histogram measurement"):
-        Prio3Histogram(2, 5, 2).shard(CTX, np.bool_(True), bytes(16), bytes(128))
+        Prio3Histogram(2, 5, 2).shard(CTX, np.bool_(True), bytes(16), bytes(128))  # type: ignore[arg-type]

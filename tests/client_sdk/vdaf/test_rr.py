@@ -5,6 +5,7 @@ Prio3's aggregate equals the randomized reports' support counts and the estimate
 from __future__ import annotations
 
 import random
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -47,7 +48,10 @@ def test_prio3_returns_the_support_counts_and_the_estimate_is_unbiased() -> None
     rng = np.random.default_rng(5)
     seeds = random.Random(5)
     key = seeds.randbytes(32)
-    nonces, publics, inputs, vectors = [], [], [[], []], []
+    nonces: list[Any] = []
+    publics: list[Any] = []
+    inputs: list[list[Any]] = [[], []]
+    vectors: list[Any] = []
     for v in values:
         nonce = seeds.randbytes(16)
         bits = rr.randomize(int(v), rng=rng)
@@ -83,7 +87,7 @@ def test_a_vector_that_is_no_randomizer_output_is_rejected() -> None:
     # The weight encoding claims the true sum (3), so only the range check can catch it.
     from client_sdk.vdaf.flp import encode_range_checked_int
 
-    encoded = meas + encode_range_checked_int(vdaf.field, 3, valid.max_weight)
+    encoded = meas + encode_range_checked_int(vdaf.field, 3, cast(Any, valid).max_weight)
     seeds = [bytes([i]) * 32 for i in range(vdaf.RAND_SIZE // 32)]
     nonce = bytes(16)
     public, shares = vdaf._shard_with_joint_rand(CTX, encoded, nonce, seeds)

@@ -100,9 +100,8 @@ def make(name: str, v: dict[str, Any]) -> Prio3[Any, Any]:
 def test_the_vendored_vectors_are_present_and_unmodified() -> None:
     assert len(FILES) == 25  # 22 of the five variants, 2 multiproof, 1 higher degree
     assert sum("_bad_" in f for f in FILES) == 8
-    sums = dict(
-        reversed(line.split()) for line in (VEC_DIR / "SHA256SUMS").read_text().splitlines()
-    )
+    lines = (VEC_DIR / "SHA256SUMS").read_text().splitlines()
+    sums = {name: digest for digest, name in (line.split() for line in lines)}
     assert sorted(sums) == sorted([*FILES, "XofTurboShake128.json"])
     for name, digest in sums.items():
         assert hashlib.sha256((VEC_DIR / name).read_bytes()).hexdigest() == digest, name

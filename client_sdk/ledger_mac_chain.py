@@ -1,4 +1,4 @@
-"""The privacy ledger's seal: a MAC chain under the device secret, and a head kept beside it.
+"""The privacy ledger's MAC chain under the device secret, and its head kept beside it.
 
 Why. The ledger (``client_sdk.budget``) is what stops a device from sending more than its
 budget. If deleting, truncating or emptying it, deleting some of its rows, or losing its WAL file
@@ -40,7 +40,7 @@ from typing import Any
 
 from client_sdk.state import fsync_directory
 
-__all__ = ["HEAD_FILE", "LedgerHead", "LedgerSeal"]
+__all__ = ["HEAD_FILE", "LedgerHead", "LedgerMacChain"]
 
 HEAD_FILE = "privacy_ledger.head"
 _KEY_TAG = b"ldp-telemetry/ledger-seal/v1"
@@ -54,14 +54,14 @@ class LedgerHead(dict[str, Any]):
     """``{"entries", "chain", "last_seen", "lockout_since", "lockout_reason"}``."""
 
 
-class LedgerSeal:
+class LedgerMacChain:
     """MACs of one device's ledger (module docstring); ``secret`` is the device secret."""
 
     def __init__(self, secret: bytes) -> None:
         self._key = hmac.new(bytes(secret), _KEY_TAG, hashlib.sha256).digest()
 
     def __repr__(self) -> str:
-        return "LedgerSeal(...)"
+        return "LedgerMacChain(...)"
 
     @property
     def genesis(self) -> str:

@@ -1,4 +1,4 @@
-"""Memoization around every frequency oracle (client_sdk/mechanisms/longitudinal.py and the
+"""Memoization around every frequency oracle (client_sdk/mechanisms/memoized_oracle.py and the
 chains each oracle builds, client_sdk/mechanisms/memoization.py).
 
 What is checked, and how it can fail:
@@ -30,13 +30,13 @@ from analysis import estimate
 from client_sdk import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle
 from client_sdk.mechanisms.grr import GRR
-from client_sdk.mechanisms.longitudinal import Memoized
 from client_sdk.mechanisms.memoization import (
     Chain,
     MixtureChain,
     generic_column_profile,
     is_memoized,
 )
+from client_sdk.mechanisms.memoized_oracle import Memoized
 from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 from tests import stats
 

@@ -102,6 +102,7 @@ from client_sdk.mechanisms.base import (
 )
 from client_sdk.mechanisms.memoization import (
     Chain,
+    DeviceKeyed,
     KeyedSource,
     check_keyed_source,
     is_memoized,
@@ -123,7 +124,7 @@ MEMO_LABEL = "value"
 
 
 @dataclasses.dataclass(frozen=True)
-class Memoized(FrequencyOracle):
+class Memoized(DeviceKeyed, FrequencyOracle):
     """A frequency oracle with a memoized permanent response and a fresh instantaneous one.
 
     ``inner`` is the campaign's mechanism built at ``epsilon_permanent`` (the PRR); ``epsilon``
@@ -257,16 +258,12 @@ class Memoized(FrequencyOracle):
         index = getattr(self.inner, "output_index", None)
         if index is None:
             raise ValueError(f"{self.inner.name} reports carry public randomness; no index")
-        return index(reports)  # type: ignore[no-any-return]
+        return index(reports)
 
     # ---- device side ---------------------------------------------------------------------------
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        permanent: KeyedSource | None = None,
-        rng: RandomSource | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         """One report per value: the memoized PRR of each value under ``permanent``, then a fresh
         IRR.
