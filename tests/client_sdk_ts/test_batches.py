@@ -71,7 +71,8 @@ def _batch(index: int, config: dict[str, Any]) -> tuple[dict[str, Any], list[Any
     batch: dict[str, Any] = {"config": config, "values": values, "words_key": key.hex()}
     if memoized:
         keys = DeviceKeys(SECRET, memo_scope(CAMPAIGN, mechanism))
-        reports = mechanism.perturb(values, permanent=keys, rng=HmacWordSource(key))
+        keyed: Any = mechanism  # a memoized mechanism's perturb also takes the device's keys
+        reports = keyed.perturb(values, permanent=keys, rng=HmacWordSource(key))
         batch.update(campaign=CAMPAIGN, device_secret=SECRET.hex())
     else:
         reports = mechanism.perturb(values, rng=HmacWordSource(key))
