@@ -97,8 +97,15 @@ def keccak_p12(state: Lanes) -> Lanes:
             [keccak_p12(state[:, s : s + _CHUNK]) for s in range(0, state.shape[1], _CHUNK)],
             axis=1,
         )
-    n = state.shape[1]
-    a = np.array(state, dtype=np.uint64, order="C")
+    return _keccak_p12_owned(np.array(state, dtype=np.uint64, order="C"))
+
+
+def _keccak_p12_owned(a: Lanes) -> Lanes:
+    """``keccak_p12`` of a C-contiguous ``(25, B)`` array the caller gives up: permuted in
+    place (no copy) and returned."""
+    if a.shape[1] > _CHUNK:
+        return keccak_p12(a)
+    n = a.shape[1]
     a3 = a.reshape(5, 5, n)  # (y, x, state)
     c = np.empty((7, n), dtype=np.uint64)  # column parities, c[i] = C[(i - 1) % 5]
     d = np.empty((5, n), dtype=np.uint64)
@@ -162,28 +169,36 @@ def turboshake128_arrays(
         raise ValueError("batched TurboSHAKE128: messages of different numbers of blocks")
     sizes = [g.shape[0] for g in groups]
     b = sum(sizes)
-    padded = np.zeros((b, blocks * RATE), dtype=np.uint8)
+    # Each message padded to whole blocks, then 32 zero bytes: a row's first 200 bytes, read
+    # as 25 lanes, are the state after absorbing the first block (for one block, the zeros are
+    # the capacity lanes; for more, those lanes are zeroed below).
+    padded = np.zeros((b, blocks * RATE + 200 - RATE), dtype=np.uint8)
     row = 0
     for g in groups:
         m = g.shape[1]
         padded[row : row + g.shape[0], :m] = g
         padded[row : row + g.shape[0], m] = domain
         row += g.shape[0]
-    padded[:, -1] ^= 0x80
-    # Lane-major (block, lane, message): one transposing copy, then contiguous XORs.
-    words = np.ascontiguousarray(
-        padded.view("<u8").reshape(b, blocks, RATE // 8).transpose(1, 2, 0), dtype=np.uint64
-    )
-    state = np.zeros((25, b), dtype=np.uint64)
-    for k in range(blocks):
-        state[: RATE // 8] ^= words[k]
+    padded[:, blocks * RATE - 1] ^= 0x80
+    lanes = padded.view("<u8")  # (b, 21 * blocks + 4)
+    # Lane-major (lane, message): one transposing copy.
+    state = np.ascontiguousarray(lanes[:, :25].T, dtype=np.uint64)
+    if blocks == 1:
+        state = _keccak_p12_owned(state)
+    else:
+        state[RATE // 8 :] = 0
         state = keccak_p12(state)
+        for k in range(1, blocks):
+            state[: RATE // 8] ^= lanes[:, k * (RATE // 8) : (k + 1) * (RATE // 8)].T
+            state = keccak_p12(state)
     squeezed = -(-length // RATE)
-    out = np.empty((squeezed * RATE // 8, b), dtype="<u8")
+    last = -(-(length - (squeezed - 1) * RATE) // 8)  # lanes read from the last block
+    out = np.empty(((squeezed - 1) * RATE // 8 + last, b), dtype="<u8")
     for k in range(squeezed):
         if k:
             state = keccak_p12(state)
-        out[k * (RATE // 8) : (k + 1) * (RATE // 8)] = state[: RATE // 8]
+        take = RATE // 8 if k < squeezed - 1 else last
+        out[k * (RATE // 8) : k * (RATE // 8) + take] = state[:take]
     flat = np.ascontiguousarray(out.T).view(np.uint8)[:, :length]
     bounds = np.cumsum([0, *sizes])
     return [flat[bounds[i] : bounds[i + 1]] for i in range(len(groups))]

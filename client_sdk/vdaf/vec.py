@@ -247,6 +247,7 @@ _EPS = np.uint64(2**32 - 1)  # 2**64 mod p
 _P64 = np.uint64(GOLDILOCKS)
 _M32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
+_TWO32 = np.uint64(1 << 32)
 
 
 def _words64(a: Arr) -> Arr:
@@ -269,19 +270,23 @@ def _mul_goldilocks(a: Arr, b: Arr) -> Arr:
     ``2**96 = -1 (mod p)`` fold its high word ``h1 2**32 + h0`` into ``lo - h1 + h0 (2**32 -
     1)``, with the wrap-arounds of ``uint64`` corrected by ``2**32 - 1``."""
     a0, a1, b0, b1 = a & _M32, a >> _S32, b & _M32, b >> _S32
-    ll, lh, hl, hh = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = lh + hl
-    hh += (mid < lh).astype(np.uint64) << _S32  # the carry out of mid is worth 2**96
-    lo = ll + (mid << _S32)
-    hi = hh + (mid >> _S32) + (lo < ll).astype(np.uint64)
-    h1, h0 = hi >> _S32, hi & _M32
-    t0 = lo - h1
-    t0 -= (lo < h1).astype(np.uint64) * _EPS  # a borrow added 2**64 = 2**32 - 1 (mod p)
-    t1 = h0 * _EPS
-    res = t0 + t1
-    res += (res < t1).astype(np.uint64) * _EPS  # a carry dropped 2**64 = 2**32 - 1 (mod p)
-    res -= (res >= _P64).astype(np.uint64) * _P64
-    return res
+    lo, mid, hl, hh = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid += hl
+    hh += (mid < hl) * _TWO32  # the carry out of mid is worth 2**96
+    hh += mid >> _S32
+    mid <<= _S32
+    lo += mid
+    hh += lo < mid  # the carry out of the low word (a bool adds 0 or 1)
+    h1 = hh >> _S32
+    hh &= _M32  # h0
+    borrow = lo < h1
+    lo -= h1
+    lo -= borrow * _EPS  # a borrow added 2**64 = 2**32 - 1 (mod p)
+    hh *= _EPS  # h0 (2**32 - 1) < 2**64
+    lo += hh
+    lo += (lo < hh) * _EPS  # a carry dropped 2**64 = 2**32 - 1 (mod p)
+    lo -= (lo >= _P64) * _P64
+    return lo
 
 
 def _sparse_limbs(c: int) -> list[tuple[int, int]]:
@@ -384,7 +389,6 @@ class WordField64(LimbField):
 
 
 _ZERO = np.uint64(0)
-_TWO32 = np.uint64(1 << 32)
 
 _LIMB_FIELDS: dict[str, LimbField] = {}
 
