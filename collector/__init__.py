@@ -17,6 +17,7 @@ require("collector")  # one line naming the extra, before flask's own ImportErro
 from flask import Flask  # noqa: E402
 
 from client_sdk._version import __version__  # noqa: E402
+from collector.cors import install_cors  # noqa: E402
 from collector.dbguard import check_private_database, file_identity  # noqa: E402
 from collector.ratelimit import UploadLimiter  # noqa: E402
 from collector.settings import load_settings  # noqa: E402
@@ -28,7 +29,9 @@ logger = logging.getLogger(__name__)
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
-    """The collector app. ``config`` overrides settings (``{"DB": path, "ADMIN_TOKEN": ...}``).
+    """The collector app. ``config`` overrides settings (``{"DB": path, "ADMIN_TOKEN": ...}``);
+    ``CORS_ORIGINS``, the web origins whose pages may call the device routes
+    (``collector.cors``; none by default).
 
     The database is created and migrated here, once per process, before any request.
     """
@@ -60,4 +63,5 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     problems.register_error_handlers(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(ops.bp)
+    install_cors(app, app.config.get("CORS_ORIGINS", ()), api.DEVICE_ROUTES)
     return app

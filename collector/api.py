@@ -15,6 +15,7 @@ from typing import Any, cast
 from flask import Blueprint, Response, current_app, request, url_for
 
 from client_sdk.protocol import is_report_id, problem_type
+from collector.cors import DeviceRoute
 from collector.dbguard import DatabaseReplaced
 from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_campaign, summarize
 from collector.export import check_day
@@ -40,6 +41,12 @@ logger = logging.getLogger(__name__)
 NDJSON_MEDIA_TYPE = "application/x-ndjson"
 NEXT_CURSOR_HEADER = "Ldp-Next-Cursor"
 _UPLOAD_FIELDS = {"config_id", "reports"}
+
+DEVICE_ROUTES = {
+    "api.get_campaign": DeviceRoute("GET"),
+    "api.upload_reports": DeviceRoute("POST", ("Content-Type",)),
+}
+"""The routes the SDK calls (``client_sdk.client``): what ``--cors-origin`` opens to web pages."""
 
 
 def export_error_line(error: Exception) -> str:

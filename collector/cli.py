@@ -28,6 +28,7 @@ from typing import Any
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
+from collector.cors import cors_origin
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
 from collector.storage import CampaignConflict, Storage
@@ -70,6 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-access-log", action="store_true", help="disable the (address-free) access log"
     )
     serve.add_argument("--log-level", default="warning", help="gunicorn error log level")
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        type=cors_origin,
+        metavar="ORIGIN",
+        help="a web origin (scheme://host[:port]) whose pages may fetch campaigns and upload "
+        "reports; repeatable (default: none, no CORS)",
+    )
     serve.set_defaults(handler=_serve)
 
     init_db = commands.add_parser("init-db", help="create the database or apply migrations")
@@ -275,7 +285,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     from collector import create_app
 
-    app = create_app({"DB": args.db, "ADMIN_TOKEN": token})  # migrates once, in the master
+    # Migrates once, in the master.
+    app = create_app({"DB": args.db, "ADMIN_TOKEN": token, "CORS_ORIGINS": args.cors_origin})
     host = f"[{args.host}]" if ":" in args.host else args.host
     options: dict[str, Any] = {
         "bind": f"{host}:{args.port}",

@@ -26,6 +26,7 @@ from flask import Blueprint, Flask, Response, current_app, request
 from client_sdk.protocol import is_report_id
 from client_sdk.sealing import check_envelope, check_envelopes
 from collector import metrics as _metrics
+from collector.cors import DeviceRoute, install_cors
 from collector.dbguard import space_probe
 from collector.problems import Problem, register_error_handlers
 from collector.web import read_json
@@ -38,6 +39,8 @@ __all__ = ["create_app"]
 bp = Blueprint("shuffler", __name__)
 CAMPAIGN_TTL = 30.0
 _local = threading.local()
+# The route devices call (``client_sdk.client``): what ``--cors-origin`` opens to web pages.
+DEVICE_ROUTES = {"shuffler.upload": DeviceRoute("POST", ("Content-Type", "Authorization"))}
 
 
 def create_app(config: Mapping[str, Any]) -> Flask:
@@ -47,7 +50,8 @@ def create_app(config: Mapping[str, Any]) -> Flask:
     ``shuffler.credentials.CredentialVerifier``: uploads then need a device credential;
     ``None``, the default, takes uploads from anyone) and ``QUOTA`` (reports one credential may
     have waiting per campaign, ``shuffler.credentials.DEFAULT_QUOTA``), ``MAX_PENDING`` (reports
-    waiting per campaign, ``shuffler.storage.DEFAULT_MAX_PENDING``)."""
+    waiting per campaign, ``shuffler.storage.DEFAULT_MAX_PENDING``), ``CORS_ORIGINS`` (web
+    origins whose pages may upload, ``collector.cors``; none by default)."""
     app = Flask(__name__, static_folder=None)
     app.config.update(
         {
@@ -67,6 +71,7 @@ def create_app(config: Mapping[str, Any]) -> Flask:
     register_error_handlers(app)
     app.register_blueprint(bp)
     _metrics.instrument(app, "shuffler")
+    install_cors(app, app.config.get("CORS_ORIGINS", ()), DEVICE_ROUTES)
     return app
 
 

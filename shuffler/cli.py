@@ -29,6 +29,7 @@ from typing import Any
 
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
+from collector.cors import cors_origin
 from collector.dbguard import check_private_database
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from shuffler.credentials import DEFAULT_QUOTA
@@ -151,6 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--workers", type=int, default=2)
             sub.add_argument("--threads", type=int, default=4)
             sub.add_argument("--log-level", default="warning")
+            sub.add_argument(
+                "--cors-origin",
+                action="append",
+                default=[],
+                type=cors_origin,
+                metavar="ORIGIN",
+                help="a web origin (scheme://host[:port]) whose pages may upload reports; "
+                "repeatable (default: none, no CORS)",
+            )
         sub.set_defaults(handler=handler)
     return parser
 
@@ -282,6 +292,7 @@ def _serve(args: argparse.Namespace) -> int:
             ),
             "QUOTA": args.quota,
             "MAX_PENDING": args.max_pending,
+            "CORS_ORIGINS": args.cors_origin,
         }
     )
     command = [sys.executable, "-m", "shuffler.cli", "forward", "--db", args.db]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from client_sdk.vdaf.errors import DecodeError
 from client_sdk.vdaf.field import Field, Lagrange
@@ -39,12 +40,11 @@ from client_sdk.vdaf.prio3 import (
     VerifyState,
 )
 from client_sdk.vdaf.vec import (
-    GOLDILOCKS,
+    _P64,
     Arr,
     LimbField,
-    _limbs64,
+    WordField64,
     _mul_goldilocks,
-    _words64,
     limb_field,
 )
 from client_sdk.vdaf.xof import XofRequest
@@ -99,8 +99,11 @@ def _xof_vec(
     binders: Sequence[bytes],
     length: int,
 ) -> tuple[Arr, list[bytes]]:
-    """``expand_into_vec`` for each report with the tag of ``usage``: see ``_expand``."""
-    return _expand(vdaf, lf, seeds, vdaf.domain_separation_tag(usage, ctx), binders, length)
+    """``expand_into_vec`` for each report with the tag of ``usage``, and each vector's
+    encoding: see ``_expand_many``."""
+    dst = vdaf.domain_separation_tag(usage, ctx)
+    arr, raw = _expand_many(vdaf, lf, [(seeds, dst, binders, length)])[0]
+    return arr, [row.tobytes() for row in raw]
 
 
 def _expand(
@@ -110,33 +113,44 @@ def _expand(
     dst: bytes,
     binders: Sequence[bytes],
     length: int,
-) -> tuple[Arr, list[bytes]]:
+) -> Arr:
     """``expand_into_vec`` for each report: see ``_expand_many``."""
-    return _expand_many(vdaf, lf, [(seeds, dst, binders, length)])[0]
+    return _expand_many(vdaf, lf, [(seeds, dst, binders, length)])[0][0]
 
 
 def _expand_many(
     vdaf: Prio3[Any, Any], lf: LimbField, requests: Sequence[XofRequest]
-) -> list[tuple[Arr, list[bytes]]]:
+) -> list[tuple[Arr, npt.NDArray[np.uint8]]]:
     """``expand_into_vec`` for each report of each request ``(seeds, dst, binders,
-    length)``, straight into limbs (the XOF streams drawn together by ``next_batches``); the
-    rare report whose stream holds a value ``>= p`` is redone by the scalar rejection sampler
-    (same stream, same result). Also returns each vector's encoding."""
+    length)``, straight into limbs (the XOF streams drawn together by
+    ``next_batches_arrays``); the rare report whose stream holds a value ``>= p`` is redone by
+    the scalar rejection sampler (same stream, same result). Also returns the vectors'
+    encodings, one ``(B, length * ENCODED_SIZE)`` byte row per report."""
     field = vdaf.field
     size = field.ENCODED_SIZE
-    streams = vdaf.xof.next_batches(
+    streams = vdaf.xof.next_batches_arrays(
         [(seeds, dst, binders, length * size) for seeds, dst, binders, length in requests]
     )
     out = []
-    for (seeds, dst, binders, length), raws in zip(requests, streams, strict=True):
-        arr = lf.from_bytes(b"".join(raws), (len(raws), length))
+    for (seeds, dst, binders, length), raw in zip(requests, streams, strict=True):
+        arr = lf.from_array(raw, (raw.shape[0], length))
         ok = lf.below_modulus(arr).all(axis=-1)
-        for i in map(int, np.flatnonzero(~ok)):
-            vec = vdaf.xof.expand_into_vec(field, seeds[i], dst, binders[i], length)
-            raws[i] = field.encode_vec(vec)
-            arr[i] = lf.from_bytes(raws[i], (length,))
-        out.append((arr, raws))
+        if not ok.all():
+            raw = raw.copy()
+            for i in map(int, np.flatnonzero(~ok)):
+                vec = vdaf.xof.expand_into_vec(field, seeds[i], dst, binders[i], length)
+                raw[i] = np.frombuffer(field.encode_vec(vec), dtype=np.uint8)
+                arr[i] = lf.from_array(raw[i], (length,))
+        out.append((arr, raw))
     return out
+
+
+def _first_wrong_length(items: Sequence[bytes], want: int) -> int | None:
+    """The index of the first item not ``want`` bytes long, or None (one C pass if all are)."""
+    lengths = list(map(len, items))
+    if lengths.count(want) == len(lengths):
+        return None
+    return next(i for i, n in enumerate(lengths) if n != want)
 
 
 def _decode_rows(
@@ -191,9 +205,9 @@ def verify_init_batch(
         )
     if len(verify_key) != vdaf.VERIFY_KEY_SIZE:
         raise ValueError(f"verify_key must be {vdaf.VERIFY_KEY_SIZE} bytes")
-    for i, nonce in enumerate(nonces):
-        if len(nonce) != vdaf.NONCE_SIZE:
-            raise ValueError(f"report {i}: nonce must be {vdaf.NONCE_SIZE} bytes, got {len(nonce)}")
+    i = _first_wrong_length(nonces, vdaf.NONCE_SIZE)
+    if i is not None:
+        raise ValueError(f"report {i}: nonce must be {vdaf.NONCE_SIZE} bytes, got {len(nonces[i])}")
     flp, field = vdaf.flp, vdaf.field
     lf = limb_field(field)
     size = field.ENCODED_SIZE
@@ -207,18 +221,18 @@ def verify_init_batch(
     query: XofRequest = (
         [verify_key] * b,
         dst(USAGE_QUERY_RANDOMNESS),
-        [bytes([vdaf.PROOFS]) + nonce for nonce in nonces],
+        list(map(bytes([vdaf.PROOFS]).__add__, nonces)),
         flp.QUERY_RAND_LEN,
     )
     # Measurement and proof shares, as limbs, and the measurement shares' encodings.
     if agg_id == 0:
         meas_bytes = flp.MEAS_LEN * size
         want = meas_bytes + flp.PROOF_LEN * size + blind_len
-        for i, s in enumerate(input_shares):
-            if len(s) != want:
-                raise DecodeError(
-                    f"report {i}: leader input share: expected {want} bytes, got {len(s)}"
-                )
+        i = _first_wrong_length(input_shares, want)
+        if i is not None:
+            raise DecodeError(
+                f"report {i}: leader input share: expected {want} bytes, got {len(input_shares[i])}"
+            )
         meas_raw = [s[:meas_bytes] for s in input_shares]
         meas = _decode_rows(lf, field, meas_raw, flp.MEAS_LEN, "leader measurement share")
         proof = _decode_rows(
@@ -231,15 +245,18 @@ def verify_init_batch(
         blinds = [s[want - blind_len :] for s in input_shares]
     else:
         want = seed_size + blind_len
-        for i, s in enumerate(input_shares):
-            if len(s) != want:
-                raise DecodeError(
-                    f"report {i}: helper input share: expected {want} bytes, got {len(s)}"
-                )
-        seeds = [s[:seed_size] for s in input_shares]
-        blinds = [s[seed_size:] for s in input_shares]
+        i = _first_wrong_length(input_shares, want)
+        if i is not None:
+            raise DecodeError(
+                f"report {i}: helper input share: expected {want} bytes, got {len(input_shares[i])}"
+            )
+        if blind_len:
+            seeds = [s[:seed_size] for s in input_shares]
+            blinds = [s[seed_size:] for s in input_shares]
+        else:  # the share is the seed
+            seeds, blinds = list(input_shares), []
         # The shares and the query randomness in one pass of the vectorized XOF.
-        (meas, meas_raw), (proof, _), (qr, _) = _expand_many(
+        (meas, meas_rows), (proof, _), (qr, _) = _expand_many(
             vdaf,
             lf,
             [
@@ -248,6 +265,7 @@ def verify_init_batch(
                 query,
             ],
         )
+        meas_raw = [row.tobytes() for row in meas_rows] if jr_len else []
 
     # Joint randomness: it depends on each report's shares and nonce, so three XOF calls per
     # report, each drawn for the whole batch at once.
@@ -275,7 +293,7 @@ def verify_init_batch(
             seed_size,
         )
         parts[:], corrected[:] = own, seeds_
-        joint, _ = _expand(
+        joint = _expand(
             vdaf,
             lf,
             seeds_,
@@ -284,12 +302,10 @@ def verify_init_batch(
             jr_len,
         )
     if agg_id == 0:
-        qr, _ = _expand(vdaf, lf, *query)
+        qr = _expand(vdaf, lf, *query)
 
     verifiers = _query(vdaf, lf, meas, proof, qr, joint)
-    flat = lf.to_ints(verifiers)
-    vl = flp.VERIFIER_LEN
-    shares: list[VerifierShare] = [(flat[i * vl : (i + 1) * vl], parts[i]) for i in range(b)]
+    shares: list[VerifierShare] = list(zip(lf.to_int_rows(verifiers), parts, strict=True))
     return VerifyBatch(vdaf, shares, corrected, _truncate(vdaf.flp.valid, lf, meas))
 
 
@@ -306,32 +322,48 @@ def _basis(lf: LimbField, n: int, t: Arr) -> Arr:
     if n > _VECTOR_BASIS_MAX:
         lag = Lagrange(field)
         return lf.from_ints([lag.basis_at(n, x) for x in lf.to_ints(t)])
-    n_inv = field.inv(n)
-    weights = [w * n_inv % field.MODULUS for w in field.nth_root_powers(n)]
-    if lf.N == 4 and field.MODULUS == GOLDILOCKS:
-        return _limbs64(_basis64(_words64(t), field.nth_root_powers(n), weights))
-    nodes = lf.from_ints(field.nth_root_powers(n))
+    nodes, weights = _basis_consts(lf, n)
+    if isinstance(lf, WordField64):
+        return _basis64(t[..., 0], nodes[..., 0], weights[..., 0])[..., None]
     diffs = lf.sub(t[:, None, :], nodes[None, :, :])  # (B, n, N)
     one = np.broadcast_to(lf.const(1), (t.shape[0], 1, lf.N))
     prefix = _scan(lf, np.concatenate([one, diffs[:, :-1]], axis=1))
     suffix = _scan(lf, np.concatenate([one, diffs[:, :0:-1]], axis=1))[:, ::-1]
-    return lf.mul(lf.mul(prefix, suffix), lf.from_ints(weights)[None])
+    return lf.mul(lf.mul(prefix, suffix), weights[None])
 
 
-def _basis64(t: Arr, nodes: list[int], weights: list[int]) -> Arr:
-    """``_basis`` for Field64 on words: ``t`` of shape ``(B,)``, the result ``(B, n)``."""
-    n = len(nodes)
-    node = np.array(nodes, dtype=np.uint64)[None]
-    diffs = t[:, None] - node  # t - W**j mod 2**64, then + p where it wrapped
-    diffs += (t[:, None] < node).astype(np.uint64) * np.uint64(GOLDILOCKS)
-    prefix = np.ones((t.shape[0], n), dtype=np.uint64)
-    suffix = np.ones((t.shape[0], n), dtype=np.uint64)
-    for i in range(1, n):
-        prefix[:, i] = _mul_goldilocks(prefix[:, i - 1], diffs[:, i - 1])
-        suffix[:, n - 1 - i] = _mul_goldilocks(suffix[:, n - i], diffs[:, n - i])
-    return _mul_goldilocks(
-        _mul_goldilocks(prefix, suffix), np.array(weights, dtype=np.uint64)[None]
-    )
+_BASIS_CONSTS: dict[tuple[str, str, int], tuple[Arr, Arr]] = {}
+
+
+def _basis_consts(lf: LimbField, n: int) -> tuple[Arr, Arr]:
+    """The ``n``-th roots ``W**i`` and the weights ``W**i / n``, as arrays of ``lf``."""
+    key = (type(lf).__name__, lf.field.__name__, n)
+    if key not in _BASIS_CONSTS:
+        field = lf.field
+        n_inv = field.inv(n)
+        roots = field.nth_root_powers(n)
+        _BASIS_CONSTS[key] = (
+            lf.from_ints(roots),
+            lf.from_ints([w * n_inv % field.MODULUS for w in roots]),
+        )
+    return _BASIS_CONSTS[key]
+
+
+def _basis64(t: Arr, nodes: Arr, weights: Arr) -> Arr:
+    """``_basis`` for Field64 on words: ``t`` of shape ``(B,)``, the result ``(B, n)``; the
+    prefix and suffix products row by row of ``(n, B)`` arrays (their first factor is 1)."""
+    n = nodes.shape[0]
+    diffs = t[None, :] - nodes[:, None]  # t - W**j mod 2**64, then + p where it wrapped
+    diffs += np.where(t[None, :] < nodes[:, None], _P64, np.uint64(0))
+    prefix = np.empty((n, t.shape[0]), dtype=np.uint64)
+    suffix = np.empty((n, t.shape[0]), dtype=np.uint64)
+    prefix[0] = suffix[n - 1] = 1
+    if n > 1:
+        prefix[1], suffix[n - 2] = diffs[0], diffs[n - 1]
+    for i in range(2, n):
+        prefix[i] = _mul_goldilocks(prefix[i - 1], diffs[i - 1])
+        suffix[n - 1 - i] = _mul_goldilocks(suffix[n - i], diffs[n - i])
+    return _mul_goldilocks(_mul_goldilocks(prefix, suffix), weights[:, None]).T
 
 
 def _scan(lf: LimbField, a: Arr) -> Arr:
@@ -358,6 +390,17 @@ def _extension(field: type[Field], m: int, size: int) -> list[list[int]]:
     ]
     _EXTENSIONS[key] = [[cols[i][r] for i in range(m)] for r in range(size - m)]
     return _EXTENSIONS[key]
+
+
+_EXTENSION_ARRAYS: dict[tuple[str, str, int, int], Arr] = {}
+
+
+def _extension_array(lf: LimbField, m: int, size: int) -> Arr:
+    """``_extension`` as an array of ``lf`` (cached: it is the same for every batch)."""
+    key = (type(lf).__name__, lf.field.__name__, m, size)
+    if key not in _EXTENSION_ARRAYS:
+        _EXTENSION_ARRAYS[key] = lf.from_ints(_extension(lf.field, m, size))
+    return _EXTENSION_ARRAYS[key]
 
 
 def _query(vdaf: Prio3[Any, Any], lf: LimbField, meas: Arr, proof: Arr, qr: Arr, joint: Arr) -> Arr:
@@ -387,7 +430,7 @@ def _query_rows(
     size = 1 << (m - 1).bit_length()
     seeds, known = proof[:, : g.ARITY], proof[:, g.ARITY : g.ARITY + m]
     if size > m:
-        ext = lf.from_ints(_extension(field, m, size))
+        ext = _extension_array(lf, m, size)
         missing = lf.dot(ext[None], known[:, None])  # (B, size - m, N)
         poly = np.concatenate([known, missing], axis=1)
     else:

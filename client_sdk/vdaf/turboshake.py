@@ -17,7 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RATE", "keccak_p12", "turboshake128_batch", "turboshake128_groups"]
+__all__ = [
+    "RATE",
+    "keccak_p12",
+    "turboshake128_arrays",
+    "turboshake128_batch",
+    "turboshake128_groups",
+]
 
 RATE = 168  # bytes: 1600 - 256 bits of capacity (RFC 9861, TurboSHAKE128)
 _ROUNDS = 12
@@ -64,6 +70,22 @@ _ONE, _SIXTY_THREE = np.uint64(1), np.uint64(63)
 _CHUNK = 4096
 
 
+_SHIFTS: dict[int, tuple[Lanes, Lanes]] = {}
+
+
+def _shifts(n: int) -> tuple[Lanes, Lanes]:
+    """rho's left and right shift amounts spelled out for ``n`` states: numpy shifts two
+    contiguous arrays about twice as fast as it shifts by a broadcast ``(5, 5, 1)`` one."""
+    if n not in _SHIFTS:
+        if len(_SHIFTS) > 8:
+            _SHIFTS.clear()
+        _SHIFTS[n] = (
+            np.ascontiguousarray(np.broadcast_to(_LEFT, (5, 5, n))),
+            np.ascontiguousarray(np.broadcast_to(_RIGHT, (5, 5, n))),
+        )
+    return _SHIFTS[n]
+
+
 def keccak_p12(state: Lanes) -> Lanes:
     """Keccak-p[1600, 12] of every column of a ``(25, B)`` lane array (lane ``x + 5 y``).
 
@@ -75,8 +97,15 @@ def keccak_p12(state: Lanes) -> Lanes:
             [keccak_p12(state[:, s : s + _CHUNK]) for s in range(0, state.shape[1], _CHUNK)],
             axis=1,
         )
-    n = state.shape[1]
-    a = np.array(state, dtype=np.uint64, order="C")
+    return _keccak_p12_owned(np.array(state, dtype=np.uint64, order="C"))
+
+
+def _keccak_p12_owned(a: Lanes) -> Lanes:
+    """``keccak_p12`` of a C-contiguous ``(25, B)`` array the caller gives up: permuted in
+    place (no copy) and returned."""
+    if a.shape[1] > _CHUNK:
+        return keccak_p12(a)
+    n = a.shape[1]
     a3 = a.reshape(5, 5, n)  # (y, x, state)
     c = np.empty((7, n), dtype=np.uint64)  # column parities, c[i] = C[(i - 1) % 5]
     d = np.empty((5, n), dtype=np.uint64)
@@ -85,6 +114,7 @@ def keccak_p12(state: Lanes) -> Lanes:
     b5 = b[:, :5]
     moved = np.empty((25, n), dtype=np.uint64)
     moved3 = moved.reshape(5, 5, n)
+    left, right = _shifts(n)
     xor, and_, or_, inv = np.bitwise_xor, np.bitwise_and, np.bitwise_or, np.invert
     shl, shr = np.left_shift, np.right_shift
     for rc in _RC:
@@ -97,9 +127,9 @@ def keccak_p12(state: Lanes) -> Lanes:
         xor(d, c[0:5], out=d)
         xor(a3, d[None], out=a3)
         # rho and pi: move each lane, then rotate it.
-        np.take(a, _SRC_IDX, axis=0, out=moved)
-        shl(moved3, _LEFT, out=b5)
-        shr(moved3, _RIGHT, out=moved3)
+        np.take(a, _SRC_IDX, axis=0, out=moved, mode="clip")  # in range: skip the checks
+        shl(moved3, left, out=b5)
+        shr(moved3, right, out=moved3)
         or_(b5, moved3, out=b5)
         # chi, then iota.
         b[:, 5:7] = b[:, 0:2]
@@ -121,6 +151,14 @@ def turboshake128_groups(
 ) -> list[bytes]:
     """``turboshake128_batch`` of several ``(B_g, M_g)`` arrays in one pass of permutations;
     their messages must take the same number of rate blocks (``M_g // 168`` equal)."""
+    return [out.tobytes() for out in turboshake128_arrays(groups, domain, length)]
+
+
+def turboshake128_arrays(
+    groups: Sequence[npt.NDArray[np.uint8]], domain: int, length: int
+) -> list[npt.NDArray[np.uint8]]:
+    """``turboshake128_groups`` as ``(B_g, length)`` byte arrays (no bytes object per message,
+    for callers that read the streams as field elements)."""
     if not 0x01 <= domain <= 0x7F:
         raise ValueError(f"TurboSHAKE128 domain byte: {domain:#x} is not in 0x01..0x7F")
     for g in groups:
@@ -131,24 +169,36 @@ def turboshake128_groups(
         raise ValueError("batched TurboSHAKE128: messages of different numbers of blocks")
     sizes = [g.shape[0] for g in groups]
     b = sum(sizes)
-    padded = np.zeros((b, blocks * RATE), dtype=np.uint8)
+    # Each message padded to whole blocks, then 32 zero bytes: a row's first 200 bytes, read
+    # as 25 lanes, are the state after absorbing the first block (for one block, the zeros are
+    # the capacity lanes; for more, those lanes are zeroed below).
+    padded = np.zeros((b, blocks * RATE + 200 - RATE), dtype=np.uint8)
     row = 0
     for g in groups:
         m = g.shape[1]
         padded[row : row + g.shape[0], :m] = g
         padded[row : row + g.shape[0], m] = domain
         row += g.shape[0]
-    padded[:, -1] ^= 0x80
-    words = padded.view("<u8").reshape(b, blocks, RATE // 8).astype(np.uint64)
-    state = np.zeros((25, b), dtype=np.uint64)
-    for k in range(blocks):
-        state[: RATE // 8] ^= words[:, k].T
+    padded[:, blocks * RATE - 1] ^= 0x80
+    lanes = padded.view("<u8")  # (b, 21 * blocks + 4)
+    # Lane-major (lane, message): one transposing copy.
+    state = np.ascontiguousarray(lanes[:, :25].T, dtype=np.uint64)
+    if blocks == 1:
+        state = _keccak_p12_owned(state)
+    else:
+        state[RATE // 8 :] = 0
         state = keccak_p12(state)
-    out = np.empty((b, -(-length // RATE) * RATE // 8), dtype="<u8")
-    for k in range(out.shape[1] // (RATE // 8)):
+        for k in range(1, blocks):
+            state[: RATE // 8] ^= lanes[:, k * (RATE // 8) : (k + 1) * (RATE // 8)].T
+            state = keccak_p12(state)
+    squeezed = -(-length // RATE)
+    last = -(-(length - (squeezed - 1) * RATE) // 8)  # lanes read from the last block
+    out = np.empty(((squeezed - 1) * RATE // 8 + last, b), dtype="<u8")
+    for k in range(squeezed):
         if k:
             state = keccak_p12(state)
-        out[:, k * (RATE // 8) : (k + 1) * (RATE // 8)] = state[: RATE // 8].T
-    flat = np.ascontiguousarray(out.view(np.uint8)[:, :length])
+        take = RATE // 8 if k < squeezed - 1 else last
+        out[k * (RATE // 8) : k * (RATE // 8) + take] = state[:take]
+    flat = np.ascontiguousarray(out.T).view(np.uint8)[:, :length]
     bounds = np.cumsum([0, *sizes])
-    return [flat[bounds[i] : bounds[i + 1]].tobytes() for i in range(len(groups))]
+    return [flat[bounds[i] : bounds[i + 1]] for i in range(len(groups))]

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from Cryptodome.Hash import TurboSHAKE128
 
 from client_sdk.vdaf.field import Field
-from client_sdk.vdaf.turboshake import RATE, turboshake128_groups
+from client_sdk.vdaf.turboshake import RATE, turboshake128_arrays
 
 __all__ = ["XofRequest", "XofTurboShake128", "format_dst"]
 
@@ -74,24 +74,36 @@ class XofTurboShake128:
         """``next_batch`` of several requests ``(seeds, dst, binders, length)``; the
         vectorized ones that absorb and squeeze equally many blocks share the permutations
         (more states per numpy operation, fewer operations)."""
-        results: list[list[bytes]] = [[] for _ in requests]
+        return [
+            [row.tobytes() for row in out] if out.shape[1] else [b""] * out.shape[0]
+            for out in cls.next_batches_arrays(requests)
+        ]
+
+    @classmethod
+    def next_batches_arrays(cls, requests: Sequence[XofRequest]) -> list[npt.NDArray[np.uint8]]:
+        """``next_batches`` as one ``(B, length)`` byte array per request (stream by stream,
+        row by row), without a bytes object per stream."""
+        results: list[npt.NDArray[np.uint8] | None] = [None] * len(requests)
         groups: dict[tuple[int, int], list[tuple[int, npt.NDArray[np.uint8], int]]] = {}
         for r, (seeds, dst, binders, length) in enumerate(requests):
             rows = cls._rows(seeds, dst, binders, length)
             if rows is None:
-                results[r] = [
+                raw = b"".join(
                     cls(seed, dst, binder).next(length)
                     for seed, binder in zip(seeds, binders, strict=True)
-                ]
+                )
+                results[r] = np.frombuffer(raw, dtype=np.uint8).reshape(len(seeds), length)
             else:
                 key = (rows.shape[1] // RATE, (length - 1) // RATE)  # blocks absorbed, squeezed
                 groups.setdefault(key, []).append((r, rows, length))
         for group in groups.values():
             longest = max(length for _, _, length in group)
-            outs = turboshake128_groups([rows for _, rows, _ in group], 1, longest)
+            outs = turboshake128_arrays([rows for _, rows, _ in group], 1, longest)
             for (r, _, length), out in zip(group, outs, strict=True):
-                results[r] = [out[i : i + length] for i in range(0, len(out), longest)]
-        return results
+                results[r] = out[:, :length]
+        done = [out for out in results if out is not None]
+        assert len(done) == len(requests)
+        return done
 
     @classmethod
     def _rows(
@@ -101,9 +113,9 @@ class XofTurboShake128:
         None (checking the lengths the draft bounds)."""
         if len(seeds) != len(binders):
             raise ValueError(f"XOF batch: {len(seeds)} seeds but {len(binders)} binders")
-        for seed in seeds:
-            if len(seed) > 255:
-                raise ValueError(f"XOF seed: {len(seed)} bytes, at most 255 allowed")
+        seed_lens = set(map(len, seeds))
+        if seed_lens and max(seed_lens) > 255:
+            raise ValueError(f"XOF seed: {max(seed_lens)} bytes, at most 255 allowed")
         if len(dst) > 65535:
             raise ValueError(f"XOF dst: {len(dst)} bytes, at most 65535 allowed")
         b = len(seeds)
@@ -113,8 +125,8 @@ class XofTurboShake128:
         m = len(cls._input(bytes(s_len), dst, bytes(b_len)))
         if (
             m // RATE + 1 + (length - 1) // RATE > _VECTOR_MAX_PERMUTATIONS
-            or any(len(x) != s_len for x in seeds)
-            or any(len(x) != b_len for x in binders)
+            or len(seed_lens) != 1
+            or set(map(len, binders)) != {b_len}
         ):
             return None
         # The common head, then each seed and binder.

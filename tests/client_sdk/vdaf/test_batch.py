@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from client_sdk.vdaf import (
@@ -23,7 +24,7 @@ from client_sdk.vdaf import (
 )
 from client_sdk.vdaf.batch import _refuse_roots_of_unity, verify_init_batch
 from client_sdk.vdaf.field import Field
-from client_sdk.vdaf.vec import limb_field
+from client_sdk.vdaf.vec import LimbField, WordField64, limb_field
 
 CTX = b"batch test"
 
@@ -124,10 +125,19 @@ def test_batch_refuses_an_out_of_field_leader_share() -> None:
         )
 
 
+# Each vectorized arithmetic: Field64 on words (what batches use) and on limbs, Field128.
+ARITHMETICS = [limb_field(Field64), LimbField(Field64), limb_field(Field128)]
+
+
+def test_field64_batches_use_whole_words() -> None:
+    assert isinstance(limb_field(Prio3Count(2).field), WordField64)
+    assert limb_field(Field64).N == 1 and limb_field(Field128).N == 8
+
+
 def test_limb_arithmetic_matches_python_ints() -> None:
     rng = random.Random(5)
-    for field in (Prio3Count(2).field, Field128):
-        lf = limb_field(field)
+    for lf in ARITHMETICS:
+        field = lf.field
         p = field.MODULUS
         edge = [0, 1, p - 1, p - 2, (p + 1) // 2]
         a = [rng.randrange(p) for _ in range(500)] + [x for x in edge for _ in edge]
@@ -142,6 +152,24 @@ def test_limb_arithmetic_matches_python_ints() -> None:
             for s in (0, 25)
         ]
         assert lf.to_ints(lf.dot(rows_a, rows_b)) == expect
+        assert lf.to_ints(lf.sum(aa, axis=0)) == [sum(a) % p]
+        assert lf.to_ints(lf.neg(aa)) == [-x % p for x in a]
+        assert lf.from_bytes(lf.to_bytes(aa), (len(a),)).tolist() == aa.tolist()
+
+
+def test_field64_word_sums_at_their_largest() -> None:
+    """Sums of many words near ``p`` and near ``2**32`` (where the 32-bit halves carry), and
+    sums that land exactly on ``p``: the same as Python's, word and limb alike."""
+    p = Field64.MODULUS
+    for values in (
+        [p - 1] * 5000,
+        [2**32 - 1, 2**32, p - 2**32] * 1000,
+        [p - 1, 1],
+        [p - 2**32, 2**32 - 1, 1, 1],
+    ):
+        for lf in ARITHMETICS[:2]:
+            got = lf.to_ints(lf.sum(lf.from_ints([values, values[::-1]]), axis=1))
+            assert got == [sum(values) % p] * 2
 
 
 def test_field64_products_on_whole_words_at_every_carry() -> None:
@@ -171,22 +199,22 @@ def test_the_rejection_fallback_gives_the_same_vector(monkeypatch: pytest.Monkey
     key = rng.randbytes(32)
     plain = verify_init_batch(vdaf, key, CTX, 1, nonces, [b""] * 3, helper)
     lf = limb_field(vdaf.field)
-    monkeypatch.setattr(type(lf), "below_modulus", lambda self, a: a[..., 0] > 2**17)
+    never = lambda self, a: np.zeros(a.shape[:-1], dtype=bool)  # noqa: E731
+    monkeypatch.setattr(type(lf), "below_modulus", never)
     forced = verify_init_batch(vdaf, key, CTX, 1, nonces, [b""] * 3, helper)
     assert forced.verifier_shares == plain.verifier_shares
     assert forced.states() == plain.states()
 
 
-@pytest.mark.parametrize("field", [Prio3Count(2).field, Field128], ids=["Field64", "Field128"])
-def test_reduce_at_its_stated_bounds_and_long_dot_products(field: Any) -> None:
+@pytest.mark.parametrize("lf", ARITHMETICS, ids=["Field64-words", "Field64-limbs", "Field128"])
+def test_reduce_at_its_stated_bounds_and_long_dot_products(lf: LimbField) -> None:
     """``reduce`` takes up to 2N limbs below 2**44 (all-maximal limbs included); ``dot``
-    chunks sums longer than 512 terms."""
+    chunks sums longer than 512 terms (words: no limbs to reduce)."""
     import numpy as np
 
-    lf = limb_field(field)
-    p = field.MODULUS
+    p = lf.field.MODULUS
     rng = np.random.default_rng(11)
-    for limbs in (lf.N, lf.N + 1, 2 * lf.N):
+    for limbs in () if isinstance(lf, WordField64) else (lf.N, lf.N + 1, 2 * lf.N):
         acc = rng.integers(0, 1 << 44, size=(400, limbs), dtype=np.uint64)
         acc[0] = (1 << 44) - 1
         expect = [sum(int(x) << (16 * d) for d, x in enumerate(row)) % p for row in acc]
