@@ -122,7 +122,7 @@ class RangeMechanism(Mechanism):
     (from the client's keyed source, or ``rng`` in simulation), unbiased linear estimates ``y``
     with a ``design`` A (E[y] = A f), consistent leaves by :func:`least_squares_with_total`, and
     the exact fixed-population variance of any linear functional of y
-    (``functional_variance``). ``analysis.ranges`` reads only this interface."""
+    (``functional_variance``). ``analysis.kinds.ranges.estimate`` reads only this interface."""
 
     name: ClassVar[str] = "hierarchical"
     value_kind: ClassVar[Literal["category", "number", "string", "record"]] = "category"
