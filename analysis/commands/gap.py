@@ -41,7 +41,6 @@ from analysis.commands._arguments import (
     add_database_arguments,
     add_format_argument,
 )
-from analysis.commands.estimate import json_safe
 from analysis.dataset import count_reports, load_campaign
 from analysis.gap import (
     DEFAULT_DELTA,
@@ -51,6 +50,7 @@ from analysis.gap import (
     simulated_kind_gap,
     users_needed,
 )
+from analysis.streaming import json_safe
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle
 
