@@ -47,6 +47,7 @@ from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
+from client_sdk.mechanisms.memoization import is_memoized
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -60,6 +61,7 @@ __all__ = [
     "central_laplace_variance",
     "empirical_gap",
     "error_curve",
+    "first_reports",
     "laplace_sensitivity",
     "ldp_variance",
     "parse_simulation",
@@ -446,6 +448,15 @@ def parse_simulation(spec: str) -> Simulation:
                 f"--simulate {family}: the parameter must be in (0, 100); got {rest!r}"
             )
     return Simulation(family, parameter)
+
+
+def first_reports(mechanism: Mechanism, values: Any, rng: np.random.Generator) -> Any:
+    """One report from each simulated user: a memoizing mechanism's first report of a new
+    device (``perturb_independent_devices``: its permanent draws fresh from ``rng``, the law of
+    a device with a new secret), else ``perturb``."""
+    if is_memoized(mechanism):
+        return mechanism.perturb_independent_devices(values, rng=rng)  # type: ignore[attr-defined]
+    return mechanism.perturb(values, rng=rng)
 
 
 def zipf_weights(size: int, simulation: Simulation) -> FloatArray:

@@ -37,6 +37,7 @@ from analysis.kinds._common.central import (
     central_gaussian_variance,
     central_laplace_variance,
     empirical_gap,
+    first_reports,
     require_kind,
     run_central_gaussian,
     run_central_laplace,
@@ -167,7 +168,7 @@ def _measured_shuffled(
     observed = {}
     n = int(items.size)
     for name, oracle in (("local_only", local_only), ("shuffled", shuffled)):
-        estimate = estimate_frequencies(oracle, oracle.perturb(items, rng=rng))
+        estimate = estimate_frequencies(oracle, first_reports(oracle, items, rng))
         observed[f"{name}_mse"] = _mse(estimate.frequencies, truth)
         variances = oracle.variance(n, truth)
         observed[f"{name}_expected"] = float(np.mean(variances))
@@ -234,5 +235,5 @@ def simulated_gap(
     oracle = _oracle(mechanism)
     items = rng.choice(oracle.k, size=n, p=zipf_weights(oracle.k, simulation))
     counts = np.bincount(items, minlength=oracle.k)
-    estimate = estimate_frequencies(oracle, oracle.perturb(items, rng=rng))
+    estimate = estimate_frequencies(oracle, first_reports(oracle, items, rng))
     return measured_gap(oracle, estimate, counts, options, rng)

@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.kinds._common.central import GapOptions, Simulation, require_kind, zipf_weights
+from analysis.kinds._common.central import (
+    GapOptions,
+    Simulation,
+    first_reports,
+    require_kind,
+    zipf_weights,
+)
 from analysis.kinds.mean.estimate import MeanEstimate, estimate_mean
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
@@ -189,15 +195,6 @@ def simulate_values(
     return np.asarray(lo + (buckets + rng.random(size)) * span / SIMULATED_BUCKETS)
 
 
-def _first_reports(m: NumericMechanism, values: FloatArray, rng: np.random.Generator) -> Any:
-    """One report from each simulated user: a memoizing mechanism's first report of a new
-    device (``perturb_independent_devices``: the rounding and the memoized bit fresh from
-    ``rng``), else ``perturb``."""
-    if getattr(m, "memoize", False):
-        return m.perturb_independent_devices(values, rng=rng)  # type: ignore[attr-defined]
-    return m.perturb(values, rng=rng)
-
-
 def simulated_gap(
     mechanism: Mechanism,
     n: int,
@@ -207,5 +204,5 @@ def simulated_gap(
 ) -> dict[str, Any]:
     m = _numeric(mechanism)
     values = simulate_values(m, n, simulation, rng)
-    estimate = estimate_mean(m, _first_reports(m, values, rng))
+    estimate = estimate_mean(m, first_reports(m, values, rng))
     return measured_gap(m, estimate, values, options, rng)
