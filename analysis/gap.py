@@ -6,7 +6,7 @@ Each kind answers through its own ``gap.py`` (``analysis/kinds/<kind>/gap.py``, 
 :func:`kind_gap`, :func:`simulated_kind_gap` and :func:`measured_kind_gap` dispatch on
 ``Mechanism.estimate_kind`` through :data:`analysis.kinds.KINDS` and wrap the figures in the
 document every kind shares. The histogram baselines, options and simulated populations the kinds
-read are :mod:`analysis.kinds._common.central`'s, re-exported here as the package's names.
+read are :mod:`analysis.kinds._common.gap`'s, re-exported here as the package's names.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from analysis.kinds import KINDS, Kind
-from analysis.kinds._common.central import (
+from analysis.kinds._common.gap import (
     DEFAULT_DELTA,
     NEIGHBOURING,
     EmpiricalGap,

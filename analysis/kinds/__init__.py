@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from analysis.kinds._common.central import GapOptions, Simulation
+from analysis.kinds._common.gap import GapOptions, Simulation
 from analysis.kinds.discovery import estimate as discovery_estimate
 from analysis.kinds.discovery import gap as discovery_gap
 from analysis.kinds.distribution import estimate as distribution_estimate

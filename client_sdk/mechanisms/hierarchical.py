@@ -56,10 +56,11 @@ from client_sdk.mechanisms.base import (
     normal_z,
 )
 from client_sdk.mechanisms.grid import exp_below
+from client_sdk.mechanisms.grr import GRR
 from client_sdk.mechanisms.hadamard import fwht
 from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
-from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.mechanisms.simplex import project_simplex
+from client_sdk.mechanisms.unary import OUE
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
@@ -345,7 +346,7 @@ class Hierarchical(RangeMechanism):
         chosen = []
         for level in range(1, self.height + 1):
             size = self.level_size(level)
-            classes: list[Any] = [mechanism_class(name) for name in ("grr", "oue")]
+            classes: list[Any] = [GRR, OUE]
             candidates = [cls(self.epsilon, size) for cls in classes]
             oracles = [c for c in candidates if isinstance(c, FrequencyOracle)]
             chosen.append(min(oracles, key=lambda o: o.total_variance()))

@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from analysis.kinds._common.central import GapOptions, Simulation, laplace_sensitivity, zipf_weights
+from analysis.kinds._common.gap import GapOptions, Simulation, laplace_sensitivity, zipf_weights
 from analysis.kinds._common.items import ALPHA, ItemsEstimate, bonferroni_z
 from analysis.selection import (
     gaussian_noise,

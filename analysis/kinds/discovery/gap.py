@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.kinds._common.central import GapOptions, Simulation
+from analysis.kinds._common.gap import GapOptions, Simulation
 from analysis.kinds._common.items_gap import exact_gap, measured_gap, simulated_items_gap
 from analysis.kinds.discovery.estimate import discover
 from client_sdk.mechanisms.base import Mechanism

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.kinds._common.central import (
+from analysis.kinds._common.gap import (
     GapOptions,
     Simulation,
     laplace_sensitivity,

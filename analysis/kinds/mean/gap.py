@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.kinds._common.central import (
+from analysis.kinds._common.gap import (
     GapOptions,
     Simulation,
     first_reports,
@@ -66,7 +66,7 @@ def _bounds(m: NumericMechanism) -> tuple[float, float]:
 
 def sensitivities(m: NumericMechanism, neighbouring: str) -> tuple[float, float]:
     """(Delta_1, Delta_2) of the centred sum of the clipped values (module docstring)."""
-    from analysis.kinds._common.central import laplace_sensitivity
+    from analysis.kinds._common.gap import laplace_sensitivity
 
     factor = laplace_sensitivity(neighbouring) / 2.0  # 1 under replace, 1/2 under add-remove
     radius = _ball_radius(m)

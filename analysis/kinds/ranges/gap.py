@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.kinds._common.central import (
+from analysis.kinds._common.gap import (
     GapOptions,
     Simulation,
     laplace_sensitivity,

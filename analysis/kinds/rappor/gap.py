@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.kinds._common.central import (
+from analysis.kinds._common.gap import (
     GapOptions,
     Simulation,
     central_gaussian_sigma,

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.kinds._common.central import GapOptions, Simulation, require_kind
+from analysis.kinds._common.gap import GapOptions, Simulation, require_kind
 from analysis.kinds._common.items_gap import exact_gap, measured_gap, simulated_items_gap
 from analysis.kinds.sketch.estimate import estimate_sketch
 from client_sdk.mechanisms.base import Mechanism
