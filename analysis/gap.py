@@ -36,6 +36,7 @@ from analysis.kinds._common.gap import (
     run_central_laplace,
     users_needed,
     utility_gap,
+    zipf_weights,
 )
 from client_sdk.mechanisms._validation import check_int
 from client_sdk.mechanisms.base import Mechanism
@@ -64,6 +65,7 @@ __all__ = [
     "simulated_kind_gap",
     "users_needed",
     "utility_gap",
+    "zipf_weights",
 ]
 
 
