@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.kinds._common.marginals import CONSISTENCY_ROUNDS, project_onto
-from analysis.postprocess.bootstrap import DEFAULT_REPLICATES, bootstrap_interval
+from analysis.kinds._common.marginals import CONSISTENCY_ROUNDS, MarginalEstimate, project_onto
+from analysis.postprocess.bootstrap import DEFAULT_REPLICATES
 from analysis.streaming import ReportSource, aggregate, json_safe
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.fourier import Fourier
@@ -79,33 +79,24 @@ def consistent_equal_tables(
 
 
 @dataclasses.dataclass(frozen=True)
-class FourierEstimate:
+class FourierEstimate(MarginalEstimate):
     """Marginals of a ``fourier`` campaign: ``marginal(a, b)``, ``raw_marginal(a, b)``."""
 
-    n: int
-    confidence: float
-    mechanism: dict[str, Any]
-    statistic: AggregateStatistic
     oracle: Fourier = dataclasses.field(repr=False)
-    replicates: int = DEFAULT_REPLICATES
-    seed: int = 0
 
     @cached_property
     def coefficients(self) -> FloatArray:
         return self.oracle.estimate_coefficients(self.statistic)
 
     def _indices(self, names: tuple[str, ...]) -> tuple[int, ...]:
-        m = self.oracle
-        if not names or len(set(names)) != len(names):
-            raise ValueError(f"a marginal needs distinct attributes; got {', '.join(names)}")
-        for name in names:
-            if name not in m.names:
-                raise ValueError(f"attribute must be one of {', '.join(m.names)}; got {name!r}")
-        if len(names) > m.order:
+        """The attributes' indices, at most ``order`` of them."""
+        indices = super()._indices(names)
+        if len(names) > self.oracle.order:
             raise ValueError(
-                f"marginals of at most order = {m.order} attributes; got {', '.join(names)}"
+                f"marginals of at most order = {self.oracle.order} attributes; got "
+                f"{', '.join(names)}"
             )
-        return tuple(m.names.index(n) for n in names)
+        return indices
 
     def _cells(self, attributes: tuple[int, ...], theta: FloatArray) -> FloatArray:
         """Cells of the marginal on ``attributes`` from coefficient rows theta (R, T)."""
@@ -174,40 +165,18 @@ class FourierEstimate:
         attributes = self._indices(names)
         frequencies = self._processed(attributes, self.coefficients[None], self._tables)[0]
         exact = self.raw_marginal(*names).std_errors
-        if self.replicates < 2:
-            nan = np.full(frequencies.shape, np.nan)
-            return Marginal(",".join(names), frequencies, exact, nan, nan.copy(), "consistent")
-        replicas = self._processed(attributes, self._replicate_theta, self._replicate_tables)
-        low, high = bootstrap_interval(
-            replicas.reshape(replicas.shape[0], -1),
-            frequencies.ravel(),
-            self.confidence,
-            bias_corrected=True,
+        replicas = (
+            self._processed(attributes, self._replicate_theta, self._replicate_tables)
+            if self.replicates >= 2
+            else np.empty((0, *frequencies.shape))
         )
-        return Marginal(
-            ",".join(names),
-            frequencies,
-            exact,
-            low.reshape(frequencies.shape),
-            high.reshape(frequencies.shape),
-            "consistent",
-        )
+        low, high = self._intervals(replicas, frequencies)
+        return Marginal(",".join(names), frequencies, exact, low, high, "consistent")
 
     def to_dict(self) -> dict[str, Any]:
         m = self.oracle
         pairs = list(itertools.combinations(m.names, min(2, m.order)))
-        tables = []
-        for names in pairs:
-            marginal = self.marginal(*names)
-            tables.append(
-                {
-                    "attributes": list(names),
-                    "frequencies": marginal.frequencies,
-                    "std_errors": marginal.std_errors,
-                    "ci_low": marginal.ci_low,
-                    "ci_high": marginal.ci_high,
-                }
-            )
+        tables = [self._table(names) for names in pairs]
         return json_safe(
             {
                 "n": self.n,
@@ -218,12 +187,7 @@ class FourierEstimate:
                     for s, v in zip(m.masks, self.coefficients, strict=True)
                 ],
                 "tables": tables,
-                "intervals": (
-                    f"parametric bootstrap, {self.replicates} replicates, bias-corrected "
-                    f"percentile, seed {self.seed}"
-                    if self.replicates >= 2
-                    else "not computed (replicates=0)"
-                ),
+                "intervals": self._intervals_note(),
             }
         )
 

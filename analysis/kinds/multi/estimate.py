@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.kinds._common.marginals import CONSISTENCY_ROUNDS, project_onto
-from analysis.postprocess.bootstrap import DEFAULT_REPLICATES, bootstrap_interval
+from analysis.kinds._common.marginals import CONSISTENCY_ROUNDS, MarginalEstimate, project_onto
+from analysis.postprocess.bootstrap import DEFAULT_REPLICATES
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.multi import Marginal, Multi
@@ -366,17 +366,10 @@ def _combine(
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiEstimate:
+class MultiEstimate(MarginalEstimate):
     """Marginals of a multi-attribute campaign; ``marginal(name)`` / ``marginal(a, b[, c])``."""
 
-    n: int
-    confidence: float
-    mechanism: dict[str, Any]
-    statistic: AggregateStatistic
     oracle: Multi = dataclasses.field(repr=False)
-    replicates: int = DEFAULT_REPLICATES
-    """Bootstrap replicates for the post-processed cells' intervals (0: none, NaN)."""
-    seed: int = 0
 
     @cached_property
     def _raw_tables(self) -> list[FloatArray]:
@@ -471,15 +464,6 @@ class MultiEstimate:
         tables = consistent_batches(raw, list(m.units), CONSISTENCY_ROUNDS, self._weights, anchors)
         return tables, anchors
 
-    def _names_to_indices(self, names: tuple[str, ...]) -> tuple[int, ...]:
-        m = self.oracle
-        if not names or len(set(names)) != len(names):
-            raise ValueError(f"a marginal needs distinct attributes; got {', '.join(names)}")
-        for name in names:
-            if name not in m.names:
-                raise ValueError(f"attribute must be one of {', '.join(m.names)}; got {name!r}")
-        return tuple(m.names.index(n) for n in names)
-
     def _holding_table(self, wanted: tuple[int, ...]) -> int | None:
         """The smallest table holding every attribute of ``wanted`` (None: reconstruct)."""
         m = self.oracle
@@ -500,24 +484,12 @@ class MultiEstimate:
                 scope += extra
         return tuple(scope)
 
-    def _intervals(self, replicates: FloatArray, estimate: FloatArray) -> tuple[Any, Any]:
-        if self.replicates < 2:
-            nan = np.full(estimate.shape, np.nan)
-            return nan, nan.copy()
-        low, high = bootstrap_interval(
-            replicates.reshape(replicates.shape[0], -1),
-            estimate.ravel(),
-            self.confidence,
-            bias_corrected=True,
-        )
-        return low.reshape(estimate.shape), high.reshape(estimate.shape)
-
     def raw_marginal(self, *names: str) -> Marginal:
         """The unbiased cells of a collected table holding ``names`` (summed over its other
         attributes), axes in the order asked, with their exact standard errors; one attribute:
         the inverse-variance combination of every table holding it (:attr:`_one_way`)."""
         m = self.oracle
-        wanted = self._names_to_indices(names)
+        wanted = self._indices(names)
         if m.marginals is None:
             if len(names) != 1:
                 raise ValueError(
@@ -560,7 +532,7 @@ class MultiEstimate:
         its exact standard errors); several, the consistent table holding them; else
         reconstructed by maximum entropy."""
         m = self.oracle
-        wanted = self._names_to_indices(names)
+        wanted = self._indices(names)
         if m.marginals is None:
             return self.raw_marginal(*names)
         table = self._holding_table(wanted)
@@ -655,25 +627,8 @@ class MultiEstimate:
             "marginals": out,
         }
         if self.oracle.marginals is not None:
-            tables = []
-            for table in self.oracle.marginals:
-                marginal = self.marginal(*table)
-                tables.append(
-                    {
-                        "attributes": list(table),
-                        "frequencies": marginal.frequencies,
-                        "std_errors": marginal.std_errors,
-                        "ci_low": marginal.ci_low,
-                        "ci_high": marginal.ci_high,
-                    }
-                )
-            document["tables"] = tables
-            document["intervals"] = (
-                f"parametric bootstrap, {self.replicates} replicates, bias-corrected percentile, "
-                f"seed {self.seed}"
-                if self.replicates >= 2
-                else "not computed (replicates=0)"
-            )
+            document["tables"] = [self._table(tuple(table)) for table in self.oracle.marginals]
+            document["intervals"] = self._intervals_note()
         return json_safe(document)
 
     def format_table(self) -> str:
