@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from analysis.discovery import bonferroni_z
-from analysis.estimation import FrequencyEstimate
+from analysis.kinds._common.items import bonferroni_z
+from analysis.kinds.frequencies.estimate import FrequencyEstimate
 from analysis.min_batch import InsufficientReports, require_min_batch
 
 __all__ = ["HeavyHitter", "InsufficientReports", "bonferroni_z", "require_min_batch", "top_k"]

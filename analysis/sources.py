@@ -604,8 +604,8 @@ def support_partition(
 ) -> Counts:
     """How many of one partition's reports (de-duplicated as :func:`aggregate_partition` does)
     at ``level`` support each prefix: ``PEM.support_counts`` (prefixes as the int64 chunk array
-    of ``analysis.discovery.discover_pem_by_support``). ``day``: only the reports whose copy
-    kept was stored that day (the reports of that day of a ``by_day`` aggregate)."""
+    of ``analysis.kinds.discovery.estimate.discover_pem_by_support``). ``day``: only the reports
+    whose copy kept was stored that day (the reports of that day of a ``by_day`` aggregate)."""
     mechanism = _mechanism(config_json)
     kept, days, _ = kept_reports(mechanism, fragments)
     if day is not None:
@@ -808,7 +808,7 @@ def estimate_merged(
 ) -> Any:
     """The campaign's estimate from its merged statistic: ``analysis.estimation.estimate``, the
     same as over one database holding each report once. PEM (:func:`needs_reports`) runs
-    ``analysis.discovery.discover_pem_by_support`` with one support job per level on
+    ``analysis.kinds.discovery.estimate.discover_pem_by_support`` with one support job per level on
     ``engine``, its reports per level from ``merged``. ``candidates``: RAPPOR's and the
     sketches' (the campaign's domain); the others ignore them. ``day``: the estimate of that
     day of a ``by_day`` aggregate (``LookupError`` for a day without reports).
@@ -823,7 +823,7 @@ def estimate_merged(
         statistic = days[day]
     mechanism = work.campaign.mechanism
     if needs_reports(mechanism):
-        from analysis.discovery import discover_pem_by_support
+        from analysis.kinds.discovery.estimate import discover_pem_by_support
 
         def support(level: int, prefixes: npt.NDArray[np.int64]) -> Counts:
             return engine.support(work, level, prefixes, day=day)

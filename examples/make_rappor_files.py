@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.rappor import write_candidates, write_params, write_reports
+from analysis.kinds.rappor.estimate import write_candidates, write_params, write_reports
 from client_sdk import mechanism_from_config
 
 out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import requests
 
-from analysis.commands.estimate import load_estimate
+from analysis.loading import load_estimate
 from client_sdk.mechanisms import mechanism_from_config
 from collector.process import ServerProcess, entry_point
 from collector.storage import Storage

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from analysis.discovery import discover_pem, discover_sfp, estimate_sketch
+from analysis.kinds.discovery.estimate import discover_pem, discover_sfp, estimate_sketch
 from analysis.selection import top_k
 from client_sdk.mechanisms.pem import PEM
 from client_sdk.mechanisms.sfp import SFP

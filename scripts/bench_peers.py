@@ -9,8 +9,8 @@ temporary folder and runs the peers' code there in a subprocess, exchanging data
 Sections (a table each; figures and ratios, nothing asserted):
 
 1. heavy hitters over unknown strings (docs/math/heavy-hitters.md): ``pem`` and ``sfp`` decoded
-   by ``analysis.discovery`` vs pure-ldp's ``PEMServer``/``SFPServer`` over its Count Mean
-   Sketch (its default local hashing loops over the whole domain, 27^8 strings here);
+   by ``analysis.kinds.discovery.estimate`` vs pure-ldp's ``PEMServer``/``SFPServer`` over its Count
+   Mean Sketch (its default local hashing loops over the whole domain, 27^8 strings here);
 2. multi-attribute 1-way marginals (docs/math/richer-data.md): ``multi`` with spl/smp/rsfd vs
    multi-freq-ldpy's SPL, SMP and RS+FD with GRR;
 3. single-attribute frequency oracles at k = 1024: grr/oue/olh vs multi-freq-ldpy's GRR, OUE, OLH.
@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_heavy_hitters import population, vocabulary
 
-from analysis.discovery import discover_pem, discover_sfp
+from analysis.kinds.discovery.estimate import discover_pem, discover_sfp
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi
 from client_sdk.mechanisms.pem import PEM

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.rappor import decode
+from analysis.kinds.rappor.estimate import decode
 from client_sdk.mechanisms.rappor import RAPPOR
 
 NORMAL_NOISE = {"f": 0.5, "p": 0.25, "q": 0.75}

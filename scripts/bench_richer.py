@@ -31,8 +31,8 @@ from pathlib import Path
 import bench_richer_values  # scripts/ is on sys.path when this script runs
 import numpy as np
 
-from analysis.fourier import estimate_fourier
-from analysis.multi import estimate_multi
+from analysis.kinds.fourier.estimate import estimate_fourier
+from analysis.kinds.multi.estimate import estimate_multi
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.fourier import Fourier
 from client_sdk.mechanisms.multi import Multi

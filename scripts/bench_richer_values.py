@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from analysis.distribution import estimate_distribution
-from analysis.key_value import estimate_key_value
-from analysis.ranges import estimate_ranges
+from analysis.kinds.distribution.estimate import estimate_distribution
+from analysis.kinds.key_value.estimate import estimate_key_value
+from analysis.kinds.ranges.estimate import estimate_ranges
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.hierarchical import RangeMechanism
 from client_sdk.mechanisms.pckv import PCKV

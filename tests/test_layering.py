@@ -131,7 +131,8 @@ def _imported(node: ast.AST, module: str, is_package: bool, modules: set[str]) -
 
 def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
     """Module -> the project modules it imports, at any depth of the file (a function-level
-    import counts: a circle held together by lazy imports is still a circle)."""
+    import counts: a circle held together by lazy imports is still a circle), and the modules
+    its lazy-import table names (:data:`LAZY_IMPORT_TABLES`: those strings are arrows too)."""
     files = {
         module_name(root, path): path
         for package in packages
@@ -148,7 +149,228 @@ def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
             if id(node) not in skipped
             for target in _imported(node, module, path.name == "__init__.py", modules)
         }
+        table = LAZY_IMPORT_TABLES.get(path.relative_to(root).as_posix())
+        if table is not None:
+            graph[module] |= table_arrows(tree, table) & modules
     return graph
+
+
+# ---- lazy imports only through tables the graph reads ------------------------------------------
+# ``importlib.import_module`` hides an import from readers, mypy and the checks above. It is
+# allowed only where a table of module names says what may be imported, and the graph reads
+# those names as arrows: the device registry (a device imports only the mechanism it builds)
+# and the CLI's subcommands (each command's parser on demand). Issue 22, item 6.
+
+LAZY_IMPORT_TABLES: dict[str, str] = {
+    "client_sdk/mechanisms/registry.py": "MECHANISMS",
+    "analysis/cli.py": "COMMAND_MODULES",
+}
+"""File -> the name of its table of ``"module"`` or ``"module:attribute"`` strings."""
+
+LAZY_IMPORT_ALLOWED: dict[str, str] = {
+    "client_sdk/_extras.py": "the console scripts' launchers: they start in the SDK, the one "
+    "package every install has, and import a server package's entry point only once its extra "
+    "is known to be installed (docs/packaging.md); arrows from the SDK to the server packages "
+    "would be the very imports the first check forbids",
+}
+"""Justified exceptions without a table: file -> the reason."""
+
+
+def table_arrows(tree: ast.AST, table: str) -> set[str]:
+    """The modules named by the strings of the module-level assignment to ``table``."""
+    for node in ast.walk(tree):
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == table for t in targets):
+            value = getattr(node, "value", None)
+            return (
+                {
+                    leaf.value.partition(":")[0]
+                    for leaf in ast.walk(value)
+                    if value is not None
+                    if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str)
+                }
+                if value is not None
+                else set()
+            )
+    raise AssertionError(f"no table {table!r}")
+
+
+def dynamic_imports(source: str) -> list[int]:
+    """The lines that import by a computed name: ``importlib.import_module(...)``,
+    ``import_module(...)`` or ``__import__(...)``."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else None
+            name = function.id if isinstance(function, ast.Name) else name
+            if name in ("import_module", "__import__"):
+                lines.add(node.lineno)
+    return sorted(lines)
+
+
+def test_no_dynamic_import_outside_the_lazy_tables() -> None:
+    offenders = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative in LAZY_IMPORT_TABLES or relative in LAZY_IMPORT_ALLOWED:
+                continue
+            for line in dynamic_imports(path.read_text()):
+                offenders[f"{relative}:{line}"] = path.read_text().splitlines()[line - 1].strip()
+    assert not offenders, f"import by a direct import statement or through a table: {offenders}"
+    graph = import_graph(ROOT, PACKAGES)
+    assert "client_sdk.mechanisms.pem" in graph["client_sdk.mechanisms.registry"]
+    assert "analysis.commands.estimate" in graph["analysis.cli"]
+
+
+def test_the_check_detects_a_dynamic_import(tmp_path: Path) -> None:
+    planted = (
+        "import importlib\nm = importlib.import_module('analysis.gap')\n",
+        "from importlib import import_module\ndef f():\n    return import_module(name)\n",
+        "x = __import__('os')\n",
+    )
+    for source in planted:
+        assert dynamic_imports(source), source
+    assert dynamic_imports("import importlib.util\nspec = importlib.util.find_spec('x')\n") == []
+    # a table's strings are arrows: a circle through one is found
+    (tmp_path / "client_sdk" / "mechanisms").mkdir(parents=True)
+    for package in ("client_sdk", "client_sdk/mechanisms"):
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "client_sdk/mechanisms/registry.py").write_text(
+        "MECHANISMS: dict[str, str] = {'a': 'client_sdk.mechanisms.a:A'}\n"
+    )
+    (tmp_path / "client_sdk/mechanisms/a.py").write_text(
+        "from client_sdk.mechanisms import registry\n"
+    )
+    assert import_circles(import_graph(tmp_path, ("client_sdk",))) == [
+        ["client_sdk.mechanisms.a", "client_sdk.mechanisms.registry"]
+    ]
+
+
+# ---- estimators and views ------------------------------------------------------------------
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, stack = set(), [start]
+    while stack:
+        for target in graph.get(stack.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return seen
+
+
+def not_for_estimators(module: str) -> bool:
+    """A gap, view, plot, report, dashboard, command or collector module, or the KINDS table
+    (which imports every kind's gap): what an estimator must not reach."""
+    leaf = module.rpartition(".")[2]
+    return (
+        module in ("analysis.kinds", "analysis.gap", "analysis.plots", "analysis.cli")
+        or leaf in ("gap", "view", "views")
+        or leaf.endswith("_gap")
+        or module.startswith(
+            (
+                "analysis.gap_",
+                "analysis.report",
+                "analysis.dashboard",
+                "analysis.commands",
+                "analysis.views",
+                "collector",
+            )
+        )
+    )
+
+
+def estimator_offenders(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Each ``analysis.kinds.<kind>.estimate`` and the forbidden modules it reaches."""
+    offenders = {}
+    for module in sorted(graph):
+        parts = module.split(".")
+        if len(parts) == 4 and parts[:2] == ["analysis", "kinds"] and parts[3] == "estimate":
+            bad = sorted(m for m in reachable(graph, module) if not_for_estimators(m))
+            if bad:
+                offenders[module] = bad
+    return offenders
+
+
+def test_estimators_reach_no_gap_view_report_dashboard_command_or_collector() -> None:
+    """An estimate kind's estimator is pure (a mechanism and its reports in, an estimate out):
+    it reaches, through every import, none of what is built on estimates (issue 22, item 6)."""
+    graph = import_graph(ROOT, PACKAGES)
+    estimators = [m for m in graph if m.startswith("analysis.kinds.") and m.endswith(".estimate")]
+    assert len(estimators) == 10
+    assert estimator_offenders(graph) == {}
+
+
+def test_the_check_finds_an_estimator_reaching_a_gap() -> None:
+    graph = {
+        "analysis.kinds.mean.estimate": {"analysis.streaming"},
+        "analysis.kinds.ranges.estimate": {"analysis.postprocess"},
+        "analysis.postprocess": {"analysis.kinds._common.gap"},
+        "analysis.kinds.multi.estimate": {"analysis.dataset"},
+        "analysis.dataset": {"collector.storage"},
+        "analysis.kinds.fourier.estimate": {"analysis.kinds.multi.view", "analysis.kinds"},
+    }
+    assert estimator_offenders(graph) == {
+        "analysis.kinds.fourier.estimate": ["analysis.kinds", "analysis.kinds.multi.view"],
+        "analysis.kinds.multi.estimate": ["collector.storage"],
+        "analysis.kinds.ranges.estimate": ["analysis.kinds._common.gap"],
+    }
+    assert not not_for_estimators("analysis.kinds._common.items")
+    assert not not_for_estimators("analysis.kinds.sketch.estimate")
+
+
+def is_view(module: str) -> bool:
+    """The report, the dashboard, the plots and the kinds' views."""
+    return module.rpartition(".")[2] == "view" or module.startswith(
+        ("analysis.report", "analysis.dashboard", "analysis.plots", "analysis.views")
+    )
+
+
+def view_offenders(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Each view and the command modules it reaches."""
+    offenders = {}
+    for module in sorted(graph):
+        if is_view(module):
+            bad = sorted(
+                m
+                for m in reachable(graph, module)
+                if m == "analysis.cli" or m.startswith("analysis.commands")
+            )
+            if bad:
+                offenders[module] = bad
+    return offenders
+
+
+def test_views_import_no_command() -> None:
+    """The report and the dashboard read the library (``analysis.loading``,
+    ``analysis.documents``), never the argparse modules of ``analysis/commands/``."""
+    graph = import_graph(ROOT, PACKAGES)
+    assert "analysis.dashboard.data" in graph and "analysis.report" in graph
+    assert view_offenders(graph) == {}
+
+
+def test_the_check_finds_a_view_reaching_a_command() -> None:
+    graph = {
+        "analysis.dashboard.data": {"analysis.documents"},
+        "analysis.documents": set(),
+        "analysis.dashboard.app": {"analysis.loading"},
+        "analysis.loading": {"analysis.commands.estimate"},
+        "analysis.kinds.mean.view": {"analysis.commands._arguments"},
+        "analysis.commands.dashboard": {"analysis.dashboard"},
+    }
+    assert view_offenders(graph) == {
+        "analysis.dashboard.app": ["analysis.commands.estimate"],
+        "analysis.kinds.mean.view": ["analysis.commands._arguments"],
+    }
 
 
 def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:

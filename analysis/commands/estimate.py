@@ -29,13 +29,11 @@ import argparse
 import csv
 import io
 import json
-import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from analysis.commands._arguments import (
     add_alpha_argument,
@@ -46,34 +44,13 @@ from analysis.commands._arguments import (
     non_negative_int,
     positive_int,
 )
-from analysis.commands._shards import (
-    add_shard_arguments,
-    sharded_days,
-    sharded_estimate,
-    uses_shards,
-)
-from analysis.dataset import (
-    StoredCampaign,
-    count_reports,
-    iter_report_chunks,
-    load_campaign,
-    report_days,
-)
-from analysis.estimation import (
-    DocumentedEstimate,
-    FrequencyEstimate,
-    MeanEstimate,
-    check_estimable,
-    estimate,
-    json_safe,
-)
-from analysis.heavy_hitters import bonferroni_z, top_k
-from analysis.min_batch import require_min_batch
+from analysis.commands._shards import add_shard_arguments, sources_of, uses_shards
+from analysis.dataset import StoredCampaign, load_campaign
+from analysis.documents import daily_series_document, frequency_document, mean_document
+from analysis.estimation import DocumentedEstimate, MeanEstimate, json_safe
+from analysis.loading import check_window, database_days, estimable_candidates, load_estimate
 from analysis.postprocess import postprocess
-from client_sdk.mechanisms.base import Reports
-
-PROGRESS_MIN_REPORTS = 200_000
-"""Campaigns smaller than this aggregate in well under a second: no progress bar."""
+from analysis.sharded import sharded_days, sharded_estimate
 
 FORMATS = ("json", "table", "csv")
 
@@ -253,166 +230,18 @@ def format_answers(answers: Mapping[str, Any]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-# ---- loading --------------------------------------------------------------------------------
-
-
-def _progress_chunks(
-    db: str,
-    campaign: str,
-    total: int,
-    chunk_size: int,
-    *,
-    label: str,
-    since: str | None = None,
-    until: str | None = None,
-) -> Iterator[Reports]:
-    """The campaign's report chunks, with a tqdm bar on stderr for long runs on a terminal."""
-    show = sys.stderr.isatty() and total >= PROGRESS_MIN_REPORTS
-    with tqdm(
-        total=total, unit="report", unit_scale=True, desc=label, file=sys.stderr, disable=not show
-    ) as bar:
-        for chunk in iter_report_chunks(
-            db, campaign, chunk_size=chunk_size, since=since, until=until
-        ):
-            yield chunk
-            bar.update(len(chunk))
-
-
-def load_estimate(
-    db: str | os.PathLike[str],
-    name: str,
-    *,
-    confidence: float,
-    chunk_size: int = 50_000,
-    since: str | None = None,
-    until: str | None = None,
-) -> tuple[StoredCampaign, Any]:
-    """The stored campaign and its raw estimate, streamed; refuses below ``min_batch_size``.
-
-    ``since``/``until`` (``YYYY-MM-DD``, checked by ``check_window``): the reports of those UTC
-    days only, inclusive.
-
-    The count is checked before anything is streamed and again on the statistic actually read.
-    Raises ``FileNotFoundError`` for a missing database, ``LookupError`` for an unknown
-    campaign, :class:`~analysis.min_batch.InsufficientReports` (a ValueError) below the
-    minimum and ``ValueError`` for a mechanism this command cannot estimate.
-    """
-    if not 0 < confidence < 1:
-        raise ValueError(f"--confidence must be in (0, 1); got {confidence!r}")
-    path = os.fspath(db)
-    campaign = load_campaign(path, name)
-    mechanism = campaign.mechanism
-    candidates = estimable_candidates(campaign)
-    since, until = check_window(since, until)
-    total = count_reports(path, name, since=since, until=until)
-    require_min_batch(total, campaign.min_batch_size, name)
-    chunks = _progress_chunks(path, name, total, chunk_size, label=name, since=since, until=until)
-    result = estimate(mechanism, chunks, confidence=confidence, candidates=candidates)
-    require_min_batch(result.n, campaign.min_batch_size, name)
-    return campaign, result
-
-
-def estimable_candidates(campaign: StoredCampaign) -> list[str]:
-    """The candidates to estimate against; ``ValueError`` for a campaign with no estimator.
-
-    A mechanism that records strings (RAPPOR) is decoded against the campaign's domain, its
-    candidate list; the others ignore it.
-    """
-    candidates = list(campaign.domain or ())
-    try:
-        check_estimable(campaign.mechanism, candidates)
-    except ValueError as error:
-        raise ValueError(f"campaign {campaign.name!r}: {error}") from None
-    return candidates
-
-
 def load_sharded_estimate(args: argparse.Namespace) -> tuple[StoredCampaign, Any]:
     """The raw estimate over every --db and --parquet source (in the --since/--until window),
-    de-duplicated by report id and merged in this process or on --dask
-    (``analysis.commands._shards``, docs/scale-out.md)."""
+    de-duplicated by report id and merged in this process or on --dask (``analysis.sharded``,
+    docs/scale-out.md)."""
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1); got {args.confidence!r}")
-    return sharded_estimate(args, candidates=estimable_candidates)
+    return sharded_estimate(
+        sources_of(args), confidence=args.confidence, candidates=estimable_candidates
+    )
 
 
 # ---- output ---------------------------------------------------------------------------------
-
-
-def labels_of(campaign: StoredCampaign, k: int) -> list[str]:
-    return list(campaign.domain) if campaign.domain else [str(v) for v in range(k)]
-
-
-def frequency_document(
-    campaign: StoredCampaign,
-    result: FrequencyEstimate,
-    *,
-    top: int | None = None,
-    alpha: float = 0.05,
-) -> dict[str, Any]:
-    """The JSON document of a (possibly post-processed) frequency estimate."""
-    labels = labels_of(campaign, len(result.frequencies))
-    document: dict[str, Any] = {
-        "campaign": campaign.name,
-        "config_id": campaign.config_id,
-        "mechanism": campaign.config,
-        "n": result.n,
-        "confidence": result.confidence,
-        "postprocessing": result.postprocessing,
-    }
-    details = getattr(result, "details", None)
-    if details:
-        document["postprocessing_details"] = dict(details)
-    if top is None:
-        document["items"] = [
-            {
-                "value": labels[v],
-                "frequency": result.frequencies[v],
-                "std_error": result.std_errors[v],
-                "ci_low": result.ci_low[v],
-                "ci_high": result.ci_high[v],
-            }
-            for v in range(len(labels))
-        ]
-    else:
-        hitters = top_k(result, top, alpha=alpha)
-        document["top"] = top
-        document["domain_size"] = len(labels)
-        document["alpha"] = alpha
-        document["bonferroni_z"] = bonferroni_z(alpha, len(labels))
-        document["items"] = [
-            {
-                "value": labels[h.index],
-                "frequency": h.frequency,
-                "std_error": h.std_error,
-                "ci_low": h.ci_low,
-                "ci_high": h.ci_high,
-                "z": h.z,
-                "threshold": h.threshold,
-                "significant": h.significant,
-            }
-            for h in hitters
-        ]
-    document["sum_of_frequencies"] = float(np.sum(result.frequencies))
-    return json_safe(document)  # type: ignore[no-any-return]
-
-
-def mean_document(campaign: StoredCampaign, result: MeanEstimate) -> dict[str, Any]:
-    """The JSON document of a numeric campaign's mean (shaped like the collector's)."""
-    return json_safe(  # type: ignore[no-any-return]
-        {
-            "campaign": campaign.name,
-            "config_id": campaign.config_id,
-            "mechanism": campaign.config,
-            "n": result.n,
-            "confidence": result.confidence,
-            "mean": result.mean,
-            "std_error": result.std_errors,
-            "ci_low": result.ci_low,
-            "ci_high": result.ci_high,
-            "worst_case_std_error": result.worst_case_std_errors,
-            "variance_method": result.variance_method,
-        }
-    )
 
 
 def _format_number(value: Any) -> str:
@@ -510,16 +339,6 @@ def write_document(document: Mapping[str, Any], fmt: str) -> None:
         sys.stdout.write(format_csv(document))
 
 
-def check_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
-    """``--since``/``--until`` as UTC days (``ValueError`` naming the flag), in order."""
-    from collector.export import check_day
-
-    since, until = check_day(since, "--since"), check_day(until, "--until")
-    if since is not None and until is not None and since > until:
-        raise ValueError(f"--since {since} is after --until {until}")
-    return since, until
-
-
 def daily_series(args: argparse.Namespace) -> dict[str, Any]:
     """``--by day``: the estimate of each UTC day with reports (n only below the minimum)."""
     if args.postprocess != "base" or args.top is not None:
@@ -527,60 +346,22 @@ def daily_series(args: argparse.Namespace) -> dict[str, Any]:
     since, until = check_window(args.since, args.until)
     points: Iterable[tuple[str, int, Any]]
     if uses_shards(args):  # several sources: one pass, each report once (docs/scale-out.md)
-        campaign, points = sharded_days(args, candidates=estimable_candidates)
+        campaign, points = sharded_days(
+            sources_of(args), confidence=args.confidence, candidates=estimable_candidates
+        )
     else:
         campaign = load_campaign(args.db[0], args.campaign)
-        points = _database_days(args, campaign, since, until)
-    days: list[dict[str, Any]] = []
-    for day, n, result in points:
-        # Nothing but n below the campaign's minimum.
-        point = None if result is None else _series_point(campaign, result)
-        days.append({"day": day, "n": n, "estimate": point})
-    return json_safe(  # type: ignore[no-any-return]
-        {
-            "campaign": campaign.name,
-            "config_id": campaign.config_id,
-            "mechanism": campaign.config,
-            "by": "day",
-            "since": since,
-            "until": until,
-            "min_batch_size": campaign.min_batch_size,
-            "confidence": args.confidence,
-            "days": days,
-        }
+        points = database_days(
+            args.db[0],
+            campaign,
+            confidence=args.confidence,
+            chunk_size=args.chunk_size,
+            since=since,
+            until=until,
+        )
+    return daily_series_document(
+        campaign, points, since=since, until=until, confidence=args.confidence
     )
-
-
-def _database_days(
-    args: argparse.Namespace, campaign: StoredCampaign, since: str | None, until: str | None
-) -> Iterator[tuple[str, int, Any]]:
-    """``(day, n, estimate)`` of each day of one --db (``None`` below ``min_batch_size``)."""
-    db = args.db[0]
-    candidates = estimable_candidates(campaign)
-    for day, n in report_days(db, args.campaign, since=since, until=until):
-        if n < campaign.min_batch_size:
-            yield day, n, None
-            continue
-        chunks = iter_report_chunks(
-            db, args.campaign, chunk_size=args.chunk_size, since=day, until=day
-        )
-        yield (
-            day,
-            n,
-            estimate(campaign.mechanism, chunks, confidence=args.confidence, candidates=candidates),
-        )
-
-
-def _series_point(campaign: StoredCampaign, result: Any) -> dict[str, Any]:
-    if isinstance(result, FrequencyEstimate):
-        document = frequency_document(campaign, result)
-        return {"items": document["items"]}
-    if isinstance(result, MeanEstimate):
-        document = mean_document(campaign, result)
-        return {k: document[k] for k in ("mean", "std_error", "ci_low", "ci_high")}
-    if isinstance(result, DocumentedEstimate):
-        return dict(result.to_dict())
-    raise ValueError(f"campaign {campaign.name!r}: no daily series for this kind of estimate")
 
 
 def series_rows(document: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:

@@ -18,7 +18,7 @@ and ``shuffled_column``: local-only, shuffled and curator collection at the same
 (epsilon, delta) (``--central-epsilon``, default the mechanism's epsilon; a stored shuffled
 campaign uses the batch sizes it received). Other estimate kinds (means, RAPPOR candidates,
 heavy hitters, marginals of CALM and Fourier campaigns, key-value, distributions, ranges) print
-their own comparison (``analysis.gap.GAP_KINDS``).
+their own comparison (each kind's ``gap.py`` through ``analysis.kinds.KINDS``).
 
 ``--simulate FAMILY[:PARAMETER]`` (``zipf``, default exponent 1.1; ``uniform``; ``lognormal`` for
 numbers) draws a population of n users, perturbs it with the mechanism (numpy's generator seeded
@@ -41,7 +41,6 @@ from analysis.commands._arguments import (
     add_database_arguments,
     add_format_argument,
 )
-from analysis.commands.estimate import json_safe
 from analysis.dataset import count_reports, load_campaign
 from analysis.gap import (
     DEFAULT_DELTA,
@@ -51,6 +50,7 @@ from analysis.gap import (
     simulated_kind_gap,
     users_needed,
 )
+from analysis.streaming import json_safe
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle
 

@@ -21,7 +21,7 @@ from analysis.commands._arguments import (
     add_confidence_argument,
     add_format_argument,
 )
-from analysis.rappor import decode_files, format_table
+from analysis.kinds.rappor.estimate import decode_files, format_table
 
 
 def register(subparsers: Any) -> None:

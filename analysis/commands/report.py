@@ -78,8 +78,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib and the accounting load only when a report is
     # made, so `ldp-analyze --help` and the other commands stay quick.
-    from analysis.commands.estimate import load_estimate
     from analysis.dataset import load_campaign
+    from analysis.loading import load_estimate
     from analysis.report import build_report, render_html
 
     if args.top < 1:

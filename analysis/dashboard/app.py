@@ -276,7 +276,7 @@ def api_campaign(name: str) -> Response | dict[str, Any]:
 def _api_window(name: str) -> Response | dict[str, Any]:
     """``?since=&until=`` (UTC days, inclusive): the estimate over those days only, computed on
     request (the live cache holds the whole campaign). Below ``min_batch_size``: n only."""
-    from analysis.commands.estimate import check_window
+    from analysis.loading import check_window
 
     try:
         since, until = check_window(request.args.get("since"), request.args.get("until"))

@@ -26,9 +26,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from analysis.commands.estimate import estimable_candidates, frequency_document, mean_document
 from analysis.dashboard.views import render
+from analysis.documents import frequency_document, mean_document
 from analysis.estimation import DocumentedEstimate, MeanEstimate, estimate, json_safe
+from analysis.loading import estimable_candidates
 from client_sdk.mechanisms.base import AggregateStatistic
 from collector.storage import Storage, StoredCampaign
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.estimation import FrequencyEstimate
+from analysis.kinds.frequencies.estimate import FrequencyEstimate
 from analysis.postprocess.bootstrap import (
     DEFAULT_REPLICATES,
     SAMPLERS,

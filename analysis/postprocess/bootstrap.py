@@ -17,8 +17,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from analysis.estimation import FloatArray, FrequencyEstimate, z_value
+from analysis.kinds.frequencies.estimate import FloatArray, FrequencyEstimate
 from analysis.postprocess.result import PostProcessedEstimate, oracle_of, processed
+from analysis.streaming import z_value
 from client_sdk.mechanisms.base import AggregateStatistic, EMChannel, FrequencyOracle, Mechanism
 from client_sdk.mechanisms.simplex import project_simplex
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.estimation import FloatArray, FrequencyEstimate
+from analysis.kinds.frequencies.estimate import FloatArray, FrequencyEstimate
 from analysis.postprocess.bootstrap import BootstrapOptions, BootstrapSettings, with_bootstrap
 from analysis.postprocess.result import PostProcessedEstimate, oracle_of, raw_of
 from client_sdk.mechanisms.base import AggregateStatistic, ChannelMap, Mechanism

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.estimation import FloatArray, FrequencyEstimate
+from analysis.kinds.frequencies.estimate import FloatArray, FrequencyEstimate
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.estimation import FloatArray, FrequencyEstimate
+from analysis.kinds.frequencies.estimate import FloatArray, FrequencyEstimate
 from analysis.postprocess.bootstrap import (
     BootstrapOptions,
     BootstrapSettings,

@@ -204,8 +204,8 @@ class Mechanism(abc.ABC):
 
     discovery: ClassVar[str | None] = None
     """How a discovery mechanism finds the frequent strings itself (``"prefixes"`` PEM,
-    ``"fragments"`` SFP: the key of ``analysis.discovery.DECODERS``); such a campaign takes no
-    candidate domain. ``None`` for every other mechanism."""
+    ``"fragments"`` SFP: the key of ``analysis.kinds.discovery.estimate.DECODERS``); such a campaign
+    takes no candidate domain. ``None`` for every other mechanism."""
 
     tests_candidates: ClassVar[bool] = False
     """True for a string mechanism whose estimate tests every string it examines for

@@ -56,10 +56,11 @@ from client_sdk.mechanisms.base import (
     normal_z,
 )
 from client_sdk.mechanisms.grid import exp_below
+from client_sdk.mechanisms.grr import GRR
 from client_sdk.mechanisms.hadamard import fwht
 from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
-from client_sdk.mechanisms.registry import mechanism_class
 from client_sdk.mechanisms.simplex import project_simplex
+from client_sdk.mechanisms.unary import OUE
 from client_sdk.randomness import (
     WORD_SPAN,
     RandomSource,
@@ -122,7 +123,7 @@ class RangeMechanism(DeviceKeyed, Mechanism):
     (from the client's keyed source, or ``rng`` in simulation), unbiased linear estimates ``y``
     with a ``design`` A (E[y] = A f), consistent leaves by :func:`least_squares_with_total`, and
     the exact fixed-population variance of any linear functional of y
-    (``functional_variance``). ``analysis.ranges`` reads only this interface."""
+    (``functional_variance``). ``analysis.kinds.ranges.estimate`` reads only this interface."""
 
     name: ClassVar[str] = "hierarchical"
     value_kind: ClassVar[Literal["category", "number", "string", "record"]] = "category"
@@ -345,7 +346,7 @@ class Hierarchical(RangeMechanism):
         chosen = []
         for level in range(1, self.height + 1):
             size = self.level_size(level)
-            classes: list[Any] = [mechanism_class(name) for name in ("grr", "oue")]
+            classes: list[Any] = [GRR, OUE]
             candidates = [cls(self.epsilon, size) for cls in classes]
             oracles = [c for c in candidates if isinstance(c, FrequencyOracle)]
             chosen.append(min(oracles, key=lambda o: o.total_variance()))

@@ -58,10 +58,11 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
+from client_sdk.mechanisms.grr import GRR
+from client_sdk.mechanisms.local_hashing import OLH
 from client_sdk.mechanisms.local_hashing import REPORT_DTYPE as LH_REPORT_DTYPE
 from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
-from client_sdk.mechanisms.registry import mechanism_class
-from client_sdk.mechanisms.unary import transposed_column_counts
+from client_sdk.mechanisms.unary import OUE, transposed_column_counts
 from client_sdk.randomness import RandomSource, uniform_below, uniform_below_32
 
 PROTOCOLS = ("spl", "smp", "rsfd")
@@ -75,8 +76,13 @@ of up to a few dozen bytes stay in a core's L2 cache, where moving whole records
 gather or scatter over the whole array misses the cache on every record)."""
 
 
+_ORACLE_CLASSES: dict[str, type[FrequencyOracle]] = {"grr": GRR, "oue": OUE, "olh": OLH}
+"""The table oracles by config name, imported directly (the registry's lazy loading would make
+an import circle: it names this module)."""
+
+
 def _oracle(name: str, epsilon: float, k: int) -> FrequencyOracle:
-    cls: Any = mechanism_class(name)
+    cls: Any = _ORACLE_CLASSES[name]
     oracle = cls(epsilon, k)
     assert isinstance(oracle, FrequencyOracle)
     return oracle

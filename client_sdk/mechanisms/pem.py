@@ -26,7 +26,7 @@ difference uniform, b the first residue), and P[h(x) = h(x')] = c = sum_j m_j^2 
 exactly, and given the seed the channel is randomized response over [g], whose worst ratio is
 p (g - 1)/(1 - p) <= e^eps. The level is independent of the value, so a report is eps-LDP.
 
-The server side (level-by-level extension, confirmation) is ``analysis.discovery``.
+The server side (level-by-level extension, confirmation) is ``analysis.kinds.discovery.estimate``.
 """
 
 from __future__ import annotations
@@ -526,7 +526,8 @@ class PEM(DeviceKeyed, Mechanism):
 
     def aggregate(self, reports: Reports) -> AggregateStatistic:
         """Reports per level. Discovery needs the reports themselves (which prefixes to score
-        depends on the previous levels), so ``analysis.discovery`` reads them, not this."""
+        depends on the previous levels), so ``analysis.kinds.discovery.estimate`` reads them, not
+        this."""
         array = self._check(reports)
         counts = np.bincount(array["level"].astype(np.int64), minlength=self.levels)
         return AggregateStatistic(counts.astype(np.int64), int(array.size))

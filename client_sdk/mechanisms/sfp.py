@@ -25,7 +25,7 @@ hashing's that falls with epsilon (a one-bit HCMS fragment's variance never fall
 report, and its hash collisions were what kept recall flat). The word sketch is one-bit HCMS of
 width 65,536: its collision variance, n^2 sum f^2 / (m hashes), is then small beside the noise.
 Both statistics are integer histograms that merge by addition, so the server decodes from the
-merged statistic alone (``analysis.discovery.discover_sfp``).
+merged statistic alone (``analysis.kinds.discovery.estimate.discover_sfp``).
 """
 
 from __future__ import annotations

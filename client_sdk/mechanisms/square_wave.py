@@ -23,9 +23,9 @@ The server side keeps the histogram of the N + W outputs (a mergeable statistic)
 (:func:`ems`, :meth:`SquareWave.fit`) fits the distribution of the grid points through the exact
 channel, and the mean has an unbiased closed form from the same histogram
 (E[j | a] = slope a + kappa). The fit, the bucket histogram, the CDF and quantiles of a grid
-distribution live here so that the collector's admin estimate and ``analysis.distribution``
-(which adds the bootstrap intervals) compute them one way. docs/math/richer-data.md has the
-derivations.
+distribution live here so that the collector's admin estimate and
+``analysis.kinds.distribution.estimate`` (which adds the bootstrap intervals) compute them one way.
+docs/math/richer-data.md has the derivations.
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def test_gap_from_a_campaign_and_its_errors(db: Path, capsys: pytest.CaptureFixt
     )
     assert code == 2 and "not both" in err
     code, out, _ = _run(capsys, "gap", "--db", str(db), "--campaign", "load-time")
-    assert code == 0  # a mean campaign: the curator's noisy sum (analysis.gap_mean)
+    assert code == 0  # a mean campaign: the curator's noisy sum (analysis.kinds.mean.gap)
     document = json.loads(out)
     assert document["kind"] == "mean" and document["n"] == 400
     assert document["central_laplace_variance"] == pytest.approx(2 * (10.0 / 1.0) ** 2 / 400**2)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from analysis.cli import main
-from analysis.discovery import discover
+from analysis.kinds.discovery.estimate import discover
 from client_sdk import mechanism_from_config
 from collector.storage import Storage
 

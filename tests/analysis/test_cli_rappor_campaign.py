@@ -1,5 +1,5 @@
 """RAPPOR campaigns stored by the collector, with their candidate list as the domain, estimated
-by ``ldp-analyze estimate`` (decoded with ``analysis.rappor``)."""
+by ``ldp-analyze estimate`` (decoded with ``analysis.kinds.rappor.estimate``)."""
 
 from __future__ import annotations
 

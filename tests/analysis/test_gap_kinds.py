@@ -1,18 +1,17 @@
-"""The central gap of every estimate kind (analysis.gap.GAP_KINDS;
+"""The central gap of every estimate kind (analysis.gap through analysis.kinds.KINDS;
 docs/math/central-and-shuffle.md).
 
 Exact figures are checked against their formulas; measured ones against their exact expectation
 with stated z tolerances (the mean of m squared errors of Laplace noise of variance v has
 standard error sqrt(5/m) v: E X^4 = 6 v^2 for Laplace; of normal noise sqrt(2/m) v). Heavy
 hitters, in a seeded simulation, against bounds derived from theory: the central peeling
-mechanisms' expected number of misses is at most k beta (analysis.gap_heavy_hitters), the local
-decoder's expected false discoveries at most alpha, and a string whose frequency is twice the
+mechanisms' expected number of misses is at most k beta (analysis.kinds._common.items_gap), the
+local decoder's expected false discoveries at most alpha, and a string whose frequency is twice the
 local detection threshold is found (its z is then at least twice the critical z).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import secrets
@@ -23,17 +22,15 @@ import numpy as np
 import pytest
 
 from analysis import cli
-from analysis.estimation import ESTIMATORS
 from analysis.gap import (
-    GAP_KINDS,
     GapOptions,
     central_gaussian_sigma,
-    gap_module,
+    gap_kind,
     kind_gap,
     parse_simulation,
     simulated_kind_gap,
 )
-from analysis.gap_heavy_hitters import central_recall_bound, recall_precision, vocabulary
+from analysis.kinds._common.items_gap import central_recall_bound, recall_precision, vocabulary
 from analysis.selection import rational_epsilon
 from client_sdk.amplification import calibrate_local_epsilon, numerical_epsilon
 from client_sdk.mechanisms import mechanism_from_config
@@ -47,20 +44,14 @@ def laplace_mse_tolerance(expected: float, m: int) -> float:
     return Z * math.sqrt(5.0 / m) * expected
 
 
-def test_every_estimate_kind_has_a_gap_module() -> None:
-    """No kind of ESTIMATORS lacks a central comparison (a new kind must add one)."""
-    assert set(GAP_KINDS) == set(ESTIMATORS)
-    for target in set(GAP_KINDS.values()):
-        module = importlib.import_module(target)
-        for name in ("exact_gap", "simulated_gap", "measured_gap"):
-            assert callable(getattr(module, name)), (target, name)
+def test_an_unknown_kind_has_no_gap() -> None:
 
     class Unknown:
         name = "bogus"
         estimate_kind = "bogus"
 
     with pytest.raises(ValueError, match=r"'bogus' \(estimate kind 'bogus'\).* frequency oracles"):
-        gap_module(Unknown())  # type: ignore[arg-type]
+        gap_kind(Unknown())  # type: ignore[arg-type]
 
 
 def test_simulation_specs() -> None:

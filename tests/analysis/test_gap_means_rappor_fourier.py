@@ -1,5 +1,5 @@
-"""The central gap of mean, RAPPOR and Fourier-marginal campaigns (analysis.gap_mean,
-analysis.gap_rappor, analysis.gap_fourier).
+"""The central gap of mean, RAPPOR and Fourier-marginal campaigns (analysis.kinds.mean.gap,
+analysis.kinds.rappor.gap, analysis.kinds.fourier.gap).
 
 Exact figures are checked against the formulas written out here; measured ones against their
 exact expectations: the curator's Laplace noise over many repetitions (the mean squared error
@@ -27,7 +27,7 @@ from analysis.gap import (
     parse_simulation,
     simulated_kind_gap,
 )
-from analysis.gap_fourier import _sum_down, _true_table
+from analysis.kinds.fourier.gap import _sum_down, _true_table
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
 

@@ -20,6 +20,6 @@ def test_below_the_minimum_is_refused_naming_the_campaign_and_the_numbers() -> N
 
 
 def test_the_shard_loader_refuses_a_small_batch_without_the_heavy_hitter_module() -> None:
-    code = "import sys, analysis.commands._shards\nprint('analysis.heavy_hitters' in sys.modules)\n"
+    code = "import sys, analysis.sharded\nprint('analysis.heavy_hitters' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

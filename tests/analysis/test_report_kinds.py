@@ -28,14 +28,14 @@ from matplotlib import image as mpimg
 from analysis import estimate
 from analysis.cli import main
 from analysis.commands.report import REPORT_KINDS
-from analysis.estimation import ESTIMATORS
 from analysis.gap import GapOptions, kind_gap, parse_simulation, zipf_weights
-from analysis.gap_distribution import simulate_values
-from analysis.gap_fourier import simulate_records as fourier_records
-from analysis.gap_heavy_hitters import vocabulary
-from analysis.gap_key_value import simulate_records as key_value_records
-from analysis.gap_mean import simulate_values as mean_values
-from analysis.gap_multi import simulate_records as multi_records
+from analysis.kinds import KINDS
+from analysis.kinds._common.items_gap import vocabulary
+from analysis.kinds.distribution.gap import simulate_values
+from analysis.kinds.fourier.gap import simulate_records as fourier_records
+from analysis.kinds.key_value.gap import simulate_records as key_value_records
+from analysis.kinds.mean.gap import simulate_values as mean_values
+from analysis.kinds.multi.gap import simulate_records as multi_records
 from analysis.report import Report, build_report, central_section, render_html
 from analysis.report_kinds import VIEWS
 from client_sdk.amplification import numerical_epsilon
@@ -249,9 +249,9 @@ def test_range_view(reports: dict[str, Report]) -> None:
 
 
 def test_every_estimate_kind_has_a_report_view() -> None:
-    """No kind of ESTIMATORS lacks a page (a new kind must add a view), and the command's list
+    """No kind of KINDS lacks a page (a new kind must add a view), and the command's list
     (kept apart so that --help needs no matplotlib) is the views' list."""
-    assert set(VIEWS) | {"frequencies"} == set(ESTIMATORS)
+    assert set(VIEWS) | {"frequencies"} == set(KINDS)
     assert set(REPORT_KINDS) == set(VIEWS) and len(REPORT_KINDS) == len(VIEWS)
 
 
@@ -451,7 +451,7 @@ def test_pages_render_in_headless_chromium(reports: dict[str, Report], tmp_path:
     sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no system Chromium at {CHROMIUM}")
-    assert {report.data["kind"] for report in reports.values()} == set(ESTIMATORS)  # every kind
+    assert {report.data["kind"] for report in reports.values()} == set(KINDS)  # every kind
     paths = []
     for kind, report in reports.items():
         path = tmp_path / f"{kind}.html"

@@ -16,7 +16,7 @@ from analysis.cli import main
 from analysis.dashboard import create_app
 from analysis.dashboard.data import estimate_result, open_read_only
 from analysis.dashboard.views import VIEWS, render
-from analysis.estimation import ESTIMATORS
+from analysis.kinds import KINDS
 from tests.analysis.dashboard.conftest import KIND_CAMPAIGNS, TOKEN, sign_in
 
 
@@ -43,7 +43,7 @@ def served(kinds_db: Path) -> dict[str, Any]:
 
 
 def test_every_estimate_kind_has_a_view() -> None:
-    assert set(VIEWS) == set(ESTIMATORS)
+    assert set(VIEWS) == set(KINDS)
     with pytest.raises(ValueError, match="no dashboard view for estimates of kind 'nope'"):
         render("nope", {})
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.fourier import FourierEstimate
+from analysis.kinds.fourier.estimate import FourierEstimate
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.fourier import Fourier
 from client_sdk.secrets_store import DeviceKeys

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from analysis.estimation import DocumentedEstimate, estimate
-from analysis.ranges import RangeEstimate
+from analysis.kinds.ranges.estimate import RangeEstimate
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.hierarchical import HaarWavelet, Hierarchical, best_branching
 from tests.stats import assert_chi_square, assert_within_z

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from analysis.estimation import DocumentedEstimate, estimate
-from analysis.multi import MultiEstimate
+from analysis.kinds.multi.estimate import MultiEstimate
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi, _worst_rsfd_ratio
 from tests.stats import assert_chi_square, assert_within_z

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.key_value import estimate_key_value
+from analysis.kinds.key_value.estimate import estimate_key_value
 from client_sdk.campaign import parse_campaign
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.pckv import PCKV, Pairs

@@ -1,0 +1,1 @@
+"""Code several estimate kinds share: below every kind, importing none of them."""
