@@ -1,15 +1,14 @@
 """What every report page shares (``analysis.report``, ``analysis.report_kinds``): the
 :class:`Report` container, the privacy section (per-report epsilon and a device's accounting over
-repeated reports), a shuffled campaign's two guarantees, the page's style and table helpers.
+repeated reports), a shuffled campaign's two guarantees and the page's style (its cells and tables:
+``analysis.views``).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import html
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,8 @@ import numpy as np
 from analysis import plots
 from analysis.accounting import mechanism_privacy
 from analysis.dataset import StoredCampaign
+from analysis.views.cells import fmt_number, image_tag
+from analysis.views.table import html_table
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 
 __all__ = [
@@ -151,41 +152,6 @@ img { max-width: 100%; height: auto; display: block; margin: 0.6em 0; }
 .yes { color: #1b7a35; font-weight: 600; } .no { color: #999; }
 code { background: #f3f3f3; padding: 0 0.25em; }
 """
-
-
-def fmt_number(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "&ndash;"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-            return f"{value:.{digits - 1}e}"
-        return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}"
-    return html.escape(str(value))
-
-
-def fmt_frequency(value: Any) -> str:
-    """A frequency, always with four decimals (tables of frequencies line up)."""
-    return "&ndash;" if value is None else f"{value:.4f}"
-
-
-def fmt_users(value: Any) -> str:
-    """A number of users, rounded up to a whole user."""
-    return "&ndash;" if value is None else f"{math.ceil(value):,}"
-
-
-def image_tag(figures: Mapping[str, bytes], name: str, alt: str) -> str:
-    encoded = base64.b64encode(figures[name]).decode("ascii")
-    return f'<img src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}">'
-
-
-def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def privacy_html(d: Mapping[str, Any], figures: Mapping[str, bytes], *, number: int) -> list[str]:

@@ -1,0 +1,1 @@
+"""The discovery estimate kind."""

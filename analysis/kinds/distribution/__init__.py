@@ -1,0 +1,1 @@
+"""The distribution estimate kind."""

@@ -1,0 +1,1 @@
+"""The fourier estimate kind."""

@@ -1,0 +1,1 @@
+"""The frequencies estimate kind."""

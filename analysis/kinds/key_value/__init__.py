@@ -1,0 +1,1 @@
+"""The key_value estimate kind."""

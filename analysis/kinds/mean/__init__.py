@@ -1,0 +1,1 @@
+"""The mean estimate kind."""

@@ -1,0 +1,1 @@
+"""The multi estimate kind."""

@@ -1,0 +1,1 @@
+"""The ranges estimate kind."""

@@ -1,0 +1,1 @@
+"""The rappor estimate kind."""

@@ -1,0 +1,1 @@
+"""The sketch estimate kind."""
