@@ -18,7 +18,7 @@ from analysis import plots
 from analysis.accounting import mechanism_privacy
 from analysis.dataset import StoredCampaign
 from analysis.views.cells import fmt_number, image_tag
-from analysis.views.table import html_table
+from analysis.views.table import number_table
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 
 __all__ = [
@@ -172,22 +172,8 @@ def privacy_html(d: Mapping[str, Any], figures: Mapping[str, bytes], *, number: 
         + ".</p>",
         image_tag(figures, "privacy", "epsilon against reports per device"),
     ]
-    rows = []
-    for reports, summary in privacy["accounting"].items():
-        bounds = summary["bounds"]
-        rows.append(
-            [
-                fmt_number(int(reports)),
-                fmt_number(summary["epsilon"]),
-                fmt_number(bounds.get("basic")),
-                fmt_number(bounds.get("advanced")),
-                fmt_number(bounds.get("kov")),
-                fmt_number(bounds.get("rdp")),
-                fmt_number(summary["advantage"]),
-            ]
-        )
     parts.append(
-        html_table(
+        number_table(
             [
                 "reports per device",
                 f"epsilon at delta={privacy['delta']:g} (exact)",
@@ -197,7 +183,15 @@ def privacy_html(d: Mapping[str, Any], figures: Mapping[str, bytes], *, number: 
                 "RDP",
                 "attacker advantage",
             ],
-            rows,
+            [
+                (
+                    fmt_number(int(reports)),
+                    summary["epsilon"],
+                    *(summary["bounds"].get(name) for name in ("basic", "advanced", "kov", "rdp")),
+                    summary["advantage"],
+                )
+                for reports, summary in privacy["accounting"].items()
+            ],
         )
     )
     policy_note = (
@@ -246,7 +240,7 @@ def central_html(
     if shuffled and shuffled.get("applies"):
         exact = shuffled["exact"]
         parts += [
-            html_table(
+            number_table(
                 [
                     f"at the same central ({fmt_number(shuffled['central_epsilon'])}, "
                     f"{shuffled['delta']:g})",
@@ -254,26 +248,22 @@ def central_html(
                     "variance of one frequency",
                 ],
                 [
-                    [
+                    (
                         "local only (no shuffler)",
-                        fmt_number(shuffled["central_epsilon"]),
-                        fmt_number(exact["local_only_variance"]),
-                    ],
-                    [
+                        shuffled["central_epsilon"],
+                        exact["local_only_variance"],
+                    ),
+                    (
                         "shuffled (this campaign)",
-                        fmt_number(shuffled["local_epsilon"]),
-                        fmt_number(exact["shuffled_variance"]),
-                    ],
-                    [
-                        "trusted curator, Laplace",
-                        "&ndash;",
-                        fmt_number(exact["central_laplace_variance"]),
-                    ],
-                    [
+                        shuffled["local_epsilon"],
+                        exact["shuffled_variance"],
+                    ),
+                    ("trusted curator, Laplace", None, exact["central_laplace_variance"]),
+                    (
                         "trusted curator, analytic Gaussian",
-                        "&ndash;",
-                        fmt_number(exact["central_gaussian_variance"]),
-                    ],
+                        None,
+                        exact["central_gaussian_variance"],
+                    ),
                 ],
             ),
             '<p class="note">Exact (Var*/n of the mechanism at each local epsilon). The shuffler '

@@ -22,6 +22,7 @@ __all__ = [
     "mark",
     "note",
     "percent",
+    "percentile",
     "share",
 ]
 
@@ -68,6 +69,11 @@ def fmt_users(value: Any) -> str:
 def percent(confidence: float) -> str:
     """A confidence level as the tables' headers write it: ``0.95`` -> ``95%``."""
     return f"{round(100 * confidence, 4):g}%"
+
+
+def percentile(q: float) -> str:
+    """A quantile's name: ``0.9`` -> ``90th percentile``."""
+    return f"{round(100 * q, 4):g}th percentile"
 
 
 def share(value: float | None) -> str:

@@ -1,29 +1,30 @@
 """The report's tables, written from column specs.
 
 A :class:`Column` is a header and how a row's cell is written; :func:`table` writes one row per
-record. :func:`number_table` is the common other shape: a label, then numbers, one row per
-model. Both write the markup of :func:`html_table` (headers escaped, cells HTML).
+record (a mapping: the column constructors read its fields, a missing one as ``None``).
+:func:`number_table` is the common other shape: a label, then numbers, one row per model
+(:func:`keyed_table` when the numbers are fields of one mapping). All write the markup of
+:func:`html_table` (headers escaped, cells HTML).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from analysis.views.cells import fixed, fmt_number, interval, mark
+from analysis.views.cells import fixed, fmt_number, interval, mark, percent
 
 __all__ = [
     "Column",
-    "fixed_column",
-    "flag_column",
+    "frequency_columns",
     "html_table",
-    "interval_column",
-    "number_column",
+    "keyed_table",
+    "measured_table",
     "number_table",
     "table",
-    "text_column",
+    "truth_column",
 ]
 
 
@@ -33,6 +34,36 @@ class Column:
 
     header: str
     cell: Callable[[Any], str]
+
+    @classmethod
+    def text(cls, header: str, key: Any) -> Column:
+        """The field ``key`` as escaped text."""
+        return cls(header, lambda row: html.escape(str(row.get(key))))
+
+    @classmethod
+    def number(cls, header: str, key: Any, digits: int = 4) -> Column:
+        """The field ``key`` with :func:`~analysis.views.cells.fmt_number`."""
+        return cls(header, lambda row: fmt_number(row.get(key), digits))
+
+    @classmethod
+    def numbers(cls, specs: Iterable[tuple[str, Any]]) -> list[Column]:
+        """One :meth:`number` column per ``(header, key)``."""
+        return [cls.number(header, key) for header, key in specs]
+
+    @classmethod
+    def fixed(cls, header: str, key: Any, digits: int = 4) -> Column:
+        """The field ``key`` with :func:`~analysis.views.cells.fixed` decimals."""
+        return cls(header, lambda row: fixed(row.get(key), digits))
+
+    @classmethod
+    def interval(cls, header: str, low: Any = "ci_low", high: Any = "ci_high") -> Column:
+        """The interval between the fields ``low`` and ``high``."""
+        return cls(header, lambda row: interval(row.get(low), row.get(high)))
+
+    @classmethod
+    def flag(cls, header: str, key: Any) -> Column:
+        """The boolean field ``key`` as a yes/no mark."""
+        return cls(header, lambda row: mark(bool(row.get(key))))
 
 
 def html_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -54,26 +85,41 @@ def number_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return html_table(header, ([label, *map(fmt_number, numbers)] for label, *numbers in rows))
 
 
-def text_column(header: str, key: Any) -> Column:
-    """The field ``key`` as escaped text."""
-    return Column(header, lambda row: html.escape(str(row[key])))
+def keyed_table(
+    header: Sequence[str], source: Mapping[str, Any], rows: Iterable[Sequence[str]]
+) -> str:
+    """A :func:`number_table` whose rows are ``(label, key, ...)``: the numbers are the fields
+    ``key, ...`` of ``source`` (a gap document, say)."""
+    return number_table(header, ((label, *(source[k] for k in keys)) for label, *keys in rows))
 
 
-def number_column(header: str, key: Any, digits: int = 4) -> Column:
-    """The field ``key`` with :func:`~analysis.views.cells.fmt_number`."""
-    return Column(header, lambda row: fmt_number(row[key], digits))
+def measured_table(
+    header: Sequence[str], measured: Mapping[str, Any], ldp: Sequence[str], central: str = ""
+) -> str:
+    """Measured errors against their expectation: the ``ldp`` row ``(label, key, expected key)``
+    then the curator's Laplace and Gaussian rows (``central_laplace_mse``, ...; their labels end
+    in ``central``)."""
+    return keyed_table(
+        header,
+        measured,
+        [
+            ldp,
+            (f"central Laplace{central}", "central_laplace_mse", "central_laplace_expected"),
+            (f"central Gaussian{central}", "central_gaussian_mse", "central_gaussian_expected"),
+        ],
+    )
 
 
-def fixed_column(header: str, key: Any, digits: int = 4) -> Column:
-    """The field ``key`` with :func:`~analysis.views.cells.fixed` decimals."""
-    return Column(header, lambda row: fixed(row[key], digits))
+def frequency_columns(confidence: float) -> list[Column]:
+    """An estimated frequency, its interval at ``confidence`` and its standard error (the
+    fields ``frequency``, ``ci_low``, ``ci_high`` and ``std_error``)."""
+    return [
+        Column.fixed("frequency", "frequency"),
+        Column.interval(f"{percent(confidence)} interval"),
+        Column.fixed("std error", "std_error"),
+    ]
 
 
-def interval_column(header: str, low: Any = "ci_low", high: Any = "ci_high") -> Column:
-    """The interval between the fields ``low`` and ``high``."""
-    return Column(header, lambda row: interval(row[low], row[high]))
-
-
-def flag_column(header: str, key: Any) -> Column:
-    """The boolean field ``key`` as a yes/no mark."""
-    return Column(header, lambda row: mark(row[key]))
+def truth_column(rows: Iterable[Any], key: str = "true_frequency") -> Column | None:
+    """The true frequency (simulations, the demo) when some row has the field ``key``."""
+    return Column.fixed("truth", key) if any(key in row for row in rows) else None

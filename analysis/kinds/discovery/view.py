@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analysis import plots
-from analysis.views.cells import fixed, fmt_number, image_tag, interval, mark, note
+from analysis.views.cells import fixed, fmt_number, image_tag, note
 from analysis.views.dashboard import (
     ITEM_COLUMNS,
     DashboardView,
@@ -26,7 +26,14 @@ from analysis.views.dashboard import (
     record_table,
 )
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table
+from analysis.views.table import (
+    Column,
+    frequency_columns,
+    html_table,
+    keyed_table,
+    table,
+    truth_column,
+)
 
 __all__ = ["DASHBOARD", "REPORT", "heavy_build", "heavy_hitters_display", "heavy_render"]
 
@@ -94,8 +101,6 @@ def heavy_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    percent = f"{round(100 * d['confidence'], 4):g}%"
-    has_truth = any("true_frequency" in item for item in d["items"])
     parts = ["<h2>1. Discovered items</h2>"]
     if "items" in figures:
         parts.append(image_tag(figures, "items", "discovered items with their intervals"))
@@ -110,36 +115,26 @@ def heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str
     parts.append(note(f"{html.escape(d['method'])}. {test} {d['detected']} detected."))
     if d.get("nothing_discovered"):
         parts.append(note(html.escape(d["nothing_discovered"]["note"])))
-    header = ["value", "frequency", f"{percent} interval", "std error", "z", "significant"]
-    if has_truth:
-        header.append("truth")
-    rows = []
-    for item in d["items"]:
-        row = [
-            html.escape(str(item["value"])),
-            fixed(item["frequency"]),
-            interval(item["ci_low"], item["ci_high"]),
-            fixed(item["std_error"]),
-            fmt_number(item["z"], 3),
-            mark(item["significant"]),
-        ]
-        if has_truth:
-            row.append(fixed(item["true_frequency"]))
-        rows.append(row)
-    parts.append(html_table(header, rows))
+    parts.append(
+        table(
+            [
+                Column.text("value", "value"),
+                *frequency_columns(d["confidence"]),
+                Column.number("z", "z", 3),
+                Column.flag("significant", "significant"),
+                truth_column(d["items"]),
+            ],
+            d["items"],
+        )
+    )
     if d["levels"]:
         parts.append(
-            html_table(
-                ["level", "reports", "candidates", "kept"],
+            table(
                 [
-                    [
-                        html.escape(str(level.get("level"))),
-                        fmt_number(level.get("reports")),
-                        fmt_number(level.get("candidates")),
-                        fmt_number(level.get("kept")),
-                    ]
-                    for level in d["levels"]
+                    Column.text("level", "level"),
+                    *(Column.number(key, key) for key in ("reports", "candidates", "kept")),
                 ],
+                d["levels"],
             )
         )
     if d["unconfirmed"]:
@@ -150,14 +145,12 @@ def heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str
     detection = gap["detection"]
     parts += [
         "<h2>2. The central gap</h2>",
-        html_table(
+        keyed_table(
             ["model", "smallest frequency called significant"],
+            detection,
             [
-                ["local (this decoder)", fmt_number(detection["local_frequency"])],
-                [
-                    "central curator, Laplace histogram",
-                    fmt_number(detection["central_laplace_frequency"]),
-                ],
+                ("local (this decoder)", "local_frequency"),
+                ("central curator, Laplace histogram", "central_laplace_frequency"),
             ],
         ),
         note(

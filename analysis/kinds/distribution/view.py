@@ -15,16 +15,10 @@ import numpy as np
 
 from analysis import plots
 from analysis.streaming import json_safe
-from analysis.views.cells import fixed, fmt_number, image_tag, interval, note
-from analysis.views.dashboard import (
-    DashboardView,
-    Display,
-    Document,
-    interval_chart,
-    record_table,
-)
+from analysis.views.cells import image_tag, note, percent, percentile
+from analysis.views.dashboard import DashboardView, Display, Document, interval_chart, record_table
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table
+from analysis.views.table import Column, keyed_table, number_table, table
 
 __all__ = ["DASHBOARD", "REPORT"]
 
@@ -90,34 +84,29 @@ def _distribution_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _distribution_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    percent = f"{round(100 * d['confidence'], 4):g}%"
-    mean = d["mean"]
+    level = percent(d["confidence"])
+    statistics = [{**d["mean"], "name": "mean"}] + [
+        {**q, "name": percentile(q["q"])} for q in d["quantiles"]
+    ]
     parts = [
         "<h2>1. The distribution</h2>",
         image_tag(figures, "histogram", "histogram with its band"),
         image_tag(figures, "cdf", "cumulative distribution with its band"),
-        html_table(
-            ["statistic", "estimate", f"{percent} interval"],
-            [["mean", fixed(mean["value"]), interval(mean["ci_low"], mean["ci_high"])]]
-            + [
-                [
-                    f"{round(100 * q['q'], 4):g}th percentile",
-                    fixed(q["value"]),
-                    interval(q["ci_low"], q["ci_high"]),
-                ]
-                for q in d["quantiles"]
-            ],
-        ),
-        html_table(
-            ["bucket", "share", f"{percent} band"],
+        table(
             [
-                [
-                    f"[{b['low']:.4g}, {b['high']:.4g})",
-                    fixed(b["frequency"]),
-                    interval(b["ci_low"], b["ci_high"]),
-                ]
-                for b in d["histogram"]
+                Column("statistic", lambda row: row["name"]),
+                Column.fixed("estimate", "value"),
+                Column.interval(f"{level} interval"),
             ],
+            statistics,
+        ),
+        table(
+            [
+                Column("bucket", lambda b: f"[{b['low']:.4g}, {b['high']:.4g})"),
+                Column.fixed("share", "frequency"),
+                Column.interval(f"{level} band"),
+            ],
+            d["histogram"],
         ),
         note(
             "EMS (EM with smoothing) through the mechanism's exact channel; the bands are "
@@ -128,40 +117,35 @@ def _distribution_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> 
     gap = d["gap"]
     parts += [
         "<h2>2. The central gap</h2>",
-        html_table(
+        keyed_table(
             ["central curator (Laplace histogram)", "variance"],
+            gap,
             [
-                ["one bucket of the report", fmt_number(gap["central_laplace_bucket_variance"])],
-                [
-                    "the CDF at its worst edge",
-                    fmt_number(gap["central_laplace_cdf_variance_max"]),
-                ],
+                ("one bucket of the report", "central_laplace_bucket_variance"),
+                ("the CDF at its worst edge", "central_laplace_cdf_variance_max"),
             ],
         ),
         note(f"Exact for the curator ({html.escape(gap['exact'])})."),
     ]
     measured = d.get("measured_gap")
     if measured:
+        distance, buckets = measured["wasserstein_1"], measured["bucket_mse"]
         parts.append(
-            html_table(
+            number_table(
                 ["measured against the truth", "local (EMS)", "central Laplace"],
                 [
-                    [
+                    (
                         "Wasserstein-1 distance of the CDFs",
-                        fmt_number(measured["wasserstein_1"]["ldp"]),
-                        fmt_number(measured["wasserstein_1"]["central_laplace"]),
-                    ],
-                    [
-                        "bucket mean squared error",
-                        fmt_number(measured["bucket_mse"]["ldp"]),
-                        fmt_number(measured["bucket_mse"]["central_laplace"]),
-                    ],
+                        distance["ldp"],
+                        distance["central_laplace"],
+                    ),
+                    ("bucket mean squared error", buckets["ldp"], buckets["central_laplace"]),
                     *(
-                        [
-                            f"{round(100 * q['q'], 4):g}th percentile: absolute error",
-                            fmt_number(q["ldp_abs_error"]),
-                            fmt_number(q["central_laplace_mean_abs_error"]),
-                        ]
+                        (
+                            f"{percentile(q['q'])}: absolute error",
+                            q["ldp_abs_error"],
+                            q["central_laplace_mean_abs_error"],
+                        )
                         for q in measured["quantiles"]
                     ),
                 ],

@@ -16,14 +16,17 @@ from typing import Any
 import numpy as np
 
 from analysis import plots
-from analysis.kinds.multi.view import attribute_labels, draw_heatmap, marginals_display
-from analysis.streaming import json_safe
-from analysis.views.cells import fixed, fmt_number, image_tag, interval, note
-from analysis.views.dashboard import (
-    DashboardView,
+from analysis.kinds.multi.view import (
+    attribute_labels,
+    attributes_column,
+    draw_heatmap,
+    marginals_display,
 )
+from analysis.streaming import json_safe
+from analysis.views.cells import fixed, image_tag, interval, note, percent
+from analysis.views.dashboard import DashboardView
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table
+from analysis.views.table import Column, table
 
 __all__ = ["DASHBOARD", "REPORT"]
 
@@ -93,9 +96,9 @@ def _fourier_build(context: Context) -> tuple[dict[str, Any], Figures]:
         )
 
     figures["one-way"] = png(min(max(7.0, 2.0 + 0.45 * len(labels)), 11.0), 4.0, bars)
-    for index, table in enumerate(pairs[:FOURIER_HEATMAPS]):
+    for index, pair in enumerate(pairs[:FOURIER_HEATMAPS]):
         figures[f"heatmap-{index}"] = png(
-            5.2, 3.2, functools.partial(draw_heatmap, table=table, intervals=True)
+            5.2, 3.2, functools.partial(draw_heatmap, table=pair, intervals=True)
         )
     exact, measured = central_gap(context)
     data = {
@@ -127,49 +130,41 @@ def _cell(table: Mapping[str, Any], i: int, j: int | None = None) -> str:
 
 
 def _fourier_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    percent = f"{round(100 * d['confidence'], 4):g}%"
     has_truth = any(e.get("truth") for e in d["one_way"])
     parts = [
         "<h2>1. Marginals</h2>",
         image_tag(figures, "one-way", "one-way marginals with their intervals"),
-        html_table(
-            ["attribute", "first value", "frequency", "second value", "frequency", "std error"],
+        table(
             [
-                [
-                    html.escape(e["attributes"][0]),
-                    html.escape(str(e["labels"][0][0])),
-                    _cell(e, 0),
-                    html.escape(str(e["labels"][0][1])),
-                    _cell(e, 1),
-                    fixed(e["std_errors"][1]),
-                ]
-                for e in d["one_way"]
+                Column("attribute", lambda e: html.escape(e["attributes"][0])),
+                Column("first value", lambda e: html.escape(str(e["labels"][0][0]))),
+                Column("frequency", lambda e: _cell(e, 0)),
+                Column("second value", lambda e: html.escape(str(e["labels"][0][1]))),
+                Column("frequency", lambda e: _cell(e, 1)),
+                Column("std error", lambda e: fixed(e["std_errors"][1])),
             ],
+            d["one_way"],
         ),
     ]
-    for index, table in enumerate(d["tables"][:FOURIER_HEATMAPS]):
-        a, b = table["attributes"]
+    for index, entry in enumerate(d["tables"][:FOURIER_HEATMAPS]):
+        a, b = entry["attributes"]
         parts.append(image_tag(figures, f"heatmap-{index}", f"heatmap of {a} by {b}"))
     if d["tables"]:
-        header = ["attributes"] + [f"cell {i}{j}" for i in (0, 1) for j in (0, 1)]
-        parts.append(
-            html_table(
-                header,
-                [
-                    [html.escape(", ".join(t["attributes"]))]
-                    + [_cell(t, i, j) for i in (0, 1) for j in (0, 1)]
-                    for t in d["tables"]
-                ],
-            )
-        )
+        cells = [
+            Column(f"cell {i}{j}", functools.partial(_cell, i=i, j=j))
+            for i in (0, 1)
+            for j in (0, 1)
+        ]
+        parts.append(table([attributes_column("attributes"), *cells], d["tables"]))
     parts.append(
         note(
             f"Fourier marginals (Cormode, Kulkarni, Srivastava, SIGMOD 2018) of order {d['order']} "
             f"over {d['d']} binary attributes: each device reports one of {d['coefficients']} "
             "coefficients. Cells are made consistent (non-negative, summing to one, agreeing "
-            f"across tables), each with its {percent} interval ({html.escape(str(d['intervals']))})"
-            "; the standard errors are the exact ones of the unbiased cells. Cell ij: the first "
-            "attribute's value i and the second's value j (0: its first label)"
+            f"across tables), each with its {percent(d['confidence'])} interval "
+            f"({html.escape(str(d['intervals']))}); the standard errors are the exact ones of the "
+            "unbiased cells. Cell ij: the first attribute's value i and the second's value j (0: "
+            "its first label)"
             + ("; the truth in brackets." if has_truth else ".")
             + (
                 f" Heatmaps of the first {FOURIER_HEATMAPS} pairs; the table has all."
@@ -181,30 +176,22 @@ def _fourier_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[
     gap = d["gap"]
     parts += [
         "<h2>2. The central gap</h2>",
-        html_table(
+        table(
             [
-                "marginal size",
-                "marginals",
-                "LDP cell variance",
-                "central Laplace",
-                "its way",
-                "central Gaussian",
-                "its way",
-                "ratio",
+                *Column.numbers(
+                    [
+                        ("marginal size", "size"),
+                        ("marginals", "marginals"),
+                        ("LDP cell variance", "ldp_cell_variance"),
+                        ("central Laplace", "central_laplace_cell_variance"),
+                    ]
+                ),
+                Column.text("its way", "central_laplace_way"),
+                Column.number("central Gaussian", "central_gaussian_cell_variance"),
+                Column.text("its way", "central_gaussian_way"),
+                Column.number("ratio", "variance_ratio"),
             ],
-            [
-                [
-                    fmt_number(s["size"]),
-                    fmt_number(s["marginals"]),
-                    fmt_number(s["ldp_cell_variance"]),
-                    fmt_number(s["central_laplace_cell_variance"]),
-                    html.escape(s["central_laplace_way"]),
-                    fmt_number(s["central_gaussian_cell_variance"]),
-                    html.escape(s["central_gaussian_way"]),
-                    fmt_number(s["variance_ratio"]),
-                ]
-                for s in gap["sizes"]
-            ],
+            gap["sizes"],
         ),
         note(
             f"Exact: {html.escape(gap['exact'])}. The curator's ways: <i>tables</i> releases "
@@ -217,30 +204,20 @@ def _fourier_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[
     measured = d.get("measured_gap")
     if measured:
         parts += [
-            html_table(
-                [
-                    "marginal size (measured)",
-                    "LDP raw MSE",
-                    "expected",
-                    "LDP consistent MSE",
-                    "central Laplace MSE",
-                    "expected",
-                    "central Gaussian MSE",
-                    "expected",
-                ],
-                [
+            table(
+                Column.numbers(
                     [
-                        fmt_number(s["size"]),
-                        fmt_number(s["ldp_raw_mse"]),
-                        fmt_number(s["ldp_expected"]),
-                        fmt_number(s["ldp_consistent_mse"]),
-                        fmt_number(s["central_laplace_mse"]),
-                        fmt_number(s["central_laplace_expected"]),
-                        fmt_number(s["central_gaussian_mse"]),
-                        fmt_number(s["central_gaussian_expected"]),
+                        ("marginal size (measured)", "size"),
+                        ("LDP raw MSE", "ldp_raw_mse"),
+                        ("expected", "ldp_expected"),
+                        ("LDP consistent MSE", "ldp_consistent_mse"),
+                        ("central Laplace MSE", "central_laplace_mse"),
+                        ("expected", "central_laplace_expected"),
+                        ("central Gaussian MSE", "central_gaussian_mse"),
+                        ("expected", "central_gaussian_expected"),
                     ]
-                    for s in measured["sizes"]
-                ],
+                ),
+                measured["sizes"],
             ),
             note(html.escape(measured["note"])),
         ]

@@ -35,7 +35,7 @@ from analysis.report_common import (
     privacy_section,
     reports_per_device_of,
 )
-from analysis.views.cells import fixed, fmt_number, fmt_users, image_tag
+from analysis.views.cells import fixed, fmt_number, fmt_users, image_tag, percent
 from analysis.views.dashboard import (
     ITEM_COLUMNS,
     DashboardView,
@@ -45,7 +45,7 @@ from analysis.views.dashboard import (
     present,
     record_table,
 )
-from analysis.views.table import html_table
+from analysis.views.table import Column, keyed_table, measured_table, table, truth_column
 from client_sdk.mechanisms.base import FrequencyOracle
 
 __all__ = ["DASHBOARD", "build_report", "render_html"]
@@ -230,7 +230,7 @@ def render_html(report: Report) -> str:
     """The page of a report built by :func:`build_report`."""
     d = report.data
     mechanism = d["mechanism"]
-    percent = f"{round(100 * d['confidence'], 4):g}%"
+    level = percent(d["confidence"])
     esc = html.escape
     parts = [
         "<!DOCTYPE html>",
@@ -256,34 +256,21 @@ def render_html(report: Report) -> str:
         f"with Bonferroni over all {d['k']} items. {d['significant_items']} of the top "
         f"{d['top']} pass.</p>",
     ]
-    has_truth = any("true_frequency" in item for item in d["items"])
-    header = [
-        "value",
-        "raw",
-        f"raw {percent} interval",
-        d["postprocessing"],
-        f"{percent} interval",
-        "z",
-        "significant",
-    ]
-    if has_truth:
-        header.append("truth")
-    rows = []
-    for item in d["items"]:
-        row = [
-            esc(str(item["value"])),
-            fixed(item["raw_frequency"]),
-            f"[{fixed(item['raw_ci_low'])}, {fixed(item['raw_ci_high'])}]",
-            fixed(item["frequency"]),
-            f"[{fixed(item['ci_low'])}, {fixed(item['ci_high'])}]",
-            fmt_number(item["z"], 3),
-            f"<span class='{'yes' if item['significant'] else 'no'}'>"
-            f"{'yes' if item['significant'] else 'no'}</span>",
-        ]
-        if has_truth:
-            row.append(fixed(item.get("true_frequency")))
-        rows.append(row)
-    parts.append(html_table(header, rows))
+    parts.append(
+        table(
+            [
+                Column.text("value", "value"),
+                Column.fixed("raw", "raw_frequency"),
+                _bracket(f"raw {level} interval", "raw_ci_low", "raw_ci_high"),
+                Column.fixed(d["postprocessing"], "frequency"),
+                _bracket(f"{level} interval", "ci_low", "ci_high"),
+                Column.number("z", "z", 3),
+                Column.flag("significant", "significant"),
+                truth_column(d["items"]),
+            ],
+            d["items"],
+        )
+    )
     if details:
         parts.append(
             '<p class="note">Post-processing details: '
@@ -297,24 +284,21 @@ def render_html(report: Report) -> str:
     parts += [
         "<h2>2. The price of locality</h2>",
         image_tag(report.figures, "gap", "local versus central standard errors"),
-        html_table(
+        keyed_table(
             ["model", "variance of one frequency", "standard error"],
+            gap,
             [
-                [
-                    "LDP (this mechanism, Var*/n)",
-                    fmt_number(gap["ldp_variance"]),
-                    fmt_number(gap["ldp_std_error"]),
-                ],
-                [
+                ("LDP (this mechanism, Var*/n)", "ldp_variance", "ldp_std_error"),
+                (
                     f"central Laplace ({esc(gap['neighbouring'])})",
-                    fmt_number(gap["central_laplace_variance"]),
-                    fmt_number(gap["central_laplace_std_error"]),
-                ],
-                [
+                    "central_laplace_variance",
+                    "central_laplace_std_error",
+                ),
+                (
                     f"central analytic Gaussian (delta = {gap['delta']:g})",
-                    fmt_number(gap["central_gaussian_variance"]),
-                    fmt_number(gap["central_gaussian_std_error"]),
-                ],
+                    "central_gaussian_variance",
+                    "central_gaussian_std_error",
+                ),
             ],
         ),
         f'<p class="note">At epsilon = {gap["epsilon"]:g} the local estimate has '
@@ -344,25 +328,11 @@ def render_html(report: Report) -> str:
     empirical = d.get("empirical_gap")
     if empirical:
         parts.append(
-            html_table(
+            measured_table(
                 ["observed (against the truth)", "mean squared error per item", "expected"],
-                [
-                    [
-                        "LDP (these reports)",
-                        fmt_number(empirical["ldp_mse"]),
-                        fmt_number(empirical["ldp_expected"]),
-                    ],
-                    [
-                        "central Laplace (run on the true histogram)",
-                        fmt_number(empirical["central_laplace_mse"]),
-                        fmt_number(empirical["central_laplace_expected"]),
-                    ],
-                    [
-                        "central Gaussian (run on the true histogram)",
-                        fmt_number(empirical["central_gaussian_mse"]),
-                        fmt_number(empirical["central_gaussian_expected"]),
-                    ],
-                ],
+                empirical,
+                ("LDP (these reports)", "ldp_mse", "ldp_expected"),
+                " (run on the true histogram)",
             )
         )
     parts += [
@@ -376,6 +346,11 @@ def render_html(report: Report) -> str:
     parts += privacy_html(d, report.figures, number=4)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _bracket(header: str, low: str, high: str) -> Column:
+    """``[low, high]`` with each bound written (a dash for a missing one)."""
+    return Column(header, lambda item: f"[{fixed(item[low])}, {fixed(item[high])}]")
 
 
 # ---- the dashboard ------------------------------------------------------------------------------

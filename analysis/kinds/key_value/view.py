@@ -13,16 +13,10 @@ from typing import Any
 import numpy as np
 
 from analysis import plots
-from analysis.views.cells import fixed, fmt_number, image_tag, interval, note
-from analysis.views.dashboard import (
-    DashboardView,
-    Display,
-    Document,
-    interval_chart,
-    record_table,
-)
+from analysis.views.cells import fmt_number, image_tag, interval, note, percent
+from analysis.views.dashboard import DashboardView, Display, Document, interval_chart, record_table
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table
+from analysis.views.table import Column, number_table, table
 
 __all__ = ["DASHBOARD", "REPORT"]
 
@@ -71,45 +65,41 @@ def _key_value_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    percent = f"{round(100 * d['confidence'], 4):g}%"
+    level = percent(d["confidence"])
     has_truth = any("true_frequency" in e for e in d["keys"])
-    header = ["key", "frequency", f"{percent} interval", "mean", f"{percent} interval"]
-    if has_truth:
-        header += ["true frequency", "true mean"]
-    rows = []
-    for e in d["keys"]:
-        row = [
-            html.escape(str(e["label"])),
-            fixed(e["frequency"]),
-            interval(*e["frequency_ci"]),
-            fixed(e["mean"]),
-            interval(*e["mean_ci"]),
-        ]
-        if has_truth:
-            row += [fixed(e["true_frequency"]), fixed(e.get("true_mean"))]
-        rows.append(row)
     gap = d["gap"]
     parts = [
         "<h2>1. Keys: frequency and mean</h2>",
         image_tag(figures, "keys", "per key frequency and mean with intervals"),
-        html_table(header, rows),
+        table(
+            [
+                Column.text("key", "label"),
+                Column.fixed("frequency", "frequency"),
+                Column(f"{level} interval", lambda e: interval(*e["frequency_ci"])),
+                Column.fixed("mean", "mean"),
+                Column(f"{level} interval", lambda e: interval(*e["mean_ci"])),
+                *(
+                    [
+                        Column.fixed("true frequency", "true_frequency"),
+                        Column.fixed("true mean", "true_mean"),
+                    ]
+                    if has_truth
+                    else []
+                ),
+            ],
+            d["keys"],
+        ),
         note(
             "PCKV (Gu et al., USENIX Security 2020): frequencies with their exact standard errors, "
             "means with delta-method standard errors."
         ),
         *(note(html.escape(text)) for text in d.get("notes", ())),
         "<h2>2. The central gap</h2>",
-        html_table(
+        number_table(
             ["one key's frequency", "variance"],
             [
-                [
-                    "LDP (a key nobody holds)",
-                    fmt_number(gap["frequency"]["ldp_variance_at_zero"]),
-                ],
-                [
-                    "central Laplace (half the budget)",
-                    fmt_number(gap["frequency"]["central_laplace_variance"]),
-                ],
+                ("LDP (a key nobody holds)", gap["frequency"]["ldp_variance_at_zero"]),
+                ("central Laplace (half the budget)", gap["frequency"]["central_laplace_variance"]),
             ],
         ),
         note(
@@ -123,19 +113,11 @@ def _key_value_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> lis
     if measured:
         f, m = measured["frequency"], measured["mean"]
         parts.append(
-            html_table(
+            number_table(
                 ["measured against the truth", "local", "central Laplace"],
                 [
-                    [
-                        "frequency MSE",
-                        fmt_number(f["ldp_mse"]),
-                        fmt_number(f["central_laplace_mse"]),
-                    ],
-                    [
-                        f"mean MSE ({m['keys']} keys held)",
-                        fmt_number(m["ldp_mse"]),
-                        fmt_number(m["central_laplace_mse"]),
-                    ],
+                    ("frequency MSE", f["ldp_mse"], f["central_laplace_mse"]),
+                    (f"mean MSE ({m['keys']} keys held)", m["ldp_mse"], m["central_laplace_mse"]),
                 ],
             )
         )

@@ -14,15 +14,10 @@ from typing import Any
 import numpy as np
 
 from analysis import plots
-from analysis.views.cells import fmt_number, image_tag, note
-from analysis.views.dashboard import (
-    DashboardView,
-    Display,
-    Document,
-    interval_chart,
-)
+from analysis.views.cells import fmt_number, image_tag, note, percent
+from analysis.views.dashboard import DashboardView, Display, Document, interval_chart
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table, number_table
+from analysis.views.table import Column, measured_table, number_table, table
 
 __all__ = ["DASHBOARD", "REPORT"]
 
@@ -109,28 +104,27 @@ def _mean_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _mean_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    percent = f"{round(100 * d['confidence'], 4):g}%"
+    level = percent(d["confidence"])
     has_truth = any("truth" in row for row in d["coordinates"])
-    header = [
-        "",
-        "mean",
-        f"{percent} interval",
-        "std error",
-        "worst-case std error",
-        "reports carrying it",
-    ] + (["truth"] if has_truth else [])
-    rows = [
+    coordinates = table(
         [
-            html.escape(row["label"]),
-            fmt_number(row["mean"]),
-            f"[{fmt_number(row['ci_low'])}, {fmt_number(row['ci_high'])}]",
-            fmt_number(row["std_error"]),
-            fmt_number(row["worst_case_std_error"]),
-            fmt_number(row["count"]),
-            *([fmt_number(row.get("truth"))] if has_truth else []),
-        ]
-        for row in d["coordinates"]
-    ]
+            Column.text("", "label"),
+            Column.number("mean", "mean"),
+            Column(
+                f"{level} interval",
+                lambda row: f"[{fmt_number(row['ci_low'])}, {fmt_number(row['ci_high'])}]",
+            ),
+            *Column.numbers(
+                [
+                    ("std error", "std_error"),
+                    ("worst-case std error", "worst_case_std_error"),
+                    ("reports carrying it", "count"),
+                ]
+            ),
+            Column.number("truth", "truth") if has_truth else None,
+        ],
+        d["coordinates"],
+    )
     bounds = d.get("bounds")
     gap = d["gap"]
     method = (
@@ -140,47 +134,44 @@ def _mean_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str
         else "the worst case of the mechanism's exact variance (one report leaves no sample "
         "variance)"
     )
+    largest = max(c["std_error"] for c in d["coordinates"])
     parts = [
         "<h2>1. The mean</h2>",
         image_tag(figures, "mean", "the estimated mean with its interval"),
-        html_table(header, rows),
+        coordinates,
         note(
             "The unbiased mean of the values clipped to the mechanism's input set"
             + (f" [{fmt_number(bounds[0])}, {fmt_number(bounds[1])}]" if bounds else "")
             + f" over n = {fmt_number(d['n'])} reports; standard errors from {method}; normal "
-            f"{percent} intervals."
+            f"{level} intervals."
         ),
         "<h2>2. The central gap</h2>",
         image_tag(figures, "gap", "local versus central standard errors of the mean"),
-        html_table(
+        number_table(
             ["model (per coordinate)", "variance of the mean", "standard error"],
             [
-                [
+                (
                     "LDP, worst-case value",
-                    fmt_number(gap["ldp_variance_worst_case"]),
-                    fmt_number(gap["ldp_std_error_worst_case"]),
-                ],
-                [
+                    gap["ldp_variance_worst_case"],
+                    gap["ldp_std_error_worst_case"],
+                ),
+                (
                     "LDP, value at the centre",
-                    fmt_number(gap["ldp_variance_at_center"]),
-                    fmt_number(math.sqrt(gap["ldp_variance_at_center"])),
-                ],
-                [
-                    "LDP, this campaign (estimated)",
-                    fmt_number(max(c["std_error"] for c in d["coordinates"]) ** 2),
-                    fmt_number(max(c["std_error"] for c in d["coordinates"])),
-                ],
-                [
+                    gap["ldp_variance_at_center"],
+                    math.sqrt(gap["ldp_variance_at_center"]),
+                ),
+                ("LDP, this campaign (estimated)", largest**2, largest),
+                (
                     f"central Laplace (L1 sensitivity {fmt_number(gap['l1_sensitivity'])})",
-                    fmt_number(gap["central_laplace_variance"]),
-                    fmt_number(gap["central_laplace_std_error"]),
-                ],
-                [
+                    gap["central_laplace_variance"],
+                    gap["central_laplace_std_error"],
+                ),
+                (
                     f"central analytic Gaussian (L2 sensitivity "
                     f"{fmt_number(gap['l2_sensitivity'])})",
-                    fmt_number(gap["central_gaussian_variance"]),
-                    fmt_number(gap["central_gaussian_std_error"]),
-                ],
+                    gap["central_gaussian_variance"],
+                    gap["central_gaussian_std_error"],
+                ),
             ],
         ),
         note(
@@ -192,25 +183,11 @@ def _mean_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str
     measured = d.get("measured_gap")
     if measured:
         parts.append(
-            number_table(
+            measured_table(
                 ["measured against the truth", "squared error", "expected"],
-                [
-                    (
-                        "LDP (these reports)",
-                        measured["ldp_squared_error"],
-                        measured["ldp_expected"],
-                    ),
-                    (
-                        "central Laplace (mean over runs)",
-                        measured["central_laplace_mse"],
-                        measured["central_laplace_expected"],
-                    ),
-                    (
-                        "central Gaussian (mean over runs)",
-                        measured["central_gaussian_mse"],
-                        measured["central_gaussian_expected"],
-                    ),
-                ],
+                measured,
+                ("LDP (these reports)", "ldp_squared_error", "ldp_expected"),
+                " (mean over runs)",
             )
         )
     return parts

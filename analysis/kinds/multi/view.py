@@ -17,7 +17,7 @@ import numpy as np
 
 from analysis import plots
 from analysis.streaming import json_safe, z_value
-from analysis.views.cells import fixed, fmt_number, image_tag, note
+from analysis.views.cells import image_tag, note
 from analysis.views.dashboard import (
     DashboardView,
     Display,
@@ -27,9 +27,16 @@ from analysis.views.dashboard import (
     z_of,
 )
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table
+from analysis.views.table import Column, html_table, table
 
-__all__ = ["DASHBOARD", "REPORT", "attribute_labels", "draw_heatmap", "marginals_display"]
+__all__ = [
+    "DASHBOARD",
+    "REPORT",
+    "attribute_labels",
+    "attributes_column",
+    "draw_heatmap",
+    "marginals_display",
+]
 
 
 # ---- the report ---------------------------------------------------------------------------------
@@ -64,11 +71,11 @@ def _multi_build(context: Context) -> tuple[dict[str, Any], Figures]:
             entry["truth"] = (cells.reshape(shape) / records.shape[0]).tolist()
         (tables if len(unit) == 2 else marginals).append(entry)
     z = float(z_value(estimate.confidence))
-    for index, table in enumerate(tables[:8]):
-        rows, columns = table["labels"]
+    for index, entry in enumerate(tables[:8]):
+        rows, columns = entry["labels"]
         width, height = 6.0 + 0.25 * len(columns), 2.2 + 0.3 * len(rows)
         figures[f"heatmap-{index}"] = png(
-            min(width, 11.0), min(height, 9.0), functools.partial(draw_heatmap, table=table)
+            min(width, 11.0), min(height, 9.0), functools.partial(draw_heatmap, table=entry)
         )
     for index, marginal in enumerate(marginals[:8]):
         figures[f"marginal-{index}"] = png(
@@ -115,18 +122,23 @@ def _marginal_bars(figure: Any, *, marginal: Mapping[str, Any], z: float) -> Non
     ax.set_title(plots.drawable(f"Marginal of {marginal['attributes'][0]}"))
 
 
+def attributes_column(header: str) -> Column:
+    """A table's attributes, comma-separated."""
+    return Column(header, lambda t: html.escape(", ".join(t["attributes"])))
+
+
 def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
     parts = ["<h2>1. Marginals</h2>"]
-    for index, table in enumerate(d["tables"]):
-        a, b = table["attributes"]
+    for index, entry in enumerate(d["tables"]):
+        a, b = entry["attributes"]
         if f"heatmap-{index}" in figures:
             parts.append(image_tag(figures, f"heatmap-{index}", f"heatmap of {a} by {b}"))
-        rows, columns = table["labels"]
-        truth = table.get("truth")
+        rows, columns = entry["labels"]
+        truth = entry.get("truth")
         body = [
             [html.escape(rows[i])]
             + [
-                f"{table['frequencies'][i][j]:.4f} &plusmn; {table['std_errors'][i][j]:.4f}"
+                f"{entry['frequencies'][i][j]:.4f} &plusmn; {entry['std_errors'][i][j]:.4f}"
                 + (f" <span class='no'>({truth[i][j]:.4f})</span>" if truth else "")
                 for j in range(len(columns))
             ]
@@ -139,19 +151,24 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
                 image_tag(figures, f"marginal-{index}", f"marginal of {marginal['attributes'][0]}")
             )
         truth = marginal.get("truth")
-        header = ["value", "frequency", "std error", *(["truth"] if truth else [])]
-        rows_1 = [
-            [html.escape(str(label)), fixed(f), fixed(se), *([fixed(truth[i])] if truth else [])]
-            for i, (label, f, se) in enumerate(
-                zip(
-                    marginal["labels"][0],
-                    marginal["frequencies"],
-                    marginal["std_errors"],
-                    strict=True,
-                )
-            )
+        cells = zip(
+            marginal["labels"][0], marginal["frequencies"], marginal["std_errors"], strict=True
+        )
+        one_way = [
+            {"value": label, "frequency": f, "std_error": se, "truth": truth[i] if truth else None}
+            for i, (label, f, se) in enumerate(cells)
         ]
-        parts.append(html_table(header, rows_1))
+        parts.append(
+            table(
+                [
+                    Column.text("value", "value"),
+                    Column.fixed("frequency", "frequency"),
+                    Column.fixed("std error", "std_error"),
+                    Column.fixed("truth", "truth") if truth else None,
+                ],
+                one_way,
+            )
+        )
     parts.append(
         note(
             f"Protocol {html.escape(d['protocol'])}. Cells &plusmn; one standard error (exact, of "
@@ -163,19 +180,20 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     gap = d["gap"]
     parts += [
         "<h2>2. The central gap</h2>",
-        html_table(
-            ["table", "cells", "LDP cell variance", "central Laplace", "central Gaussian", "ratio"],
+        table(
             [
-                [
-                    html.escape(", ".join(t["attributes"])),
-                    fmt_number(t["cells"]),
-                    fmt_number(t["ldp_cell_variance"]),
-                    fmt_number(t["central_laplace_cell_variance"]),
-                    fmt_number(t["central_gaussian_cell_variance"]),
-                    fmt_number(t["variance_ratio"]),
-                ]
-                for t in gap["tables"]
+                attributes_column("table"),
+                *Column.numbers(
+                    [
+                        ("cells", "cells"),
+                        ("LDP cell variance", "ldp_cell_variance"),
+                        ("central Laplace", "central_laplace_cell_variance"),
+                        ("central Gaussian", "central_gaussian_cell_variance"),
+                        ("ratio", "variance_ratio"),
+                    ]
+                ),
             ],
+            gap["tables"],
         ),
         note(
             f"Exact: {html.escape(gap['exact'])}. The curator releases the same tables from the "
@@ -185,28 +203,21 @@ def _multi_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     measured = d.get("measured_gap")
     if measured:
         parts.append(
-            html_table(
+            table(
                 [
-                    "table (measured)",
-                    "LDP MSE",
-                    "LDP expected",
-                    "central Laplace MSE",
-                    "expected",
-                    "central Gaussian MSE",
-                    "expected",
+                    attributes_column("table (measured)"),
+                    *Column.numbers(
+                        [
+                            ("LDP MSE", "ldp_mse"),
+                            ("LDP expected", "ldp_expected"),
+                            ("central Laplace MSE", "central_laplace_mse"),
+                            ("expected", "central_laplace_expected"),
+                            ("central Gaussian MSE", "central_gaussian_mse"),
+                            ("expected", "central_gaussian_expected"),
+                        ]
+                    ),
                 ],
-                [
-                    [
-                        html.escape(", ".join(t["attributes"])),
-                        fmt_number(t["ldp_mse"]),
-                        fmt_number(t["ldp_expected"]),
-                        fmt_number(t["central_laplace_mse"]),
-                        fmt_number(t["central_laplace_expected"]),
-                        fmt_number(t["central_gaussian_mse"]),
-                        fmt_number(t["central_gaussian_expected"]),
-                    ]
-                    for t in measured["tables"]
-                ],
+                measured["tables"],
             )
         )
         parts.append(note(html.escape(measured["note"])))

@@ -15,7 +15,7 @@ import numpy as np
 
 from analysis import plots
 from analysis.streaming import json_safe, z_value
-from analysis.views.cells import fixed, fmt_number, image_tag, interval, note
+from analysis.views.cells import fmt_number, image_tag, note, percent
 from analysis.views.dashboard import (
     ITEM_COLUMNS,
     DashboardView,
@@ -27,7 +27,14 @@ from analysis.views.dashboard import (
     z_of,
 )
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table, number_table
+from analysis.views.table import (
+    Column,
+    frequency_columns,
+    keyed_table,
+    number_table,
+    table,
+    truth_column,
+)
 
 __all__ = ["DASHBOARD", "REPORT"]
 
@@ -100,33 +107,25 @@ def _range_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    percent = f"{round(100 * d['confidence'], 4):g}%"
-    has_truth = any("truth" in row for row in d["ranges"])
-    header = ["range [lo, hi)", "items", "frequency", f"{percent} interval", "std error"]
-    if has_truth:
-        header.append("truth")
-    rows = []
-    for row in d["ranges"]:
-        cells = [
-            f"[{row['lo']}, {row['hi']})",
-            html.escape(row["label"]),
-            fixed(row["frequency"]),
-            interval(row["ci_low"], row["ci_high"]),
-            fixed(row["std_error"]),
-        ]
-        if has_truth:
-            cells.append(fixed(row["truth"]))
-        rows.append(cells)
     parts = [
         "<h2>1. Ranges and quantiles</h2>",
         image_tag(figures, "leaves", "leaf frequencies with their band"),
-        html_table(header, rows),
-        html_table(
-            ["quantile", "item", "label"],
+        table(
             [
-                [f"{round(100 * q['q'], 4):g}%", str(q["value"]), html.escape(q["label"])]
-                for q in d["quantiles"]
+                Column("range [lo, hi)", lambda row: f"[{row['lo']}, {row['hi']})"),
+                Column.text("items", "label"),
+                *frequency_columns(d["confidence"]),
+                truth_column(d["ranges"], "truth"),
             ],
+            d["ranges"],
+        ),
+        table(
+            [
+                Column("quantile", lambda q: percent(q["q"])),
+                Column("item", lambda q: str(q["value"])),
+                Column.text("label", "label"),
+            ],
+            d["quantiles"],
         ),
         note(
             f"A {d['branching']}-ary hierarchical histogram of height {d['height']} over "
@@ -137,26 +136,17 @@ def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     ]
     gap = d["gap"]
     average = gap["average_variance"]
+    models = ("ldp", "central_flat", "central_hierarchical")
     parts += [
         "<h2>2. The central gap</h2>",
-        html_table(
+        number_table(
             ["range length", "LDP variance", "central flat Laplace", "central Laplace tree"],
             [
-                [
-                    fmt_number(row["length"]),
-                    fmt_number(row["ldp"]),
-                    fmt_number(row["central_flat"]),
-                    fmt_number(row["central_hierarchical"]),
-                ]
-                for row in gap["by_length"]
-            ]
-            + [
-                [
-                    f"average over {gap['ranges']} random ranges",
-                    fmt_number(average["ldp"]),
-                    fmt_number(average["central_flat"]),
-                    fmt_number(average["central_hierarchical"]),
-                ]
+                *(
+                    (fmt_number(row["length"]), *(row[m] for m in models))
+                    for row in gap["by_length"]
+                ),
+                (f"average over {gap['ranges']} random ranges", *(average[m] for m in models)),
             ],
         ),
         note(
@@ -169,16 +159,13 @@ def _range_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[st
     if measured:
         mse = measured["range_mse"]
         parts.append(
-            number_table(
+            keyed_table(
                 ["random ranges (measured)", "MSE", "expected"],
+                mse,
                 [
-                    ("local", mse["ldp"], mse["ldp_expected"]),
-                    ("central flat", mse["central_flat"], mse["central_flat_expected"]),
-                    (
-                        "central tree",
-                        mse["central_hierarchical"],
-                        mse["central_hierarchical_expected"],
-                    ),
+                    ("local", "ldp", "ldp_expected"),
+                    ("central flat", "central_flat", "central_flat_expected"),
+                    ("central tree", "central_hierarchical", "central_hierarchical_expected"),
                 ],
             )
         )

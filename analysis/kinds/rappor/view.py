@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analysis import plots
-from analysis.views.cells import fixed, fmt_number, image_tag, interval, mark, note, share
+from analysis.views.cells import fmt_number, image_tag, note, share
 from analysis.views.dashboard import (
     ITEM_COLUMNS,
     DashboardView,
@@ -23,7 +23,15 @@ from analysis.views.dashboard import (
     record_table,
 )
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
-from analysis.views.table import html_table, number_table
+from analysis.views.table import (
+    Column,
+    frequency_columns,
+    html_table,
+    keyed_table,
+    measured_table,
+    table,
+    truth_column,
+)
 
 __all__ = ["DASHBOARD", "REPORT"]
 
@@ -101,33 +109,21 @@ def _rappor_build(context: Context) -> tuple[dict[str, Any], Figures]:
 
 
 def _rappor_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
-    percent = f"{round(100 * d['confidence'], 4):g}%"
-    has_truth = any("true_frequency" in item for item in d["items"])
-    header = [
-        "candidate",
-        "frequency",
-        f"{percent} interval",
-        "std error",
-        "selected",
-        "significant",
-    ] + (["truth"] if has_truth else [])
-    rows = [
-        [
-            html.escape(str(item["value"])),
-            fixed(item["frequency"]),
-            interval(item["ci_low"], item["ci_high"]),
-            fixed(item["std_error"]),
-            mark(item["selected"]),
-            mark(item["significant"]),
-            *([fixed(item["true_frequency"])] if has_truth else []),
-        ]
-        for item in d["items"]
-    ]
     parts = ["<h2>1. Candidate strings</h2>"]
     if "items" in figures:
         parts.append(image_tag(figures, "items", "candidate frequencies with their intervals"))
+    explained = d["explained_fraction"]
     parts += [
-        html_table(header, rows),
+        table(
+            [
+                Column.text("candidate", "value"),
+                *frequency_columns(d["confidence"]),
+                Column.flag("selected", "selected"),
+                Column.flag("significant", "significant"),
+                truth_column(d["items"]),
+            ],
+            d["items"],
+        ),
         note(
             f"{html.escape(d['decoder'])} (Erlingsson, Pihur, Korolova, CCS 2014). The LASSO "
             f"selected {d['selected']} of {d['candidates']} candidates; a candidate is "
@@ -138,13 +134,11 @@ def _rappor_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[s
         html_table(
             ["share of the estimated Bloom-bit mass", "point estimate"],
             [
-                ["explained by the selected candidates", share(d["explained_fraction"])],
+                ["explained by the selected candidates", share(explained)],
                 ["explained by the significant candidates", share(d["reported_fraction"])],
                 [
                     "unexplained (strings outside the list, noise)",
-                    share(
-                        None if d["explained_fraction"] is None else 1.0 - d["explained_fraction"]
-                    ),
+                    share(None if explained is None else 1.0 - explained),
                 ],
             ],
         ),
@@ -154,24 +148,25 @@ def _rappor_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[s
     parts += [
         "<h2>2. The central gap</h2>",
         image_tag(figures, "gap", "local versus central standard errors of a candidate"),
-        html_table(
+        keyed_table(
             ["model", "variance of one candidate's frequency", "standard error"],
+            gap,
             [
-                [
+                (
                     "LDP, a lone candidate nobody holds",
-                    fmt_number(gap["ldp_variance_lone_candidate"]),
-                    fmt_number(gap["ldp_std_error_lone_candidate"]),
-                ],
-                [
+                    "ldp_variance_lone_candidate",
+                    "ldp_std_error_lone_candidate",
+                ),
+                (
                     "central Laplace (candidate histogram)",
-                    fmt_number(gap["central_laplace_variance"]),
-                    fmt_number(gap["central_laplace_std_error"]),
-                ],
-                [
+                    "central_laplace_variance",
+                    "central_laplace_std_error",
+                ),
+                (
                     "central analytic Gaussian",
-                    fmt_number(gap["central_gaussian_variance"]),
-                    fmt_number(gap["central_gaussian_std_error"]),
-                ],
+                    "central_gaussian_variance",
+                    "central_gaussian_std_error",
+                ),
             ],
         ),
         note(
@@ -185,21 +180,10 @@ def _rappor_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[s
     measured = d.get("measured_gap")
     if measured:
         parts.append(
-            number_table(
+            measured_table(
                 ["measured against the truth", "MSE per candidate", "expected"],
-                [
-                    ("LDP (these reports)", measured["ldp_mse"], measured["ldp_reported_variance"]),
-                    (
-                        "central Laplace",
-                        measured["central_laplace_mse"],
-                        measured["central_laplace_expected"],
-                    ),
-                    (
-                        "central Gaussian",
-                        measured["central_gaussian_mse"],
-                        measured["central_gaussian_expected"],
-                    ),
-                ],
+                measured,
+                ("LDP (these reports)", "ldp_mse", "ldp_reported_variance"),
             )
         )
     return parts
