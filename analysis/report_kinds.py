@@ -9,7 +9,6 @@ section.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import html
 import json
@@ -19,7 +18,6 @@ from typing import Any
 from analysis import report_common
 from analysis.dataset import StoredCampaign
 from analysis.estimation import json_safe
-from analysis.gap import GapOptions
 from analysis.kinds.discovery import view as discovery
 from analysis.kinds.distribution import view as distribution
 from analysis.kinds.fourier import view as fourier
@@ -71,10 +69,15 @@ def build_kind_report(
             f"report covers frequencies and {', '.join(sorted(VIEWS))}; use "
             "`ldp-analyze estimate` for its numbers"
         )
-    options = GapOptions(delta=delta, neighbouring=neighbouring, top=min(top, 20))
-    if mechanism.tests_candidates:  # Bonferroni over the strings the decoder examined
-        options = dataclasses.replace(options, vocabulary=max(2, int(estimate.examined)))
-    context = Context(campaign, estimate, truth, options, top, seed)
+    context = Context.of(
+        campaign,
+        estimate,
+        delta=delta,
+        neighbouring=neighbouring,
+        top=top,
+        seed=seed,
+        truth=truth,
+    )
     data, figures = VIEWS[kind].build(context)
     privacy = report.privacy_section(
         mechanism, delta=delta, reports_per_device=report.reports_per_device_of(campaign.policy)

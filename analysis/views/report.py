@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis import plots
 from analysis.dataset import StoredCampaign
-from analysis.gap import GapOptions, kind_gap, measured_kind_gap
-from analysis.streaming import z_value
 
-__all__ = ["Context", "Figures", "ReportView", "central_gap", "png", "z_of"]
+if TYPE_CHECKING:  # analysis.gap reaches every kind: imported where used, so no kind's view.py
+    # that imports this module closes a circle through it
+    from analysis.gap import GapOptions
+
+__all__ = ["Context", "Figures", "ReportView", "central_gap", "png"]
 
 Figures = dict[str, bytes]
 
@@ -32,6 +34,28 @@ class Context:
     options: GapOptions
     top: int
     seed: int
+
+    @classmethod
+    def of(
+        cls,
+        campaign: StoredCampaign,
+        estimate: Any,
+        *,
+        delta: float,
+        neighbouring: str,
+        top: int,
+        seed: int,
+        truth: Any = None,
+    ) -> Context:
+        """The context of the report's page: the gap at ``delta`` under ``neighbouring`` over
+        the ``top`` items (at most 20), Bonferroni over the strings a candidate-testing decoder
+        examined."""
+        from analysis.gap import GapOptions
+
+        options = GapOptions(delta=delta, neighbouring=neighbouring, top=min(top, 20))
+        if campaign.mechanism.tests_candidates:
+            options = dataclasses.replace(options, vocabulary=max(2, int(estimate.examined)))
+        return cls(campaign, estimate, truth, options, top, seed)
 
     @property
     def mechanism(self) -> Any:
@@ -62,6 +86,8 @@ def png(width: float, height: float, draw: Callable[[Any], Any]) -> bytes:
 def central_gap(context: Context) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The exact gap against the curator (``analysis.gap.kind_gap``) and, with the truth, the
     measured one (``analysis.gap.measured_kind_gap``)."""
+    from analysis.gap import kind_gap, measured_kind_gap
+
     exact = kind_gap(context.mechanism, context.estimate.n, context.options)
     measured = None
     if context.truth is not None:
@@ -69,8 +95,3 @@ def central_gap(context: Context) -> tuple[dict[str, Any], dict[str, Any] | None
             context.mechanism, context.estimate, context.truth, context.options, seed=context.seed
         )
     return exact, measured
-
-
-def z_of(estimate: Any) -> float:
-    """The normal quantile of an estimate's two-sided ``confidence``."""
-    return float(z_value(estimate.confidence))
