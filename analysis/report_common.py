@@ -1,15 +1,14 @@
 """What every report page shares (``analysis.report``, ``analysis.report_kinds``): the
 :class:`Report` container, the privacy section (per-report epsilon and a device's accounting over
-repeated reports), a shuffled campaign's two guarantees, the page's style and table helpers.
+repeated reports), a shuffled campaign's two guarantees and the page's style (its cells and tables:
+``analysis.views``).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import html
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,8 @@ import numpy as np
 from analysis import plots
 from analysis.accounting import mechanism_privacy
 from analysis.dataset import StoredCampaign
+from analysis.views.cells import fmt_number, image_tag
+from analysis.views.table import number_table
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 
 __all__ = [
@@ -153,41 +154,6 @@ code { background: #f3f3f3; padding: 0 0.25em; }
 """
 
 
-def fmt_number(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "&ndash;"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-            return f"{value:.{digits - 1}e}"
-        return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}"
-    return html.escape(str(value))
-
-
-def fmt_frequency(value: Any) -> str:
-    """A frequency, always with four decimals (tables of frequencies line up)."""
-    return "&ndash;" if value is None else f"{value:.4f}"
-
-
-def fmt_users(value: Any) -> str:
-    """A number of users, rounded up to a whole user."""
-    return "&ndash;" if value is None else f"{math.ceil(value):,}"
-
-
-def image_tag(figures: Mapping[str, bytes], name: str, alt: str) -> str:
-    encoded = base64.b64encode(figures[name]).decode("ascii")
-    return f'<img src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}">'
-
-
-def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def privacy_html(d: Mapping[str, Any], figures: Mapping[str, bytes], *, number: int) -> list[str]:
     """The privacy section: per-report epsilon and a device's accounting over repeated reports."""
     privacy = d["privacy"]
@@ -206,22 +172,8 @@ def privacy_html(d: Mapping[str, Any], figures: Mapping[str, bytes], *, number: 
         + ".</p>",
         image_tag(figures, "privacy", "epsilon against reports per device"),
     ]
-    rows = []
-    for reports, summary in privacy["accounting"].items():
-        bounds = summary["bounds"]
-        rows.append(
-            [
-                fmt_number(int(reports)),
-                fmt_number(summary["epsilon"]),
-                fmt_number(bounds.get("basic")),
-                fmt_number(bounds.get("advanced")),
-                fmt_number(bounds.get("kov")),
-                fmt_number(bounds.get("rdp")),
-                fmt_number(summary["advantage"]),
-            ]
-        )
     parts.append(
-        html_table(
+        number_table(
             [
                 "reports per device",
                 f"epsilon at delta={privacy['delta']:g} (exact)",
@@ -231,7 +183,15 @@ def privacy_html(d: Mapping[str, Any], figures: Mapping[str, bytes], *, number: 
                 "RDP",
                 "attacker advantage",
             ],
-            rows,
+            [
+                (
+                    fmt_number(int(reports)),
+                    summary["epsilon"],
+                    *(summary["bounds"].get(name) for name in ("basic", "advanced", "kov", "rdp")),
+                    summary["advantage"],
+                )
+                for reports, summary in privacy["accounting"].items()
+            ],
         )
     )
     policy_note = (
@@ -280,7 +240,7 @@ def central_html(
     if shuffled and shuffled.get("applies"):
         exact = shuffled["exact"]
         parts += [
-            html_table(
+            number_table(
                 [
                     f"at the same central ({fmt_number(shuffled['central_epsilon'])}, "
                     f"{shuffled['delta']:g})",
@@ -288,26 +248,22 @@ def central_html(
                     "variance of one frequency",
                 ],
                 [
-                    [
+                    (
                         "local only (no shuffler)",
-                        fmt_number(shuffled["central_epsilon"]),
-                        fmt_number(exact["local_only_variance"]),
-                    ],
-                    [
+                        shuffled["central_epsilon"],
+                        exact["local_only_variance"],
+                    ),
+                    (
                         "shuffled (this campaign)",
-                        fmt_number(shuffled["local_epsilon"]),
-                        fmt_number(exact["shuffled_variance"]),
-                    ],
-                    [
-                        "trusted curator, Laplace",
-                        "&ndash;",
-                        fmt_number(exact["central_laplace_variance"]),
-                    ],
-                    [
+                        shuffled["local_epsilon"],
+                        exact["shuffled_variance"],
+                    ),
+                    ("trusted curator, Laplace", None, exact["central_laplace_variance"]),
+                    (
                         "trusted curator, analytic Gaussian",
-                        "&ndash;",
-                        fmt_number(exact["central_gaussian_variance"]),
-                    ],
+                        None,
+                        exact["central_gaussian_variance"],
+                    ),
                 ],
             ),
             '<p class="note">Exact (Var*/n of the mechanism at each local epsilon). The shuffler '
