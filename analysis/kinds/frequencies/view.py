@@ -104,7 +104,7 @@ def build_report(
     central = central_section(campaign, batch_sizes, batch_credentials)
     shuffled = None
     if central is not None:
-        from analysis.gap_frequencies import shuffled_column
+        from analysis.kinds.frequencies.gap import shuffled_column
 
         options = GapOptions(
             delta=float(campaign.shuffle["delta"]),  # type: ignore[index]
