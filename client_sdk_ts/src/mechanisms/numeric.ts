@@ -3,6 +3,7 @@ import { duchi } from "./duchi.js";
 import { fourier } from "./fourier.js";
 import { gaussian } from "./gaussian.js";
 import { hybrid } from "./hybrid.js";
+import { hierarchical } from "./hierarchical.js";
 import { laplace } from "./laplace.js";
 import { oneBitMean } from "./onebitmean.js";
 import { piecewise } from "./piecewise.js";
@@ -17,5 +18,6 @@ export const NUMERIC_FACTORIES: Readonly<Record<string, MechanismFactory>> = {
   gaussian,
   onebitmean: oneBitMean,
   square_wave: squareWave,
+  hierarchical,
   fourier,
 };
