@@ -229,7 +229,7 @@ export interface DiscreteGaussianParameters {
  */
 export function discreteGaussianAtLeast(sigma2: number): DiscreteGaussianParameters {
   if (!(Number.isFinite(sigma2) && sigma2 > 0)) {
-    throw new RangeError(`sigma2 must be a positive finite number, got ${typeof sigma2}`);
+    throw new RangeError(`sigma2 must be a positive finite number, got ${String(sigma2)}`);
   }
   const target = Math.ceil(sigma2); // the ceiling of the double's exact value
   if (target > 2 ** 52) throw new RangeError("sigma2 must stay below 2**52");

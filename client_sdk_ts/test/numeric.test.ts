@@ -22,3 +22,76 @@ for (const name of NUMERIC) {
     });
   });
 }
+
+// ---- bad configs and values: errors name the field and the value's type, never a private value
+
+const SECRET = 987654.321;
+
+test("bad configs are refused naming the mechanism and the field", () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ mechanism: "duchi", epsilon: "1", lower: 0, upper: 1 }, /duchi: config\.epsilon must be .*, got string/],
+    [{ mechanism: "duchi", epsilon: 41, lower: 0, upper: 1 }, /duchi: config\.epsilon must be a positive number at most 40, got number/],
+    [{ mechanism: "laplace", epsilon: 1, lower: 2, upper: 1 }, /laplace: config\.upper must be greater than config\.lower/],
+    [{ mechanism: "piecewise", epsilon: 1, lower: 0, upper: 1, dim: 0 }, /piecewise: config\.dim must be an integer in \[1, 65536\], got number/],
+    [{ mechanism: "hybrid", epsilon: 1, lower: 0, upper: 1, coordinates: 2 }, /hybrid: config\.coordinates .* needs config\.dim/],
+    [{ mechanism: "piecewise", epsilon: 1, lower: 0, upper: 1, granularity: 1e-20 }, /piecewise: config\.granularity must give between 1 and 2\*\*40 grid steps/],
+    [{ mechanism: "square_wave", epsilon: 1, lower: 0, upper: 1, bins: 1 }, /square_wave: config\.bins must be an integer in \[2, 4096\], got number/],
+    [{ mechanism: "gaussian", epsilon: 1, delta: 1e-6, lower: 0, upper: 1, dim: 2, clip_norm: 1 }, /gaussian: config takes lower\/upper .* not both/],
+    [{ mechanism: "gaussian", epsilon: 1, delta: 2, lower: 0, upper: 1 }, /gaussian: config\.delta must be a number in \(0, 1\), got number/],
+    [{ mechanism: "gaussian", epsilon: 1.5, delta: 1e-6, lower: 0, upper: 1, calibration: "classic" }, /classic calibration is valid only for config\.epsilon < 1/],
+    [{ mechanism: "onebitmean", epsilon: 1, lower: 0, upper: 1, gamma: 0.5 }, /onebitmean: config\.gamma must be a number in \[0, 0\.5\), got number/],
+    [{ mechanism: "onebitmean", epsilon: 1, lower: 0, upper: 1, memoize: "yes" }, /onebitmean: config\.memoize must be true or false, got string/],
+    [{ mechanism: "hierarchical", epsilon: 1, k: 8, variant: "wavelet" }, /hierarchical: config\.variant must be "haar"/],
+    [{ mechanism: "hierarchical", epsilon: 1, k: 1 }, /hierarchical: config\.k must be an integer in \[2, 2048\], got number/],
+    [{ mechanism: "fourier", epsilon: 1, attributes: [{ name: "a", k: 3 }] }, /fourier: config\.attributes\[0\]\.k must be 2/],
+    [{ mechanism: "fourier", epsilon: 1, attributes: "a,b" }, /fourier: config\.attributes must be a list of 1 to 64 entries, got string/],
+  ];
+  for (const [config, message] of cases) {
+    assert.throws(() => mechanismFromConfig(config as never), message, JSON.stringify(config));
+  }
+});
+
+test("bad values are refused naming the index and the type, never the value", () => {
+  const words = (): KeyedPerturbOptions => ({ rng: caseWords(loadCases("duchi")[0]!) });
+  const scalar = mechanismFromConfig({ mechanism: "laplace", epsilon: 1, lower: 0, upper: 1 });
+  const vector = mechanismFromConfig({ mechanism: "duchi", epsilon: 1, lower: 0, upper: 1, dim: 3 });
+  const fourierMechanism = mechanismFromConfig({
+    mechanism: "fourier",
+    epsilon: 1,
+    attributes: [{ name: "wifi", labels: ["off", "on"] }, { name: "dark" }],
+    order: 2,
+  });
+  const expectations: [() => unknown, RegExp][] = [
+    [() => scalar.perturb([0.5, String(SECRET)], words()), /values\[1\] must be a finite number, got string/],
+    [() => scalar.perturb([Number.NaN], words()), /values\[0\] must be a finite number, got NaN/],
+    [() => scalar.perturb([Infinity], words()), /values\[0\] must be a finite number, got an infinite number/],
+    [() => scalar.perturb(SECRET as never, words()), /values must be an array, got number/],
+    [() => vector.perturb([[SECRET, 0]], words()), /values\[0\] must be an array of 3 numbers, got an array of length 2/],
+    [() => vector.perturb([[0, { v: SECRET }, 0]], words()), /values\[0\]\[1\] must be a finite number, got object/],
+    [() => fourierMechanism.perturb([{ wifi: `x${SECRET}`, dark: 1 }], words()), /values\[0\]\.wifi \(a string\) must be one of its 2 labels/],
+    [() => fourierMechanism.perturb([{ wifi: "on", dark: SECRET }], words()), /values\[0\]\.dark \(a number\) must be an integer in \[0, 2\)/],
+    [() => fourierMechanism.perturb([{ wifi: "on" }], words()), /values\[0\] misses attribute "dark"/],
+  ];
+  for (const [call, message] of expectations) {
+    assert.throws(call, (error: Error) => {
+      assert.match(error.message, message);
+      assert.ok(!error.message.includes(String(SECRET)), `the value leaked: ${error.message}`);
+      return true;
+    });
+  }
+});
+
+test("memoized onebitmean needs the device's keyed source; unmemoized refuses one", () => {
+  const memoized = mechanismFromConfig({ mechanism: "onebitmean", epsilon: 1, lower: 0, upper: 1 });
+  assert.throws(() => memoized.perturb([0.5], { rng: caseWords(loadCases("duchi")[0]!) }), /needs the device's keyed source/);
+  const plain = loadCases("onebitmean").find((c) => c.config["memoize"] === false)!;
+  const keyed = loadCases("onebitmean").find((c) => c.config["memoize"] === true)!;
+  const options: KeyedPerturbOptions = { rng: caseWords(plain), keys: caseKeys(keyed)! };
+  assert.throws(() => mechanismFromConfig(plain.config).perturb([0.5], options), /takes no keyed source/);
+});
+
+test("the default word source is the platform CSPRNG", () => {
+  const mechanism = mechanismFromConfig({ mechanism: "laplace", epsilon: 1, lower: 0, upper: 1 });
+  const reports = mechanism.perturb(new Array(200).fill(0.5)) as number[];
+  assert.ok(new Set(reports).size > 150, "fresh noise per report");
+});
