@@ -9,8 +9,8 @@
  * pending at once (one word per draw, in the draws' order), and only the draws a round leaves
  * pending enter the next one; so n draws consume the very words Python's n draws consume.
  */
-import { type Fraction } from "./exact-math.js";
-import { randomBits, uniformBelow } from "./tmp-samplers.js";
+import { Rational } from "./rational.js";
+import { randomBits, uniformBelow } from "./samplers.js";
 import type { WordSource } from "./words.js";
 
 /** Largest t in a discrete Laplace scale t/s (client_sdk/sampling.py). */
@@ -164,56 +164,35 @@ export function discreteGaussian(rng: WordSource, t: bigint, m: bigint, size: nu
   return out;
 }
 
-function floorDiv(n: bigint, d: bigint): bigint {
-  const q = n / d;
-  return (n % d !== 0n && (n < 0n) !== (d < 0n)) ? q - 1n : q;
-}
-
-/** a/b <= c/d for positive denominators. */
-function atMost(a: bigint, b: bigint, c: bigint, d: bigint): boolean {
-  return a * d <= c * b;
-}
-
 /**
  * The largest fraction p/q <= `value` with 1 <= q <= `maxDenominator`, from the continued
  * fraction's convergents and semiconvergents (Khinchin, *Continued Fractions*, section 6;
- * client_sdk/sampling.py `floor_fraction`).
+ * client_sdk/sampling.py `floor_fraction`): the Laplace mechanism's rate eps/N rounded down.
  */
-export function floorFraction(value: Fraction, maxDenominator: bigint): Fraction {
-  let { n, d } = value;
-  if (d < 0n) [n, d] = [-n, -d];
+export function floorFraction(value: Rational, maxDenominator: bigint): Rational {
   if (maxDenominator < 1n) throw new RangeError("maxDenominator must be at least 1");
-  const g = gcd(n < 0n ? -n : n, d);
-  n /= g;
-  d /= g;
-  if (d <= maxDenominator) return { n, d };
-  const floor = floorDiv(n, d);
-  let best: Fraction = { n: floor, d: 1n };
+  if (value.den <= maxDenominator) return value;
+  const floor = value.floor();
+  let best = new Rational(floor);
   let [hPrev, kPrev, h, k] = [1n, 0n, floor, 1n];
-  // rest = value - floor as restN/restD
-  let restN = n - floor * d;
-  let restD = d;
-  while (restN !== 0n) {
-    [restN, restD] = [restD, restN]; // rest = 1/rest
-    const a = restN / restD;
-    restN -= a * restD;
-    const jMax = k !== 0n ? (a < (maxDenominator - kPrev) / k ? a : (maxDenominator - kPrev) / k) : 0n;
+  let rest = value.sub(floor);
+  while (rest.num !== 0n) {
+    rest = new Rational(rest.den, rest.num);
+    const a = rest.floor();
+    rest = rest.sub(a);
+    // semiconvergents (h_prev + j h)/(k_prev + j k) for j = 1..a, the last one a convergent
+    const room = (maxDenominator - kPrev) / k;
+    const jMax = a < room ? a : room;
     if (jMax >= 1n) {
-      const cn = hPrev + jMax * h;
-      const cd = kPrev + jMax * k;
-      if (atMost(cn, cd, n, d) && !atMost(cn, cd, best.n, best.d)) best = { n: cn, d: cd };
+      const candidate = new Rational(hPrev + jMax * h, kPrev + jMax * k);
+      if (candidate.cmp(value) <= 0 && candidate.cmp(best) > 0) best = candidate;
     }
     if (kPrev + a * k > maxDenominator) break;
     [hPrev, kPrev, h, k] = [h, k, hPrev + a * h, kPrev + a * k];
-    if (atMost(h, k, n, d) && !atMost(h, k, best.n, best.d)) best = { n: h, d: k };
+    const convergent = new Rational(h, k);
+    if (convergent.cmp(value) <= 0 && convergent.cmp(best) > 0) best = convergent;
   }
-  const common = gcd(best.n < 0n ? -best.n : best.n, best.d);
-  return { n: best.n / common, d: best.d / common };
-}
-
-function gcd(a: bigint, b: bigint): bigint {
-  while (b !== 0n) [a, b] = [b, a % b];
-  return a;
+  return best;
 }
 
 /** sigma^2 = t m of a discrete Gaussian, with the Laplace proposal scale t. */

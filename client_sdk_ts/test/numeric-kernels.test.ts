@@ -5,7 +5,8 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { WORD_SPAN, doubleOfFraction, exp, expBelow, fractionOfDouble, type Fraction } from "../src/exact-math.js";
+import { expBelow } from "../src/exact-math.js";
+import { Rational, WORD_SPAN, expDouble } from "../src/rational.js";
 import { DuchiKernel } from "../src/mechanisms/duchi.js";
 import { PiecewiseKernel } from "../src/mechanisms/piecewise.js";
 import { mechanismFromConfig } from "../src/mechanisms/registry.js";
@@ -14,13 +15,13 @@ import { SeededWords, assertChiSquare, assertWithinZ } from "./stats.js";
 const EPSILONS = [0.1, 0.5, 0.6093524930273093, 1, 2, 3.7, 8, 40];
 
 /** a/b <= e for the fraction e. */
-const ratioAtMost = (a: bigint, b: bigint, e: Fraction): boolean => a * e.d <= e.n * b;
+const ratioAtMost = (a: bigint, b: bigint, e: Rational): boolean => a * e.den <= e.num * b;
 
-test("exp is e^x correctly rounded: an independent Taylor sum on exact fractions agrees", () => {
+test("expDouble is e^x correctly rounded: an independent Taylor sum on exact fractions agrees", () => {
   const source = new SeededWords(9);
   for (let i = 0; i < 60; i++) {
     const x = (Number((source.words(1)[0] as bigint) >> 11n) / 2 ** 53) * 8 - 4;
-    const { n, d } = fractionOfDouble(x);
+    const { num: n, den: d } = Rational.fromDouble(x);
     // e^x = sum x^j/j! to 2^-300 relative, over the common denominator d^J J!
     let termN = 1n;
     let termD = 1n;
@@ -32,16 +33,16 @@ test("exp is e^x correctly rounded: an independent Taylor sum on exact fractions
       sumN = sumN * termD + termN * sumD;
       sumD *= termD;
     }
-    assert.equal(exp(x), doubleOfFraction(sumN, sumD), `exp(${x})`);
-    assert.ok(expBelow(x) < exp(x));
+    assert.equal(expDouble(x), new Rational(sumN, sumD).toNumber(), `exp(${x})`);
+    assert.ok(expBelow(x) < expDouble(x));
   }
-  assert.equal(exp(1), Math.E);
+  assert.equal(expDouble(1), Math.E);
 });
 
 test("Duchi's thresholds: T_hi/T_lo <= e (the double below e^eps) exactly, and T_lo is the least such", () => {
   for (const epsilon of EPSILONS) {
     const kernel = new DuchiKernel(epsilon);
-    const e = fractionOfDouble(expBelow(epsilon));
+    const e = Rational.fromDouble(expBelow(epsilon));
     assert.equal(kernel.highThreshold + kernel.lowThreshold, WORD_SPAN);
     assert.ok(ratioAtMost(kernel.highThreshold, kernel.lowThreshold, e), `eps=${epsilon}`);
     const tighter = kernel.lowThreshold - 1n;
@@ -53,7 +54,7 @@ test("piecewise thresholds: p_hi/p_lo = T N/((2^64 - T) W) <= e exactly, and T i
   for (const epsilon of EPSILONS) {
     for (const steps of [16, 1 << 20]) {
       const kernel = new PiecewiseKernel(epsilon, steps);
-      const e = fractionOfDouble(expBelow(epsilon));
+      const e = Rational.fromDouble(expBelow(epsilon));
       const w = BigInt(kernel.window);
       const n = BigInt(steps);
       const t = kernel.insideThreshold;
@@ -72,9 +73,9 @@ test("Haar and Fourier keep thresholds: T/(2^64 - T) <= e exactly, and T is the 
       keepThreshold: bigint;
     };
     for (const [t, e] of [
-      [haar.keepThreshold, fractionOfDouble(expBelow(epsilon))],
-      [fourier.keepThreshold, fractionOfDouble(exp(epsilon))],
-    ] as [bigint, Fraction][]) {
+      [haar.keepThreshold, Rational.fromDouble(expBelow(epsilon))],
+      [fourier.keepThreshold, Rational.fromDouble(expDouble(epsilon))],
+    ] as [bigint, Rational][]) {
       assert.ok(ratioAtMost(t, WORD_SPAN - t, e), `eps=${epsilon}`);
       assert.ok(!ratioAtMost(t + 1n, WORD_SPAN - t - 1n, e), `eps=${epsilon} not tight`);
     }

@@ -13,6 +13,7 @@ import {
   discreteLaplace,
   floorFraction,
 } from "../src/sampling.js";
+import { Rational } from "../src/rational.js";
 import { HmacWordSource } from "../src/words.js";
 import { SeededWords, assertChiSquare, assertWithinZ, chiSquareScore } from "./stats.js";
 
@@ -118,13 +119,13 @@ test("floorFraction is the best lower approximation (exhaustive over small denom
     const n = a % 1_000_000_000n;
     const d = (b % 1_000_000_000n) + 1n;
     const maxDen = (c % 400n) + 1n;
-    const got = floorFraction({ n, d }, maxDen);
-    assert.ok(got.d >= 1n && got.d <= maxDen, "denominator bound");
-    assert.ok(got.n * d <= n * got.d, "at most the value");
+    const got = floorFraction(new Rational(n, d), maxDen);
+    assert.ok(got.den >= 1n && got.den <= maxDen, "denominator bound");
+    assert.ok(got.num * d <= n * got.den, "at most the value");
     // the best p/q <= n/d over every q <= maxDen: p = floor(n q / d)
     for (let q = 1n; q <= maxDen; q++) {
       const p = (n * q) / d;
-      assert.ok(p * got.d <= got.n * q, `${n}/${d} max ${maxDen}: ${p}/${q} beats ${got.n}/${got.d}`);
+      assert.ok(p * got.den <= got.num * q, `${n}/${d} max ${maxDen}: ${p}/${q} beats ${got}`);
     }
   }
 });

@@ -4,7 +4,7 @@
  * t in [-1, 1], and bounded mechanisms built from a kernel on [-1, 1], scalar or vector with
  * coordinate sampling (Wang et al., ICDE 2019, Algorithm 4; docs/protocol.md, "Numbers").
  */
-import { sampleSubsets } from "../tmp-samplers.js";
+import { sampleSubsets } from "../samplers.js";
 import { CryptoWordSource, type WordSource } from "../words.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 

@@ -5,8 +5,9 @@
  * one word below T_s: T_-1 = ceil(2^64/(e + 1)) for e the double just below e^eps, T_+1 =
  * 2^64 - T_-1, so T_+1/T_-1 <= e^eps exactly.
  */
-import { WORD_SPAN, doubleOfFraction, expBelow, fractionOfDouble, probabilityThreshold } from "../exact-math.js";
-import { randomizedRound, rawWords } from "../tmp-samplers.js";
+import { expBelow } from "../exact-math.js";
+import { Rational, WORD_SPAN, probabilityThreshold } from "../rational.js";
+import { randomizedRound } from "../samplers.js";
 import type { WordSource } from "../words.js";
 import { BoundedMechanism, ConfigReader, type UnitKernel } from "./bounded.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
@@ -22,11 +23,11 @@ export class DuchiKernel implements UnitKernel {
   readonly bound: number;
 
   constructor(readonly epsilon: number) {
-    const e = fractionOfDouble(expBelow(epsilon));
-    const low = probabilityThreshold({ n: e.d, d: e.n + e.d }, "up");
+    const e = Rational.fromDouble(expBelow(epsilon));
+    const low = probabilityThreshold(new Rational(1n).div(e.add(1n)), "up");
     this.lowThreshold = low > 1n ? low : 1n;
     this.highThreshold = WORD_SPAN - this.lowThreshold;
-    this.bound = doubleOfFraction(WORD_SPAN, 2n * this.highThreshold - WORD_SPAN);
+    this.bound = new Rational(WORD_SPAN, 2n * this.highThreshold - WORD_SPAN).toNumber();
   }
 
   sample(rng: WordSource, t: readonly number[]): number[] {
@@ -35,7 +36,7 @@ export class DuchiKernel implements UnitKernel {
       t.map((x) => (x + 1) / 2),
       1,
     );
-    const words = rawWords(rng, side.length);
+    const words = rng.words(side.length);
     return side.map((s, i) => ((words[i] as bigint) < (s === 1 ? this.highThreshold : this.lowThreshold) ? 1 : 0));
   }
 

@@ -5,8 +5,8 @@
  * from the keyed source, the parity of the record's bits over it, sent kept with probability
  * e^eps/(e^eps + 1) (a threshold rounded down). Payload: [c, bit].
  */
-import { exp, fractionOfDouble, probabilityThreshold } from "../exact-math.js";
-import { bernoulli, uniformBelow } from "../tmp-samplers.js";
+import { expRational, probabilityThreshold } from "../rational.js";
+import { bernoulli, uniformBelow } from "../samplers.js";
 import { ConfigReader, type KeyedPerturbOptions, checkValueList, typeName, wordSource } from "./bounded.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
@@ -134,8 +134,8 @@ class Fourier implements Mechanism<Readonly<Record<string, unknown>>, [number, n
       throw new RangeError(`fourier: config.order ${order} gives ${count} coefficients, more than ${MAX_COEFFICIENTS}`);
     }
     this.sets = coefficientSets(d, order);
-    const e = fractionOfDouble(exp(epsilon));
-    this.keepThreshold = probabilityThreshold({ n: e.n, d: e.n + e.d }, "down");
+    const e = expRational(epsilon);
+    this.keepThreshold = probabilityThreshold(e.div(e.add(1n)), "down");
   }
 
   perturb(values: readonly Readonly<Record<string, unknown>>[], options?: KeyedPerturbOptions): [number, number][] {

@@ -9,7 +9,7 @@
  * steps at the grid sensitivity.
  */
 import { discreteGaussian, discreteGaussianAtLeast, MAX_GAUSSIAN_T } from "../sampling.js";
-import { randomizedRound } from "../tmp-samplers.js";
+import { randomizedRound } from "../samplers.js";
 import { ConfigReader, MAX_DIM, checkScalarValues, checkVectorValues, clip, wordSource } from "./bounded.js";
 import { gridSteps } from "./piecewise.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";

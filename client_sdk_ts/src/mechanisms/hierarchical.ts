@@ -7,8 +7,9 @@
  * 2017). Haar: a random Hadamard row j of the level and the binary randomized response of the
  * node's coefficient sign.
  */
-import { expBelow, exp, fractionOfDouble, probabilityThreshold } from "../exact-math.js";
-import { bernoulli, uniformBelow } from "../tmp-samplers.js";
+import { expBelow } from "../exact-math.js";
+import { Rational, expRational, probabilityThreshold } from "../rational.js";
+import { bernoulli, uniformBelow } from "../samplers.js";
 import type { WordSource } from "../words.js";
 import { ConfigReader, type KeyedPerturbOptions, type KeyedSource, checkValueList, typeName, wordSource } from "./bounded.js";
 import { CATEGORICAL_FACTORIES } from "./categorical.js";
@@ -65,12 +66,12 @@ function totalVariance(p: number, q: number, k: number): number {
 
 /** The level oracle's name: GRR or OUE, evaluated at their implemented probabilities. */
 function levelOracle(epsilon: number, size: number): "grr" | "oue" {
-  const e = fractionOfDouble(exp(epsilon));
-  const grrKeep = probabilityThreshold({ n: e.n, d: e.n + BigInt(size - 1) * e.d }, "down");
+  const e = expRational(epsilon);
+  const grrKeep = probabilityThreshold(e.div(e.add(size - 1)), "down");
   const pGrr = Number(grrKeep) / 2 ** 64;
   const qGrr = (1 - pGrr) / (size - 1);
-  const oueP = probabilityThreshold({ n: 1n, d: 2n }, "down");
-  const oueQ = probabilityThreshold({ n: e.d, d: e.n + e.d }, "up");
+  const oueP = probabilityThreshold(new Rational(1n, 2n), "down");
+  const oueQ = probabilityThreshold(new Rational(1n).div(e.add(1n)), "up");
   const grr = totalVariance(pGrr, qGrr, size);
   const oue = totalVariance(Number(oueP) / 2 ** 64, Number(oueQ) / 2 ** 64, size);
   return grr <= oue ? "grr" : "oue";
@@ -134,8 +135,8 @@ class HaarWavelet implements Mechanism<number, RangeReport> {
     const epsilon = reader.epsilon();
     this.k = reader.integer("k", 2, MAX_K);
     this.height = Math.max(1, (this.k - 1).toString(2).length);
-    const e = fractionOfDouble(expBelow(epsilon));
-    this.keepThreshold = probabilityThreshold({ n: e.n, d: e.d + e.n }, "down");
+    const e = Rational.fromDouble(expBelow(epsilon));
+    this.keepThreshold = probabilityThreshold(e.div(e.add(1n)), "down");
   }
 
   perturb(values: readonly number[], options?: KeyedPerturbOptions): RangeReport[] {

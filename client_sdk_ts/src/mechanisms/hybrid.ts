@@ -3,8 +3,7 @@
  * one word below T_alpha (alpha = 1 - e^(-eps/2), rounded to nearest; 0 at or below eps* of
  * their Lemma 5) chooses the piecewise kernel, else Duchi's (output N + W + bit).
  */
-import { fractionOfDouble, probabilityThreshold } from "../exact-math.js";
-import { rawWords } from "../tmp-samplers.js";
+import { probabilityThreshold } from "../rational.js";
 import type { WordSource } from "../words.js";
 import { BoundedMechanism, ConfigReader, type UnitKernel } from "./bounded.js";
 import { DuchiKernel } from "./duchi.js";
@@ -32,12 +31,12 @@ export class HybridKernel implements UnitKernel {
     this.duchi = new DuchiKernel(epsilon);
     // -expm1(-eps/2) as Python's math.expm1 (fdlibm's, as V8's Math.expm1)
     this.alphaThreshold =
-      epsilon <= EPSILON_STAR ? 0n : probabilityThreshold(fractionOfDouble(-Math.expm1(-epsilon / 2)), "nearest");
+      epsilon <= EPSILON_STAR ? 0n : probabilityThreshold(-Math.expm1(-epsilon / 2), "nearest");
     this.outputSize = this.piecewise.outputSize + 2;
   }
 
   sample(rng: WordSource, t: readonly number[]): number[] {
-    const choose = rawWords(rng, t.length);
+    const choose = rng.words(t.length);
     const usePiecewise = t.map((_, i) => (choose[i] as bigint) < this.alphaThreshold);
     const fromPiecewise = this.piecewise.sample(
       rng,

@@ -5,9 +5,9 @@
  * Laplace of scale t/s, s/t the largest fraction with t <= 2^40 at most eps/N (Canonne, Kamath
  * & Steinke, NeurIPS 2020), so the mechanism is exactly (N s/t)-LDP with N s/t <= eps.
  */
-import { fractionOfDouble } from "../exact-math.js";
+import { Rational } from "../rational.js";
 import { MAX_LAPLACE_DENOMINATOR, discreteLaplace, floorFraction } from "../sampling.js";
-import { randomizedRound } from "../tmp-samplers.js";
+import { randomizedRound } from "../samplers.js";
 import { ConfigReader, checkScalarValues, clip, wordSource } from "./bounded.js";
 import { DEFAULT_GRID_STEPS, gridSteps } from "./piecewise.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
@@ -36,10 +36,9 @@ class Laplace implements Mechanism<number, number> {
           "(the noise scale would exceed 2**36 steps); use a coarser granularity",
       );
     }
-    const e = fractionOfDouble(epsilon);
-    const rate = floorFraction({ n: e.n, d: e.d * BigInt(this.gridSteps) }, MAX_LAPLACE_DENOMINATOR);
-    this.t = rate.d;
-    this.s = rate.n;
+    const rate = floorFraction(Rational.fromDouble(epsilon).div(this.gridSteps), MAX_LAPLACE_DENOMINATOR);
+    this.t = rate.den;
+    this.s = rate.num;
   }
 
   perturb(values: readonly number[], options?: PerturbOptions): number[] {

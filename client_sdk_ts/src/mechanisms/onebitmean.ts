@@ -6,8 +6,8 @@
  * Duchi's thresholds), then a flip with probability gamma from the report's words. Unmemoized:
  * Duchi's kernel, then the flip.
  */
-import { fractionOfDouble, probabilityThreshold } from "../exact-math.js";
-import { bernoulli, rawWords } from "../tmp-samplers.js";
+import { probabilityThreshold } from "../rational.js";
+import { bernoulli } from "../samplers.js";
 import { ConfigReader, type KeyedPerturbOptions, checkScalarValues, clip, wordSource } from "./bounded.js";
 import { DuchiKernel } from "./duchi.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
@@ -32,7 +32,7 @@ class OneBitMean implements Mechanism<number, number> {
     this.buckets = reader.has("buckets") ? reader.integer("buckets", 1, MAX_BUCKETS) : 1;
     const gamma = reader.has("gamma") ? reader.config["gamma"] : 0;
     if (typeof gamma !== "number" || !(gamma >= 0 && gamma < 0.5)) reader.fail("gamma", "a number in [0, 0.5)");
-    this.flipThreshold = probabilityThreshold(fractionOfDouble(gamma), "nearest");
+    this.flipThreshold = probabilityThreshold(gamma, "nearest");
     this.memoize = reader.has("memoize") ? reader.boolean("memoize") : true;
   }
 
@@ -59,12 +59,12 @@ class OneBitMean implements Mechanism<number, number> {
       if (keys === undefined) {
         throw new TypeError("onebitmean with config.memoize true needs the device's keyed source (options.keys)");
       }
-      const alpha = Number(rawWords(keys.source(ALPHA_LABEL, 0), 1)[0]) / 2 ** 64;
+      const alpha = Number(keys.source(ALPHA_LABEL, 0).words(1)[0]) / 2 ** 64;
       bits = t.map((u) => {
         const position = ((u + 1) / 2) * this.buckets;
         const low = Math.min(Math.floor(position), this.buckets - 1);
         const point = low + (position - low > alpha ? 1 : 0);
-        const word = rawWords(keys.source(BIT_LABEL, point), 1)[0] as bigint;
+        const word = keys.source(BIT_LABEL, point).words(1)[0] as bigint;
         return word < this.pointThreshold(point) ? 1 : 0;
       });
     }

@@ -5,8 +5,9 @@
  * down to a threshold) the output is uniform on the window {a..a+W-1}, else uniform on the N
  * other outputs; W = round(N e^(-eps/2)).
  */
-import { WORD_SPAN, doubleOfFraction, exp, expBelow, fractionOfDouble, probabilityThreshold, roundHalfEven } from "../exact-math.js";
-import { randomizedRound, rawWords, uniformBelow } from "../tmp-samplers.js";
+import { expBelow, roundHalfEven } from "../exact-math.js";
+import { Rational, WORD_SPAN, expDouble, probabilityThreshold } from "../rational.js";
+import { randomizedRound, uniformBelow } from "../samplers.js";
 import type { WordSource } from "../words.js";
 import { BoundedMechanism, ConfigReader, type UnitKernel } from "./bounded.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
@@ -48,22 +49,22 @@ export class PiecewiseKernel implements UnitKernel {
     readonly steps: number,
     window?: number,
   ) {
-    this.window = window ?? Math.max(1, roundHalfEven(steps * exp(-epsilon / 2)));
+    this.window = window ?? Math.max(1, roundHalfEven(steps * expDouble(-epsilon / 2)));
     this.outputSize = steps + this.window;
-    const e = fractionOfDouble(expBelow(epsilon));
+    const we = Rational.fromDouble(expBelow(epsilon)).mul(this.window);
+    this.insideThreshold = probabilityThreshold(we.div(we.add(steps)), "down");
     const w = BigInt(this.window);
     const n = BigInt(steps);
-    this.insideThreshold = probabilityThreshold({ n: w * e.n, d: w * e.n + n * e.d }, "down");
     // p_hi = P_in/W, p_lo = (1 - P_in)/N as exact fractions over W N 2^64, then as doubles
     const t = this.insideThreshold;
     const den = w * n * WORD_SPAN;
     const highN = t * n;
     const lowN = (WORD_SPAN - t) * w;
     this.#levels = {
-      high: doubleOfFraction(highN, den),
-      diff: doubleOfFraction(highN - lowN, den),
-      low: doubleOfFraction(lowN, den),
-      slope: doubleOfFraction(w * (highN - lowN), den),
+      high: new Rational(highN, den).toNumber(),
+      diff: new Rational(highN - lowN, den).toNumber(),
+      low: new Rational(lowN, den).toNumber(),
+      slope: new Rational(w * (highN - lowN), den).toNumber(),
     };
   }
 
@@ -74,7 +75,7 @@ export class PiecewiseKernel implements UnitKernel {
       t.map((x) => ((x + 1) / 2) * this.steps),
       this.steps,
     );
-    const inside = rawWords(rng, n);
+    const inside = rng.words(n);
     const inWindow = uniformBelow(rng, BigInt(this.window), n);
     const other = uniformBelow(rng, BigInt(this.steps), n);
     return a.map((ai, i) => {

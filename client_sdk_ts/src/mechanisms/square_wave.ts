@@ -4,7 +4,8 @@
  * N = bins · ceil(1024/bins) steps and the window W = max(1, round(2 b N)),
  * b = (eps e - e + 1)/(2 e (e - 1 - eps)) with e = e^eps.
  */
-import { exp, roundHalfEven } from "../exact-math.js";
+import { roundHalfEven } from "../exact-math.js";
+import { expDouble } from "../rational.js";
 import { ConfigReader, checkScalarValues, clip, wordSource } from "./bounded.js";
 import { PiecewiseKernel } from "./piecewise.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
@@ -14,7 +15,7 @@ const MAX_BINS = 4096;
 
 /** The paper's half-width b(eps) (Li et al. 2020). */
 export function squareWaveB(epsilon: number): number {
-  const e = exp(epsilon);
+  const e = expDouble(epsilon);
   return (epsilon * e - e + 1) / (2 * e * (e - 1 - epsilon));
 }
 
