@@ -12,19 +12,19 @@ import { HmacWordSource } from "../src/words.js";
 import type { KeyedSource } from "../src/mechanisms/bounded.js";
 import type { MechanismConfig } from "../src/mechanisms/types.js";
 
-/** The repository's vector folder, from src/test or dist/test. */
-function vectorsDir(): string {
+/** The first folder above this file (in test/ or dist/test/) holding `relative`. */
+function findAbove(relative: string): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 5; i++) {
-    const candidate = join(dir, "conformance", "vectors");
+    const candidate = join(dir, relative);
     try {
-      readFileSync(join(candidate, "grr.json"));
+      readFileSync(candidate);
       return candidate;
     } catch {
       dir = dirname(dir);
     }
   }
-  throw new Error("conformance/vectors not found above the test file");
+  throw new Error(`${relative} not found above the test file`);
 }
 
 export interface VectorCase {
@@ -112,16 +112,32 @@ function canonical(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** The cases of conformance/vectors/<mechanism>.json. */
-export function loadCases(mechanism: string): VectorCase[] {
-  const text = readFileSync(join(vectorsDir(), `${mechanism}.json`), "utf8");
-  const plain = JSON.parse(text) as { cases: Omit<VectorCase, "configJson">[] };
+/** The cases of a JSON file `{"cases": [...]}`, each with its config's canonical JSON. */
+function loadJsonCases<Case>(relative: string): (Case & { configJson: string })[] {
+  const text = readFileSync(findAbove(relative), "utf8");
+  const plain = JSON.parse(text) as { cases: Case[] };
   const kept = parseKeepingFloats(text) as { cases: { config: unknown }[] };
   return plain.cases.map((c, index) => ({ ...c, configJson: canonical(kept.cases[index]?.config) }));
 }
 
+/** The cases of conformance/vectors/<mechanism>.json. */
+export function loadCases(mechanism: string): VectorCase[] {
+  return loadJsonCases<Omit<VectorCase, "configJson">>(join("conformance", "vectors", `${mechanism}.json`));
+}
+
+/** A batch of several values from one word source, with the Python SDK's payloads. */
+export interface BatchCase extends Omit<VectorCase, "value" | "payload"> {
+  readonly values: unknown[];
+  readonly payloads: unknown[];
+}
+
+/** test/fixtures/numeric_batches.json (written by numeric_batches.py beside it). */
+export function loadBatches(): BatchCase[] {
+  return loadJsonCases<Omit<BatchCase, "configJson">>(join("test", "fixtures", "numeric_batches.json"));
+}
+
 /** The case's report words. */
-export function caseWords(c: VectorCase): HmacWordSource {
+export function caseWords(c: Pick<VectorCase, "words_key">): HmacWordSource {
   return new HmacWordSource(hexToBytes(c.words_key));
 }
 
@@ -133,7 +149,7 @@ function len32(bytes: Uint8Array): Uint8Array {
 }
 
 /** The case's keyed source: HMAC words under the device secret and the campaign's scope. */
-export function caseKeys(c: VectorCase): KeyedSource | undefined {
+export function caseKeys(c: Pick<VectorCase, "device_secret" | "campaign" | "configJson">): KeyedSource | undefined {
   if (c.device_secret === undefined || c.campaign === undefined) return undefined;
   const utf8 = new TextEncoder();
   const content = `{"campaign":${JSON.stringify(c.campaign)},"mechanism":${c.configJson}}`;
