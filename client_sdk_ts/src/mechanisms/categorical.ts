@@ -1,4 +1,772 @@
-/** Device factories of this group (grr, sue, oue, ss, olh, blh, hr, dbitflip, rappor), by mechanism name. */
-import type { MechanismFactory } from "./types.js";
+/**
+ * The categorical frequency oracles on the device (docs/protocol.md, "Categorical frequency
+ * oracles" and "Memoized variants"): grr, sue, oue, ss, olh, blh, hr, dbitflip, and rappor (its
+ * strings are hashed into a Bloom filter), each drawing its words exactly as the Python SDK's
+ * `perturb` does, so that the same words give the same payloads.
+ */
+import { md5 } from "@noble/hashes/legacy";
+import { hmac } from "@noble/hashes/hmac";
+import { sha256 } from "@noble/hashes/sha256";
+import {
+  type BatchChain,
+  type KeyedSource,
+  chainThreshold,
+  longitudinal,
+  mixtureChain,
+  requireKeys,
+} from "../memoization.js";
+import {
+  MAX_WORD,
+  Rational,
+  WORD_SPAN,
+  bitLength,
+  expDouble,
+  expRational,
+  probabilityThreshold,
+  thresholdProbability,
+} from "../rational.js";
+import { bernoulli, bernoulliLazy, sampleSubsets, uniformBelow, uniformBelow32 } from "../samplers.js";
+import { encodeBitRow, encodePackedRow, packBits, unpackBits } from "../wire.js";
+import { CryptoWordSource, type WordSource } from "../words.js";
+import {
+  categoryValues,
+  checkKeys,
+  configBool,
+  configEpsilon,
+  configInt,
+  configNumber,
+  configObject,
+  rowsPerChunk,
+  stringValues,
+} from "./fields.js";
+import type { Mechanism, MechanismConfig, MechanismFactory, PerturbOptions } from "./types.js";
 
-export const CATEGORICAL_FACTORIES: Readonly<Record<string, MechanismFactory>> = {};
+const ONE = new Rational(1n);
+/** Largest k of a bit-row oracle and of the hashed ones (Python: `check_bit_vector_k`, `MAX_K`). */
+const MAX_K = 2 ** 53 - 1;
+
+function rngOf(options: PerturbOptions | undefined): WordSource {
+  return options?.rng ?? new CryptoWordSource();
+}
+
+function refuseKeys(options: PerturbOptions | undefined, name: string): void {
+  if (options?.keys !== undefined) throw new TypeError(`${name} is not memoized; it takes no keys`);
+}
+
+/** Ranges over rows in chunks of `step`. */
+function* chunks(n: number, step: number): Generator<[number, number]> {
+  for (let start = 0; start < n; start += step) yield [start, Math.min(n, start + step)];
+}
+
+// ---- randomized response ---------------------------------------------------------------------
+
+/**
+ * Randomized response over [0, size) (Python: `keep_or_other`): keep = `bernoulli(T, n)`, then the
+ * uniform others `uniformBelow(size - 1, n)` skipping each value; with size = 2 the other is
+ * 1 - value and no word is drawn unless `drawForTwo` (GRR always draws).
+ */
+export function keepOrOther(
+  rng: WordSource,
+  values: readonly number[],
+  keepThreshold: bigint,
+  size: number,
+  drawForTwo = false,
+): number[] {
+  const keep = bernoulli(rng, keepThreshold, values.length);
+  if (size === 2 && !drawForTwo) return values.map((v, i) => (keep[i] ? v : 1 - v));
+  const other = uniformBelow(rng, size - 1, values.length);
+  return values.map((v, i) => {
+    const o = Number(other[i]!);
+    return keep[i] ? v : o + (o >= v ? 1 : 0);
+  });
+}
+
+/**
+ * Randomized response from fewer bits (Python: `keep_or_other_compact`): keep =
+ * `bernoulliLazy(T, n)`, others `uniformBelow32(size - 1, n)` (none when size = 2).
+ */
+export function keepOrOtherCompact(rng: WordSource, values: readonly number[], keepThreshold: bigint, size: number): number[] {
+  const keep = bernoulliLazy(rng, keepThreshold, values.length);
+  if (size === 2) return values.map((v, i) => (keep[i] ? v : 1 - v));
+  const other = uniformBelow32(rng, size - 1, values.length);
+  return values.map((v, i) => {
+    const o = other[i]!;
+    return keep[i] ? v : o + (o >= v ? 1 : 0);
+  });
+}
+
+/** The keep threshold e^eps/(e^eps + size - 1), rounded down (so p(size-1)/(1-p) <= e^eps). */
+export function keepThreshold(epsilon: number, size: number): bigint {
+  const e = expRational(epsilon);
+  return probabilityThreshold(e.div(e.add(size - 1)), "down");
+}
+
+/** (P', Q') of randomized response with keep `first`, then again with `second`, over `size`. */
+function composeKeep(first: Rational, second: Rational, size: number): [Rational, Rational] {
+  const q1 = ONE.sub(first).div(size - 1);
+  const q2 = ONE.sub(second).div(size - 1);
+  return [first.mul(second).add(ONE.sub(first).mul(q2)), q1.mul(second).add(ONE.sub(q1).mul(q2))];
+}
+
+/** L-GRR's threshold: the largest keep T2 with P'/Q' <= target (Python: `RandomizedResponseChain`). */
+export function randomizedResponseChainThreshold(permanentKeep: Rational, size: number, target: Rational): bigint {
+  const ratio = (t: bigint): Rational => {
+    const [big, small] = composeKeep(permanentKeep, thresholdProbability(t), size);
+    return big.div(small);
+  };
+  const size64 = BigInt(size);
+  return chainThreshold(ratio, [(WORD_SPAN + size64 - 1n) / size64, MAX_WORD], target); // from ceil(2^64/size)
+}
+
+// ---- grr -------------------------------------------------------------------------------------
+
+/** k-ary randomized response: keep = one word, other = `uniformBelow(k - 1)` (drawn even for k = 2). */
+export class GRR implements Mechanism<number, number> {
+  readonly name = "grr";
+  readonly keepThreshold: bigint;
+
+  constructor(
+    readonly epsilon: number,
+    readonly k: number,
+  ) {
+    this.keepThreshold = keepThreshold(epsilon, k);
+  }
+
+  perturb(values: readonly number[], options?: PerturbOptions): number[] {
+    refuseKeys(options, this.name);
+    return keepOrOther(rngOf(options), categoryValues(values, this.k), this.keepThreshold, this.k, true);
+  }
+
+  toWire(reports: readonly number[]): number[] {
+    return [...reports];
+  }
+}
+
+// ---- sue, oue --------------------------------------------------------------------------------
+
+/** The float64 just below a positive finite x (Python: `math.nextafter(x, 0.0)`). */
+function nextDown(x: number): number {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, x);
+  view.setBigUint64(0, view.getBigUint64(0) - 1n);
+  return view.getFloat64(0);
+}
+
+/** Unary encoding: every bit `bernoulliLazy(T_q)`, then bit x `bernoulliLazy(T_p)`; packed rows. */
+export class UnaryEncoding implements Mechanism<number, Uint8Array> {
+  readonly thresholds: readonly [bigint, bigint];
+
+  constructor(
+    readonly name: "sue" | "oue",
+    readonly epsilon: number,
+    readonly k: number,
+  ) {
+    let p: Rational;
+    let q: Rational;
+    if (name === "sue") {
+      // half = e^(eps/2) as the largest float whose square does not exceed the float e^eps
+      const bound = expRational(epsilon);
+      let root = Math.sqrt(bound.toNumber());
+      if (Rational.fromDouble(root).pow(2).cmp(bound) > 0) root = nextDown(root);
+      const half = Rational.fromDouble(root);
+      p = half.div(half.add(1n));
+      q = ONE.div(half.add(1n));
+    } else {
+      p = new Rational(1n, 2n);
+      q = ONE.div(expRational(epsilon).add(1n));
+    }
+    this.thresholds = [probabilityThreshold(p, "down"), probabilityThreshold(q, "up")];
+  }
+
+  /** The implemented (p, q). */
+  get implemented(): [Rational, Rational] {
+    return [thresholdProbability(this.thresholds[0]), thresholdProbability(this.thresholds[1])];
+  }
+
+  perturb(values: readonly number[], options?: PerturbOptions): Uint8Array[] {
+    refuseKeys(options, this.name);
+    const x = categoryValues(values, this.k);
+    const rng = rngOf(options);
+    const [p, q] = this.thresholds;
+    const out: Uint8Array[] = [];
+    for (const [start, stop] of chunks(x.length, rowsPerChunk(this.k))) {
+      const rows = x.slice(start, stop);
+      const bits = bernoulliLazy(rng, q, rows.length * this.k);
+      const kept = bernoulliLazy(rng, p, rows.length);
+      rows.forEach((v, r) => {
+        bits[r * this.k + v] = kept[r]!;
+        out.push(packBits(bits.slice(r * this.k, (r + 1) * this.k)));
+      });
+    }
+    return out;
+  }
+
+  toWire(reports: readonly Uint8Array[]): string[] {
+    return reports.map((row) => encodePackedRow(row, this.k));
+  }
+}
+
+/** L-UE: every permanent bit xor `bernoulliLazy(2^64 - T, k)` (Python: `BitFlipChain`). */
+function bitFlipChain(inner: UnaryEncoding, target: Rational): BatchChain<Uint8Array> {
+  const [p1, q1] = inner.implemented;
+  const composed = (keep: Rational): [Rational, Rational] => [
+    p1.mul(keep).add(ONE.sub(p1).mul(ONE.sub(keep))),
+    q1.mul(keep).add(ONE.sub(q1).mul(ONE.sub(keep))),
+  ];
+  const ratio = (t: bigint): Rational => {
+    const [big, small] = composed(thresholdProbability(t));
+    return big.mul(ONE.sub(small)).div(small.mul(ONE.sub(big)));
+  };
+  const threshold = chainThreshold(ratio, [WORD_SPAN / 2n, MAX_WORD], target);
+  const k = inner.k;
+  return {
+    kind: "l-ue",
+    threshold,
+    instantaneous(permanent, rng) {
+      const out: Uint8Array[] = [];
+      for (const [start, stop] of chunks(permanent.length, rowsPerChunk(k))) {
+        const flips = bernoulliLazy(rng, WORD_SPAN - threshold, (stop - start) * k);
+        for (let r = start; r < stop; r++) {
+          const bits = unpackBits(permanent[r]!, k).map((bit, i) => bit !== flips[(r - start) * k + i]);
+          out.push(packBits(bits));
+        }
+      }
+      return out;
+    },
+  };
+}
+
+// ---- ss ----------------------------------------------------------------------------------------
+
+const FLOYD_BLOCK_DRAWS = 2 ** 20;
+
+/** Binomial coefficient C(n, r) as a BigInt. */
+function comb(n: number, r: number): bigint {
+  let out = 1n;
+  for (let i = 0; i < r; i++) out = (out * BigInt(n - i)) / BigInt(i + 1);
+  return out;
+}
+
+/** Subset selection: exactly d ones, x a member with probability p = d e^eps/(d e^eps + k - d). */
+export class SubsetSelection implements Mechanism<number, Uint8Array> {
+  readonly name = "ss";
+  readonly includeThreshold: bigint;
+
+  constructor(
+    readonly epsilon: number,
+    readonly k: number,
+    readonly d: number,
+  ) {
+    const e = expRational(epsilon);
+    const de = e.mul(BigInt(d));
+    this.includeThreshold = probabilityThreshold(de.div(de.add(BigInt(k - d))), "down");
+  }
+
+  /** (R, M) of the worst output column, exactly (Python: `SS.mixture_column_profile`). */
+  columnProfile(): { high: Rational; mean: Rational } {
+    const p = thresholdProbability(this.includeThreshold);
+    const inside = p.div(comb(this.k - 1, this.d - 1));
+    const outside = ONE.sub(p).div(comb(this.k - 1, this.d));
+    const high = inside.div(outside);
+    return { high, mean: high.mul(BigInt(this.d)).add(BigInt(this.k - this.d)).div(BigInt(this.k)) };
+  }
+
+  perturb(values: readonly number[], options?: PerturbOptions): Uint8Array[] {
+    refuseKeys(options, this.name);
+    const x = categoryValues(values, this.k);
+    const rng = rngOf(options);
+    const { k, d } = this;
+    const include = bernoulli(rng, this.includeThreshold, x.length);
+    const complement = 2 * d > k;
+    const members = complement ? k - d : d;
+    const out: Uint8Array[] = [];
+    for (const [start, stop] of chunks(x.length, rowsPerChunk(k))) {
+      const rows = x.slice(start, stop);
+      const hasX = include.slice(start, stop).map((inc) => inc !== complement);
+      for (const bitmap of floydBitmaps(rng, rows, hasX, members, k)) {
+        out.push(packBits(complement ? bitmap.map((b) => !b) : bitmap));
+      }
+    }
+    return out;
+  }
+
+  toWire(reports: readonly Uint8Array[]): string[] {
+    return reports.map((row) => encodePackedRow(row, this.k));
+  }
+}
+
+/**
+ * Bitmaps with x set where `hasX`, plus uniform others up to `members` ones (Python:
+ * `_floyd_bitmaps`): Floyd's algorithm over the k - 1 values other than x (index x stands for
+ * value k - 1), all draws of a block of steps by one `uniformBelow32` call, step-major.
+ */
+function floydBitmaps(rng: WordSource, x: readonly number[], hasX: readonly boolean[], members: number, k: number): boolean[][] {
+  const rows = x.length;
+  const others = k - 1;
+  const maps = x.map(() => new Array<boolean>(k).fill(false));
+  const first = others - members;
+  const block = Math.max(1, Math.floor(FLOYD_BLOCK_DRAWS / Math.max(rows, 1)));
+  for (let blockStart = first; blockStart < others; blockStart += block) {
+    const steps: number[] = [];
+    for (let j = blockStart; j < Math.min(others, blockStart + block); j++) steps.push(j);
+    const highs = steps.flatMap((j) => new Array<number>(rows).fill(j + 1));
+    const draws = uniformBelow32(rng, highs, highs.length);
+    steps.forEach((j, s) => {
+      for (let r = 0; r < rows; r++) {
+        if (j === first && hasX[r]) continue; // a row holding x needs one member fewer
+        const t = draws[s * rows + r]!;
+        maps[r]![maps[r]![t] ? j : t] = true;
+      }
+    });
+  }
+  return maps.map((map, r) => {
+    const v = x[r]!;
+    map[others] = map[v]!; // index x stands for value k - 1 (a no-op when x = k - 1)
+    map[v] = hasX[r]!;
+    return map;
+  });
+}
+
+// ---- olh, blh ----------------------------------------------------------------------------------
+
+export const HASH_PRIME = 2 ** 31 - 1;
+const PRIME = BigInt(HASH_PRIME);
+const SEED_SPACE = (PRIME - 1n) * PRIME;
+
+/** h = ⌊g·((a·x + b) mod P) / P⌋ with a = seed div P + 1, b = seed mod P (Python: `local_hash`). */
+export function localHash(seed: bigint, x: number, g: number): number {
+  const a = seed / PRIME + 1n;
+  const b = seed % PRIME;
+  return Number((BigInt(g) * ((a * BigInt(x) + b) % PRIME)) / PRIME);
+}
+
+export interface HashedReport {
+  seed: bigint;
+  y: number;
+}
+
+/** Local hashing (OLH: g buckets; BLH: g = 2): a uniform seed, then randomized response over [g]. */
+export class LocalHashing implements Mechanism<number, HashedReport> {
+  readonly keepThreshold: bigint;
+
+  constructor(
+    readonly name: "olh" | "blh",
+    readonly epsilon: number,
+    readonly k: number,
+    readonly g: number,
+  ) {
+    this.keepThreshold = keepThreshold(epsilon, g);
+  }
+
+  perturb(values: readonly number[], options?: PerturbOptions): HashedReport[] {
+    refuseKeys(options, this.name);
+    const x = categoryValues(values, this.k);
+    const rng = rngOf(options);
+    const seeds = uniformBelow(rng, SEED_SPACE, x.length);
+    const hashed = x.map((v, i) => localHash(seeds[i]!, v, this.g));
+    const y = keepOrOther(rng, hashed, this.keepThreshold, this.g);
+    return seeds.map((seed, i) => ({ seed, y: y[i]! }));
+  }
+
+  toWire(reports: readonly HashedReport[]): { seed: string; y: number }[] {
+    return reports.map(({ seed, y }) => ({ seed: seed.toString(16).padStart(16, "0"), y }));
+  }
+}
+
+// ---- hr ----------------------------------------------------------------------------------------
+
+function parity(value: bigint): boolean {
+  let bits = 0;
+  for (let v = value; v !== 0n; v &= v - 1n) bits ^= 1;
+  return bits === 1;
+}
+
+/** The unnormalized Walsh-Hadamard transform (Sylvester order) of integer values. */
+function fwht(values: number[]): number[] {
+  const out = [...values];
+  for (let h = 1; h < out.length; h *= 2) {
+    for (let i = 0; i < out.length; i += 2 * h) {
+      for (let j = i; j < i + h; j++) {
+        const a = out[j]!;
+        const b = out[j + h]!;
+        out[j] = a + b;
+        out[j + h] = a - b;
+      }
+    }
+  }
+  return out;
+}
+
+/** Hadamard response over B blocks of b - 1 symbols (b = 2^bitlen(⌈k/B⌉)). */
+export class HadamardResponse implements Mechanism<number, number> {
+  readonly name = "hr";
+  readonly blockSize: number;
+  readonly keepThreshold: bigint;
+
+  constructor(
+    readonly epsilon: number,
+    readonly k: number,
+    readonly blocks: number,
+  ) {
+    this.blockSize = 2 ** bitLength(BigInt(Math.ceil(k / blocks)));
+    if ((this.blockSize - 1) * blocks < k) throw new RangeError(`blocks=${blocks} cannot hold k=${k}`);
+    const e = expRational(epsilon);
+    this.keepThreshold = probabilityThreshold(e.div(e.add(BigInt(2 * blocks - 1))), "down");
+  }
+
+  /** The least c >= 1 such that some output lies in exactly c symbols' half-sets. */
+  fewestHolders(): number {
+    const { k, blockSize: b } = this;
+    const sizes = new Set<number>();
+    for (let block = 0; block * (b - 1) < k; block++) sizes.add(Math.min(b - 1, k - block * (b - 1)));
+    let fewest = k;
+    for (const rows of sizes) {
+      const indicator = Array.from({ length: b }, (_, i) => (i >= 1 && i <= rows ? 1 : 0));
+      for (const t of fwht(indicator)) {
+        const count = (rows + t) / 2;
+        if (count >= 1 && count <= k - 1) fewest = Math.min(fewest, count);
+      }
+    }
+    if (fewest >= k) throw new RangeError("no output of the Hadamard response separates two inputs");
+    return fewest;
+  }
+
+  /** (R, M) of the worst output column, exactly (Python: `HR.mixture_column_profile`). */
+  columnProfile(): { high: Rational; mean: Rational } {
+    const p = thresholdProbability(this.keepThreshold);
+    const half = BigInt(this.blockSize / 2);
+    const alpha = p.div(half);
+    const beta = ONE.sub(p).div(BigInt(2 * this.blocks - 1) * half);
+    const high = alpha.div(beta);
+    const c = this.fewestHolders();
+    return { high, mean: high.mul(BigInt(c)).add(BigInt(this.k - c)).div(BigInt(this.k)) };
+  }
+
+  perturb(values: readonly number[], options?: PerturbOptions): number[] {
+    refuseKeys(options, this.name);
+    const x = categoryValues(values, this.k);
+    const rng = rngOf(options);
+    const b = this.blockSize;
+    const n = x.length;
+    const keep = bernoulli(rng, this.keepThreshold, n);
+    const other =
+      this.blocks === 1
+        ? new Array<number>(n).fill(1)
+        : uniformBelow(rng, 2 * this.blocks - 1, n).map((o, i) => {
+            const v = Number(o);
+            return v + (v >= 2 * Math.floor(x[i]! / (b - 1)) ? 1 : 0);
+          });
+    const offsets = rng.words(n);
+    return x.map((v, i) => {
+      const block = Math.floor(v / (b - 1));
+      const row = BigInt((v % (b - 1)) + 1);
+      const half = keep[i] ? 2 * block : other[i]!;
+      let offset = offsets[i]! & BigInt(b - 1);
+      if (parity(row & offset) !== ((half & 1) === 1)) offset ^= row & -row;
+      return Math.floor(half / 2) * b + Number(offset);
+    });
+  }
+
+  toWire(reports: readonly number[]): number[] {
+    return [...reports];
+  }
+}
+
+// ---- dbitflip ----------------------------------------------------------------------------------
+
+export interface BucketReport {
+  buckets: number[];
+  bits: boolean[];
+}
+
+/** dBitFlip (Ding, Kulkarni & Yekhanin, NeurIPS 2017): d of k buckets, one bit each. */
+export class DBitFlip implements Mechanism<number, BucketReport> {
+  readonly name = "dbitflip";
+  readonly thresholds: readonly [bigint, bigint];
+
+  constructor(
+    readonly epsilon: number,
+    readonly k: number,
+    readonly d: number,
+    readonly memoize: boolean,
+  ) {
+    const half = Rational.fromDouble(expDouble(epsilon / 2));
+    const high = probabilityThreshold(half.div(half.add(1n)), "down");
+    this.thresholds = [high, WORD_SPAN - high];
+  }
+
+  #bits(words: BigUint64Array, buckets: readonly number[], v: number): boolean[] {
+    const [high, low] = this.thresholds;
+    return buckets.map((bucket, i) => words[i]! < (bucket === v ? high : low));
+  }
+
+  perturb(values: readonly number[], options?: PerturbOptions): BucketReport[] {
+    const x = categoryValues(values, this.k);
+    if (this.memoize) {
+      const keys = requireKeys(options?.keys, this.name);
+      const buckets = sampleSubsets(keys.source("dbitflip/buckets", 0), 1, this.k, this.d)[0]!;
+      return x.map((v) => {
+        const pattern = buckets.includes(v) ? v : this.k;
+        const words = keys.source("dbitflip/bits", pattern).words(this.d);
+        return { buckets: [...buckets], bits: this.#bits(words, buckets, v) };
+      });
+    }
+    refuseKeys(options, `${this.name} with memoize=false`);
+    const rng = rngOf(options);
+    const buckets = sampleSubsets(rng, x.length, this.k, this.d);
+    const words = rng.words(x.length * this.d);
+    return x.map((v, r) => ({
+      buckets: buckets[r]!,
+      bits: this.#bits(words.subarray(r * this.d, (r + 1) * this.d), buckets[r]!, v),
+    }));
+  }
+
+  toWire(reports: readonly BucketReport[]): { buckets: number[]; bits: string }[] {
+    return reports.map(({ buckets, bits }) => ({ buckets: [...buckets], bits: encodeBitRow(bits) }));
+  }
+}
+
+// ---- rappor ------------------------------------------------------------------------------------
+
+const HMAC_SHA256_MAX_K = 32;
+
+/** HMAC_DRBG-SHA256 seeded with key || data, as the reference encoder's `HmacDrbg`. */
+export function hmacDrbg(key: Uint8Array, data: Uint8Array, nbytes: number): Uint8Array {
+  const provided = new Uint8Array([...key, ...data]);
+  let k: Uint8Array = new Uint8Array(32);
+  let v: Uint8Array = new Uint8Array(32).fill(1);
+  k = hmac(sha256, k, new Uint8Array([...v, 0, ...provided]));
+  v = hmac(sha256, k, v);
+  k = hmac(sha256, k, new Uint8Array([...v, 1, ...provided]));
+  v = hmac(sha256, k, v);
+  const out = new Uint8Array(Math.ceil(nbytes / 32) * 32);
+  for (let at = 0; at < nbytes; at += 32) {
+    v = hmac(sha256, k, v);
+    out.set(v, at);
+  }
+  return out.subarray(0, nbytes);
+}
+
+export interface RapporReport {
+  cohort: number;
+  /** bit i of the report (i = 0 … k-1). */
+  bits: boolean[];
+}
+
+/** RAPPOR (Erlingsson, Pihur & Korolova, CCS 2014), the reference encoder's derivation. */
+export class Rappor implements Mechanism<string, RapporReport> {
+  readonly name = "rappor";
+  readonly fTimes128: number;
+  readonly irrThresholds: readonly [bigint, bigint];
+
+  constructor(
+    readonly k: number,
+    readonly h: number,
+    readonly m: number,
+    readonly f: number,
+    readonly p: number,
+    readonly q: number,
+  ) {
+    if (k > HMAC_SHA256_MAX_K && k % 8 !== 0) throw new RangeError(`k must be a multiple of 8 when above 32; got ${k}`);
+    this.fTimes128 = Number(Rational.fromDouble(f).mul(128n).add(new Rational(1n, 2n)).floor());
+    if (this.fTimes128 < 1 || this.fTimes128 > 127) throw new RangeError("f must round to a multiple of 1/128 in [1/128, 127/128]");
+    if (!(p >= 0 && p <= 1 && q >= 0 && q <= 1 && p < q)) throw new RangeError("p and q must be probabilities with p < q");
+    this.irrThresholds = [probabilityThreshold(p, "up"), probabilityThreshold(q, "down")];
+  }
+
+  /** The Bloom filter of `value` in `cohort` as bits (bit i = index i). */
+  bloom(value: Uint8Array, cohort: number): boolean[] {
+    const prefix = new Uint8Array(4);
+    new DataView(prefix.buffer).setUint32(0, cohort, false);
+    const digest = md5(new Uint8Array([...prefix, ...value]));
+    const bits = new Array<boolean>(this.k).fill(false);
+    for (let i = 0; i < this.h; i++) bits[digest[i]! % this.k] = true;
+    return bits;
+  }
+
+  /** The permanent randomized response of one value (never leaves the device). */
+  permanentResponse(value: Uint8Array, cohort: number, secret: Uint8Array, encoderId: Uint8Array): boolean[] {
+    const bloom = this.bloom(value, cohort);
+    const width = this.k <= HMAC_SHA256_MAX_K ? 4 : this.k / 8;
+    const number = new Uint8Array(width); // B as a big-endian integer, bit i = 2^i
+    bloom.forEach((bit, i) => {
+      if (bit) number[width - 1 - (i >> 3)]! |= 1 << (i & 7);
+    });
+    const message = new Uint8Array([1, ...encoderId, ...number]);
+    const stream =
+      this.k <= HMAC_SHA256_MAX_K ? hmac(sha256, secret, message) : hmacDrbg(secret, message, Math.max(this.k, 32));
+    return bloom.map((bit, i) => {
+      const byte = stream[i]!;
+      return byte >> 1 < this.fTimes128 ? (byte & 1) === 1 : bit;
+    });
+  }
+
+  /** The device's cohort in the campaign: `uniformBelow(m)` from `keys.source("rappor-cohort", 0)`. */
+  cohort(keys: KeyedSource): number {
+    return this.m === 1 ? 0 : Number(uniformBelow(keys.source("rappor-cohort", 0), this.m, 1)[0]!);
+  }
+
+  perturb(values: readonly string[], options?: PerturbOptions): RapporReport[] {
+    const strings = stringValues(values);
+    const keys = requireKeys(options?.keys, this.name);
+    const rng = rngOf(options);
+    const cohort = this.cohort(keys);
+    const secret = keys.referenceSecret;
+    const encoderId = new TextEncoder().encode(keys.scope);
+    const prrs = strings.map((s) => this.permanentResponse(utf8Surrogates(s), cohort, secret, encoderId));
+    const [tp, tq] = this.irrThresholds;
+    const out: RapporReport[] = [];
+    for (const [start, stop] of chunks(prrs.length, rowsPerChunk(this.k))) {
+      const pBits = bernoulliLazy(rng, tp, (stop - start) * this.k);
+      const qBits = bernoulliLazy(rng, tq, (stop - start) * this.k);
+      for (let r = start; r < stop; r++) {
+        const base = (r - start) * this.k;
+        out.push({ cohort, bits: prrs[r]!.map((prr, i) => (prr ? qBits[base + i]! : pBits[base + i]!)) });
+      }
+    }
+    return out;
+  }
+
+  toWire(reports: readonly RapporReport[]): { cohort: number; bits: string }[] {
+    return reports.map(({ cohort, bits }) => ({
+      cohort,
+      bits: [...bits]
+        .reverse()
+        .map((b) => (b ? "1" : "0"))
+        .join(""),
+    }));
+  }
+}
+
+/** UTF-8 with a lone surrogate written as its 3 bytes (Python: `encode("utf-8", "surrogatepass")`). */
+export function utf8Surrogates(value: string): Uint8Array {
+  const out: number[] = [];
+  for (let i = 0; i < value.length; i++) {
+    let c = value.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < value.length) {
+      const next = value.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+        i++;
+      }
+    }
+    if (c < 0x80) out.push(c);
+    else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
+    else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+  }
+  return Uint8Array.from(out);
+}
+
+// ---- factories ---------------------------------------------------------------------------------
+
+type Oracle = GRR | UnaryEncoding | SubsetSelection | LocalHashing | HadamardResponse;
+
+function buildOracle(config: Readonly<Record<string, unknown>>, name: string, epsilon: number): Oracle {
+  const k = configInt(config, "k", 2, MAX_K);
+  switch (name) {
+    case "grr":
+      return new GRR(epsilon, k);
+    case "sue":
+    case "oue":
+      return new UnaryEncoding(name, epsilon, k);
+    case "ss":
+      return new SubsetSelection(epsilon, k, configInt(config, "d", 1, k - 1));
+    case "olh":
+      return new LocalHashing("olh", epsilon, k, configInt(config, "g", 2, HASH_PRIME));
+    case "blh":
+      return new LocalHashing("blh", epsilon, k, 2);
+    case "hr":
+      return new HadamardResponse(epsilon, k, configInt(config, "blocks", 1, k));
+    default:
+      throw new Error(`mechanism ${JSON.stringify(name)} is not a categorical oracle`);
+  }
+}
+
+/** The chain of a memoized oracle at one-report target e^eps (Python: `memoization_chain`). */
+function chainOf(inner: Oracle, target: Rational): BatchChain<unknown> {
+  if (inner instanceof GRR) {
+    const threshold = randomizedResponseChainThreshold(thresholdProbability(inner.keepThreshold), inner.k, target);
+    return {
+      kind: "l-grr",
+      threshold,
+      instantaneous: (permanent, rng) => keepOrOther(rng, permanent as number[], threshold, inner.k),
+    };
+  }
+  if (inner instanceof LocalHashing) {
+    const threshold = randomizedResponseChainThreshold(thresholdProbability(inner.keepThreshold), inner.g, target);
+    return {
+      kind: "l-lh",
+      threshold,
+      instantaneous: (permanent, rng) => {
+        const reports = permanent as HashedReport[];
+        const y = keepOrOther(
+          rng,
+          reports.map((r) => r.y),
+          threshold,
+          inner.g,
+        );
+        return reports.map((r, i) => ({ seed: r.seed, y: y[i]! }));
+      },
+    };
+  }
+  if (inner instanceof UnaryEncoding) return bitFlipChain(inner, target) as BatchChain<unknown>;
+  return mixtureChain(inner as Mechanism<number, unknown>, inner.k, inner.columnProfile(), target);
+}
+
+const ORACLE_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  grr: ["k"],
+  sue: ["k"],
+  oue: ["k"],
+  ss: ["k", "d"],
+  olh: ["k", "g"],
+  blh: ["k"],
+  hr: ["k", "blocks"],
+};
+
+/** A categorical oracle's factory, with its `"longitudinal"` (memoized) variant. */
+function oracleFactory(name: string): MechanismFactory {
+  return (config: MechanismConfig): Mechanism => {
+    checkKeys(config, name, ["epsilon", ...ORACLE_FIELDS[name]!], ["longitudinal"]);
+    const epsilon = configEpsilon(config);
+    if (config.longitudinal === undefined) return buildOracle(config, name, epsilon) as Mechanism;
+    const settings = configObject(config, "longitudinal");
+    const unknown = Object.keys(settings).filter((key) => key !== "epsilon_permanent" && key !== "allow_pseudonym");
+    if (unknown.length > 0) throw new TypeError(`longitudinal has unknown field(s) ${unknown.sort().join(", ")}`);
+    configBool(settings, "allow_pseudonym", false);
+    const permanent = configEpsilon(settings, "epsilon_permanent");
+    if (permanent < epsilon) {
+      throw new RangeError("longitudinal.epsilon_permanent must be >= epsilon (one report can never reveal more than all reports)");
+    }
+    const inner = buildOracle(config, name, permanent);
+    const chain = chainOf(inner, expRational(epsilon));
+    return longitudinal(inner as Mechanism<number, unknown>, chain, (values) => categoryValues(values, inner.k)) as Mechanism;
+  };
+}
+
+export const CATEGORICAL_FACTORIES: Readonly<Record<string, MechanismFactory>> = {
+  grr: oracleFactory("grr"),
+  sue: oracleFactory("sue"),
+  oue: oracleFactory("oue"),
+  ss: oracleFactory("ss"),
+  olh: oracleFactory("olh"),
+  blh: oracleFactory("blh"),
+  hr: oracleFactory("hr"),
+  dbitflip: (config) => {
+    checkKeys(config, "dbitflip", ["epsilon", "k", "d"], ["memoize"]);
+    const k = configInt(config, "k", 2, 2 ** 20);
+    return new DBitFlip(configEpsilon(config), k, configInt(config, "d", 1, k), configBool(config, "memoize", true)) as Mechanism;
+  },
+  rappor: (config) => {
+    checkKeys(config, "rappor", ["k", "h", "m", "f", "p", "q"]);
+    const k = configInt(config, "k", 1, 256);
+    return new Rappor(
+      k,
+      configInt(config, "h", 1, Math.min(k, 16)),
+      configInt(config, "m", 1, 2 ** 16),
+      configNumber(config, "f"),
+      configNumber(config, "p"),
+      configNumber(config, "q"),
+    ) as Mechanism;
+  },
+};

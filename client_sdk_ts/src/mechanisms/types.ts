@@ -1,4 +1,5 @@
 /** What every device mechanism offers (docs/protocol.md, "Mechanisms"). */
+import type { KeyedSource } from "../memoization.js";
 import type { WordSource } from "../words.js";
 
 /** A campaign's canonical mechanism config, as the collector serves it (JSON). */
@@ -8,6 +9,8 @@ export type MechanismConfig = { readonly mechanism: string } & Readonly<Record<s
 export interface PerturbOptions {
   /** The word source (default: the platform CSPRNG). */
   rng?: WordSource;
+  /** The device's keyed source for the campaign (memoized mechanisms; see memoization.ts). */
+  keys?: KeyedSource;
 }
 
 /** A device mechanism: randomizes values into reports and writes their wire payloads. */
