@@ -1,40 +1,59 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseJsonTree, treeMember, treeValue } from "../src/canonical.js";
+import { type VectorCase, parseVectorFile } from "../src/conformance.js";
+import { DEFAULT_VECTORS } from "../src/conformance-cli.js";
+import { DeviceKeys, memoScope } from "../src/memoization.js";
 import { mechanismFromConfig } from "../src/mechanisms/registry.js";
-import { CATEGORICAL_FACTORIES } from "../src/mechanisms/categorical.js";
-import type { KeyedPerturbOptions } from "../src/mechanisms/bounded.js";
-import { caseKeys, caseWords, loadBatches, loadCases } from "./numeric-vectors.js";
+import type { MechanismConfig, PerturbOptions } from "../src/mechanisms/types.js";
+import { fromHex } from "../src/wire.js";
+import { HmacWordSource } from "../src/words.js";
 
-const NUMERIC = ["duchi", "piecewise", "hybrid", "laplace", "gaussian", "onebitmean", "square_wave", "fourier", "hierarchical"];
+// Every numeric vector is reproduced by test/conformance.test.ts; these are the group's unit tests.
 
-for (const name of NUMERIC) {
-  loadCases(name).forEach((c, index) => {
-    // the B-ary tree's levels run h-tscore's grr and oue
-    const needsOracles = name === "hierarchical" && c.config["variant"] === undefined;
-    const skip = needsOracles && CATEGORICAL_FACTORIES["grr"] === undefined ? "grr/oue not merged yet" : false;
-    test(`${name}.json case ${index} reproduced`, { skip }, () => {
-      const mechanism = mechanismFromConfig(c.config);
-      const options: KeyedPerturbOptions = { rng: caseWords(c) };
-      const keys = caseKeys(c);
-      if (keys !== undefined) options.keys = keys;
-      const reports = mechanism.perturb([c.value], options);
-      assert.deepEqual(mechanism.toWire(reports)[0], c.payload);
-    });
-  });
+/** The cases of conformance/vectors/<mechanism>.json. */
+function vectorCases(mechanism: string): VectorCase[] {
+  return parseVectorFile(readFileSync(join(DEFAULT_VECTORS, `${mechanism}.json`), "utf-8")).cases;
 }
+
+/** A case's report words. */
+const caseWords = (c: { wordsKey: string }): HmacWordSource => new HmacWordSource(fromHex(c.wordsKey, "words_key"));
+
+/** A case's keyed source (its device secret under the scope of its campaign and config). */
+const caseKeys = (c: VectorCase): DeviceKeys =>
+  new DeviceKeys(fromHex(c.deviceSecret ?? "", "device_secret"), memoScope(c.campaign ?? "", c.configTree));
 
 // ---- batches: perturb(values) consumes words in the Python SDK's vectorized order
 
-loadBatches().forEach((c, index) => {
-  const name = c.config.mechanism;
-  const needsOracles = name === "hierarchical" && c.config["variant"] === undefined;
-  const skip = needsOracles && CATEGORICAL_FACTORIES["grr"] === undefined ? "grr/oue not merged yet" : false;
-  test(`numeric_batches.json case ${index} (${name}, ${c.values.length} values) as Python's batch`, { skip }, () => {
-    const mechanism = mechanismFromConfig(c.config);
-    const options: KeyedPerturbOptions = { rng: caseWords(c) };
-    const keys = caseKeys(c);
-    if (keys !== undefined) options.keys = keys;
-    assert.deepEqual(mechanism.toWire(mechanism.perturb(c.values, options)), c.payloads);
+/** test/fixtures/numeric_batches.json, written by numeric_batches.py beside it (from dist/test or test). */
+function batchFixture(): string {
+  for (const relative of ["../../test/fixtures", "fixtures"]) {
+    try {
+      return readFileSync(new URL(`${relative}/numeric_batches.json`, import.meta.url), "utf-8");
+    } catch {
+      // try the next place
+    }
+  }
+  throw new Error("test/fixtures/numeric_batches.json not found");
+}
+
+const batchTree = parseJsonTree(batchFixture());
+const batchCaseTrees = treeMember(batchTree, "cases");
+const batches = (treeValue(batchTree) as { cases: Record<string, unknown>[] }).cases;
+
+batches.forEach((c, index) => {
+  const config = c["config"] as MechanismConfig;
+  const values = c["values"] as unknown[];
+  test(`numeric_batches.json case ${index} (${config.mechanism}, ${values.length} values) as Python's batch`, () => {
+    const mechanism = mechanismFromConfig(config);
+    const options: PerturbOptions = { rng: new HmacWordSource(fromHex(c["words_key"] as string)) };
+    if (typeof c["device_secret"] === "string" && batchCaseTrees?.kind === "array") {
+      const configTree = treeMember(batchCaseTrees.items[index]!, "config")!;
+      options.keys = new DeviceKeys(fromHex(c["device_secret"]), memoScope(c["campaign"] as string, configTree));
+    }
+    assert.deepEqual(mechanism.toWire(mechanism.perturb(values, options)), c["payloads"]);
   });
 });
 
@@ -67,7 +86,7 @@ test("bad configs are refused naming the mechanism and the field", () => {
 });
 
 test("bad values are refused naming the index and the type, never the value", () => {
-  const words = (): KeyedPerturbOptions => ({ rng: caseWords(loadCases("duchi")[0]!) });
+  const words = (): PerturbOptions => ({ rng: caseWords(vectorCases("duchi")[0]!) });
   const scalar = mechanismFromConfig({ mechanism: "laplace", epsilon: 1, lower: 0, upper: 1 });
   const vector = mechanismFromConfig({ mechanism: "duchi", epsilon: 1, lower: 0, upper: 1, dim: 3 });
   const fourierMechanism = mechanismFromConfig({
@@ -98,10 +117,10 @@ test("bad values are refused naming the index and the type, never the value", ()
 
 test("memoized onebitmean needs the device's keyed source; unmemoized refuses one", () => {
   const memoized = mechanismFromConfig({ mechanism: "onebitmean", epsilon: 1, lower: 0, upper: 1 });
-  assert.throws(() => memoized.perturb([0.5], { rng: caseWords(loadCases("duchi")[0]!) }), /needs the device's keyed source/);
-  const plain = loadCases("onebitmean").find((c) => c.config["memoize"] === false)!;
-  const keyed = loadCases("onebitmean").find((c) => c.config["memoize"] === true)!;
-  const options: KeyedPerturbOptions = { rng: caseWords(plain), keys: caseKeys(keyed)! };
+  assert.throws(() => memoized.perturb([0.5], { rng: caseWords(vectorCases("duchi")[0]!) }), /onebitmean: perturb needs \{keys\}/);
+  const plain = vectorCases("onebitmean").find((c) => c.config["memoize"] === false)!;
+  const keyed = vectorCases("onebitmean").find((c) => c.config["memoize"] === true)!;
+  const options: PerturbOptions = { rng: caseWords(plain), keys: caseKeys(keyed) };
   assert.throws(() => mechanismFromConfig(plain.config).perturb([0.5], options), /takes no keyed source/);
 });
 

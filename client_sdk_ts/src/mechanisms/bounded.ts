@@ -120,20 +120,6 @@ export function checkVectorValues(values: unknown, dim: number): number[][] {
   });
 }
 
-/**
- * The device's keyed source (docs/protocol.md, "Memoization"): the words of the draw (label,
- * index) under the device secret and the campaign's scope.
- */
-export interface KeyedSource {
-  source(label: string, index: number): WordSource;
-}
-
-/** `perturb` options of the mechanisms with per-device draws (onebitmean, hierarchical, fourier). */
-export interface KeyedPerturbOptions extends PerturbOptions {
-  /** The device's keyed source (required by memoized onebitmean; per-device choices elsewhere). */
-  keys?: KeyedSource;
-}
-
 /** The word source of a call: the caller's, or the platform CSPRNG. */
 export function wordSource(options: PerturbOptions | undefined): WordSource {
   return options?.rng ?? new CryptoWordSource();

@@ -7,8 +7,8 @@
  */
 import { expRational, probabilityThreshold } from "../rational.js";
 import { bernoulli, uniformBelow } from "../samplers.js";
-import { ConfigReader, type KeyedPerturbOptions, checkValueList, typeName, wordSource } from "./bounded.js";
-import type { Mechanism, MechanismConfig } from "./types.js";
+import { ConfigReader, checkValueList, typeName, wordSource } from "./bounded.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 
 const MAX_ATTRIBUTES = 64;
@@ -138,7 +138,7 @@ class Fourier implements Mechanism<Readonly<Record<string, unknown>>, [number, n
     this.keepThreshold = probabilityThreshold(e.div(e.add(1n)), "down");
   }
 
-  perturb(values: readonly Readonly<Record<string, unknown>>[], options?: KeyedPerturbOptions): [number, number][] {
+  perturb(values: readonly Readonly<Record<string, unknown>>[], options?: PerturbOptions): [number, number][] {
     const records = checkValueList(values).map((record, i) => encodeRecord(this.attributes, record, i));
     const rng = wordSource(options);
     const n = records.length;

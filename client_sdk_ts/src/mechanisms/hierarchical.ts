@@ -8,12 +8,14 @@
  * node's coefficient sign.
  */
 import { expBelow } from "../exact-math.js";
-import { Rational, expRational, probabilityThreshold } from "../rational.js";
+import { Rational, probabilityThreshold } from "../rational.js";
 import { bernoulli, uniformBelow } from "../samplers.js";
+import type { KeyedSource } from "../memoization.js";
 import type { WordSource } from "../words.js";
-import { ConfigReader, type KeyedPerturbOptions, type KeyedSource, checkValueList, typeName, wordSource } from "./bounded.js";
-import { CATEGORICAL_FACTORIES } from "./categorical.js";
-import type { Mechanism, MechanismConfig } from "./types.js";
+import { ConfigReader, wordSource } from "./bounded.js";
+import { categoryValues } from "./fields.js";
+import { GRR, UnaryEncoding } from "./categorical.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_K = 1 << 11;
 const MAX_BRANCHING = 16;
@@ -40,16 +42,6 @@ export function bestBranching(k: number): number {
   return best;
 }
 
-/** Categorical values: integers in [0, k); the error names the index and the value's type. */
-function checkItems(values: unknown, k: number): number[] {
-  return checkValueList(values).map((value, i) => {
-    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0 || value >= k) {
-      throw new RangeError(`values[${i}] must be an integer in [0, ${k}), got ${typeName(value)}`);
-    }
-    return value;
-  });
-}
-
 /** Levels 1..h for n reports: the device's one level, or i.i.d. uniform from the words. */
 function deviceLevels(n: number, height: number, label: string, rng: WordSource, keys: KeyedSource | undefined): number[] {
   if (keys !== undefined) {
@@ -64,17 +56,17 @@ function totalVariance(p: number, q: number, k: number): number {
   return (k * q * (1 - q)) / (p - q) ** 2 + (1 - p - q) / (p - q);
 }
 
-/** The level oracle's name: GRR or OUE, evaluated at their implemented probabilities. */
-function levelOracle(epsilon: number, size: number): "grr" | "oue" {
-  const e = expRational(epsilon);
-  const grrKeep = probabilityThreshold(e.div(e.add(size - 1)), "down");
-  const pGrr = Number(grrKeep) / 2 ** 64;
-  const qGrr = (1 - pGrr) / (size - 1);
-  const oueP = probabilityThreshold(new Rational(1n, 2n), "down");
-  const oueQ = probabilityThreshold(new Rational(1n).div(e.add(1n)), "up");
-  const grr = totalVariance(pGrr, qGrr, size);
-  const oue = totalVariance(Number(oueP) / 2 ** 64, Number(oueQ) / 2 ** 64, size);
-  return grr <= oue ? "grr" : "oue";
+/**
+ * The level's oracle over `size` nodes: GRR or OUE, whichever has the smaller total variance at
+ * its implemented probabilities (the thresholds over 2^64), a tie to GRR.
+ */
+function levelOracle(epsilon: number, size: number): GRR | UnaryEncoding {
+  const grr = new GRR(epsilon, size);
+  const oue = new UnaryEncoding("oue", epsilon, size);
+  const pGrr = Number(grr.keepThreshold) / 2 ** 64;
+  const [pOue, qOue] = oue.implemented.map((p) => p.toNumber()) as [number, number];
+  const grrVariance = totalVariance(pGrr, (1 - pGrr) / (size - 1), size);
+  return grrVariance <= totalVariance(pOue, qOue, size) ? grr : oue;
 }
 
 type RangeReport = [number, unknown];
@@ -84,7 +76,7 @@ class Hierarchical implements Mechanism<number, RangeReport> {
   readonly k: number;
   readonly branching: number;
   readonly height: number;
-  readonly oracles: Mechanism[];
+  readonly oracles: (GRR | UnaryEncoding)[];
 
   constructor(reader: ConfigReader) {
     const epsilon = reader.epsilon();
@@ -93,16 +85,12 @@ class Hierarchical implements Mechanism<number, RangeReport> {
     this.height = treeHeight(this.k, this.branching);
     this.oracles = [];
     for (let level = 1; level <= this.height; level++) {
-      const size = this.branching ** level;
-      const name = levelOracle(epsilon, size);
-      const factory = CATEGORICAL_FACTORIES[name];
-      if (factory === undefined) throw new Error(`hierarchical needs the ${name} oracle, not in this build`);
-      this.oracles.push(factory({ mechanism: name, epsilon, k: size }));
+      this.oracles.push(levelOracle(epsilon, this.branching ** level));
     }
   }
 
-  perturb(values: readonly number[], options?: KeyedPerturbOptions): RangeReport[] {
-    const items = checkItems(values, this.k);
+  perturb(values: readonly number[], options?: PerturbOptions): RangeReport[] {
+    const items = categoryValues(values, this.k);
     const rng = wordSource(options);
     const levels = deviceLevels(items.length, this.height, "hierarchical:level", rng, options?.keys);
     const out = new Array<RangeReport>(items.length);
@@ -112,7 +100,8 @@ class Hierarchical implements Mechanism<number, RangeReport> {
       if (rows.length === 0) return;
       const divisor = this.branching ** (this.height - level);
       const nodes = rows.map((i) => Math.floor((items[i] as number) / divisor));
-      const payloads = oracle.toWire(oracle.perturb(nodes, { rng }));
+      const payloads: unknown[] =
+        oracle instanceof GRR ? oracle.toWire(oracle.perturb(nodes, { rng })) : oracle.toWire(oracle.perturb(nodes, { rng }));
       rows.forEach((i, j) => {
         out[i] = [level, payloads[j]];
       });
@@ -139,8 +128,8 @@ class HaarWavelet implements Mechanism<number, RangeReport> {
     this.keepThreshold = probabilityThreshold(e.div(e.add(1n)), "down");
   }
 
-  perturb(values: readonly number[], options?: KeyedPerturbOptions): RangeReport[] {
-    const items = checkItems(values, this.k);
+  perturb(values: readonly number[], options?: PerturbOptions): RangeReport[] {
+    const items = categoryValues(values, this.k);
     const rng = wordSource(options);
     const n = items.length;
     if (n === 0) return [];

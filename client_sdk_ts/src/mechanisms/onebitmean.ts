@@ -6,11 +6,12 @@
  * Duchi's thresholds), then a flip with probability gamma from the report's words. Unmemoized:
  * Duchi's kernel, then the flip.
  */
+import { requireKeys } from "../memoization.js";
 import { probabilityThreshold } from "../rational.js";
 import { bernoulli } from "../samplers.js";
-import { ConfigReader, type KeyedPerturbOptions, checkScalarValues, clip, wordSource } from "./bounded.js";
+import { ConfigReader, checkScalarValues, clip, wordSource } from "./bounded.js";
 import { DuchiKernel } from "./duchi.js";
-import type { Mechanism, MechanismConfig } from "./types.js";
+import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_BUCKETS = 1 << 16;
 const ALPHA_LABEL = "onebitmean/alpha";
@@ -42,7 +43,7 @@ class OneBitMean implements Mechanism<number, number> {
     return low + (BigInt(j) * (this.kernel.highThreshold - low)) / BigInt(this.buckets);
   }
 
-  perturb(values: readonly number[], options?: KeyedPerturbOptions): number[] {
+  perturb(values: readonly number[], options?: PerturbOptions): number[] {
     const x = checkScalarValues(values);
     const rng = wordSource(options);
     const mid = (this.lower + this.upper) / 2;
@@ -55,10 +56,7 @@ class OneBitMean implements Mechanism<number, number> {
       }
       bits = this.kernel.sample(rng, t);
     } else {
-      const keys = options?.keys;
-      if (keys === undefined) {
-        throw new TypeError("onebitmean with config.memoize true needs the device's keyed source (options.keys)");
-      }
+      const keys = requireKeys(options?.keys, this.name);
       const alpha = Number(keys.source(ALPHA_LABEL, 0).words(1)[0]) / 2 ** 64;
       bits = t.map((u) => {
         const position = ((u + 1) / 2) * this.buckets;
