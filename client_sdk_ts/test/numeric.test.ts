@@ -6,6 +6,10 @@ import { parseJsonTree, treeMember, treeValue } from "../src/canonical.js";
 import { type VectorCase, parseVectorFile } from "../src/conformance.js";
 import { DEFAULT_VECTORS } from "../src/conformance-cli.js";
 import { DeviceKeys, memoScope } from "../src/memoization.js";
+import { DuchiKernel } from "../src/mechanisms/duchi.js";
+import { analyticGaussianSigma } from "../src/mechanisms/gaussian.js";
+import { HybridKernel } from "../src/mechanisms/hybrid.js";
+import { PiecewiseKernel } from "../src/mechanisms/piecewise.js";
 import { mechanismFromConfig } from "../src/mechanisms/registry.js";
 import type { MechanismConfig, PerturbOptions } from "../src/mechanisms/types.js";
 import { fromHex } from "../src/wire.js";
@@ -55,6 +59,47 @@ batches.forEach((c, index) => {
     }
     assert.deepEqual(mechanism.toWire(mechanism.perturb(values, options)), c["payloads"]);
   });
+});
+
+// ---- parameters derived from floats: the same as Python's, bit for bit
+
+const parameters = (treeValue(batchTree) as { parameters: Parameters }).parameters;
+
+interface Parameters {
+  kernels: {
+    epsilon: number;
+    duchi_low: string;
+    piecewise: [number, string];
+    hybrid_alpha: string;
+    square_wave: [number, string];
+  }[];
+  sigmas: [number, number, number, number][];
+}
+
+test(`kernel thresholds and windows equal Python's at ${parameters.kernels.length} epsilons`, () => {
+  for (const expected of parameters.kernels) {
+    const epsilon = expected.epsilon;
+    const piecewise = new PiecewiseKernel(epsilon, 1 << 20);
+    const wave = (mechanismFromConfig({ mechanism: "square_wave", epsilon, lower: 0, upper: 1, bins: 16 }) as unknown as {
+      kernel: PiecewiseKernel;
+    }).kernel;
+    assert.deepEqual(
+      {
+        epsilon,
+        duchi_low: String(new DuchiKernel(epsilon).lowThreshold),
+        piecewise: [piecewise.window, String(piecewise.insideThreshold)],
+        hybrid_alpha: String(new HybridKernel(epsilon, 1 << 20).alphaThreshold),
+        square_wave: [wave.window, String(wave.insideThreshold)],
+      },
+      expected,
+    );
+  }
+});
+
+test(`the analytic Gaussian sigma equals Python's at ${parameters.sigmas.length} configs`, () => {
+  for (const [epsilon, delta, sensitivity, sigma] of parameters.sigmas) {
+    assert.equal(analyticGaussianSigma(epsilon, delta, sensitivity), sigma, `eps=${epsilon} delta=${delta} D=${sensitivity}`);
+  }
 });
 
 // ---- bad configs and values: errors name the field and the value's type, never a private value
