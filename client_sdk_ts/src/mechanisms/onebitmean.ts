@@ -58,12 +58,18 @@ class OneBitMean implements Mechanism<number, number> {
     } else {
       const keys = requireKeys(options?.keys, this.name);
       const alpha = Number(keys.source(ALPHA_LABEL, 0).words(1)[0]) / 2 ** 64;
+      const pointBits = new Map<number, number>(); // one memoized bit per rounded point
       bits = t.map((u) => {
         const position = ((u + 1) / 2) * this.buckets;
         const low = Math.min(Math.floor(position), this.buckets - 1);
         const point = low + (position - low > alpha ? 1 : 0);
-        const word = keys.source(BIT_LABEL, point).words(1)[0] as bigint;
-        return word < this.pointThreshold(point) ? 1 : 0;
+        let bit = pointBits.get(point);
+        if (bit === undefined) {
+          const word = keys.source(BIT_LABEL, point).words(1)[0] as bigint;
+          bit = word < this.pointThreshold(point) ? 1 : 0;
+          pointBits.set(point, bit);
+        }
+        return bit;
       });
     }
     if (this.flipThreshold === 0n) return bits;
