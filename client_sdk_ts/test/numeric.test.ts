@@ -169,6 +169,20 @@ test("memoized onebitmean needs the device's keyed source; unmemoized refuses on
   assert.throws(() => mechanismFromConfig(plain.config).perturb([0.5], options), /takes no keyed source/);
 });
 
+test("mechanisms without per-device draws refuse a keyed source", () => {
+  const keyed = vectorCases("onebitmean").find((c) => c.config["memoize"] === true)!;
+  for (const config of [
+    { mechanism: "duchi", epsilon: 1, lower: 0, upper: 1 },
+    { mechanism: "hybrid", epsilon: 1, lower: 0, upper: 1, dim: 2 },
+    { mechanism: "laplace", epsilon: 1, lower: 0, upper: 1 },
+    { mechanism: "gaussian", epsilon: 1, delta: 1e-6, lower: 0, upper: 1 },
+    { mechanism: "square_wave", epsilon: 1, lower: 0, upper: 1, bins: 4 },
+  ]) {
+    const value = "dim" in config ? [0.5, 0.5] : 0.5;
+    assert.throws(() => mechanismFromConfig(config).perturb([value], { keys: caseKeys(keyed) }), /is not memoized; it takes no keys/);
+  }
+});
+
 test("the default word source is the platform CSPRNG", () => {
   const mechanism = mechanismFromConfig({ mechanism: "laplace", epsilon: 1, lower: 0, upper: 1 });
   const reports = mechanism.perturb(new Array(200).fill(0.5)) as number[];

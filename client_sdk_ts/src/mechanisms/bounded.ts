@@ -125,6 +125,12 @@ export function wordSource(options: PerturbOptions | undefined): WordSource {
   return options?.rng ?? new CryptoWordSource();
 }
 
+/** The word source of a mechanism without per-device draws, which refuses a keyed source. */
+export function plainWordSource(options: PerturbOptions | undefined, name: string): WordSource {
+  if (options?.keys !== undefined) throw new TypeError(`${name} is not memoized; it takes no keys`);
+  return wordSource(options);
+}
+
 /** clip(x, low, high) as numpy's `np.clip`. */
 export function clip(x: number, low: number, high: number): number {
   return Math.min(Math.max(x, low), high);
@@ -193,7 +199,7 @@ export class BoundedMechanism implements Mechanism<number | readonly number[], B
   }
 
   perturb(values: readonly (number | readonly number[])[], options?: PerturbOptions): BoundedReport[] {
-    const rng = wordSource(options);
+    const rng = plainWordSource(options, this.name);
     if (this.dim === null) {
       return this.kernel.sample(rng, checkScalarValues(values).map((x) => this.toUnit(x)));
     }

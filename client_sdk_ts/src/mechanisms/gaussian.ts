@@ -10,7 +10,7 @@
  */
 import { discreteGaussian, discreteGaussianAtLeast, MAX_GAUSSIAN_T } from "../sampling.js";
 import { randomizedRound } from "../samplers.js";
-import { ConfigReader, MAX_DIM, checkScalarValues, checkVectorValues, clip, wordSource } from "./bounded.js";
+import { ConfigReader, MAX_DIM, checkScalarValues, checkVectorValues, clip, plainWordSource } from "./bounded.js";
 import { gridSteps } from "./piecewise.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
@@ -196,7 +196,7 @@ class Gaussian implements Mechanism<number | readonly number[], GaussianReport> 
   }
 
   perturb(values: readonly (number | readonly number[])[], options?: PerturbOptions): GaussianReport[] {
-    const rng = wordSource(options);
+    const rng = plainWordSource(options, this.name);
     if (this.dim === null) {
       const lower = this.lower as number;
       const upper = this.upper as number;

@@ -8,7 +8,7 @@
 import { Rational } from "../rational.js";
 import { MAX_LAPLACE_DENOMINATOR, discreteLaplace, floorFraction } from "../sampling.js";
 import { randomizedRound } from "../samplers.js";
-import { ConfigReader, checkScalarValues, clip, wordSource } from "./bounded.js";
+import { ConfigReader, checkScalarValues, clip, plainWordSource } from "./bounded.js";
 import { DEFAULT_GRID_STEPS, gridSteps } from "./piecewise.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
@@ -42,7 +42,7 @@ class Laplace implements Mechanism<number, number> {
   }
 
   perturb(values: readonly number[], options?: PerturbOptions): number[] {
-    const rng = wordSource(options);
+    const rng = plainWordSource(options, this.name);
     const step = (this.upper - this.lower) / this.gridSteps;
     const position = checkScalarValues(values).map((x) => (clip(x, this.lower, this.upper) - this.lower) / step);
     const snapped = randomizedRound(rng, position, this.gridSteps);

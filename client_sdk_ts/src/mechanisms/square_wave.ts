@@ -6,7 +6,7 @@
  */
 import { roundHalfEven } from "../exact-math.js";
 import { expDouble } from "../rational.js";
-import { ConfigReader, checkScalarValues, clip, wordSource } from "./bounded.js";
+import { ConfigReader, checkScalarValues, clip, plainWordSource } from "./bounded.js";
 import { PiecewiseKernel } from "./piecewise.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
@@ -40,7 +40,7 @@ class SquareWave implements Mechanism<number, number> {
     const mid = (this.lower + this.upper) / 2;
     const half = (this.upper - this.lower) / 2;
     const t = checkScalarValues(values).map((x) => clip((x - mid) / half, -1, 1));
-    return this.kernel.sample(wordSource(options), t);
+    return this.kernel.sample(plainWordSource(options, this.name), t);
   }
 
   toWire(reports: readonly number[]): unknown[] {
