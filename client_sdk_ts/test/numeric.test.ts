@@ -109,6 +109,9 @@ const SECRET = 987654.321;
 test("bad configs are refused naming the mechanism and the field", () => {
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ mechanism: "duchi", epsilon: "1", lower: 0, upper: 1 }, /duchi: config\.epsilon must be .*, got string/],
+    [{ mechanism: "duchi", epsilon: 1, lower: 0, upper: 1, epsilon_total: 2 }, /config for "duchi" has unknown field\(s\) epsilon_total/],
+    [{ mechanism: "laplace", epsilon: 1, lower: 0 }, /config for "laplace" is missing upper/],
+    [{ mechanism: "hierarchical", epsilon: 1, k: 8, variant: "haar", branching: 2 }, /config for "hierarchical" has unknown field\(s\) branching/],
     [{ mechanism: "duchi", epsilon: 41, lower: 0, upper: 1 }, /duchi: config\.epsilon must be a positive number at most 40, got number/],
     [{ mechanism: "laplace", epsilon: 1, lower: 2, upper: 1 }, /laplace: config\.upper must be greater than config\.lower/],
     [{ mechanism: "piecewise", epsilon: 1, lower: 0, upper: 1, dim: 0 }, /piecewise: config\.dim must be an integer in \[1, 65536\], got number/],
@@ -123,6 +126,7 @@ test("bad configs are refused naming the mechanism and the field", () => {
     [{ mechanism: "hierarchical", epsilon: 1, k: 8, variant: "wavelet" }, /hierarchical: config\.variant must be "haar"/],
     [{ mechanism: "hierarchical", epsilon: 1, k: 1 }, /hierarchical: config\.k must be an integer in \[2, 2048\], got number/],
     [{ mechanism: "fourier", epsilon: 1, attributes: [{ name: "a", k: 3 }] }, /fourier: config\.attributes\[0\]\.k must be 2/],
+    [{ mechanism: "fourier", epsilon: 1, attributes: [{ name: "a", kind: "x" }] }, /fourier: config\.attributes\[0\] has unknown field\(s\) kind/],
     [{ mechanism: "fourier", epsilon: 1, attributes: "a,b" }, /fourier: config\.attributes must be a list of 1 to 64 entries, got string/],
   ];
   for (const [config, message] of cases) {

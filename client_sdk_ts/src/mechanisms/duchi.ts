@@ -10,6 +10,7 @@ import { Rational, WORD_SPAN, probabilityThreshold } from "../rational.js";
 import { randomizedRound } from "../samplers.js";
 import type { WordSource } from "../words.js";
 import { BoundedMechanism, ConfigReader, type UnitKernel } from "./bounded.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
 /** Duchi's kernel at `epsilon`: outputs 0 (-B) and 1 (+B). */
@@ -47,6 +48,7 @@ export class DuchiKernel implements UnitKernel {
 
 /** `{"mechanism": "duchi", "epsilon", "lower", "upper"}`, optionally `"dim"`, `"coordinates"`. */
 export function duchi(config: MechanismConfig): Mechanism {
+  checkKeys(config, "duchi", ["epsilon", "lower", "upper"], ["dim", "coordinates"]);
   const reader = new ConfigReader(config, "duchi");
   return new BoundedMechanism("duchi", reader.epsilon(), reader, (epsilon) => new DuchiKernel(epsilon));
 }

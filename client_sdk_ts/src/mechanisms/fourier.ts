@@ -8,6 +8,7 @@
 import { expRational, probabilityThreshold } from "../rational.js";
 import { bernoulli, uniformBelow } from "../samplers.js";
 import { ConfigReader, checkValueList, typeName, wordSource } from "./bounded.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 
@@ -33,6 +34,10 @@ export function parseAttributes(mechanism: string, attributes: unknown, defaultK
       throw new TypeError(`${mechanism}: config.attributes[${index}] must be an object, got ${typeName(entry)}`);
     }
     const record = entry as Record<string, unknown>;
+    const unknown = Object.keys(record).filter((key) => !["name", "k", "labels"].includes(key));
+    if (unknown.length > 0) {
+      throw new TypeError(`${mechanism}: config.attributes[${index}] has unknown field(s) ${unknown.sort().join(", ")}`);
+    }
     const name = record["name"];
     if (typeof name !== "string" || name.length === 0 || name.length > 64) {
       throw new TypeError(`${mechanism}: config.attributes[${index}].name must be a non-empty string, got ${typeName(name)}`);
@@ -115,6 +120,7 @@ class Fourier implements Mechanism<Readonly<Record<string, unknown>>, [number, n
   readonly keepThreshold: bigint;
 
   constructor(config: MechanismConfig) {
+    checkKeys(config, this.name, ["epsilon", "attributes"], ["order"]);
     const reader = new ConfigReader(config, this.name);
     const epsilon = reader.epsilon();
     this.attributes = parseAttributes(this.name, config["attributes"], 2);

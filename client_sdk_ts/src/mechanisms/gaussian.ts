@@ -12,6 +12,7 @@ import { discreteGaussian, discreteGaussianAtLeast, MAX_GAUSSIAN_T } from "../sa
 import { randomizedRound } from "../samplers.js";
 import { ConfigReader, MAX_DIM, checkScalarValues, checkVectorValues, clip, plainWordSource } from "./bounded.js";
 import { gridSteps } from "./piecewise.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const SIGMA_GRID_BITS = 22;
@@ -141,6 +142,7 @@ class Gaussian implements Mechanism<number | readonly number[], GaussianReport> 
   readonly m: bigint;
 
   constructor(config: MechanismConfig) {
+    checkKeys(config, this.name, ["epsilon", "delta"], ["lower", "upper", "dim", "clip_norm", "calibration", "granularity"]);
     const reader: ConfigReader = new ConfigReader(config, this.name);
     const epsilon = reader.epsilon();
     const delta = reader.config["delta"];

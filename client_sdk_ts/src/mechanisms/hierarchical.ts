@@ -15,6 +15,7 @@ import type { WordSource } from "../words.js";
 import { ConfigReader, wordSource } from "./bounded.js";
 import { categoryValues } from "./fields.js";
 import { GRR, UnaryEncoding } from "./categorical.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_K = 1 << 11;
@@ -165,6 +166,7 @@ class HaarWavelet implements Mechanism<number, RangeReport> {
  */
 export function hierarchical(config: MechanismConfig): Mechanism {
   const reader = new ConfigReader(config, "hierarchical");
+  checkKeys(config, "hierarchical", ["epsilon", "k"], [Object.hasOwn(config, "variant") ? "variant" : "branching"]);
   if (reader.has("variant")) {
     if (config["variant"] !== HAAR) reader.fail("variant", `"${HAAR}" (or omitted for the B-ary tree)`);
     return new HaarWavelet(reader) as Mechanism;

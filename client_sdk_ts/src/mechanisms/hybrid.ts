@@ -8,6 +8,7 @@ import type { WordSource } from "../words.js";
 import { BoundedMechanism, ConfigReader, type UnitKernel } from "./bounded.js";
 import { DuchiKernel } from "./duchi.js";
 import { PiecewiseKernel, configGridSteps } from "./piecewise.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
 /**
@@ -63,6 +64,7 @@ export class HybridKernel implements UnitKernel {
 
 /** `{"mechanism": "hybrid", "epsilon", "lower", "upper"}`, optionally `"dim"`, `"coordinates"`, `"granularity"`. */
 export function hybrid(config: MechanismConfig): Mechanism {
+  checkKeys(config, "hybrid", ["epsilon", "lower", "upper"], ["dim", "coordinates", "granularity"]);
   const reader = new ConfigReader(config, "hybrid");
   const steps = configGridSteps(reader);
   return new BoundedMechanism("hybrid", reader.epsilon(), reader, (epsilon) => new HybridKernel(epsilon, steps));

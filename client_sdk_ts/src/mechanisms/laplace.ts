@@ -10,6 +10,7 @@ import { MAX_LAPLACE_DENOMINATOR, discreteLaplace, floorFraction } from "../samp
 import { randomizedRound } from "../samplers.js";
 import { ConfigReader, checkScalarValues, clip, plainWordSource } from "./bounded.js";
 import { DEFAULT_GRID_STEPS, gridSteps } from "./piecewise.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** Largest noise scale in grid steps (laplace.py `MAX_NOISE_SCALE`). */
@@ -25,6 +26,7 @@ class Laplace implements Mechanism<number, number> {
   readonly s: bigint;
 
   constructor(config: MechanismConfig) {
+    checkKeys(config, this.name, ["epsilon", "lower", "upper"], ["granularity"]);
     const reader = new ConfigReader(config, this.name);
     const epsilon = reader.epsilon();
     ({ lower: this.lower, upper: this.upper } = reader.bounds());

@@ -11,6 +11,7 @@ import { probabilityThreshold } from "../rational.js";
 import { bernoulli } from "../samplers.js";
 import { ConfigReader, checkScalarValues, clip, wordSource } from "./bounded.js";
 import { DuchiKernel } from "./duchi.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_BUCKETS = 1 << 16;
@@ -27,6 +28,7 @@ class OneBitMean implements Mechanism<number, number> {
   readonly flipThreshold: bigint;
 
   constructor(config: MechanismConfig) {
+    checkKeys(config, this.name, ["epsilon", "lower", "upper"], ["buckets", "gamma", "memoize"]);
     const reader: ConfigReader = new ConfigReader(config, this.name);
     this.kernel = new DuchiKernel(reader.epsilon());
     ({ lower: this.lower, upper: this.upper } = reader.bounds());

@@ -10,6 +10,7 @@ import { Rational, WORD_SPAN, expDouble, probabilityThreshold } from "../rationa
 import { randomizedRound, uniformBelow } from "../samplers.js";
 import type { WordSource } from "../words.js";
 import { BoundedMechanism, ConfigReader, type UnitKernel } from "./bounded.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig } from "./types.js";
 
 /** Scalar grids default to 2^20 steps (client_sdk/mechanisms/grid.py). */
@@ -113,6 +114,7 @@ export function configGridSteps(reader: ConfigReader): number {
 
 /** `{"mechanism": "piecewise", "epsilon", "lower", "upper"}`, optionally `"dim"`, `"coordinates"`, `"granularity"`. */
 export function piecewise(config: MechanismConfig): Mechanism {
+  checkKeys(config, "piecewise", ["epsilon", "lower", "upper"], ["dim", "coordinates", "granularity"]);
   const reader = new ConfigReader(config, "piecewise");
   const steps = configGridSteps(reader);
   return new BoundedMechanism("piecewise", reader.epsilon(), reader, (epsilon) => new PiecewiseKernel(epsilon, steps));

@@ -8,6 +8,7 @@ import { roundHalfEven } from "../exact-math.js";
 import { expDouble } from "../rational.js";
 import { ConfigReader, checkScalarValues, clip, plainWordSource } from "./bounded.js";
 import { PiecewiseKernel } from "./piecewise.js";
+import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const EMS_GRID = 1024;
@@ -26,6 +27,7 @@ class SquareWave implements Mechanism<number, number> {
   readonly upper: number;
 
   constructor(config: MechanismConfig) {
+    checkKeys(config, this.name, ["epsilon", "lower", "upper", "bins"]);
     const reader = new ConfigReader(config, this.name);
     const epsilon = reader.epsilon();
     ({ lower: this.lower, upper: this.upper } = reader.bounds());
