@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from analysis.demo_population import read_values, zipf_population
 from client_sdk import PrivacyPolicy, TelemetryClient
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
@@ -57,22 +58,9 @@ from collector.process import CollectorProcess
 
 CAMPAIGN_NAME = "demo-labels"
 DEFAULT_LABELS = 100
-ZIPF_EXPONENT = 1.1
 SHUFFLE_DELTA = 1e-6
 MAX_SHUFFLED_BATCH = 10_000
 """The largest batch the demo's shuffler forwards (the collector's default ``LDP_MAX_BATCH``)."""
-
-
-def zipf_population(
-    devices: int, labels: int, *, seed: int, exponent: float = ZIPF_EXPONENT
-) -> npt.NDArray[np.int64]:
-    """Each device's value: index ``i`` with probability proportional to ``1/(i+1)**exponent``.
-
-    (A simulated population, not device randomness: a seeded NumPy generator is right here.)
-    """
-    weights = 1.0 / np.arange(1, labels + 1, dtype=np.float64) ** exponent
-    rng = np.random.default_rng(seed)
-    return rng.choice(labels, size=devices, p=weights / weights.sum()).astype(np.int64)
 
 
 def run_shard(
@@ -320,6 +308,9 @@ class FeedResult:
     reports: int
     accepted: int
     seconds: float
+    truth: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    kind: str = ""
+    estimate: dict[str, Any] | None = None  # the collector's estimate document, if read
 
     def summary(self) -> str:
         rate = self.reports / self.seconds if self.seconds > 0 else float("nan")
@@ -328,22 +319,37 @@ class FeedResult:
             f"reports, {self.accepted:,} accepted ({self.seconds:.1f} s, {rate:,.0f} reports/s)"
         )
 
-
-def simulated_values(mechanism: Any, domain: Sequence[str] | None, n: int, *, seed: int) -> Any:
-    """``n`` raw values a simulated fleet holds: a Zipf population over the domain's labels,
-    or numbers from a Beta(2, 5) on the mechanism's ``[lower, upper]`` (a simulation: seeded)."""
-    rng = np.random.default_rng(seed)
-    if mechanism.value_kind == "number":
-        if getattr(mechanism, "dim", None) is not None:
-            raise ValueError("ldp-demo --collector simulates scalar numeric campaigns only")
-        lower, upper = float(mechanism.lower), float(mechanism.upper)
-        return list(lower + (upper - lower) * rng.beta(2.0, 5.0, size=n))
-    if not domain:
-        raise ValueError(
-            f"campaign mechanism {mechanism.name!r} has no domain to draw simulated values from"
-        )
-    index = zipf_population(n, len(domain), seed=seed)
-    return [domain[i] for i in index]
+    def truth_lines(self) -> list[str]:
+        """The simulated truth ({kind}), each quantity beside the collector's estimate and its
+        interval when :attr:`estimate` has it."""
+        rows = [
+            (name, value, None if self.estimate is None else estimated(self.estimate, name))
+            for name, value in self.truth
+        ]
+        width = max((len(name) for name, _, _ in rows), default=8)
+        lines = [
+            f"the simulated truth ({self.kind}) beside the collector's estimate:",
+            f"  {'quantity':<{width}} {'true':>9} {'estimate':>9} {'95% interval':>22}",
+        ]
+        for name, value, found in rows:
+            shown = "" if found is None else f"{found[0]:>9.4f}"
+            interval = (
+                ""
+                if found is None or found[1] != found[1]
+                else (f"[{found[1]:>8.4f}, {found[2]:>8.4f}]")
+            )
+            lines.append(f"  {name:<{width}} {value:>9.4f} {shown:>9} {interval:>22}")
+        if self.estimate is None:
+            lines.append(
+                "  (set LDP_ADMIN_TOKEN to read the collector's estimate here, or: "
+                f"ldp-analyze estimate --db DB --campaign {self.campaign})"
+            )
+        elif all(found is None for _, _, found in rows):
+            lines.append(
+                "  (the collector does not estimate this kind; "
+                f"ldp-analyze estimate --db DB --campaign {self.campaign})"
+            )
+        return lines
 
 
 def feed_collector(
@@ -353,21 +359,28 @@ def feed_collector(
     devices: int = 1_000,
     reports_per_device: int = 1,
     seed: int = 0,
+    values: Sequence[str] | None = None,
+    token: str | None = None,
 ) -> FeedResult:
     """Send a simulated fleet's reports to a campaign of a running collector.
 
-    Each device holds one value (:func:`simulated_values`) and reports it ``reports_per_device``
-    times, never more than the campaign policy's ``reports_per_period`` (what its ledger would
-    allow in one period). Reports are randomized with the OS CSPRNG by the campaign's mechanism,
-    exactly as ``TelemetryClient`` does, and uploaded with fresh random ids. Memoized campaigns
-    need each device's own secret: simulate them through ``TelemetryClient`` instead.
+    Each device holds one value (:func:`analysis.demo_population.simulate`: every kind a campaign
+    can have; ``values``, a string campaign's own population) and reports it
+    ``reports_per_device`` times, never more than the campaign policy's ``reports_per_period``
+    (what its ledger would allow in one period). Reports are randomized with the OS CSPRNG by the
+    campaign's mechanism, exactly as ``TelemetryClient`` does; mechanisms with memoized responses
+    or device choices get each simulated device its own random secret (``DeviceKeys``), as each
+    device has. Uploads carry fresh random ids. ``token``: the admin token, to read the
+    collector's estimate back beside the truth (:attr:`FeedResult.estimate`).
     """
     import secrets
 
     import requests
 
-    from client_sdk.client import Campaign
+    from analysis.demo_population import simulate
+    from client_sdk.client import Campaign, memo_scope
     from client_sdk.mechanisms.memoization import is_memoized
+    from client_sdk.secrets_store import DeviceKeys
 
     if devices < 1:
         raise ValueError(f"--devices must be at least 1; got {devices}")
@@ -387,23 +400,34 @@ def feed_collector(
         response.raise_for_status()
         campaign = Campaign.from_document(response.json(), name=campaign_name)
         mechanism = campaign.mechanism
-        if is_memoized(mechanism):
-            raise ValueError(
-                f"campaign {campaign_name!r} is memoized ({mechanism.name}): each device needs "
-                "its own secret; simulate it with TelemetryClient, one state_dir per device"
-            )
         per_device = reports_per_device
         if campaign.policy is not None:
             per_device = min(per_device, int(campaign.policy["reports_per_period"]))
-        values = simulated_values(mechanism, campaign.domain, devices, seed=seed)
-        encoded = campaign.encode([v for v in values for _ in range(per_device)])
+        population = simulate(mechanism, campaign.domain, devices, seed=seed, values=values)
+        payloads: list[Any] = []
+        if is_memoized(mechanism) or mechanism.uses_device_choices:
+            # Each device's permanent responses and choices come from its own secret.
+            scope = memo_scope(campaign_name, mechanism)
+            keyed: Any = mechanism  # perturb(..., permanent=keys): the keyed mechanisms' own
+            for value in population.values:
+                keys = DeviceKeys(secrets.token_bytes(32), scope)
+                encoded = campaign.encode([value] * per_device)
+                payloads += mechanism.to_wire(keyed.perturb(encoded, permanent=keys))
+        else:
+            encoded = campaign.encode([v for v in population.values for _ in range(per_device)])
+            for start in range(0, len(encoded), FEED_BATCH):
+                # rng=None: the OS CSPRNG
+                payloads += mechanism.to_wire(
+                    mechanism.perturb(encoded[start : start + FEED_BATCH])
+                )
         accepted = 0
-        for start in range(0, len(encoded), FEED_BATCH):
-            chunk = encoded[start : start + FEED_BATCH]
-            payloads = mechanism.to_wire(mechanism.perturb(chunk))  # rng=None: the OS CSPRNG
+        for start in range(0, len(payloads), FEED_BATCH):
             body = {
                 "config_id": campaign.config_id,
-                "reports": [{"id": secrets.token_hex(16), "payload": p} for p in payloads],
+                "reports": [
+                    {"id": secrets.token_hex(16), "payload": p}
+                    for p in payloads[start : start + FEED_BATCH]
+                ],
             }
             answer = session.post(
                 f"{base}/v1/campaigns/{campaign_name}/reports", json=body, timeout=60
@@ -414,13 +438,51 @@ def feed_collector(
                     f"{answer.text[:300]}"
                 )
             accepted += int(answer.json()["accepted"])
+        estimate = None
+        if token:
+            answer = session.get(
+                f"{base}/v1/campaigns/{campaign_name}/estimate",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=120,
+            )
+            estimate = answer.json() if answer.status_code == 200 else None
     return FeedResult(
         campaign=campaign_name,
         devices=devices,
-        reports=len(encoded),
+        reports=len(payloads),
         accepted=accepted,
         seconds=time.perf_counter() - started,
+        truth=population.truth,
+        kind=population.kind,
+        estimate=estimate,
     )
+
+
+def estimated(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """``(estimate, ci_low, ci_high)`` of a truth quantity (``analysis.demo_population``'s names)
+    in the collector's estimate document (``collector.estimates.summarize``), or ``None`` when the
+    document has no such quantity (some kinds are estimated by ``ldp-analyze estimate`` only)."""
+    for item in document.get("items", []):
+        if quantity == f"frequency of {item['value']!r}":
+            return item["frequency"], item["ci_low"], item["ci_high"]
+    for entry in document.get("keys", []):
+        for field in ("frequency", "mean"):
+            if quantity == f"key {entry['key']} {field}":
+                low, high = entry[f"{field}_ci"]
+                return entry[field], low, high
+    mean = document.get("mean")
+    if quantity == "mean" and isinstance(mean, dict):
+        return mean["value"], mean["ci_low"], mean["ci_high"]
+    if quantity == "mean" and isinstance(mean, (int, float)):
+        return float(mean), document["ci_low"], document["ci_high"]
+    if quantity.startswith("mean of coordinate ") and isinstance(mean, list):
+        j = int(quantity.rsplit(" ", 1)[1])
+        return mean[j], document["ci_low"][j], document["ci_high"][j]
+    if quantity == "median":
+        for q in document.get("quantiles", []):
+            if q["q"] == 0.5:
+                return q["value"], float("nan"), float("nan")
+    return None
 
 
 def print_summary(result: DemoResult, *, top: int = 15, file: Any = None) -> None:
@@ -596,13 +658,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="reports each simulated device sends, at most the policy's reports_per_period (1)",
     )
     parser.add_argument(
+        "--values",
+        default=None,
+        metavar="FILE",
+        help="with --collector and a string campaign: the devices' values, one a line "
+        "(default: a Zipf over generated words)",
+    )
+    parser.add_argument(
         "--report",
         dest="report_path",
         type=_optional_path,
-        default="ldp-demo-report.html",
-        help="where to write the HTML report (ldp-demo-report.html; '' for none)",
+        default=DEFAULT_REPORT,
+        help="where to write the HTML report (default ldp-demo-report-<mechanism>.html, "
+        "-shuffled with --shuffle, so demos never overwrite each other; '' for none)",
     )
     return parser
+
+
+DEFAULT_REPORT = "default"
+"""The ``--report`` default: :func:`report_name` of the run."""
+
+
+def report_name(mechanism: str, *, shuffle: bool) -> str:
+    """The default report file of a demo: its own name per mechanism and mode."""
+    return f"ldp-demo-report-{mechanism}{'-shuffled' if shuffle else ''}.html"
 
 
 def _optional_path(text: str) -> str | None:
@@ -622,6 +701,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ldp-demo: error: --shuffle runs its own collector; drop --collector", file=sys.stderr
         )
         return 2
+    values_file = options.pop("values")
+    if values_file is not None and collector is None:
+        print("ldp-demo: error: --values goes with --collector and --campaign", file=sys.stderr)
+        return 2
     if collector is not None:
         try:
             fed = feed_collector(
@@ -630,6 +713,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 devices=1_000 if args.devices is None else args.devices,
                 reports_per_device=reports_per_device,
                 seed=args.seed,
+                values=None if values_file is None else read_values(values_file),
+                token=os.environ.get("LDP_ADMIN_TOKEN") or None,
             )
         except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``)
             return closed_pipe()
@@ -637,9 +722,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ldp-demo: error: {error}", file=sys.stderr)
             return 2
         print(fed.summary())
+        print("\n".join(fed.truth_lines()))
         return 0
     if options["devices"] is None:
         options["devices"] = 100_000
+    if options["report_path"] == DEFAULT_REPORT:
+        mechanism = options["mechanism"] or default_mechanism(shuffle=options["shuffle"])
+        options["report_path"] = report_name(mechanism, shuffle=options["shuffle"])
     try:
         result = run_demo(**options)
     except (ValueError, RuntimeError, OSError) as error:
