@@ -32,6 +32,7 @@ start, kill and restart), which the end-to-end tests and the benchmark use too.
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -341,13 +342,13 @@ class FeedResult:
             lines.append(f"  {name:<{width}} {value:>9.4f} {shown:>9} {interval:>22}")
         if self.estimate is None:
             lines.append(
-                "  (set LDP_ADMIN_TOKEN to read the collector's estimate here, or: "
-                f"ldp-analyze estimate --db DB --campaign {self.campaign})"
+                "  (set LDP_ADMIN_TOKEN to read the collector's estimate here, or give the "
+                "collector's --db)"
             )
         elif all(found is None for _, _, found in rows):
             lines.append(
-                "  (the collector does not estimate this kind; "
-                f"ldp-analyze estimate --db DB --campaign {self.campaign})"
+                "  (the collector does not estimate this kind: give ldp-demo the collector's "
+                f"--db, or run ldp-analyze estimate --db DB --campaign {self.campaign})"
             )
         return lines
 
@@ -361,6 +362,8 @@ def feed_collector(
     seed: int = 0,
     values: Sequence[str] | None = None,
     token: str | None = None,
+    db: str | None = None,
+    rng: np.random.Generator | None = None,
 ) -> FeedResult:
     """Send a simulated fleet's reports to a campaign of a running collector.
 
@@ -371,7 +374,10 @@ def feed_collector(
     campaign's mechanism, exactly as ``TelemetryClient`` does; mechanisms with memoized responses
     or device choices get each simulated device its own random secret (``DeviceKeys``), as each
     device has. Uploads carry fresh random ids. ``token``: the admin token, to read the
-    collector's estimate back beside the truth (:attr:`FeedResult.estimate`).
+    collector's estimate back beside the truth (:attr:`FeedResult.estimate`); ``db``: the
+    collector's database on this machine, estimated instead (:func:`estimate_from_db`).
+    ``rng``: tests inject a seeded generator for the randomization and the device secrets;
+    ``None`` (the default, and the CLI's) is the OS CSPRNG.
     """
     import secrets
 
@@ -410,16 +416,15 @@ def feed_collector(
             scope = memo_scope(campaign_name, mechanism)
             keyed: Any = mechanism  # perturb(..., permanent=keys): the keyed mechanisms' own
             for value in population.values:
-                keys = DeviceKeys(secrets.token_bytes(32), scope)
+                secret = secrets.token_bytes(32) if rng is None else rng.bytes(32)
+                keys = DeviceKeys(secret, scope)
                 encoded = campaign.encode([value] * per_device)
-                payloads += mechanism.to_wire(keyed.perturb(encoded, permanent=keys))
+                payloads += mechanism.to_wire(keyed.perturb(encoded, permanent=keys, rng=rng))
         else:
             encoded = campaign.encode([v for v in population.values for _ in range(per_device)])
             for start in range(0, len(encoded), FEED_BATCH):
-                # rng=None: the OS CSPRNG
-                payloads += mechanism.to_wire(
-                    mechanism.perturb(encoded[start : start + FEED_BATCH])
-                )
+                chunk = encoded[start : start + FEED_BATCH]
+                payloads += mechanism.to_wire(mechanism.perturb(chunk, rng=rng))
         accepted = 0
         for start in range(0, len(payloads), FEED_BATCH):
             body = {
@@ -439,7 +444,9 @@ def feed_collector(
                 )
             accepted += int(answer.json()["accepted"])
         estimate = None
-        if token:
+        if db is not None:
+            estimate = estimate_from_db(db, campaign_name, population.truth)
+        elif token:
             answer = session.get(
                 f"{base}/v1/campaigns/{campaign_name}/estimate",
                 headers={"Authorization": f"Bearer {token}"},
@@ -458,10 +465,49 @@ def feed_collector(
     )
 
 
+def _attribute_labels(document: dict[str, Any], name: str) -> list[str] | None:
+    for attribute in document.get("mechanism", {}).get("attributes", []):
+        if attribute.get("name") == name:
+            labels = attribute.get("labels")
+            return None if labels is None else list(labels)
+    return None
+
+
+def estimate_from_db(db: str, campaign: str, truth: Sequence[tuple[str, float]]) -> dict[str, Any]:
+    """``ldp-analyze estimate``'s document of ``campaign`` from the collector's database (every
+    kind, those the collector's endpoint does not estimate included). String campaigns test the
+    simulated words as candidates (the simulation knows them; PEM and SFP discover their own)."""
+    from analysis.dataset import iter_report_chunks, load_campaign
+    from analysis.documents import series_point
+    from analysis.estimation import estimate
+
+    stored = load_campaign(db, campaign)
+    candidates = None
+    if stored.mechanism.value_kind == "string":
+        candidates = [ast.literal_eval(name.removeprefix("frequency of ")) for name, _ in truth]
+    result = estimate(stored.mechanism, iter_report_chunks(db, campaign), candidates=candidates)
+    document = {"mechanism": stored.config, **series_point(stored, result)}
+    if stored.domain:  # the range estimate names its leaves by index
+        for item in document.get("items", []):
+            if isinstance(item["value"], int):
+                item["value"] = stored.domain[item["value"]]
+    return document
+
+
 def estimated(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
     """``(estimate, ci_low, ci_high)`` of a truth quantity (``analysis.demo_population``'s names)
-    in the collector's estimate document (``collector.estimates.summarize``), or ``None`` when the
-    document has no such quantity (some kinds are estimated by ``ldp-analyze estimate`` only)."""
+    in an estimate document (the collector's ``collector.estimates.summarize``, or
+    ``ldp-analyze estimate``'s ``to_dict``), or ``None`` when the document has no such quantity.
+    A median has no interval here (``nan``)."""
+    for find in (_from_items, _from_attributes, _from_means):
+        found = find(document, quantity)
+        if found is not None:
+            return found
+    return None
+
+
+def _from_items(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """Frequencies of labels or strings (``items``) and of keys with their means (``keys``)."""
     for item in document.get("items", []):
         if quantity == f"frequency of {item['value']!r}":
             return item["frequency"], item["ci_low"], item["ci_high"]
@@ -470,6 +516,28 @@ def estimated(document: dict[str, Any], quantity: str) -> tuple[float, float, fl
             if quantity == f"key {entry['key']} {field}":
                 low, high = entry[f"{field}_ci"]
                 return entry[field], low, high
+    return None
+
+
+def _from_attributes(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """One attribute's marginal (``marginals``: items by label index) or a cell of two
+    attributes' joint table (``tables``)."""
+    for marginal in document.get("marginals", []):
+        labels = _attribute_labels(document, marginal["attribute"])
+        for item in marginal["items"]:
+            label = item["value"] if labels is None else labels[int(item["value"])]
+            if quantity == f"{marginal['attribute']} = {label!r}":
+                return item["frequency"], item["ci_low"], item["ci_high"]
+    for table in document.get("tables", []):
+        names = table.get("attributes", [])
+        if len(names) == 2 and quantity.startswith(f"{names[0]}, {names[1]} = "):
+            i, j = (int(x) for x in quantity.rsplit(" = ", 1)[1].split(", "))
+            return table["frequencies"][i][j], table["ci_low"][i][j], table["ci_high"][i][j]
+    return None
+
+
+def _from_means(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """A mean (scalar, per coordinate, or a distribution's) or a distribution's median."""
     mean = document.get("mean")
     if quantity == "mean" and isinstance(mean, dict):
         return mean["value"], mean["ci_low"], mean["ci_high"]
@@ -658,6 +726,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="reports each simulated device sends, at most the policy's reports_per_period (1)",
     )
     parser.add_argument(
+        "--db",
+        default=None,
+        help="with --collector: the collector's database on this machine; the estimate beside "
+        "the truth is read from it (every kind) instead of the collector's estimate endpoint",
+    )
+    parser.add_argument(
         "--values",
         default=None,
         metavar="FILE",
@@ -701,9 +775,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ldp-demo: error: --shuffle runs its own collector; drop --collector", file=sys.stderr
         )
         return 2
-    values_file = options.pop("values")
-    if values_file is not None and collector is None:
-        print("ldp-demo: error: --values goes with --collector and --campaign", file=sys.stderr)
+    values_file, db = options.pop("values"), options.pop("db")
+    if (values_file is not None or db is not None) and collector is None:
+        print(
+            "ldp-demo: error: --values and --db go with --collector and --campaign",
+            file=sys.stderr,
+        )
         return 2
     if collector is not None:
         try:
@@ -715,6 +792,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seed=args.seed,
                 values=None if values_file is None else read_values(values_file),
                 token=os.environ.get("LDP_ADMIN_TOKEN") or None,
+                db=db,
             )
         except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``)
             return closed_pipe()

@@ -169,6 +169,13 @@ def _attributes(mechanism: Any, devices: int, *, seed: int, correlation: float) 
             }
         )
     truth = []
+    if mechanism.name == "fourier":
+        # Fourier estimates joint tables: the truth is the first two attributes' joint cells.
+        (first_name, _, _), (second_name, _, _) = attributes[0], attributes[1]
+        joint = np.bincount(columns[0] * 2 + columns[1], minlength=4) / devices
+        for cell, share in enumerate(joint):
+            truth.append((f"{first_name}, {second_name} = {cell // 2}, {cell % 2}", float(share)))
+        return Population("attributes", records, truth)
     for (name, k, labels), column in zip(attributes, columns, strict=True):
         shares = np.bincount(column, minlength=k) / devices
         for i in np.argsort(-shares, kind="stable")[: max(2, TRUTH_ROWS // len(attributes))]:
