@@ -20,10 +20,21 @@ shuffled batches. The printed gap then shows local-only collection at the same c
 the shuffled campaign, and the trusted curator, and how much of the distance to the curator the
 shuffler closes (``analysis.gap``, the shuffled column).
 
-``ldp-demo --collector URL --campaign NAME [--devices N] [--reports-per-device R]`` instead
-feeds a campaign of a running collector with a simulated fleet (:func:`feed_collector`): each
-simulated device sends at most the campaign policy's ``reports_per_period`` reports, randomized
-with the OS CSPRNG by the campaign's own mechanism, and uploaded in batches over HTTP.
+``ldp-demo --collector URL --campaign NAME [--devices N] [--reports-per-device R] [--values FILE]
+[--db DB]`` instead feeds a campaign of a running collector with a simulated fleet
+(:func:`feed_collector`), whatever its kind: labels, numbers, strings, several attributes,
+key-value, distributions and ranges (``analysis.demo_population`` draws each kind's population;
+``--values FILE``, a string campaign's own values, one a line). Each simulated device sends at
+most the campaign policy's ``reports_per_period`` reports, randomized with the OS CSPRNG by the
+campaign's own mechanism (with its own random device secret where the mechanism keys on one:
+RAPPOR, PEM, multi, fourier, hierarchical), and uploaded in batches over HTTP. It then prints the
+simulated truth beside the estimate: the collector's own (``GET .../estimate``, with
+``LDP_ADMIN_TOKEN`` set), or, with ``--db``, ``ldp-analyze estimate``'s from the collector's
+database (every kind; string campaigns test the simulated words as candidates).
+
+Each run of the whole demo writes its own report, ``ldp-demo-report-<mechanism>.html``
+(``-shuffled`` with ``--shuffle``), so a second demo never overwrites the first; ``--report PATH``
+chooses another file, ``--report ''`` none.
 
 The collector runs as ``collector.process.CollectorProcess`` (a collector subprocess you can
 start, kill and restart), which the end-to-end tests and the benchmark use too.
