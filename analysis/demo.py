@@ -20,10 +20,21 @@ shuffled batches. The printed gap then shows local-only collection at the same c
 the shuffled campaign, and the trusted curator, and how much of the distance to the curator the
 shuffler closes (``analysis.gap``, the shuffled column).
 
-``ldp-demo --collector URL --campaign NAME [--devices N] [--reports-per-device R]`` instead
-feeds a campaign of a running collector with a simulated fleet (:func:`feed_collector`): each
-simulated device sends at most the campaign policy's ``reports_per_period`` reports, randomized
-with the OS CSPRNG by the campaign's own mechanism, and uploaded in batches over HTTP.
+``ldp-demo --collector URL --campaign NAME [--devices N] [--reports-per-device R] [--values FILE]
+[--db DB]`` instead feeds a campaign of a running collector with a simulated fleet
+(:func:`feed_collector`), whatever its kind: labels, numbers, strings, several attributes,
+key-value, distributions and ranges (``analysis.demo_population`` draws each kind's population;
+``--values FILE``, a string campaign's own values, one a line). Each simulated device sends at
+most the campaign policy's ``reports_per_period`` reports, randomized with the OS CSPRNG by the
+campaign's own mechanism (with its own random device secret where the mechanism keys on one:
+RAPPOR, PEM, multi, fourier, hierarchical), and uploaded in batches over HTTP. It then prints the
+simulated truth beside the estimate: the collector's own (``GET .../estimate``, with
+``LDP_ADMIN_TOKEN`` set), or, with ``--db``, ``ldp-analyze estimate``'s from the collector's
+database (every kind; string campaigns test the simulated words as candidates).
+
+Each run of the whole demo writes its own report, ``ldp-demo-report-<mechanism>.html``
+(``-shuffled`` with ``--shuffle``), so a second demo never overwrites the first; ``--report PATH``
+chooses another file, ``--report ''`` none.
 
 The collector runs as ``collector.process.CollectorProcess`` (a collector subprocess you can
 start, kill and restart), which the end-to-end tests and the benchmark use too.
@@ -32,6 +43,7 @@ start, kill and restart), which the end-to-end tests and the benchmark use too.
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -49,6 +61,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from analysis.demo_population import read_values, zipf_population
 from client_sdk import PrivacyPolicy, TelemetryClient
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
@@ -57,22 +70,9 @@ from collector.process import CollectorProcess
 
 CAMPAIGN_NAME = "demo-labels"
 DEFAULT_LABELS = 100
-ZIPF_EXPONENT = 1.1
 SHUFFLE_DELTA = 1e-6
 MAX_SHUFFLED_BATCH = 10_000
 """The largest batch the demo's shuffler forwards (the collector's default ``LDP_MAX_BATCH``)."""
-
-
-def zipf_population(
-    devices: int, labels: int, *, seed: int, exponent: float = ZIPF_EXPONENT
-) -> npt.NDArray[np.int64]:
-    """Each device's value: index ``i`` with probability proportional to ``1/(i+1)**exponent``.
-
-    (A simulated population, not device randomness: a seeded NumPy generator is right here.)
-    """
-    weights = 1.0 / np.arange(1, labels + 1, dtype=np.float64) ** exponent
-    rng = np.random.default_rng(seed)
-    return rng.choice(labels, size=devices, p=weights / weights.sum()).astype(np.int64)
 
 
 def run_shard(
@@ -320,6 +320,9 @@ class FeedResult:
     reports: int
     accepted: int
     seconds: float
+    truth: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    kind: str = ""
+    estimate: dict[str, Any] | None = None  # the collector's estimate document, if read
 
     def summary(self) -> str:
         rate = self.reports / self.seconds if self.seconds > 0 else float("nan")
@@ -328,22 +331,37 @@ class FeedResult:
             f"reports, {self.accepted:,} accepted ({self.seconds:.1f} s, {rate:,.0f} reports/s)"
         )
 
-
-def simulated_values(mechanism: Any, domain: Sequence[str] | None, n: int, *, seed: int) -> Any:
-    """``n`` raw values a simulated fleet holds: a Zipf population over the domain's labels,
-    or numbers from a Beta(2, 5) on the mechanism's ``[lower, upper]`` (a simulation: seeded)."""
-    rng = np.random.default_rng(seed)
-    if mechanism.value_kind == "number":
-        if getattr(mechanism, "dim", None) is not None:
-            raise ValueError("ldp-demo --collector simulates scalar numeric campaigns only")
-        lower, upper = float(mechanism.lower), float(mechanism.upper)
-        return list(lower + (upper - lower) * rng.beta(2.0, 5.0, size=n))
-    if not domain:
-        raise ValueError(
-            f"campaign mechanism {mechanism.name!r} has no domain to draw simulated values from"
-        )
-    index = zipf_population(n, len(domain), seed=seed)
-    return [domain[i] for i in index]
+    def truth_lines(self) -> list[str]:
+        """The simulated truth ({kind}), each quantity beside the collector's estimate and its
+        interval when :attr:`estimate` has it."""
+        rows = [
+            (name, value, None if self.estimate is None else estimated(self.estimate, name))
+            for name, value in self.truth
+        ]
+        width = max((len(name) for name, _, _ in rows), default=8)
+        lines = [
+            f"the simulated truth ({self.kind}) beside the collector's estimate:",
+            f"  {'quantity':<{width}} {'true':>9} {'estimate':>9} {'95% interval':>22}",
+        ]
+        for name, value, found in rows:
+            shown = "" if found is None else f"{found[0]:>9.4f}"
+            interval = (
+                ""
+                if found is None or found[1] != found[1]
+                else (f"[{found[1]:>8.4f}, {found[2]:>8.4f}]")
+            )
+            lines.append(f"  {name:<{width}} {value:>9.4f} {shown:>9} {interval:>22}")
+        if self.estimate is None:
+            lines.append(
+                "  (set LDP_ADMIN_TOKEN to read the collector's estimate here, or give the "
+                "collector's --db)"
+            )
+        elif all(found is None for _, _, found in rows):
+            lines.append(
+                "  (the collector does not estimate this kind: give ldp-demo the collector's "
+                f"--db, or run ldp-analyze estimate --db DB --campaign {self.campaign})"
+            )
+        return lines
 
 
 def feed_collector(
@@ -353,21 +371,33 @@ def feed_collector(
     devices: int = 1_000,
     reports_per_device: int = 1,
     seed: int = 0,
+    values: Sequence[str] | None = None,
+    token: str | None = None,
+    db: str | None = None,
+    rng: np.random.Generator | None = None,
 ) -> FeedResult:
     """Send a simulated fleet's reports to a campaign of a running collector.
 
-    Each device holds one value (:func:`simulated_values`) and reports it ``reports_per_device``
-    times, never more than the campaign policy's ``reports_per_period`` (what its ledger would
-    allow in one period). Reports are randomized with the OS CSPRNG by the campaign's mechanism,
-    exactly as ``TelemetryClient`` does, and uploaded with fresh random ids. Memoized campaigns
-    need each device's own secret: simulate them through ``TelemetryClient`` instead.
+    Each device holds one value (:func:`analysis.demo_population.simulate`: every kind a campaign
+    can have; ``values``, a string campaign's own population) and reports it
+    ``reports_per_device`` times, never more than the campaign policy's ``reports_per_period``
+    (what its ledger would allow in one period). Reports are randomized with the OS CSPRNG by the
+    campaign's mechanism, exactly as ``TelemetryClient`` does; mechanisms with memoized responses
+    or device choices get each simulated device its own random secret (``DeviceKeys``), as each
+    device has. Uploads carry fresh random ids. ``token``: the admin token, to read the
+    collector's estimate back beside the truth (:attr:`FeedResult.estimate`); ``db``: the
+    collector's database on this machine, estimated instead (:func:`estimate_from_db`).
+    ``rng``: tests inject a seeded generator for the randomization and the device secrets;
+    ``None`` (the default, and the CLI's) is the OS CSPRNG.
     """
     import secrets
 
     import requests
 
-    from client_sdk.client import Campaign
+    from analysis.demo_population import simulate
+    from client_sdk.client import Campaign, memo_scope
     from client_sdk.mechanisms.memoization import is_memoized
+    from client_sdk.secrets_store import DeviceKeys
 
     if devices < 1:
         raise ValueError(f"--devices must be at least 1; got {devices}")
@@ -387,23 +417,33 @@ def feed_collector(
         response.raise_for_status()
         campaign = Campaign.from_document(response.json(), name=campaign_name)
         mechanism = campaign.mechanism
-        if is_memoized(mechanism):
-            raise ValueError(
-                f"campaign {campaign_name!r} is memoized ({mechanism.name}): each device needs "
-                "its own secret; simulate it with TelemetryClient, one state_dir per device"
-            )
         per_device = reports_per_device
         if campaign.policy is not None:
             per_device = min(per_device, int(campaign.policy["reports_per_period"]))
-        values = simulated_values(mechanism, campaign.domain, devices, seed=seed)
-        encoded = campaign.encode([v for v in values for _ in range(per_device)])
+        population = simulate(mechanism, campaign.domain, devices, seed=seed, values=values)
+        payloads: list[Any] = []
+        if is_memoized(mechanism) or mechanism.uses_device_choices:
+            # Each device's permanent responses and choices come from its own secret.
+            scope = memo_scope(campaign_name, mechanism)
+            keyed: Any = mechanism  # perturb(..., permanent=keys): the keyed mechanisms' own
+            for value in population.values:
+                secret = secrets.token_bytes(32) if rng is None else rng.bytes(32)
+                keys = DeviceKeys(secret, scope)
+                encoded = campaign.encode([value] * per_device)
+                payloads += mechanism.to_wire(keyed.perturb(encoded, permanent=keys, rng=rng))
+        else:
+            encoded = campaign.encode([v for v in population.values for _ in range(per_device)])
+            for start in range(0, len(encoded), FEED_BATCH):
+                chunk = encoded[start : start + FEED_BATCH]
+                payloads += mechanism.to_wire(mechanism.perturb(chunk, rng=rng))
         accepted = 0
-        for start in range(0, len(encoded), FEED_BATCH):
-            chunk = encoded[start : start + FEED_BATCH]
-            payloads = mechanism.to_wire(mechanism.perturb(chunk))  # rng=None: the OS CSPRNG
+        for start in range(0, len(payloads), FEED_BATCH):
             body = {
                 "config_id": campaign.config_id,
-                "reports": [{"id": secrets.token_hex(16), "payload": p} for p in payloads],
+                "reports": [
+                    {"id": secrets.token_hex(16), "payload": p}
+                    for p in payloads[start : start + FEED_BATCH]
+                ],
             }
             answer = session.post(
                 f"{base}/v1/campaigns/{campaign_name}/reports", json=body, timeout=60
@@ -414,13 +454,114 @@ def feed_collector(
                     f"{answer.text[:300]}"
                 )
             accepted += int(answer.json()["accepted"])
+        estimate = None
+        if db is not None:
+            estimate = estimate_from_db(db, campaign_name, population.truth)
+        elif token:
+            answer = session.get(
+                f"{base}/v1/campaigns/{campaign_name}/estimate",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=120,
+            )
+            estimate = answer.json() if answer.status_code == 200 else None
     return FeedResult(
         campaign=campaign_name,
         devices=devices,
-        reports=len(encoded),
+        reports=len(payloads),
         accepted=accepted,
         seconds=time.perf_counter() - started,
+        truth=population.truth,
+        kind=population.kind,
+        estimate=estimate,
     )
+
+
+def _attribute_labels(document: dict[str, Any], name: str) -> list[str] | None:
+    for attribute in document.get("mechanism", {}).get("attributes", []):
+        if attribute.get("name") == name:
+            labels = attribute.get("labels")
+            return None if labels is None else list(labels)
+    return None
+
+
+def estimate_from_db(db: str, campaign: str, truth: Sequence[tuple[str, float]]) -> dict[str, Any]:
+    """``ldp-analyze estimate``'s document of ``campaign`` from the collector's database (every
+    kind, those the collector's endpoint does not estimate included). String campaigns test the
+    simulated words as candidates (the simulation knows them; PEM and SFP discover their own)."""
+    from analysis.dataset import iter_report_chunks, load_campaign
+    from analysis.documents import series_point
+    from analysis.estimation import estimate
+
+    stored = load_campaign(db, campaign)
+    candidates = None
+    if stored.mechanism.value_kind == "string":
+        candidates = [ast.literal_eval(name.removeprefix("frequency of ")) for name, _ in truth]
+    result = estimate(stored.mechanism, iter_report_chunks(db, campaign), candidates=candidates)
+    document = {"mechanism": stored.config, **series_point(stored, result)}
+    if stored.domain:  # the range estimate names its leaves by index
+        for item in document.get("items", []):
+            if isinstance(item["value"], int):
+                item["value"] = stored.domain[item["value"]]
+    return document
+
+
+def estimated(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """``(estimate, ci_low, ci_high)`` of a truth quantity (``analysis.demo_population``'s names)
+    in an estimate document (the collector's ``collector.estimates.summarize``, or
+    ``ldp-analyze estimate``'s ``to_dict``), or ``None`` when the document has no such quantity.
+    A median has no interval here (``nan``)."""
+    for find in (_from_items, _from_attributes, _from_means):
+        found = find(document, quantity)
+        if found is not None:
+            return found
+    return None
+
+
+def _from_items(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """Frequencies of labels or strings (``items``) and of keys with their means (``keys``)."""
+    for item in document.get("items", []):
+        if quantity == f"frequency of {item['value']!r}":
+            return item["frequency"], item["ci_low"], item["ci_high"]
+    for entry in document.get("keys", []):
+        for field in ("frequency", "mean"):
+            if quantity == f"key {entry['key']} {field}":
+                low, high = entry[f"{field}_ci"]
+                return entry[field], low, high
+    return None
+
+
+def _from_attributes(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """One attribute's marginal (``marginals``: items by label index) or a cell of two
+    attributes' joint table (``tables``)."""
+    for marginal in document.get("marginals", []):
+        labels = _attribute_labels(document, marginal["attribute"])
+        for item in marginal["items"]:
+            label = item["value"] if labels is None else labels[int(item["value"])]
+            if quantity == f"{marginal['attribute']} = {label!r}":
+                return item["frequency"], item["ci_low"], item["ci_high"]
+    for table in document.get("tables", []):
+        names = table.get("attributes", [])
+        if len(names) == 2 and quantity.startswith(f"{names[0]}, {names[1]} = "):
+            i, j = (int(x) for x in quantity.rsplit(" = ", 1)[1].split(", "))
+            return table["frequencies"][i][j], table["ci_low"][i][j], table["ci_high"][i][j]
+    return None
+
+
+def _from_means(document: dict[str, Any], quantity: str) -> tuple[float, float, float] | None:
+    """A mean (scalar, per coordinate, or a distribution's) or a distribution's median."""
+    mean = document.get("mean")
+    if quantity == "mean" and isinstance(mean, dict):
+        return mean["value"], mean["ci_low"], mean["ci_high"]
+    if quantity == "mean" and isinstance(mean, (int, float)):
+        return float(mean), document["ci_low"], document["ci_high"]
+    if quantity.startswith("mean of coordinate ") and isinstance(mean, list):
+        j = int(quantity.rsplit(" ", 1)[1])
+        return mean[j], document["ci_low"][j], document["ci_high"][j]
+    if quantity == "median":
+        for q in document.get("quantiles", []):
+            if q["q"] == 0.5:
+                return q["value"], float("nan"), float("nan")
+    return None
 
 
 def print_summary(result: DemoResult, *, top: int = 15, file: Any = None) -> None:
@@ -596,13 +737,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="reports each simulated device sends, at most the policy's reports_per_period (1)",
     )
     parser.add_argument(
+        "--db",
+        default=None,
+        help="with --collector: the collector's database on this machine; the estimate beside "
+        "the truth is read from it (every kind) instead of the collector's estimate endpoint",
+    )
+    parser.add_argument(
+        "--values",
+        default=None,
+        metavar="FILE",
+        help="with --collector and a string campaign: the devices' values, one a line "
+        "(default: a Zipf over generated words)",
+    )
+    parser.add_argument(
         "--report",
         dest="report_path",
         type=_optional_path,
-        default="ldp-demo-report.html",
-        help="where to write the HTML report (ldp-demo-report.html; '' for none)",
+        default=DEFAULT_REPORT,
+        help="where to write the HTML report (default ldp-demo-report-<mechanism>.html, "
+        "-shuffled with --shuffle, so demos never overwrite each other; '' for none)",
     )
     return parser
+
+
+DEFAULT_REPORT = "default"
+"""The ``--report`` default: :func:`report_name` of the run."""
+
+
+def report_name(mechanism: str, *, shuffle: bool) -> str:
+    """The default report file of a demo: its own name per mechanism and mode."""
+    return f"ldp-demo-report-{mechanism}{'-shuffled' if shuffle else ''}.html"
 
 
 def _optional_path(text: str) -> str | None:
@@ -622,6 +786,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ldp-demo: error: --shuffle runs its own collector; drop --collector", file=sys.stderr
         )
         return 2
+    values_file, db = options.pop("values"), options.pop("db")
+    if (values_file is not None or db is not None) and collector is None:
+        print(
+            "ldp-demo: error: --values and --db go with --collector and --campaign",
+            file=sys.stderr,
+        )
+        return 2
     if collector is not None:
         try:
             fed = feed_collector(
@@ -630,6 +801,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 devices=1_000 if args.devices is None else args.devices,
                 reports_per_device=reports_per_device,
                 seed=args.seed,
+                values=None if values_file is None else read_values(values_file),
+                token=os.environ.get("LDP_ADMIN_TOKEN") or None,
+                db=db,
             )
         except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``)
             return closed_pipe()
@@ -637,9 +811,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ldp-demo: error: {error}", file=sys.stderr)
             return 2
         print(fed.summary())
+        print("\n".join(fed.truth_lines()))
         return 0
     if options["devices"] is None:
         options["devices"] = 100_000
+    if options["report_path"] == DEFAULT_REPORT:
+        mechanism = options["mechanism"] or default_mechanism(shuffle=options["shuffle"])
+        options["report_path"] = report_name(mechanism, shuffle=options["shuffle"])
     try:
         result = run_demo(**options)
     except (ValueError, RuntimeError, OSError) as error:
