@@ -33,6 +33,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     The database is created and migrated here, once per process, before any request.
     """
     from collector import api, ops, problems, web
+    from collector.dap import api as dap_api
 
     app = Flask(__name__, static_folder=None)  # an ingest server: no static files
     app.config.update(load_settings(config))
@@ -60,4 +61,5 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     problems.register_error_handlers(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(ops.bp)
+    app.register_blueprint(dap_api.bp)
     return app
