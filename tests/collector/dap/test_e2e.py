@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 import pytest
+import requests
 
 from client_sdk.dap.messages import ReportError
 from client_sdk.dap.upload import prepare_report
-from tests.collector.dap.conftest import DapPair
+from collector.dap.task import b64encode
+from tests.collector.dap.conftest import AGGREGATOR_TOKEN, DapPair
 
 HISTOGRAM = ({"type": "histogram", "length": 4, "chunk_length": 2}, 10, "none")
 COUNT = ({"type": "count"}, 10, "none")
@@ -73,3 +75,38 @@ def test_below_min_batch_size_refused(dap_pair: DapPair) -> None:
     done = dap_pair.collect()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["estimate"] == 9
+
+
+@pytest.mark.parametrize("dap_pair", [COUNT], indirect=True)
+def test_job_resent_after_a_lost_answer_is_counted_once(dap_pair: DapPair) -> None:
+    """The driver recorded a job and sent it, but its answer was lost (a crash, a timeout):
+    the Helper answers the same request identically, and the next drive finishes it once."""
+    from collector.dap import aggregator
+    from collector.storage import Storage
+
+    dap_pair.upload_measurements([True] * 7 + [False] * 5)
+    with Storage(dap_pair.leader.db, create=False) as storage:
+        conn = storage.db.conn
+        task = aggregator.load_task(conn, dap_pair.spec.task_id_text, "leader")
+        job = aggregator._new_job(conn, task, 1000, {"rejected": 0})
+    assert job is not None
+    job_id, request = job
+    url = (
+        f"{dap_pair.helper.url}/dap/tasks/{dap_pair.spec.task_id_text}/aggregation_jobs/"
+        f"{b64encode(job_id)}"
+    )
+    headers = {"Authorization": f"Bearer {AGGREGATOR_TOKEN}"}
+    first = requests.put(url, data=request, headers=headers, timeout=30)
+    second = requests.put(url, data=request, headers=headers, timeout=30)
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content  # the stored answer, nothing aggregated again
+    other = requests.put(url, data=request + b"\0", headers=headers, timeout=30)
+    assert other.status_code == 409
+    assert other.json()["type"] == "urn:ietf:params:ppm:dap:error:invalidMessage"
+    unauthorized = requests.put(url, data=request, timeout=30)
+    assert unauthorized.json()["type"] == "urn:ietf:params:ppm:dap:error:unauthorizedRequest"
+    assert dap_pair.drive() == {"aggregated": 12, "rejected": 0, "jobs": 1}  # re-sent, finished
+    done = dap_pair.collect()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["estimate"] == 7
+    assert json.loads(done.stdout)["report_count"] == 12
