@@ -110,3 +110,35 @@ def test_job_resent_after_a_lost_answer_is_counted_once(dap_pair: DapPair) -> No
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["estimate"] == 7
     assert json.loads(done.stdout)["report_count"] == 12
+
+
+SUM = ({"type": "sum", "max_measurement": 100}, 5, "none")
+SUMVEC = ({"type": "sumvec", "length": 3, "max_measurement": 7, "chunk_length": 2}, 5, "none")
+
+
+@pytest.mark.parametrize("dap_pair", [SUM], indirect=True)
+def test_sum_and_malformed_upload(dap_pair: DapPair) -> None:
+    dap_pair.upload_measurements([0, 1, 50, 99, 100, 37])
+    answer = requests.post(
+        f"{dap_pair.leader_dap}/tasks/{dap_pair.spec.task_id_text}/reports",
+        data=b"\x00\x01",
+        timeout=30,
+    )
+    assert answer.status_code == 400
+    assert answer.headers["Content-Type"] == "application/problem+json"
+    assert answer.json()["type"] == "urn:ietf:params:ppm:dap:error:invalidMessage"
+    unknown = requests.post(f"{dap_pair.leader_dap}/tasks/{'A' * 43}/reports", timeout=30)
+    assert unknown.json()["type"] == "urn:ietf:params:ppm:dap:error:unrecognizedTask"
+    assert dap_pair.drive()["aggregated"] == 6
+    done = dap_pair.collect()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["estimate"] == 287
+
+
+@pytest.mark.parametrize("dap_pair", [SUMVEC], indirect=True)
+def test_sumvec(dap_pair: DapPair) -> None:
+    dap_pair.upload_measurements([[1, 2, 3], [7, 0, 7], [0, 0, 0], [4, 4, 4], [7, 7, 7]])
+    assert dap_pair.drive()["aggregated"] == 5
+    done = dap_pair.collect()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["estimate"] == [19, 13, 21]
