@@ -4,6 +4,7 @@ Helper, ``ldp-analyze collect`` decrypts and unshards."""
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import requests
 from client_sdk.dap.messages import ReportError
 from client_sdk.dap.upload import prepare_report
 from collector.dap.task import b64encode
+from collector.process import entry_point
 from tests.collector.dap.conftest import AGGREGATOR_TOKEN, DapPair
 
 HISTOGRAM = ({"type": "histogram", "length": 4, "chunk_length": 2}, 10, "none")
@@ -142,3 +144,31 @@ def test_sumvec(dap_pair: DapPair) -> None:
     done = dap_pair.collect()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["estimate"] == [19, 13, 21]
+
+
+@pytest.mark.parametrize("dap_pair", [COUNT], indirect=True)
+def test_helper_down_mid_job_then_back(dap_pair: DapPair) -> None:
+    """The Helper is SIGKILLed: the driver fails naming it, the job stays recorded, and once
+    the Helper is back the next drive re-sends it; every report is counted once."""
+    dap_pair.upload_measurements([True] * 6 + [False] * 6)
+    dap_pair.helper.kill()
+    failed = subprocess.run(
+        [
+            *entry_point("ldp-collector", "collector.cli"),
+            "dap",
+            "drive",
+            "--db",
+            dap_pair.leader.db,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode == 2 and "error" in failed.stderr
+    dap_pair.helper.start()
+    assert dap_pair.drive() == {"aggregated": 12, "rejected": 0, "jobs": 1}
+    assert dap_pair.drive() == {"aggregated": 0, "rejected": 0, "jobs": 0}
+    done = dap_pair.collect()
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["estimate"], result["report_count"]) == (6, 12)
