@@ -184,6 +184,12 @@ def _migration_7_dap(db: sqlite_utils.Database) -> None:
         """
     )
     db.execute("CREATE INDEX dap_reports_pending ON dap_reports (task_id, state)")
+    # Refused and rejected reports by DAP ReportError name (metrics: nothing else is kept of
+    # a refused upload).
+    db.execute(
+        "CREATE TABLE dap_counters (task_id TEXT NOT NULL, reason TEXT NOT NULL, "
+        "value INTEGER NOT NULL, PRIMARY KEY (task_id, reason)) WITHOUT ROWID"
+    )
     db.execute(
         """
         CREATE TABLE dap_jobs (

@@ -59,6 +59,7 @@ __all__ = [
     "DapProblem",
     "aggregate_share",
     "collection_result",
+    "count_refused",
     "create_collection",
     "drive",
     "helper_init",
@@ -105,6 +106,16 @@ def _device_task(task: AggregatorTask) -> DapTask:
     )
 
 
+def count_refused(conn: sqlite3.Connection, tid: str, reason: ReportError, n: int = 1) -> None:
+    """Count ``n`` reports refused for ``reason`` (in the caller's transaction)."""
+    if n:
+        conn.execute(
+            "INSERT INTO dap_counters (task_id, reason, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (task_id, reason) DO UPDATE SET value = value + excluded.value",
+            [tid, reason.name.lower(), n],
+        )
+
+
 def _collected(conn: sqlite3.Connection, task_id: str, unit: int) -> bool:
     row = conn.execute(
         "SELECT 1 FROM dap_collections WHERE task_id = ? AND start <= ? AND ? < start + duration",
@@ -144,6 +155,7 @@ def upload(
                     error = ReportError.REPORT_REPLAYED
             if error is not None:
                 refused.append(ReportUploadStatus(meta.report_id, error))
+                count_refused(conn, tid, error)
     return UploadErrors(tuple(refused))
 
 
@@ -312,6 +324,8 @@ def helper_init(
                 messages[meta.report_id] = vdaf.encode_verifier_message(message)
                 accepted.append((meta.report_id, meta.time, out_share))
         _add_to_buckets(conn, task, vdaf, accepted)
+        for reason in errors.values():
+            count_refused(conn, tid, reason)
         resps = []
         for init in request.verify_inits:
             meta = init.report_share.report_metadata
@@ -432,6 +446,7 @@ def _new_job(
                     "WHERE task_id = ? AND report_id = ?",
                     [tid, report_id],
                 )
+                count_refused(conn, tid, ReportError.HPKE_DECRYPT_ERROR)
                 totals["rejected"] += 1
                 continue
             reports.append(report)
@@ -521,6 +536,7 @@ def _finish_job(
         )
         accepted: list[tuple[bytes, int, list[int]]] = []
         rejected: list[bytes] = []
+        reasons: list[ReportError] = []
         for report, verify_state in zip(reports, batch.states(), strict=True):
             rid = report.report_metadata.report_id
             answer = answers.get(rid)
@@ -531,9 +547,13 @@ def _finish_job(
                 out_share = vdaf.verify_next(ctx, verify_state, message)
             except (VdafError, ValueError):
                 rejected.append(rid)
+                helper_said = answer.report_error if answer is not None else None
+                reasons.append(helper_said or ReportError.VDAF_VERIFY_ERROR)
                 continue
             accepted.append((rid, report.report_metadata.time, out_share))
         _add_to_buckets(conn, task, vdaf, accepted)
+        for reason in reasons:
+            count_refused(conn, tid, reason)
         conn.executemany(
             "UPDATE dap_reports SET state = ?, report = NULL WHERE task_id = ? AND report_id = ?",
             [("aggregated", tid, a[0]) for a in accepted]

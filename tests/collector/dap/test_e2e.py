@@ -37,6 +37,8 @@ def test_histogram_exact_sum_and_two_hot_rejected(dap_pair: DapPair) -> None:
     assert result["estimate"] == [8, 8, 7, 12]
     assert result["report_count"] == 35
     assert result["std_errors"] == [0.0] * 4 and result["epsilon"] is None
+    for server in (dap_pair.leader, dap_pair.helper):  # rejected by both, counted by reason
+        assert refused(server.url, dap_pair.spec.task_id_text) == {"vdaf_verify_error": 1}
 
 
 @pytest.mark.parametrize("dap_pair", [COUNT], indirect=True)
@@ -55,6 +57,7 @@ def test_count_replay_counted_once(dap_pair: DapPair) -> None:
     again = dap_pair.upload([reports[0]])
     assert [s.error for s in again.status] == [ReportError.REPORT_REPLAYED]
     assert dap_pair.drive()["aggregated"] == 0
+    assert refused(dap_pair.leader.url, dap_pair.spec.task_id_text) == {"report_replayed": 3}
     done = dap_pair.collect()
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -112,6 +115,17 @@ def test_job_resent_after_a_lost_answer_is_counted_once(dap_pair: DapPair) -> No
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["estimate"] == 7
     assert json.loads(done.stdout)["report_count"] == 12
+
+
+def refused(url: str, task_id: str) -> dict[str, float]:
+    """The ``ldp_dap_reports_refused_total`` counters of one task, by reason."""
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("ldp_dap_reports_refused_total{") and f'task="{task_id}"' in line:
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            found[reason] = float(line.rsplit(" ", 1)[1])
+    return found
 
 
 SUM = ({"type": "sum", "max_measurement": 100}, 5, "none")
