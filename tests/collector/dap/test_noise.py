@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from fractions import Fraction
 
 import numpy as np
 import pytest
+import requests
 from scipy import stats
 
+from client_sdk.dap.messages import CollectionJobReq, Interval, Query
 from client_sdk.dap.upload import prepare_report
 from client_sdk.sampling import DiscreteLaplace
-from tests.collector.dap.conftest import TIME_PRECISION, DapPair
+from collector.dap.task import b64encode
+from tests.collector.dap.conftest import COLLECTOR_TOKEN, TIME_PRECISION, DapPair
 
 LENGTH = 100
 NOISY = ({"type": "histogram", "length": LENGTH, "chunk_length": 10}, 10, "laplace:1")
@@ -66,3 +70,25 @@ def test_noise_follows_two_discrete_laplaces(dap_pair: DapPair) -> None:
     assert expected_counts.min() >= 5  # the chi-square approximation's usual condition
     _, p_value = stats.chisquare(observed, expected_counts * (len(r) / expected_counts.sum()))
     assert p_value > ALPHA, (observed, expected_counts.round(1).tolist())
+
+
+@pytest.mark.parametrize("dap_pair", [({"type": "count"}, 5, "laplace:1")], indirect=True)
+def test_a_collection_is_noised_once_across_polls_and_a_leader_crash(dap_pair: DapPair) -> None:
+    """Fresh noise per poll would let a Collector average it away: every poll of a job, before
+    and after a SIGKILL of the Leader, returns the same sealed bytes."""
+    dap_pair.upload_measurements([True] * 6)
+    dap_pair.drive()
+    unit = int(time.time()) // TIME_PRECISION
+    req = CollectionJobReq(Query.time_interval(Interval(unit - 1, 3)))
+    url = (
+        f"{dap_pair.leader_dap}/tasks/{dap_pair.spec.task_id_text}/collection_jobs/"
+        f"{b64encode(os.urandom(16))}"
+    )
+    headers = {"Authorization": f"Bearer {COLLECTOR_TOKEN}"}
+    assert requests.put(url, data=req.encode(), headers=headers, timeout=30).status_code == 201
+    first = requests.get(url, headers=headers, timeout=60)
+    assert first.status_code == 200
+    assert requests.post(url, headers=headers, timeout=60).content == first.content
+    dap_pair.leader.kill()
+    dap_pair.leader.start()
+    assert requests.get(url, headers=headers, timeout=60).content == first.content
