@@ -44,7 +44,11 @@ def register(commands: Any) -> None:
     add.add_argument("--db", required=True)
     add.add_argument("--task", required=True, help="the task file (JSON, docs/dap.md)")
     add.add_argument("--role", required=True, choices=("leader", "helper"))
-    add.add_argument("--verify-key", required=True, help="the VDAF verify key (base64url)")
+    add.add_argument(
+        "--verify-key",
+        required=True,
+        help="the VDAF verify key (base64url; write --verify-key=KEY, as a key may start with -)",
+    )
     add.add_argument("--hpke-key", required=True, help="this aggregator's key file (dap keygen)")
     add.add_argument(
         "--collector-hpke-config", required=True, help="the Collector's HpkeConfig (base64url)"

@@ -137,8 +137,9 @@ def start_pair(tmp: Path, vdaf: dict[str, Any], *, min_batch_size: int, dp: str)
         run("dap", "keygen", "--out", str(tmp / f"{role}-key.json"))
         run(
             "dap", "task", "add", "--db", server.db, "--task", str(task_file), "--role", role,
-            "--verify-key", verify_key, "--hpke-key", str(tmp / f"{role}-key.json"),
-            "--collector-hpke-config", collector_config,
+            # "--flag=value": a base64url value may start with "-"
+            f"--verify-key={verify_key}", "--hpke-key", str(tmp / f"{role}-key.json"),
+            f"--collector-hpke-config={collector_config}",
             "--aggregator-token", AGGREGATOR_TOKEN,
             "--collector-token", COLLECTOR_TOKEN if role == "leader" else "",
         )  # fmt: skip
