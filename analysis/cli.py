@@ -17,6 +17,7 @@ from client_sdk._version import __version__
 from collector.cli_checks import database_error_message
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "analysis.commands.collect",
     "analysis.commands.dashboard",
     "analysis.commands.estimate",
     "analysis.commands.gap",
@@ -70,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = database_error_message("--db", getattr(args, "db", None), error)
         print(f"ldp-analyze {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except (ValueError, LookupError, OSError) as error:
+    except (ValueError, LookupError, OSError, RuntimeError) as error:
         print(f"ldp-analyze {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -36,6 +36,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     The database is created and migrated here, once per process, before any request.
     """
     from collector import api, ops, problems, web
+    from collector.dap import api as dap_api
 
     app = Flask(__name__, static_folder=None)  # an ingest server: no static files
     app.config.update(load_settings(config))
@@ -64,4 +65,5 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(api.bp)
     app.register_blueprint(ops.bp)
     install_cors(app, app.config.get("CORS_ORIGINS", ()), api.DEVICE_ROUTES)
+    app.register_blueprint(dap_api.bp)
     return app

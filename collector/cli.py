@@ -29,6 +29,8 @@ from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
 from collector.cors import cors_origin
+from collector.dap import cli as dap_cli
+from collector.dap.aggregator import DapProblem
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
 from collector.storage import CampaignConflict, Storage
@@ -82,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_serve)
 
+    dap_cli.register(commands)
+
     init_db = commands.add_parser("init-db", help="create the database or apply migrations")
     init_db.add_argument("--db", required=True)
     init_db.set_defaults(handler=_init_db)
@@ -133,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except sqlite3.Error as error:  # what the path checks cannot see: a damaged file, a full disk
         message = database_error_message("--db", getattr(args, "db", None), error)
         print(f"ldp-collector {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except DapProblem as error:
+        print(f"ldp-collector {args.command}: error: {error.detail}", file=sys.stderr)
         return 2
     except (ValueError, LookupError, OSError, RuntimeError) as error:
         print(f"ldp-collector {args.command}: error: {error}", file=sys.stderr)

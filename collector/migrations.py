@@ -159,6 +159,77 @@ def _migration_6_nonces(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_7_dap(db: sqlite_utils.Database) -> None:
+    # DAP aggregator tasks (collector.dap): the task's public part and this aggregator's
+    # secrets as JSON. dap_reports keeps every report id accepted (the anti-replay record, for
+    # good: a report's shares are cleared once aggregated); dap_jobs makes aggregation jobs
+    # idempotent (the request's hash and the answer); dap_buckets are the aggregate shares per
+    # time unit; dap_collections every batch interval collected (overlap refusal, and the
+    # stored answer, so a retried collection re-sends the same noise, never fresh noise).
+    db.execute(
+        "CREATE TABLE dap_tasks (task_id TEXT PRIMARY KEY, role TEXT NOT NULL, "
+        "config TEXT NOT NULL, created TEXT NOT NULL)"
+    )
+    db.execute(
+        """
+        CREATE TABLE dap_reports (
+            task_id TEXT NOT NULL REFERENCES dap_tasks (task_id),
+            report_id BLOB NOT NULL CHECK (length(report_id) = 16),
+            time INTEGER NOT NULL,
+            report BLOB,          -- the encoded Report (Leader), NULL once aggregated
+            job_id BLOB,          -- the aggregation job that took it
+            state TEXT NOT NULL,  -- start | aggregated | rejected
+            PRIMARY KEY (task_id, report_id)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute("CREATE INDEX dap_reports_pending ON dap_reports (task_id, state)")
+    # Refused and rejected reports by DAP ReportError name (metrics: nothing else is kept of
+    # a refused upload).
+    db.execute(
+        "CREATE TABLE dap_counters (task_id TEXT NOT NULL, reason TEXT NOT NULL, "
+        "value INTEGER NOT NULL, PRIMARY KEY (task_id, reason)) WITHOUT ROWID"
+    )
+    db.execute(
+        """
+        CREATE TABLE dap_jobs (
+            task_id TEXT NOT NULL REFERENCES dap_tasks (task_id),
+            job_id BLOB NOT NULL,
+            request_hash BLOB NOT NULL,
+            request BLOB,         -- Leader: the request, re-sent after a crash
+            response BLOB,        -- Helper: the answer, repeated to a retry
+            state TEXT NOT NULL,  -- sent | done
+            PRIMARY KEY (task_id, job_id)
+        )
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE dap_buckets (
+            task_id TEXT NOT NULL REFERENCES dap_tasks (task_id),
+            start INTEGER NOT NULL,
+            agg_share BLOB NOT NULL,
+            report_count INTEGER NOT NULL,
+            checksum BLOB NOT NULL,
+            PRIMARY KEY (task_id, start)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE dap_collections (
+            task_id TEXT NOT NULL REFERENCES dap_tasks (task_id),
+            job_id BLOB NOT NULL,
+            start INTEGER NOT NULL,
+            duration INTEGER NOT NULL,
+            request BLOB NOT NULL,
+            response BLOB,
+            PRIMARY KEY (task_id, job_id)
+        )
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
@@ -166,6 +237,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...]
     (4, "shuffler batches: their credentials", _migration_4_batch_credentials),
     (5, "shuffler batches in parts", _migration_5_batch_parts),
     (6, "sealed reports' nonces, unique per campaign", _migration_6_nonces),
+    (7, "DAP aggregator tasks, reports, jobs, buckets, collections", _migration_7_dap),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -86,6 +86,7 @@ def metrics() -> Response:
     families = (
         _metrics.Families(lambda: _report_counters(storage.counters())),
         _metrics.Families(lambda: _pending(storage)),
+        _metrics.Families(lambda: _dap(storage.db.conn)),
         _metrics.Families(lambda: [_metrics.database_size(current_app.config["DB"], "collector")]),
     )
     return Response(_metrics.exposition(*families), content_type=_metrics.PROMETHEUS_MEDIA_TYPE)
@@ -134,6 +135,29 @@ def _pending(storage: Any) -> list[Any]:
         minimum.add_metric([campaign.name], campaign.min_batch_size)
         withheld.add_metric([campaign.name], n if n < campaign.min_batch_size else 0)
     return [stored, minimum, withheld]
+
+
+def _dap(conn: Any) -> list[Any]:
+    """Per DAP task: reports by state (start, aggregated, rejected) and refusals by reason."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    reports = GaugeMetricFamily(
+        "ldp_dap_reports",
+        "DAP report ids held per task and state (start: awaiting aggregation).",
+        labels=["task", "state"],
+    )
+    refused = CounterMetricFamily(
+        "ldp_dap_reports_refused",
+        "DAP reports refused or rejected per task, by DAP ReportError.",
+        labels=["task", "reason"],
+    )
+    for task, state, n in conn.execute(
+        "SELECT task_id, state, count(*) FROM dap_reports GROUP BY task_id, state"
+    ):
+        reports.add_metric([task, state], n)
+    for task, reason, n in conn.execute("SELECT task_id, reason, value FROM dap_counters"):
+        refused.add_metric([task, reason], n)
+    return [reports, refused]
 
 
 @bp.record_once

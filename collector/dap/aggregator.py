@@ -1,0 +1,744 @@
+"""The DAP-18 aggregators' protocol logic over the collector's SQLite database (Flask-free).
+
+Leader: :func:`upload` stores reports (anti-replay by ``PRIMARY KEY (task_id, report_id)``);
+:func:`drive` groups them into aggregation jobs, verifies its shares (batched Prio3), sends the
+``AggregationJobInitReq`` to the Helper and accumulates the output shares into one bucket per
+time unit; :func:`collection_result` answers a collection job once the Helper's aggregate share
+is in. Helper: :func:`helper_init` (idempotent per job: the same request gets the stored answer)
+and :func:`aggregate_share`. Both add their noise once per batch and store the sealed answer, so
+a retried collection never draws fresh noise (which would average it away).
+
+Prio3 has one verification round; the ping-pong messages are VDAF's (draft-irtf-cfrg-vdaf,
+"Ping-pong topology"): ``initialize(verifier_share)`` from the Leader, ``finish(verifier_message)``
+from the Helper.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from client_sdk.dap.codec import DapDecodeError, Reader, opaque, uint
+from client_sdk.dap.hpke import HpkeError, seal_base
+from client_sdk.dap.messages import (
+    AggregateShare,
+    AggregateShareAad,
+    AggregateShareReq,
+    AggregationJobInitReq,
+    AggregationJobResp,
+    BatchMode,
+    BatchSelector,
+    CollectionJobReq,
+    CollectionJobResp,
+    HpkeCiphertext,
+    Interval,
+    Report,
+    ReportError,
+    ReportShare,
+    ReportUploadStatus,
+    Role,
+    UploadErrors,
+    UploadRequest,
+    VerifyInit,
+    VerifyResp,
+    VerifyRespType,
+    aggregate_share_info,
+    vdaf_context,
+)
+from client_sdk.dap.upload import DapTask, open_input_share
+from client_sdk.sqlite import immediate
+from client_sdk.vdaf import Prio3, VdafError
+from client_sdk.vdaf.batch import verify_init_batch
+from collector.dap.task import AggregatorTask, b64encode
+
+__all__ = [
+    "DapProblem",
+    "aggregate_share",
+    "collection_result",
+    "count_refused",
+    "create_collection",
+    "drive",
+    "helper_init",
+    "load_task",
+    "upload",
+]
+
+PING_INITIALIZE, PING_FINISH = 0, 2
+CLOCK_SKEW_UNITS = 1  # a report up to one time unit ahead of our clock is accepted
+
+
+class DapProblem(Exception):
+    """A DAP error: answered as problem+json with type ``urn:ietf:params:ppm:dap:error:NAME``."""
+
+    def __init__(self, status: int, name: str, detail: str, *, retry_after: int = 0) -> None:
+        super().__init__(detail)
+        self.status, self.name, self.detail, self.retry_after = status, name, detail, retry_after
+
+
+def load_task(conn: sqlite3.Connection, task_id: str, role: str) -> AggregatorTask:
+    """The task ``task_id`` (base64url) held in ``role``; 404 ``unrecognizedTask`` otherwise."""
+    row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [task_id]).fetchone()
+    task = AggregatorTask.from_json(row[0]) if row else None
+    if task is None or task.role != role:
+        raise DapProblem(404, "unrecognizedTask", f"no {role} task {task_id[:60]!r} here")
+    return task
+
+
+def _decode(cls: Any, body: bytes) -> Any:
+    try:
+        return cls.decode(body)
+    except DapDecodeError as error:
+        raise DapProblem(400, "invalidMessage", str(error)) from None
+
+
+def _device_task(task: AggregatorTask) -> DapTask:
+    # open_input_share reads only this role's HPKE config; the peer's is not known here.
+    return DapTask(
+        task.spec.task_id,
+        task.spec.configuration(),
+        task.spec.build_vdaf(),
+        task.hpke_config,
+        task.hpke_config,
+    )
+
+
+def count_refused(conn: sqlite3.Connection, tid: str, reason: ReportError, n: int = 1) -> None:
+    """Count ``n`` reports refused for ``reason`` (in the caller's transaction)."""
+    if n:
+        conn.execute(
+            "INSERT INTO dap_counters (task_id, reason, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (task_id, reason) DO UPDATE SET value = value + excluded.value",
+            [tid, reason.name.lower(), n],
+        )
+
+
+def _collected(conn: sqlite3.Connection, task_id: str, unit: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM dap_collections WHERE task_id = ? AND start <= ? AND ? < start + duration",
+        [task_id, unit, unit],
+    ).fetchone()
+    return row is not None
+
+
+# -- Leader: uploads
+
+
+def upload(
+    conn: sqlite3.Connection, task: AggregatorTask, body: bytes, *, now: float | None = None
+) -> UploadErrors:
+    """Store the reports of an ``UploadRequest``; the refused ones, with their reason."""
+    request: UploadRequest = _decode(UploadRequest, body)
+    spec, tid = task.spec, task.spec.task_id_text
+    latest = int(time.time() if now is None else now) // spec.time_precision + CLOCK_SKEW_UNITS
+    refused: list[ReportUploadStatus] = []
+    with immediate(conn):
+        for report in request.reports:
+            meta = report.report_metadata
+            error: ReportError | None = None
+            if report.leader_encrypted_input_share.config_id != task.hpke_config.id:
+                error = ReportError.HPKE_UNKNOWN_CONFIG_ID
+            elif meta.time > latest:
+                error = ReportError.REPORT_TOO_EARLY
+            elif _collected(conn, tid, meta.time):
+                error = ReportError.BATCH_COLLECTED
+            else:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO dap_reports (task_id, report_id, time, report, state) "
+                    "VALUES (?, ?, ?, ?, 'start')",
+                    [tid, meta.report_id, meta.time, report.encode()],
+                )
+                if cursor.rowcount == 0:
+                    error = ReportError.REPORT_REPLAYED
+            if error is not None:
+                refused.append(ReportUploadStatus(meta.report_id, error))
+                count_refused(conn, tid, error)
+    return UploadErrors(tuple(refused))
+
+
+# -- both: buckets
+
+
+def _add_to_buckets(
+    conn: sqlite3.Connection,
+    task: AggregatorTask,
+    vdaf: Prio3[Any, Any],
+    accepted: Sequence[tuple[bytes, int, list[int]]],
+) -> None:
+    """Add ``(report_id, time, out_share)`` to the bucket of each report's time unit, with its
+    count and checksum (XOR of SHA-256 of the report ids, DAP-18 "Batch Validation")."""
+    tid = task.spec.task_id_text
+    for report_id, unit, out_share in accepted:
+        row = conn.execute(
+            "SELECT agg_share, report_count, checksum FROM dap_buckets "
+            "WHERE task_id = ? AND start = ?",
+            [tid, unit],
+        ).fetchone()
+        share, count, checksum = (
+            (vdaf.decode_agg_share(None, row[0]), row[1], row[2])
+            if row
+            else (vdaf.agg_init(None), 0, bytes(32))
+        )
+        share = vdaf.agg_update(None, share, out_share)
+        digest = hashlib.sha256(report_id).digest()
+        checksum = bytes(a ^ b for a, b in zip(checksum, digest, strict=True))
+        conn.execute(
+            "INSERT OR REPLACE INTO dap_buckets (task_id, start, agg_share, report_count, "
+            "checksum) VALUES (?, ?, ?, ?, ?)",
+            [tid, unit, vdaf.encode_agg_share(share), count + 1, checksum],
+        )
+
+
+def _batch(
+    conn: sqlite3.Connection, task: AggregatorTask, vdaf: Prio3[Any, Any], interval: Interval
+) -> tuple[list[int], int, bytes]:
+    """The aggregate share, report count and checksum of the buckets in ``interval``."""
+    share, count, checksum = vdaf.agg_init(None), 0, bytes(32)
+    for blob, n, digest in conn.execute(
+        "SELECT agg_share, report_count, checksum FROM dap_buckets "
+        "WHERE task_id = ? AND start >= ? AND start < ?",
+        [task.spec.task_id_text, interval.start, interval.start + interval.duration],
+    ):
+        share = vdaf.agg_update(None, share, vdaf.decode_agg_share(None, blob))
+        count += n
+        checksum = bytes(a ^ b for a, b in zip(checksum, digest, strict=True))
+    return share, count, checksum
+
+
+# -- Helper: aggregation jobs
+
+
+def _ping(kind: int, payload: bytes) -> bytes:
+    return uint(kind, 1, "type") + opaque(payload, 4, "payload")
+
+
+def _unping(data: bytes, kind: int) -> bytes:
+    r = Reader(data, "PingPongMessage")
+    found = r.uint(1, "type")
+    if found != kind:
+        raise DapDecodeError(f"PingPongMessage.type = {found}; expected {kind}")
+    payload = r.opaque(4, "payload")
+    r.finish()
+    return payload
+
+
+def helper_init(
+    conn: sqlite3.Connection,
+    task: AggregatorTask,
+    job_id: bytes,
+    body: bytes,
+    *,
+    now: float | None = None,
+) -> bytes:
+    """Run an ``AggregationJobInitReq`` to its end; the encoded ``AggregationJobResp``.
+
+    A repeated request for the same job gets the stored answer (nothing is aggregated twice);
+    another request under the same job id is refused. A report id seen in an earlier job is
+    rejected ``report_replayed``.
+    """
+    spec, tid = task.spec, task.spec.task_id_text
+    request_hash = hashlib.sha256(body).digest()
+    with immediate(conn):
+        row = conn.execute(
+            "SELECT request_hash, response FROM dap_jobs WHERE task_id = ? AND job_id = ?",
+            [tid, job_id],
+        ).fetchone()
+        if row is not None:
+            if row[0] != request_hash:
+                raise DapProblem(
+                    409,
+                    "invalidMessage",
+                    f"aggregation job {b64encode(job_id)} exists with another request",
+                )
+            return bytes(row[1])
+        request: AggregationJobInitReq = _decode(AggregationJobInitReq, body)
+        vdaf = spec.build_vdaf()
+        ctx = vdaf_context(spec.task_id)
+        device = _device_task(task)
+        latest = int(time.time() if now is None else now) // spec.time_precision
+        latest += CLOCK_SKEW_UNITS
+        errors: dict[bytes, ReportError] = {}
+        opened: list[tuple[VerifyInit, bytes]] = []
+        seen: set[bytes] = set()
+        for init in request.verify_inits:
+            share = init.report_share
+            meta = share.report_metadata
+            rid = meta.report_id
+            if rid in seen:
+                raise DapProblem(400, "invalidMessage", f"report {rid.hex()} twice in the job")
+            seen.add(rid)
+            if conn.execute(
+                "SELECT 1 FROM dap_reports WHERE task_id = ? AND report_id = ?", [tid, rid]
+            ).fetchone():
+                errors[rid] = ReportError.REPORT_REPLAYED
+            elif meta.time > latest:
+                errors[rid] = ReportError.REPORT_TOO_EARLY
+            elif _collected(conn, tid, meta.time):
+                errors[rid] = ReportError.BATCH_COLLECTED
+            elif share.encrypted_input_share.config_id != task.hpke_config.id:
+                errors[rid] = ReportError.HPKE_UNKNOWN_CONFIG_ID
+            else:
+                try:
+                    plain = open_input_share(
+                        device,
+                        Role.HELPER,
+                        task.hpke_private_key,
+                        meta,
+                        share.public_share,
+                        share.encrypted_input_share,
+                    )
+                    opened.append((init, plain.payload))
+                except (HpkeError, DapDecodeError):
+                    errors[rid] = ReportError.HPKE_DECRYPT_ERROR
+        messages: dict[bytes, bytes] = {}
+        accepted: list[tuple[bytes, int, list[int]]] = []
+        if opened:
+            batch = _verify_batch(
+                vdaf,
+                task.verify_key,
+                ctx,
+                1,
+                [
+                    (i.report_share.report_metadata.report_id, i.report_share.public_share, s)
+                    for i, s in opened
+                ],
+            )
+            for (init, _), state, helper_share in zip(
+                opened, batch.states(), batch.verifier_shares, strict=True
+            ):
+                meta = init.report_share.report_metadata
+                try:
+                    leader_share = vdaf.decode_verifier_share(
+                        None, _unping(init.payload, PING_INITIALIZE)
+                    )
+                    message = vdaf.verifier_shares_to_message(
+                        ctx, None, [leader_share, helper_share]
+                    )
+                    out_share = vdaf.verify_next(ctx, state, message)
+                except (VdafError, ValueError):
+                    errors[meta.report_id] = ReportError.VDAF_VERIFY_ERROR
+                    continue
+                messages[meta.report_id] = vdaf.encode_verifier_message(message)
+                accepted.append((meta.report_id, meta.time, out_share))
+        _add_to_buckets(conn, task, vdaf, accepted)
+        for reason in errors.values():
+            count_refused(conn, tid, reason)
+        resps = []
+        for init in request.verify_inits:
+            meta = init.report_share.report_metadata
+            rid = meta.report_id
+            if rid in errors:
+                resps.append(VerifyResp(rid, VerifyRespType.REJECT, report_error=errors[rid]))
+            else:
+                resps.append(
+                    VerifyResp(rid, VerifyRespType.CONTINUE, _ping(PING_FINISH, messages[rid]))
+                )
+            if errors.get(rid) != ReportError.REPORT_REPLAYED:
+                conn.execute(
+                    "INSERT INTO dap_reports (task_id, report_id, time, job_id, state) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [tid, rid, meta.time, job_id, "rejected" if rid in errors else "aggregated"],
+                )
+        response = AggregationJobResp(tuple(resps)).encode()
+        conn.execute(
+            "INSERT INTO dap_jobs (task_id, job_id, request_hash, response, state) "
+            "VALUES (?, ?, ?, ?, 'done')",
+            [tid, job_id, request_hash, response],
+        )
+    return response
+
+
+def _verify_batch(
+    vdaf: Prio3[Any, Any],
+    verify_key: bytes,
+    ctx: bytes,
+    agg_id: int,
+    reports: Sequence[tuple[bytes, bytes, bytes]],
+) -> Any:
+    """Batched ``verify_init`` of ``(report_id, public_share, input_share)``."""
+    return verify_init_batch(
+        vdaf,
+        verify_key,
+        ctx,
+        agg_id,
+        [r[0] for r in reports],
+        [r[1] for r in reports],
+        [r[2] for r in reports],
+    )
+
+
+# -- Leader: the aggregation driver
+
+Send = Callable[[str, str, bytes, dict[str, str]], tuple[int, bytes]]
+"""``send(method, url, body, headers) -> (status, body)``: the HTTP client (tests inject one)."""
+
+
+def _helper_headers(task: AggregatorTask, media_type: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {task.aggregator_token}", "Content-Type": media_type}
+
+
+def drive(
+    conn: sqlite3.Connection, task: AggregatorTask, send: Send, *, job_size: int = 1000
+) -> dict[str, int]:
+    """Aggregate every pending report of ``task`` with the Helper, ``job_size`` a job; first
+    re-send the jobs a crash or a failed request left unfinished. Counts of reports
+    ``aggregated`` and ``rejected``; ``RuntimeError`` if the Helper does not answer a job (it
+    stays pending and is re-sent, identically, by the next run)."""
+    tid = task.spec.task_id_text
+    totals = {"aggregated": 0, "rejected": 0, "jobs": 0}
+    while True:
+        row = conn.execute(
+            "SELECT job_id, request FROM dap_jobs WHERE task_id = ? AND state = 'sent' "
+            "ORDER BY rowid LIMIT 1",
+            [tid],
+        ).fetchone()
+        if row is None:
+            row = _new_job(conn, task, job_size, totals)
+            if row is None:
+                return totals
+        job_id, request = bytes(row[0]), bytes(row[1])
+        url = f"{task.spec.helper}tasks/{tid}/aggregation_jobs/{b64encode(job_id)}"
+        status, body = send(
+            "PUT", url, request, _helper_headers(task, "application/dap-aggregation-job-init-req")
+        )
+        if status not in (200, 201):
+            raise RuntimeError(
+                f"the Helper answered aggregation job {b64encode(job_id)} with {status}: "
+                f"{body[:300]!r}"
+            )
+        _finish_job(conn, task, job_id, request, body, totals)
+
+
+def _new_job(
+    conn: sqlite3.Connection, task: AggregatorTask, job_size: int, totals: dict[str, int]
+) -> tuple[bytes, bytes] | None:
+    spec, tid = task.spec, task.spec.task_id_text
+    vdaf = spec.build_vdaf()
+    ctx = vdaf_context(spec.task_id)
+    device = _device_task(task)
+    with immediate(conn):
+        rows = conn.execute(
+            "SELECT report_id, report FROM dap_reports WHERE task_id = ? AND state = 'start' "
+            "AND job_id IS NULL LIMIT ?",
+            [tid, job_size],
+        ).fetchall()
+        if not rows:
+            return None
+        job_id = os.urandom(16)
+        reports, shares = [], []
+        for report_id, blob in rows:
+            report = Report.decode(bytes(blob))
+            try:
+                plain = open_input_share(
+                    device,
+                    Role.LEADER,
+                    task.hpke_private_key,
+                    report.report_metadata,
+                    report.public_share,
+                    report.leader_encrypted_input_share,
+                )
+            except (HpkeError, DapDecodeError):
+                conn.execute(
+                    "UPDATE dap_reports SET state = 'rejected', report = NULL "
+                    "WHERE task_id = ? AND report_id = ?",
+                    [tid, report_id],
+                )
+                count_refused(conn, tid, ReportError.HPKE_DECRYPT_ERROR)
+                totals["rejected"] += 1
+                continue
+            reports.append(report)
+            shares.append(plain.payload)
+        if reports:
+            batch = _verify_batch(
+                vdaf,
+                task.verify_key,
+                ctx,
+                0,
+                [
+                    (r.report_metadata.report_id, r.public_share, s)
+                    for r, s in zip(reports, shares, strict=True)
+                ],
+            )
+            inits = tuple(
+                VerifyInit(
+                    ReportShare(r.report_metadata, r.public_share, r.helper_encrypted_input_share),
+                    _ping(PING_INITIALIZE, vdaf.encode_verifier_share(vs)),
+                )
+                for r, vs in zip(reports, batch.verifier_shares, strict=True)
+            )
+            request = AggregationJobInitReq(0, b"", inits).encode()
+            conn.execute(
+                "INSERT INTO dap_jobs (task_id, job_id, request_hash, request, state) "
+                "VALUES (?, ?, ?, ?, 'sent')",
+                [tid, job_id, hashlib.sha256(request).digest(), request],
+            )
+            conn.executemany(
+                "UPDATE dap_reports SET job_id = ? WHERE task_id = ? AND report_id = ?",
+                [(job_id, tid, r.report_metadata.report_id) for r in reports],
+            )
+            return job_id, request
+    return _new_job(conn, task, job_size, totals)  # every report refused: the next ones
+
+
+def _finish_job(
+    conn: sqlite3.Connection,
+    task: AggregatorTask,
+    job_id: bytes,
+    request: bytes,
+    body: bytes,
+    totals: dict[str, int],
+) -> None:
+    """Finish a job with the Helper's answer: the Leader's own verification states are
+    recomputed from the reports (deterministic), so a crash before this point loses nothing."""
+    spec, tid = task.spec, task.spec.task_id_text
+    vdaf = spec.build_vdaf()
+    ctx = vdaf_context(spec.task_id)
+    device = _device_task(task)
+    init: AggregationJobInitReq = AggregationJobInitReq.decode(request)
+    resp = AggregationJobResp.decode(body)
+    answers = {r.report_id: r for r in resp.verify_resps}
+    with immediate(conn):
+        state = conn.execute(
+            "SELECT state FROM dap_jobs WHERE task_id = ? AND job_id = ?", [tid, job_id]
+        ).fetchone()
+        if state is None or state[0] != "sent":
+            return  # another driver finished it
+        reports = []
+        for vi in init.verify_inits:
+            row = conn.execute(
+                "SELECT report FROM dap_reports WHERE task_id = ? AND report_id = ?",
+                [tid, vi.report_share.report_metadata.report_id],
+            ).fetchone()
+            reports.append(Report.decode(bytes(row[0])))
+        shares = [
+            open_input_share(
+                device,
+                Role.LEADER,
+                task.hpke_private_key,
+                r.report_metadata,
+                r.public_share,
+                r.leader_encrypted_input_share,
+            ).payload
+            for r in reports
+        ]
+        batch = _verify_batch(
+            vdaf,
+            task.verify_key,
+            ctx,
+            0,
+            [
+                (r.report_metadata.report_id, r.public_share, s)
+                for r, s in zip(reports, shares, strict=True)
+            ],
+        )
+        accepted: list[tuple[bytes, int, list[int]]] = []
+        rejected: list[bytes] = []
+        reasons: list[ReportError] = []
+        for report, verify_state in zip(reports, batch.states(), strict=True):
+            rid = report.report_metadata.report_id
+            answer = answers.get(rid)
+            try:
+                if answer is None or answer.verify_resp_type != VerifyRespType.CONTINUE:
+                    raise ValueError("refused by the Helper")
+                message = vdaf.decode_verifier_message(None, _unping(answer.payload, PING_FINISH))
+                out_share = vdaf.verify_next(ctx, verify_state, message)
+            except (VdafError, ValueError):
+                rejected.append(rid)
+                helper_said = answer.report_error if answer is not None else None
+                reasons.append(helper_said or ReportError.VDAF_VERIFY_ERROR)
+                continue
+            accepted.append((rid, report.report_metadata.time, out_share))
+        _add_to_buckets(conn, task, vdaf, accepted)
+        for reason in reasons:
+            count_refused(conn, tid, reason)
+        conn.executemany(
+            "UPDATE dap_reports SET state = ?, report = NULL WHERE task_id = ? AND report_id = ?",
+            [("aggregated", tid, a[0]) for a in accepted]
+            + [("rejected", tid, r) for r in rejected],
+        )
+        conn.execute(
+            "UPDATE dap_jobs SET state = 'done', request = NULL WHERE task_id = ? AND job_id = ?",
+            [tid, job_id],
+        )
+    totals["aggregated"] += len(accepted)
+    totals["rejected"] += len(rejected)
+    totals["jobs"] += 1
+
+
+# -- collection
+
+
+def _interval(req: CollectionJobReq) -> Interval:
+    if req.query.batch_mode != BatchMode.TIME_INTERVAL:
+        raise DapProblem(400, "invalidMessage", "only time-interval batches are supported")
+    try:
+        interval = req.query.interval()
+    except DapDecodeError as error:
+        raise DapProblem(400, "invalidMessage", str(error)) from None
+    if interval.duration < 1:
+        raise DapProblem(400, "batchInvalid", f"batch interval duration {interval.duration} < 1")
+    return interval
+
+
+def _overlapping(
+    conn: sqlite3.Connection, tid: str, interval: Interval
+) -> list[tuple[bytes, int, int, bytes, bytes | None]]:
+    return conn.execute(
+        "SELECT job_id, start, duration, request, response FROM dap_collections "
+        "WHERE task_id = ? AND start < ? AND ? < start + duration",
+        [tid, interval.start + interval.duration, interval.start],
+    ).fetchall()
+
+
+def _seal_share(task: AggregatorTask, req: CollectionJobReq, share: list[int]) -> HpkeCiphertext:
+    """Noise the aggregate share (each aggregator its own draw, OS CSPRNG) and seal it to
+    the Collector (DAP-18 "Collecting Results")."""
+    vdaf = task.spec.build_vdaf()
+    noise = task.spec.noise()
+    if noise is not None:
+        p = vdaf.field.MODULUS
+        draws = noise.sample(None, len(share))
+        share = [(x + int(d)) % p for x, d in zip(share, draws, strict=True)]
+    config = task.collector_hpke_config
+    aad = AggregateShareAad(task.spec.task_id, task.spec.configuration(), req).encode()
+    role = Role.LEADER if task.role == "leader" else Role.HELPER
+    enc, payload = seal_base(
+        config.public_key, aggregate_share_info(role), aad, vdaf.encode_agg_share(share)
+    )
+    return HpkeCiphertext(config.id, enc, payload)
+
+
+def create_collection(
+    conn: sqlite3.Connection, task: AggregatorTask, job_id: bytes, body: bytes
+) -> None:
+    """Leader: record a collection job; refuse a batch overlapping a collected one."""
+    req: CollectionJobReq = _decode(CollectionJobReq, body)
+    interval = _interval(req)
+    tid = task.spec.task_id_text
+    with immediate(conn):
+        for other, *_, request, _response in _overlapping(conn, tid, interval):
+            if bytes(other) == job_id and bytes(request) == body:
+                return  # the same PUT again
+            raise DapProblem(
+                400,
+                "batchOverlap",
+                f"batch interval [{interval.start}, {interval.start + interval.duration}) "
+                f"overlaps collection job {b64encode(bytes(other))}",
+            )
+        if conn.execute(
+            "SELECT 1 FROM dap_collections WHERE task_id = ? AND job_id = ?", [tid, job_id]
+        ).fetchone():
+            raise DapProblem(409, "invalidMessage", "collection job exists with another request")
+        conn.execute(
+            "INSERT INTO dap_collections (task_id, job_id, start, duration, request) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [tid, job_id, interval.start, interval.duration, body],
+        )
+
+
+def collection_result(
+    conn: sqlite3.Connection, task: AggregatorTask, job_id: bytes, send: Send
+) -> bytes | None:
+    """Leader: the encoded ``CollectionJobResp``, or ``None`` while reports of the interval
+    still wait for the driver. Below ``min_batch_size`` the job is deleted and refused."""
+    tid = task.spec.task_id_text
+    row = conn.execute(
+        "SELECT start, duration, request, response FROM dap_collections "
+        "WHERE task_id = ? AND job_id = ?",
+        [tid, job_id],
+    ).fetchone()
+    if row is None:
+        raise DapProblem(404, "unrecognizedCollectionJob", f"no collection job {b64encode(job_id)}")
+    start, duration, request, response = row
+    if response is not None:
+        return bytes(response)
+    interval = Interval(start, duration)
+    pending = conn.execute(
+        "SELECT count(*) FROM dap_reports WHERE task_id = ? AND state = 'start' "
+        "AND time >= ? AND time < ?",
+        [tid, start, start + duration],
+    ).fetchone()[0]
+    if pending:
+        return None
+    vdaf = task.spec.build_vdaf()
+    share, count, checksum = _batch(conn, task, vdaf, interval)
+    if count < task.spec.min_batch_size:
+        with immediate(conn):
+            conn.execute(
+                "DELETE FROM dap_collections WHERE task_id = ? AND job_id = ? AND response IS NULL",
+                [tid, job_id],
+            )
+        raise DapProblem(
+            400,
+            "invalidBatchSize",
+            f"the batch holds {count} reports, fewer than min_batch_size "
+            f"{task.spec.min_batch_size}",
+        )
+    req = CollectionJobReq.decode(bytes(request))
+    share_req = AggregateShareReq(req, BatchSelector.time_interval(interval), count, checksum)
+    status, body = send(
+        "POST",
+        f"{task.spec.helper}tasks/{tid}/aggregate_shares",
+        share_req.encode(),
+        _helper_headers(task, "application/dap-aggregate-share-req"),
+    )
+    if status != 200:
+        raise DapProblem(
+            502, "helperError", f"the Helper refused the aggregate share: {status} {body[:300]!r}"
+        )
+    helper = AggregateShare.decode(body).encrypted_aggregate_share
+    result = CollectionJobResp(count, interval, _seal_share(task, req, share), helper).encode()
+    with immediate(conn):
+        conn.execute(
+            "UPDATE dap_collections SET response = ? WHERE task_id = ? AND job_id = ? "
+            "AND response IS NULL",
+            [result, tid, job_id],
+        )
+        stored = conn.execute(
+            "SELECT response FROM dap_collections WHERE task_id = ? AND job_id = ?",
+            [tid, job_id],
+        ).fetchone()
+    return bytes(stored[0])  # a concurrent poll's answer, if it won: one noise draw
+
+
+def aggregate_share(conn: sqlite3.Connection, task: AggregatorTask, body: bytes) -> bytes:
+    """Helper: the encoded ``AggregateShare`` of a batch, once; the same request again gets
+    the same answer, an overlapping or mismatched one is refused."""
+    req: AggregateShareReq = _decode(AggregateShareReq, body)
+    if req.batch_selector.batch_mode != BatchMode.TIME_INTERVAL:
+        raise DapProblem(400, "invalidMessage", "only time-interval batches are supported")
+    interval = req.batch_selector.interval()
+    tid = task.spec.task_id_text
+    job_key = hashlib.sha256(body).digest()
+    vdaf = task.spec.build_vdaf()
+    with immediate(conn):
+        for other, *_, _request, response in _overlapping(conn, tid, interval):
+            if bytes(other) == job_key and response is not None:
+                return bytes(response)
+            raise DapProblem(
+                400, "batchOverlap", f"batch interval {interval} overlaps a collected batch"
+            )
+        share, count, checksum = _batch(conn, task, vdaf, interval)
+        if count != req.report_count or checksum != req.checksum:
+            raise DapProblem(
+                400,
+                "batchMismatch",
+                f"the Leader counts {req.report_count} reports, this Helper {count}"
+                + ("" if count != req.report_count else " (checksums differ)"),
+            )
+        if count < task.spec.min_batch_size:
+            raise DapProblem(
+                400,
+                "invalidBatchSize",
+                f"{count} reports, fewer than min_batch_size {task.spec.min_batch_size}",
+            )
+        response = AggregateShare(_seal_share(task, req.collection_job_req, share)).encode()
+        conn.execute(
+            "INSERT INTO dap_collections (task_id, job_id, start, duration, request, response) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [tid, job_key, interval.start, interval.duration, body, response],
+        )
+    return response

@@ -1,0 +1,168 @@
+"""The DAP-18 HTTP API under ``/dap/`` (Leader and Helper, per task): binary DAP messages in,
+binary out; errors are problem+json with DAP's types (``urn:ietf:params:ppm:dap:error:...``)."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+import requests
+from flask import Blueprint, Response, current_app, request
+
+from client_sdk.dap.messages import HpkeConfigList
+from collector.dap import aggregator
+from collector.dap.aggregator import DapProblem
+from collector.dap.task import AggregatorTask, b64decode
+from collector.problems import PROBLEM_MEDIA_TYPE
+from collector.web import _read_body, get_storage, write_turn
+
+bp = Blueprint("dap", __name__, url_prefix="/dap")
+
+DAP_ERROR = "urn:ietf:params:ppm:dap:error:"
+HELPER_TIMEOUT = 30.0
+
+
+@bp.errorhandler(DapProblem)
+def _problem(error: DapProblem) -> Response:
+    body = {
+        "type": DAP_ERROR + error.name,
+        "title": error.name,
+        "status": error.status,
+        "detail": error.detail,
+    }
+    response = Response(
+        current_app.json.dumps(body), status=error.status, mimetype=PROBLEM_MEDIA_TYPE
+    )
+    if error.retry_after:
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _task(task_id: str, role: str, token: str | None) -> AggregatorTask:
+    conn = get_storage().db.conn
+    task = aggregator.load_task(conn, task_id, role)
+    if token is not None:
+        expected = getattr(task, token)
+        header = request.headers.get("Authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if (
+            not expected
+            or scheme.lower() != "bearer"
+            or not hmac.compare_digest(presented.strip().encode(), expected.encode())
+        ):
+            raise DapProblem(401, "unauthorizedRequest", f"this route needs the task's {token}")
+    return task
+
+
+def _id(text: str, field: str) -> bytes:
+    try:
+        return b64decode(text, field, 16)
+    except ValueError as error:
+        raise DapProblem(400, "invalidMessage", str(error)) from None
+
+
+def _binary(body: bytes, media_type: str, status: int = 200) -> Response:
+    return Response(body, status=status, mimetype=media_type)
+
+
+def send(method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """The Leader's HTTP client to the Helper."""
+    response = requests.request(method, url, data=body, headers=headers, timeout=HELPER_TIMEOUT)
+    return response.status_code, response.content
+
+
+@bp.get("/hpke_config")
+def hpke_config() -> Response:
+    task_id = request.args.get("task_id")
+    if not task_id:
+        raise DapProblem(400, "invalidMessage", "hpke_config needs ?task_id= (per-task keys)")
+    conn = get_storage().db.conn
+    row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [task_id]).fetchone()
+    if row is None:
+        raise DapProblem(404, "unrecognizedTask", f"no task {task_id[:60]!r} here")
+    task = AggregatorTask.from_json(row[0])
+    body = HpkeConfigList((task.hpke_config,)).encode()
+    response = _binary(body, "application/dap-hpke-config-list")
+    response.headers["Cache-Control"] = "max-age=86400"
+    return response
+
+
+@bp.route("/tasks/<task_id>/reports", methods=["PUT", "POST"])
+def upload(task_id: str) -> Response:
+    task = _task(task_id, "leader", None)
+    body = _read_body()
+    with write_turn():
+        errors = aggregator.upload(get_storage().db.conn, task, body)
+    return _binary(errors.encode(), "application/dap-upload-errors")
+
+
+@bp.put("/tasks/<task_id>/aggregation_jobs/<job_id>")
+def aggregation_job_init(task_id: str, job_id: str) -> Response:
+    task = _task(task_id, "helper", "aggregator_token")
+    job = _id(job_id, "aggregation job id")
+    body = _read_body()
+    with write_turn():
+        answer = aggregator.helper_init(get_storage().db.conn, task, job, body)
+    return _binary(answer, "application/dap-aggregation-job-resp")
+
+
+@bp.route("/tasks/<task_id>/aggregation_jobs/<job_id>", methods=["POST", "DELETE"])
+def aggregation_job_other(task_id: str, job_id: str) -> Response:
+    task = _task(task_id, "helper", "aggregator_token")
+    job = _id(job_id, "aggregation job id")
+    conn = get_storage().db.conn
+    exists = conn.execute(
+        "SELECT 1 FROM dap_jobs WHERE task_id = ? AND job_id = ?", [task.spec.task_id_text, job]
+    ).fetchone()
+    if not exists:
+        raise DapProblem(404, "unrecognizedAggregationJob", f"no aggregation job {job_id!r}")
+    if request.method == "DELETE":
+        return Response(status=204)  # Prio3 jobs finish in one step: nothing left to abandon
+    raise DapProblem(400, "stepMismatch", "Prio3 jobs finish at initialization: no step 1")
+
+
+@bp.post("/tasks/<task_id>/aggregate_shares")
+def aggregate_shares(task_id: str) -> Response:
+    task = _task(task_id, "helper", "aggregator_token")
+    body = _read_body()
+    with write_turn():
+        answer = aggregator.aggregate_share(get_storage().db.conn, task, body)
+    return _binary(answer, "application/dap-aggregate-share")
+
+
+@bp.put("/tasks/<task_id>/collection_jobs/<job_id>")
+def collection_job_create(task_id: str, job_id: str) -> Response:
+    task = _task(task_id, "leader", "collector_token")
+    job = _id(job_id, "collection job id")
+    body = _read_body()
+    with write_turn():
+        aggregator.create_collection(get_storage().db.conn, task, job, body)
+    return Response(status=201)
+
+
+@bp.route("/tasks/<task_id>/collection_jobs/<job_id>", methods=["GET", "POST"])
+def collection_job_poll(task_id: str, job_id: str) -> Any:
+    task = _task(task_id, "leader", "collector_token")
+    job = _id(job_id, "collection job id")
+    with write_turn():
+        answer = aggregator.collection_result(get_storage().db.conn, task, job, send)
+    if answer is None:
+        response = Response(status=202)
+        response.headers["Retry-After"] = "1"
+        return response
+    return _binary(answer, "application/dap-collection-job-resp")
+
+
+@bp.delete("/tasks/<task_id>/collection_jobs/<job_id>")
+def collection_job_delete(task_id: str, job_id: str) -> Response:
+    task = _task(task_id, "leader", "collector_token")
+    job = _id(job_id, "collection job id")
+    with write_turn():
+        conn = get_storage().db.conn
+        # A job already answered stays: its batch was released and may not be collected again.
+        conn.execute(
+            "DELETE FROM dap_collections WHERE task_id = ? AND job_id = ? AND response IS NULL",
+            [task.spec.task_id_text, job],
+        )
+        conn.commit()
+    return Response(status=204)
