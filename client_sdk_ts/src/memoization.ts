@@ -7,7 +7,7 @@
  */
 import { hmac } from "@noble/hashes/hmac";
 import { sha256 } from "@noble/hashes/sha256";
-import { type JsonTree, canonicalJson, configIdOfCanonical, pythonJsonString } from "./canonical.js";
+import { configId, type JsonValue } from "./config.js";
 import { MAX_WORD, Rational, WORD_SPAN, thresholdProbability } from "./rational.js";
 import type { Mechanism } from "./mechanisms/types.js";
 import { bernoulli, uniformBelow } from "./samplers.js";
@@ -86,12 +86,12 @@ export class DeviceKeys implements KeyedSource {
 
 /**
  * A campaign's memo scope: `config_id({"campaign": name, "mechanism": canonical config})`
- * (Python: `client_sdk.client.memo_scope`). `mechanism` is the config's JSON tree (parsed from
- * the served text, so that floats stay floats).
+ * (Python: `client_sdk.client.memo_scope`). `mechanism` is the config as `parseJson` reads the
+ * served text, so that floats stay floats (`1.0` and `1` give different scopes, as in Python).
  */
-export function memoScope(campaign: string, mechanism: JsonTree): string {
+export function memoScope(campaign: string, mechanism: JsonValue): string {
   if (typeof campaign !== "string") throw new TypeError(`campaign must be a string; got ${typeof campaign}`);
-  return configIdOfCanonical(`{"campaign":${pythonJsonString(campaign)},"mechanism":${canonicalJson(mechanism)}}`);
+  return configId({ campaign, mechanism });
 }
 
 /** The keyed source a memoized mechanism needs, or a clear error naming the mechanism. */
