@@ -1,7 +1,6 @@
 """The TypeScript SDK (client_sdk_ts/) against the conformance vectors through this SDK's own
 checker: node runs the built conformance CLI, ``python -m client_sdk.conformance check
---outputs`` reads what it wrote. Every mechanism the TypeScript registry holds must match every
-case; the ones not ported yet are the only problems allowed (until REQUIRE_EVERY_MECHANISM)."""
+--outputs`` reads what it wrote. Every vector file must have outputs, and every case must match."""
 
 from __future__ import annotations
 
@@ -12,11 +11,6 @@ from pathlib import Path
 
 from client_sdk.conformance import VECTORS_DIR, check_outputs
 from tests.client_sdk_ts.conftest import require_node
-
-REQUIRE_EVERY_MECHANISM = False
-"""Flip once every TypeScript group has landed: a vector file without outputs then fails."""
-
-CATEGORICAL = {"grr", "sue", "oue", "ss", "olh", "blh", "hr", "dbitflip", "rappor"}
 
 
 def _run_cli(ts_build: Path, outputs_file: Path) -> subprocess.CompletedProcess[str]:
@@ -42,14 +36,9 @@ def test_the_typescript_outputs_pass_the_python_check(tmp_path: Path, ts_build: 
     run = _run_cli(ts_build, outputs_file)
     assert run.returncode == 0, run.stderr
     outputs = json.loads(outputs_file.read_text(encoding="utf-8"))
-    assert set(outputs) >= CATEGORICAL, sorted(outputs)
 
-    problems = check_outputs(outputs)
-    unported = {path.stem for path in VECTORS_DIR.glob("*.json")} - set(outputs)
-    if REQUIRE_EVERY_MECHANISM:
-        assert problems == []
-    else:
-        assert sorted(problems) == sorted(f"{name}.json: no outputs" for name in unported)
+    assert set(outputs) == {path.stem for path in VECTORS_DIR.glob("*.json")}
+    assert check_outputs(outputs) == []
 
     checker = subprocess.run(
         [sys.executable, "-m", "client_sdk.conformance", "check", "--outputs", str(outputs_file)],
@@ -58,7 +47,7 @@ def test_the_typescript_outputs_pass_the_python_check(tmp_path: Path, ts_build: 
         timeout=300,
         check=False,
     )
-    assert checker.returncode == (1 if unported else 0), checker.stdout + checker.stderr
+    assert checker.returncode == 0, checker.stdout + checker.stderr
     assert "expected" not in checker.stdout + checker.stderr  # no payload mismatch
 
 
