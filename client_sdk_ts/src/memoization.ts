@@ -190,15 +190,25 @@ export const VALUE_LABEL = "value";
 /**
  * A frequency oracle under `"longitudinal"` (Python: `Memoized`): the permanent response of each
  * value is the inner mechanism (built at epsilon_permanent) run on [v] with every word from
- * `keys.source("value", v)`, then the chain randomizes it again from `rng`.
+ * `keys.source("value", v)`, then the chain randomizes it again from `rng`. One report spends
+ * `epsilons.report`; all reports of one value `epsilons.permanent` (`epsilon_inf`), charged once
+ * per memo key `keys.key("value", v)`.
  */
 export function longitudinal<Report>(
   inner: Mechanism<number, Report>,
   chain: BatchChain<Report>,
   checkValues: (values: readonly unknown[]) => number[],
+  epsilons: { readonly report: number; readonly permanent: number },
 ): Mechanism<number, Report> {
   return {
     name: inner.name,
+    privacyEpsilon: epsilons.report,
+    epsilonInf: epsilons.permanent,
+    memoKeys(values, keys) {
+      const x = checkValues(values);
+      const source = requireKeys(keys, inner.name);
+      return x.map((v) => source.key(VALUE_LABEL, v));
+    },
     perturb(values, options = {}) {
       const x = checkValues(values);
       const keys = requireKeys(options.keys, inner.name);

@@ -638,6 +638,39 @@ export class Rappor implements Mechanism<string, RapporReport> {
     this.irrThresholds = [probabilityThreshold(p, "up"), probabilityThreshold(q, "down")];
   }
 
+  /** (P[PRR bit 1 | Bloom bit 0], P[PRR bit 1 | Bloom bit 1]) = (f/2, 1 - f/2), the implemented f. */
+  get prrProbabilities(): [Rational, Rational] {
+    const half = new Rational(BigInt(this.fTimes128), 256n);
+    return [half, new Rational(1n).sub(half)];
+  }
+
+  /**
+   * epsilon_1 = h ln[q**(1-p**) / (p**(1-q**))], the privacy of one report, with p** and q** of
+   * the implemented f, p and q (Erlingsson, Pihur & Korolova, CCS 2014, section 6; Python:
+   * `Rappor.epsilon_one`, the same float).
+   */
+  get privacyEpsilon(): number {
+    const [zero, one] = this.prrProbabilities;
+    const p = thresholdProbability(this.irrThresholds[0]);
+    const q = thresholdProbability(this.irrThresholds[1]);
+    const p2 = zero.mul(q).add(new Rational(1n).sub(zero).mul(p));
+    const q2 = one.mul(q).add(new Rational(1n).sub(one).mul(p));
+    const ratio = q2.mul(new Rational(1n).sub(p2)).div(p2.mul(new Rational(1n).sub(q2)));
+    return this.h * Math.log(ratio.toNumber());
+  }
+
+  /** epsilon_inf = 2h ln[(1-f/2)/(f/2)]: any number of reports of one value (the PRR). */
+  get epsilonInf(): number {
+    const [zero, one] = this.prrProbabilities;
+    return 2 * this.h * Math.log(one.div(zero).toNumber());
+  }
+
+  /** The ledger's key of each value: one permanent response per distinct string (`"rappor:<value>"`). */
+  memoKeys(values: readonly string[], keys: KeyedSource): string[] {
+    const source = requireKeys(keys, this.name);
+    return stringValues(values).map((value) => source.key(`rappor:${value}`, 0));
+  }
+
   /** The Bloom filter of `value` in `cohort` as bits (bit i = index i). */
   bloom(value: Uint8Array, cohort: number): boolean[] {
     const prefix = new Uint8Array(4);
@@ -804,7 +837,10 @@ function oracleFactory(name: string): MechanismFactory {
     }
     const inner = buildOracle(config, name, permanent);
     const chain = chainOf(inner, expRational(epsilon));
-    return longitudinal(inner as Mechanism<number, unknown>, chain, (values) => categoryValues(values, inner.k)) as Mechanism;
+    return longitudinal(inner as Mechanism<number, unknown>, chain, (values) => categoryValues(values, inner.k), {
+      report: epsilon,
+      permanent,
+    }) as Mechanism;
   };
 }
 
