@@ -373,7 +373,7 @@ export class TelemetryClient {
     }
     let sealing: SealingKey | null = null;
     if (document.shuffle !== null) {
-      const largest = (mechanism as { largestWirePayload?: () => unknown }).largestWirePayload;
+      const largest = mechanism.largestWirePayload;
       if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
       if (typeof largest !== "function") {
         throw new Error(

@@ -218,6 +218,7 @@ export function longitudinal<Report>(
     toWire(reports) {
       return inner.toWire(reports);
     },
+    ...(inner.largestWirePayload === undefined ? {} : { largestWirePayload: () => (inner.largestWirePayload as () => unknown)() }),
   };
 }
 

@@ -35,7 +35,7 @@ import {
   uniformBelow32,
   uniformBelowBits,
 } from "../samplers.js";
-import { encodeBitRow, encodePackedRow, packBits, unpackBits } from "../wire.js";
+import { bitsText, encodeBitRow, encodePackedRow, packBits, unpackBits, widestInt } from "../wire.js";
 import { CryptoWordSource, type WordSource } from "../words.js";
 import {
   categoryValues,
@@ -152,6 +152,11 @@ export class GRR implements Mechanism<number, number> {
     return keepOrOtherCompact(rngOf(options), categoryValues(values, this.k), this.keepThreshold, this.k);
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): sealed envelopes are padded to it. */
+  largestWirePayload(): number {
+    return widestInt(0, this.k);
+  }
+
   toWire(reports: readonly number[]): number[] {
     return [...reports];
   }
@@ -244,6 +249,11 @@ export class UnaryEncoding implements Mechanism<number, Uint8Array> {
     return out;
   }
 
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): string {
+    return bitsText(this.k);
+  }
+
   toWire(reports: readonly Uint8Array[]): string[] {
     return reports.map((row) => encodePackedRow(row, this.k));
   }
@@ -331,6 +341,11 @@ export class SubsetSelection implements Mechanism<number, Uint8Array> {
       }
     }
     return out;
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): string {
+    return bitsText(this.k);
   }
 
   toWire(reports: readonly Uint8Array[]): string[] {
@@ -432,6 +447,11 @@ export class LocalHashing implements Mechanism<number, HashedReport> {
     return seeds.map((seed, i) => ({ seed, y: y[i]! }));
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): the seed is always 16 hex digits. */
+  largestWirePayload(): { seed: string; y: number } {
+    return { seed: "0".repeat(16), y: widestInt(0, this.g) };
+  }
+
   toWire(reports: readonly HashedReport[]): { seed: string; y: number }[] {
     return reports.map(({ seed, y }) => ({ seed: seed.toString(16).padStart(16, "0"), y }));
   }
@@ -531,6 +551,11 @@ export class HadamardResponse implements Mechanism<number, number> {
     });
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): an output of the B * b. */
+  largestWirePayload(): number {
+    return widestInt(0, this.blocks * this.blockSize);
+  }
+
   toWire(reports: readonly number[]): number[] {
     return [...reports];
   }
@@ -583,6 +608,11 @@ export class DBitFlip implements Mechanism<number, BucketReport> {
       buckets: buckets[r]!,
       bits: this.#bits(words.subarray(r * this.d, (r + 1) * this.d), buckets[r]!, v),
     }));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): { buckets: number[]; bits: string } {
+    return { buckets: new Array<number>(this.d).fill(widestInt(0, this.k)), bits: bitsText(this.d) };
   }
 
   toWire(reports: readonly BucketReport[]): { buckets: number[]; bits: string }[] {
@@ -722,6 +752,11 @@ export class Rappor implements Mechanism<string, RapporReport> {
       }
     }
     return out;
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`): k characters of bits. */
+  largestWirePayload(): { cohort: number; bits: string } {
+    return { cohort: widestInt(0, this.m), bits: "0".repeat(this.k) };
   }
 
   toWire(reports: readonly RapporReport[]): { cohort: number; bits: string }[] {
