@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { MemoryStorage, PrivacyPolicy, TelemetryClient } from "../src/index.js";
+import { configId, MemoryStorage, PrivacyPolicy, TelemetryClient } from "../src/index.js";
 import { BudgetLedger } from "../src/ledger.js";
 import { fromHex } from "../src/wire.js";
 import { HmacWordSource } from "../src/words.js";
@@ -108,6 +108,25 @@ describe("campaigns that need the device secret: the Python client's payloads", 
     assert.throws(
       () => new TelemetryClient("http://127.0.0.1:9", { campaigns: [rappor.document], policy: new PrivacyPolicy({ max_epsilon_inf: 5 }) }),
       /max_epsilon_inf/,
+    );
+  });
+});
+
+describe("a report spends the mechanism's own epsilon", () => {
+  // sfp spends epsilon_word + epsilon_fragment = (1.53 - 0.3·1.53) + 0.3·1.53 = 1.5300000000000002
+  // in floats (Python: SFP.privacy_epsilon), one ulp above the config's epsilon
+  const mechanism = '{"epsilon":1.53,"fragment_blocks":9,"fragment_share":0.3,"hashes":4,"m":256,"max_length":8,"mechanism":"sfp","seed":0}';
+  const content = `{"domain":null,"mechanism":${mechanism},"min_batch_size":100,"policy":null}`;
+  const id = configId(JSON.parse(content)); // no integral float in it: JSON.parse keeps every number
+  const document = `{"name":"ts-sfp","protocol":1,"mechanism":${mechanism},"domain":null,"policy":null,"min_batch_size":100,"config_id":"${id}"}`;
+
+  test("sfp at the policy boundary: refused where Python refuses, accepted one ulp above", () => {
+    assert.throws(
+      () => new TelemetryClient("http://127.0.0.1:9", { campaigns: [document], policy: new PrivacyPolicy({ max_epsilon: 1.53 }) }),
+      /max_epsilon is 1\.5300000000000002 in the campaign/,
+    );
+    assert.doesNotThrow(
+      () => new TelemetryClient("http://127.0.0.1:9", { campaigns: [document], policy: new PrivacyPolicy({ max_epsilon: 1.5300000000000002 }) }),
     );
   });
 });
