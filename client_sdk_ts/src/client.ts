@@ -17,6 +17,7 @@ import { mechanismFromConfig } from "./mechanisms/registry.js";
 import type { Mechanism, MechanismConfig } from "./mechanisms/types.js";
 import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
+import { DeviceKeys, memoScope } from "./memoization.js";
 import { plaintextSize, type SealingKey, sealPayload } from "./sealing.js";
 import { CryptoWordSource, type WordSource } from "./words.js";
 
@@ -35,11 +36,12 @@ export const KEEPALIVE_BYTES = 64 * 1024;
 const PROBLEM_PREFIX = "urn:ldp-telemetry:problem:";
 const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
 
-/** Mechanisms whose device part the client runs from the config alone (no device secret). */
+/** What the app records for each mechanism the client runs (Python: `Mechanism.value_kind`). */
 const VALUE_KINDS: Readonly<Record<string, "category" | "number" | "string" | "keyvalue">> = {
   grr: "category", sue: "category", oue: "category", ss: "category", olh: "category", blh: "category", hr: "category",
+  rappor: "string",
   duchi: "number", piecewise: "number", hybrid: "number", laplace: "number", gaussian: "number", square_wave: "number",
-  cms: "string", hcms: "string", sfp: "string",
+  cms: "string", hcms: "string", sfp: "string", pem: "string",
   pckv: "keyvalue",
 };
 
@@ -105,6 +107,17 @@ interface Campaign {
   readonly sealing: SealingKey | null;
   readonly kind: (typeof VALUE_KINDS)[string];
   readonly index: ReadonlyMap<string, number>;
+  /** Whether `perturb` takes the device's keyed source (memoized draws, per-campaign device choices). */
+  readonly keyed: boolean;
+}
+
+/** Mechanisms whose devices make per-campaign choices from the keyed source (Python: `uses_device_choices`). */
+const DEVICE_CHOICES: ReadonlySet<string> = new Set(["pem", "multi", "fourier", "hierarchical"]);
+
+/** Whether a config asks for memoized (permanent) responses (Python: `is_memoized`). */
+function memoizedConfig(config: CampaignDocument["mechanism"]): boolean {
+  if (Object.hasOwn(config, "longitudinal") || config.mechanism === "rappor") return true;
+  return (config.mechanism === "dbitflip" || config.mechanism === "onebitmean") && config.memoize !== false;
 }
 
 /** An upload or fetch that did not complete (kept for `status()`, never thrown to the app). */
@@ -175,6 +188,8 @@ export class TelemetryClient {
   readonly #fetch: typeof fetch;
   readonly #mechanisms: (config: MechanismConfig) => Mechanism;
   readonly #rng: WordSource;
+  /** The device secret (Python: `secrets_store`): stored beside the ledger, never sent. */
+  #secret: Uint8Array | null = null;
   readonly #clock: () => number;
   readonly #pinned = new Map<string, Campaign>();
   readonly #campaigns = new Map<string, Campaign>();
@@ -271,6 +286,7 @@ export class TelemetryClient {
     const secret = new Uint8Array(32);
     if (existing) secret.set(Array.from({ length: 32 }, (_, i) => parseInt((secretText as string).slice(2 * i, 2 * i + 2), 16)));
     else globalThis.crypto.getRandomValues(secret);
+    this.#secret = secret;
     this.#ledger = new BudgetLedger(secret, { ledger, head }, { expectExisting: existing, clock: this.#clock });
     try {
       for (const segment of outbox === null ? [] : (JSON.parse(outbox) as number[])) {
@@ -342,16 +358,22 @@ export class TelemetryClient {
     const config = document.mechanism;
     const mechanismName = config.mechanism;
     const kind = Object.hasOwn(VALUE_KINDS, mechanismName) ? VALUE_KINDS[mechanismName] : undefined;
-    if (kind === undefined || Object.hasOwn(config, "longitudinal")) {
+    const memoized = memoizedConfig(config);
+    if (kind === undefined) {
       throw new Error(
-        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)}${Object.hasOwn(config, "longitudinal") ? " (memoized)" : ""} ` +
-          "is not supported by the TelemetryClient in this version of ldp-telemetry",
+        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)} is not supported by the TelemetryClient in this version of ldp-telemetry`,
       );
     }
     const mechanism = this.#mechanisms(config);
+    if (memoized && (mechanism.memoKeys === undefined || mechanism.epsilonInf === undefined)) {
+      throw new Error(
+        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)} (memoized) is not supported by the TelemetryClient ` +
+          "in this version of ldp-telemetry: its memo keys, which the ledger charges epsilon_inf by, are not ported",
+      );
+    }
     let sealing: SealingKey | null = null;
     if (document.shuffle !== null) {
-      const largest = (mechanism as { largestWirePayload?: () => unknown }).largestWirePayload;
+      const largest = mechanism.largestWirePayload;
       if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
       if (typeof largest !== "function") {
         throw new Error(
@@ -375,17 +397,20 @@ export class TelemetryClient {
       sealing,
       kind,
       index: new Map((document.domain ?? []).map((label, i) => [label, i])),
+      keyed: memoized || DEVICE_CHOICES.has(mechanismName),
     };
   }
 
+  /** What one report spends (the mechanism's own figure, Python's `privacy_epsilon`), and a memoized one's epsilon_inf. */
   #claim(campaign: Campaign): PrivacyClaim {
     const config = campaign.document.mechanism;
-    const epsilon = config.epsilon;
+    const epsilon = campaign.mechanism.privacyEpsilon ?? config.epsilon;
     const delta = config.delta ?? 0;
     if (typeof epsilon !== "number" || typeof delta !== "number") {
       throw new Error(`campaign ${campaign.document.name}: mechanism.epsilon must be a number; got ${describe(epsilon)}`);
     }
-    return { mechanism: config.mechanism, epsilon, delta };
+    const epsilonInf = campaign.mechanism.memoKeys === undefined ? undefined : campaign.mechanism.epsilonInf;
+    return epsilonInf === undefined ? { mechanism: config.mechanism, epsilon, delta } : { mechanism: config.mechanism, epsilon, delta, epsilonInf };
   }
 
   #checkPolicy(campaign: Campaign): void {
@@ -553,14 +578,24 @@ export class TelemetryClient {
       let clipped = 0;
       for (const value of encoded) if (this.#outside(info, value)) clipped += 1;
       let reports: unknown[];
+      let memoKeys: string[] | undefined;
       try {
-        reports = info.mechanism.perturb(encoded, { rng: this.#rng });
+        // memoized mechanisms derive their permanent responses from the keyed source, pem,
+        // multi, fourier and hierarchical their per-campaign choices (client.py `_produce_reports`)
+        const keys = info.keyed ? new DeviceKeys(this.#secret as Uint8Array, memoScope(campaign, info.document.mechanismJson)) : undefined;
+        reports = info.mechanism.perturb(encoded, keys === undefined ? { rng: this.#rng } : { rng: this.#rng, keys });
+        if (keys !== undefined) memoKeys = info.mechanism.memoKeys?.(encoded, keys);
       } catch (error) {
         throw new TypeError(`campaign ${campaign}: ${(error as Error).message}`);
       }
       let payloads = info.mechanism.toWire(reports);
       const budget = this.policy.effectiveBudget(info.document.policy);
-      if (budget !== null) (this.#ledger as BudgetLedger).authorize(campaign, budget, this.#claim(info).epsilon, payloads);
+      if (budget !== null) {
+        const claim = this.#claim(info);
+        // a memoized value pays epsilon_inf once (its first report), later reports nothing
+        const cost = memoKeys === undefined ? claim.epsilon : (claim.epsilonInf as number);
+        (this.#ledger as BudgetLedger).authorize(campaign, budget, cost, payloads, memoKeys);
+      }
       const sealing = info.sealing;
       if (sealing !== null) {
         // Nonces and ephemeral keys from the platform CSPRNG, never the injected source: two

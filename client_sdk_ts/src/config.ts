@@ -252,6 +252,8 @@ export interface CampaignDocument {
   readonly name: string;
   /** The canonical mechanism config as plain JS (what `mechanismFromConfig` takes). */
   readonly mechanism: { readonly mechanism: string } & Readonly<Record<string, unknown>>;
+  /** The same config as read from the text, its floats kept (what the memo scope hashes). */
+  readonly mechanismJson: JsonValue;
   readonly domain: readonly string[] | null;
   readonly policy: BudgetPolicy | null;
   readonly minBatchSize: number;
@@ -348,6 +350,7 @@ export function parseCampaignDocument(input: string | object, expectedName?: str
   return {
     name,
     mechanism: toPlain(mechanism) as CampaignDocument["mechanism"],
+    mechanismJson: mechanism,
     domain: domain as string[] | null,
     policy: budget,
     minBatchSize,

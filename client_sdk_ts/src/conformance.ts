@@ -3,7 +3,7 @@
  * report, `payload == toWire(perturb([value], {rng: HmacWordSource(words_key), keys}))[0]`, the
  * keys being the device secret's under the scope of (campaign, config) when the case has them.
  */
-import { type JsonTree, parseJsonTree, treeMember, treeValue } from "./canonical.js";
+import { type JsonValue, parseJson, toPlain } from "./config.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
 import { FACTORIES, mechanismFromConfig } from "./mechanisms/registry.js";
 import type { Mechanism, MechanismConfig } from "./mechanisms/types.js";
@@ -12,8 +12,8 @@ import { HmacWordSource } from "./words.js";
 
 export interface VectorCase {
   config: MechanismConfig;
-  /** The config's JSON tree (floats kept), for the memo scope. */
-  configTree: JsonTree;
+  /** The config as parsed with its floats kept (`parseJson`), for the memo scope. */
+  configJson: JsonValue;
   value: unknown;
   wordsKey: string;
   payload: unknown;
@@ -26,26 +26,27 @@ export interface VectorFile {
   cases: VectorCase[];
 }
 
-/** A vector file's content, its configs kept as trees. */
+/** A case object as `parseJson` reads it. */
+type RawCase = Record<string, JsonValue>;
+
+function vectorOf(raw: RawCase): Omit<VectorCase, "value" | "payload"> {
+  const out: Omit<VectorCase, "value" | "payload"> = {
+    config: toPlain(raw.config) as MechanismConfig,
+    configJson: raw.config as JsonValue,
+    wordsKey: raw.words_key as string,
+  };
+  if (typeof raw.campaign === "string") out.campaign = raw.campaign;
+  if (typeof raw.device_secret === "string") out.deviceSecret = raw.device_secret;
+  return out;
+}
+
+/** A vector file's content, its configs kept with their floats. */
 export function parseVectorFile(text: string): VectorFile {
-  const tree = parseJsonTree(text);
-  const plain = treeValue(tree) as { mechanism: string; cases: Record<string, unknown>[] };
-  const caseTrees = treeMember(tree, "cases");
-  if (caseTrees?.kind !== "array" || !Array.isArray(plain.cases)) throw new TypeError("a vector file needs a list of cases");
+  const file = parseJson(text) as { mechanism: string; cases: RawCase[] };
+  if (!Array.isArray(file.cases)) throw new TypeError("a vector file needs a list of cases");
   return {
-    mechanism: plain.mechanism,
-    cases: plain.cases.map((c, i) => {
-      const out: VectorCase = {
-        config: c.config as MechanismConfig,
-        configTree: treeMember(caseTrees.items[i]!, "config")!,
-        value: c.value,
-        wordsKey: c.words_key as string,
-        payload: c.payload,
-      };
-      if (typeof c.campaign === "string") out.campaign = c.campaign;
-      if (typeof c.device_secret === "string") out.deviceSecret = c.device_secret;
-      return out;
-    }),
+    mechanism: file.mechanism,
+    cases: file.cases.map((c) => ({ ...vectorOf(c), value: toPlain(c.value), payload: toPlain(c.payload) })),
   };
 }
 
@@ -64,7 +65,7 @@ export function runBatch(
   const rng = new HmacWordSource(fromHex(vector.wordsKey, "words_key"));
   const options =
     vector.deviceSecret !== undefined && vector.campaign !== undefined
-      ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configTree)) }
+      ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configJson)) }
       : { rng };
   if (compact) {
     const sampler = (mechanism as { perturbCompact?: Mechanism["perturb"] }).perturbCompact;
@@ -85,18 +86,11 @@ export function runCase(vector: VectorCase): unknown {
  * (`"compact": true`: the mechanism's `perturbCompact`, Python's `perturb_compact`).
  */
 export function runBatchFile(text: string): unknown[][] {
-  const tree = parseJsonTree(text);
-  const plain = treeValue(tree) as Record<string, unknown>[];
-  if (tree.kind !== "array" || !Array.isArray(plain)) throw new TypeError("a batch file is a list of cases");
-  return plain.map((c, i) => {
-    const vector: Omit<VectorCase, "value" | "payload"> = {
-      config: c.config as MechanismConfig,
-      configTree: treeMember(tree.items[i]!, "config")!,
-      wordsKey: c.words_key as string,
-    };
-    if (typeof c.campaign === "string") vector.campaign = c.campaign;
-    if (typeof c.device_secret === "string") vector.deviceSecret = c.device_secret;
-    if (!Array.isArray(c.values)) throw new TypeError(`batch ${i}: values must be a list; got ${typeof c.values}`);
-    return runBatch(vector, c.values, c.compact === true);
+  const cases = parseJson(text);
+  if (!Array.isArray(cases)) throw new TypeError("a batch file is a list of cases");
+  return (cases as RawCase[]).map((c, i) => {
+    const values = toPlain(c.values);
+    if (!Array.isArray(values)) throw new TypeError(`batch ${i}: values must be a list; got ${typeof values}`);
+    return runBatch(vectorOf(c), values, c.compact === true);
   });
 }

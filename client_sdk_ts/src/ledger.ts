@@ -51,6 +51,8 @@ export interface LedgerRow {
   readonly charged: 0 | 1;
   readonly report: string | null;
   readonly event: string | null;
+  /** A memoized value's key, on the row that paid its epsilon_inf (absent otherwise). */
+  readonly memo_key?: string;
   readonly mac: string;
 }
 
@@ -91,7 +93,10 @@ class Seal {
     return this.mac("genesis");
   }
   row(previous: string, row: Omit<LedgerRow, "mac">): string {
-    const fields = [row.id, row.campaign, row.at, row.epsilon, row.charged, row.report, row.event];
+    const fields: unknown[] = [row.id, row.campaign, row.at, row.epsilon, row.charged, row.report, row.event];
+    // sealed with its row, so that no one adds a memo key to get a value's reports for free;
+    // rows without one keep the format they had before memo keys existed
+    if (row.memo_key !== undefined) fields.push(row.memo_key);
     return this.mac("row", hexToBytes(previous), new TextEncoder().encode(canonicalJson(fields)));
   }
   headTag(head: Head): string {
@@ -220,8 +225,21 @@ export class BudgetLedger {
   /**
    * Record the spends of several reports of one campaign, all or nothing, or throw
    * {@link BudgetExceededError} and record nothing. `reports`: their wire payloads, for the log.
+   * `memoKeys` (a memoized mechanism; Python: `budget.Charge.memo_key`): the first report of
+   * each key pays `epsilon` (the mechanism's epsilon_inf, which may exceed `epsilon_per_report`
+   * but not the period's total) and any later report of it, in any period, pays nothing
+   * (Erlingsson, Pihur & Korolova, CCS 2014).
    */
-  authorize(campaign: string, rules: BudgetPolicy, epsilon: number, reports: readonly unknown[]): void {
+  authorize(
+    campaign: string,
+    rules: BudgetPolicy,
+    epsilon: number,
+    reports: readonly unknown[],
+    memoKeys?: readonly string[],
+  ): void {
+    if (memoKeys !== undefined && memoKeys.length !== reports.length) {
+      throw new RangeError(`memoKeys must have one key per report (${reports.length}); got ${memoKeys.length}`);
+    }
     const now = this.#now();
     const [start, renewsAt] = period(now, rules);
     let [spent, count] = this.#totals(campaign, start);
@@ -238,9 +256,15 @@ export class BudgetLedger {
         );
       }
     }
+    const paid = new Set(this.#rows.filter((row) => row.campaign === campaign && row.memo_key !== undefined).map((row) => row.memo_key));
     const slack = RELATIVE_TOLERANCE * limit;
+    const repeats: boolean[] = [];
     for (let i = 0; i < reports.length; i++) {
-      if (epsilon > rules.epsilon_per_report * (1 + RELATIVE_TOLERANCE)) {
+      const key = memoKeys?.[i];
+      const repeat = key !== undefined && paid.has(key);
+      repeats.push(repeat);
+      if (repeat) continue;
+      if (key === undefined && epsilon > rules.epsilon_per_report * (1 + RELATIVE_TOLERANCE)) {
         throw new BudgetExceededError(
           campaign,
           `a report of epsilon ${epsilon} exceeds the policy's epsilon_per_report ${rules.epsilon_per_report}`,
@@ -255,12 +279,15 @@ export class BudgetLedger {
       if (spent + epsilon > limit + slack) {
         throw new BudgetExceededError(campaign, `this report would cost ${epsilon} more`, spent, limit, renewsAt);
       }
+      if (key !== undefined) paid.add(key); // two reports of one new value in a batch pay once
       spent += epsilon;
       count += 1;
     }
-    for (const report of reports) {
-      this.#append({ campaign, at: now, epsilon, charged: 1, report: canonicalJson(report), event: null });
-    }
+    reports.forEach((report, i) => {
+      const key = memoKeys?.[i];
+      const row = { campaign, at: now, epsilon: repeats[i] ? 0 : epsilon, charged: repeats[i] ? 0 : 1, report: canonicalJson(report), event: null } as const;
+      this.#append(key !== undefined && !repeats[i] ? { ...row, memo_key: key } : row);
+    });
     this.#head.last_seen = now;
   }
 

@@ -7,7 +7,7 @@
  */
 import { hmac } from "@noble/hashes/hmac";
 import { sha256 } from "@noble/hashes/sha256";
-import { type JsonTree, canonicalJson, configIdOfCanonical, pythonJsonString } from "./canonical.js";
+import { configId, type JsonValue } from "./config.js";
 import { MAX_WORD, Rational, WORD_SPAN, thresholdProbability } from "./rational.js";
 import type { Mechanism } from "./mechanisms/types.js";
 import { bernoulli, uniformBelow } from "./samplers.js";
@@ -86,12 +86,12 @@ export class DeviceKeys implements KeyedSource {
 
 /**
  * A campaign's memo scope: `config_id({"campaign": name, "mechanism": canonical config})`
- * (Python: `client_sdk.client.memo_scope`). `mechanism` is the config's JSON tree (parsed from
- * the served text, so that floats stay floats).
+ * (Python: `client_sdk.client.memo_scope`). `mechanism` is the config as `parseJson` reads the
+ * served text, so that floats stay floats (`1.0` and `1` give different scopes, as in Python).
  */
-export function memoScope(campaign: string, mechanism: JsonTree): string {
+export function memoScope(campaign: string, mechanism: JsonValue): string {
   if (typeof campaign !== "string") throw new TypeError(`campaign must be a string; got ${typeof campaign}`);
-  return configIdOfCanonical(`{"campaign":${pythonJsonString(campaign)},"mechanism":${canonicalJson(mechanism)}}`);
+  return configId({ campaign, mechanism });
 }
 
 /** The keyed source a memoized mechanism needs, or a clear error naming the mechanism. */
@@ -190,15 +190,25 @@ export const VALUE_LABEL = "value";
 /**
  * A frequency oracle under `"longitudinal"` (Python: `Memoized`): the permanent response of each
  * value is the inner mechanism (built at epsilon_permanent) run on [v] with every word from
- * `keys.source("value", v)`, then the chain randomizes it again from `rng`.
+ * `keys.source("value", v)`, then the chain randomizes it again from `rng`. One report spends
+ * `epsilons.report`; all reports of one value `epsilons.permanent` (`epsilon_inf`), charged once
+ * per memo key `keys.key("value", v)`.
  */
 export function longitudinal<Report>(
   inner: Mechanism<number, Report>,
   chain: BatchChain<Report>,
   checkValues: (values: readonly unknown[]) => number[],
+  epsilons: { readonly report: number; readonly permanent: number },
 ): Mechanism<number, Report> {
   return {
     name: inner.name,
+    privacyEpsilon: epsilons.report,
+    epsilonInf: epsilons.permanent,
+    memoKeys(values, keys) {
+      const x = checkValues(values);
+      const source = requireKeys(keys, inner.name);
+      return x.map((v) => source.key(VALUE_LABEL, v));
+    },
     perturb(values, options = {}) {
       const x = checkValues(values);
       const keys = requireKeys(options.keys, inner.name);
@@ -208,6 +218,7 @@ export function longitudinal<Report>(
     toWire(reports) {
       return inner.toWire(reports);
     },
+    ...(inner.largestWirePayload === undefined ? {} : { largestWirePayload: () => (inner.largestWirePayload as () => unknown)() }),
   };
 }
 

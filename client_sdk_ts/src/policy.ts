@@ -65,6 +65,8 @@ export interface PrivacyClaim {
   readonly mechanism: string;
   readonly epsilon: number;
   readonly delta: number;
+  /** A memoized mechanism's epsilon_inf (what unlimited reports of one value reveal). */
+  readonly epsilonInf?: number;
 }
 
 /** What the app allows, whatever the collector serves (Python: `PrivacyPolicy`). */
@@ -130,6 +132,9 @@ export class PrivacyPolicy {
     }
     if (!(claim.epsilon <= this.max_epsilon)) {
       throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
+    }
+    if (claim.epsilonInf !== undefined && !(claim.epsilonInf <= this.max_epsilon_inf)) {
+      throw new PolicyViolation(campaign, "max_epsilon_inf", claim.epsilonInf, this.max_epsilon_inf);
     }
     if (!(claim.delta <= this.max_delta)) {
       throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);

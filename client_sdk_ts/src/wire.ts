@@ -62,3 +62,13 @@ export function fromHex(text: string, field = "hex"): Uint8Array {
   for (let i = 0; i < out.length; i++) out[i] = parseInt(text.slice(2 * i, 2 * i + 2), 16);
   return out;
 }
+
+/** The integer of [low, high) with the longest JSON text (Python: `_wire.widest_int`), a bound on a payload's size. */
+export function widestInt(low: number, high: number): number {
+  return String(low).length > String(high - 1).length ? low : high - 1;
+}
+
+/** The wire text of a `bits`-bit vector of zeros: every such vector has its length (Python: `bits_text`). */
+export function bitsText(bits: number): string {
+  return encodeBitRow(new Array<boolean>(bits).fill(false));
+}

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { hmac } from "@noble/hashes/hmac";
 import { sha256 } from "@noble/hashes/sha256";
-import { canonicalJson, configId, parseJsonTree, pythonFloatRepr, treeValue } from "../src/canonical.js";
+import { canonicalJson, configId, parseJson, pythonFloatRepr, toPlain } from "../src/config.js";
 import { DeviceKeys, deviceChoice, largestThreshold, memoScope } from "../src/memoization.js";
 import { Rational } from "../src/rational.js";
 import { base64Url, encodeBitRow, fromHex, packBits, toHex, unpackBits } from "../src/wire.js";
@@ -33,13 +33,15 @@ test("the keyed source is HMAC-SHA256(secret, len32(tag) len32(scope) len32(labe
 });
 
 test("canonical JSON keeps Python's floats and sorts keys by code point", () => {
-  const tree = parseJsonTree('{"k": 5, "epsilon": 1.0, "b": [1e-06, 2.5E3, -0.0, 100000000000000000000], "é": "x\\n", "\uD83D\uDE00": 1, "\uFFFF": 2}');
+  const tree = parseJson('{"k": 5, "epsilon": 1.0, "b": [1e-06, 2.5E3, -0.0, 9007199254740991], "é": "x\\n", "\uD83D\uDE00": 1, "\uFFFF": 2}');
   assert.equal(
     canonicalJson(tree),
-    '{"b":[1e-06,2500.0,-0.0,100000000000000000000],"epsilon":1.0,"k":5,"é":"x\\n","\uFFFF":2,"\uD83D\uDE00":1}',
+    '{"b":[1e-06,2500.0,-0.0,9007199254740991],"epsilon":1.0,"k":5,"é":"x\\n","\uFFFF":2,"\uD83D\uDE00":1}',
   );
-  assert.deepEqual(treeValue(parseJsonTree('{"a": [1, 2.0, "s", null, true]}')), { a: [1, 2, "s", null, true] });
-  assert.throws(() => parseJsonTree('{"a": 1,}'), /JSON: expected a key/);
+  assert.deepEqual(toPlain(parseJson('{"a": [1, 2.0, "s", null, true]}')), { a: [1, 2, "s", null, true] });
+  assert.throws(() => parseJson('{"a": 1,}'), /not JSON: expected a key/);
+  // an integer no JSON reader holds exactly is refused, not rounded into a different config_id
+  assert.throws(() => parseJson('{"a": 100000000000000000000}'), /an integer beyond 2\^53/);
   // Python's repr(float)
   const cases: [number, string][] = [
     [1, "1.0"],
@@ -55,14 +57,14 @@ test("canonical JSON keeps Python's floats and sorts keys by code point", () => 
   ];
   for (const [value, text] of cases) assert.equal(pythonFloatRepr(value), text);
   // config_id of {"a": 1.0}: sha256('{"a":1.0}')[:32]
-  assert.equal(configId(parseJsonTree('{"a": 1.0}')), toHex(sha256(te.encode('{"a":1.0}'))).slice(0, 32));
+  assert.equal(configId(parseJson('{"a": 1.0}')), toHex(sha256(te.encode('{"a":1.0}'))).slice(0, 32));
 });
 
 test("the memo scope is config_id of {campaign, mechanism} over the canonical config", () => {
-  const config = parseJsonTree('{"mechanism": "grr", "k": 5, "epsilon": 1.0}');
+  const config = parseJson('{"mechanism": "grr", "k": 5, "epsilon": 1.0}');
   const text = '{"campaign":"app-theme","mechanism":{"epsilon":1.0,"k":5,"mechanism":"grr"}}';
   assert.equal(memoScope("app-theme", config), toHex(sha256(te.encode(text))).slice(0, 32));
-  assert.notEqual(memoScope("app-theme", parseJsonTree('{"mechanism": "grr", "k": 5, "epsilon": 1}')), memoScope("app-theme", config));
+  assert.notEqual(memoScope("app-theme", parseJson('{"mechanism": "grr", "k": 5, "epsilon": 1}')), memoScope("app-theme", config));
 });
 
 test("the chain threshold is the largest with ratio <= target, by bisection", () => {

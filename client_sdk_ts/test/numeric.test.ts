@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseJsonTree, treeMember, treeValue } from "../src/canonical.js";
+import { type JsonValue, parseJson, toPlain } from "../src/config.js";
 import { type VectorCase, parseVectorFile } from "../src/conformance.js";
 import { DEFAULT_VECTORS } from "../src/conformance-cli.js";
 import { DeviceKeys, memoScope } from "../src/memoization.js";
@@ -27,7 +27,7 @@ const caseWords = (c: { wordsKey: string }): HmacWordSource => new HmacWordSourc
 
 /** A case's keyed source (its device secret under the scope of its campaign and config). */
 const caseKeys = (c: VectorCase): DeviceKeys =>
-  new DeviceKeys(fromHex(c.deviceSecret ?? "", "device_secret"), memoScope(c.campaign ?? "", c.configTree));
+  new DeviceKeys(fromHex(c.deviceSecret ?? "", "device_secret"), memoScope(c.campaign ?? "", c.configJson));
 
 // ---- batches: perturb(values) consumes words in the Python SDK's vectorized order
 
@@ -43,9 +43,8 @@ function batchFixture(): string {
   throw new Error("test/fixtures/numeric_batches.json not found");
 }
 
-const batchTree = parseJsonTree(batchFixture());
-const batchCaseTrees = treeMember(batchTree, "cases");
-const batches = (treeValue(batchTree) as { cases: Record<string, unknown>[] }).cases;
+const batchJson = parseJson(batchFixture()) as { cases: Record<string, JsonValue>[]; parameters: JsonValue };
+const batches = batchJson.cases.map((c) => toPlain(c) as Record<string, unknown>);
 
 batches.forEach((c, index) => {
   const config = c["config"] as MechanismConfig;
@@ -53,9 +52,9 @@ batches.forEach((c, index) => {
   test(`numeric_batches.json case ${index} (${config.mechanism}, ${values.length} values) as Python's batch`, () => {
     const mechanism = mechanismFromConfig(config);
     const options: PerturbOptions = { rng: new HmacWordSource(fromHex(c["words_key"] as string)) };
-    if (typeof c["device_secret"] === "string" && batchCaseTrees?.kind === "array") {
-      const configTree = treeMember(batchCaseTrees.items[index]!, "config")!;
-      options.keys = new DeviceKeys(fromHex(c["device_secret"]), memoScope(c["campaign"] as string, configTree));
+    if (typeof c["device_secret"] === "string") {
+      const configJson = batchJson.cases[index]!["config"] as JsonValue;
+      options.keys = new DeviceKeys(fromHex(c["device_secret"]), memoScope(c["campaign"] as string, configJson));
     }
     assert.deepEqual(mechanism.toWire(mechanism.perturb(values, options)), c["payloads"]);
   });
@@ -63,7 +62,7 @@ batches.forEach((c, index) => {
 
 // ---- parameters derived from floats: the same as Python's, bit for bit
 
-const parameters = (treeValue(batchTree) as { parameters: Parameters }).parameters;
+const parameters = toPlain(batchJson.parameters) as Parameters;
 
 interface Parameters {
   kernels: {

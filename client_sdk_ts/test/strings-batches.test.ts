@@ -16,15 +16,15 @@ import type { Sfp } from "../src/mechanisms/sfp.js";
 import type { Pckv } from "../src/mechanisms/pckv.js";
 import type { Multi } from "../src/mechanisms/multi.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "../src/mechanisms/types.js";
-import { type JsonTree, parseJsonTree, treeMember, treeValue } from "../src/canonical.js";
+import { type JsonValue, parseJson, toPlain } from "../src/config.js";
 import { DeviceKeys, memoScope } from "../src/memoization.js";
 import { fromHex } from "../src/wire.js";
 import { HmacWordSource } from "../src/words.js";
 
 interface BatchCase {
   config: MechanismConfig;
-  /** The config's JSON tree (floats kept), for the memo scope. */
-  configTree: JsonTree;
+  /** The config as `parseJson` reads it (floats kept), for the memo scope. */
+  configJson: JsonValue;
   values: unknown[];
   payloads: unknown[];
   thresholds: Record<string, unknown>;
@@ -44,11 +44,9 @@ function fixture(): BatchCase[] {
       dir = dirname(dir);
       continue;
     }
-    const tree = parseJsonTree(text);
-    const trees = treeMember(tree, "cases");
-    const cases = (treeValue(tree) as { cases: BatchCase[] }).cases;
-    if (trees?.kind !== "array") throw new TypeError("the fixture needs a list of cases");
-    return cases.map((c, index) => ({ ...c, configTree: treeMember(trees.items[index]!, "config")! }));
+    const raw = (parseJson(text) as { cases: Record<string, JsonValue>[] }).cases;
+    if (!Array.isArray(raw)) throw new TypeError("the fixture needs a list of cases");
+    return raw.map((c) => ({ ...(toPlain(c) as BatchCase), configJson: c.config as JsonValue }));
   }
   throw new Error("test/fixtures/string-batches.json not found");
 }
@@ -57,7 +55,7 @@ function fixture(): BatchCase[] {
 function sources(c: BatchCase): PerturbOptions {
   const rng = new HmacWordSource(fromHex(c.words_key));
   if (c.device_secret === undefined || c.campaign === undefined) return { rng };
-  return { rng, keys: new DeviceKeys(fromHex(c.device_secret), memoScope(c.campaign, c.configTree)) };
+  return { rng, keys: new DeviceKeys(fromHex(c.device_secret), memoScope(c.campaign, c.configJson)) };
 }
 
 /** The thresholds a mechanism computed, named as the fixture names Python's. */

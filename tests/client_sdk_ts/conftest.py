@@ -1,9 +1,10 @@
 """The TypeScript SDK (client_sdk_ts/) driven from pytest: its npm suite, a Node client and the
 browser bundle in headless Chromium, each against real collector processes.
 
-Node and the package's node_modules (``cd client_sdk_ts && npm ci``) are needed; without them
-these tests skip saying so, except under CI (``LDP_REQUIRE_NODE=1``, set by ``.ci/run``), where
-they fail.
+Node 20 and npm are needed; the package's node_modules are installed here with ``npm ci`` (under
+the committed lock file) when missing, so the README's one test command runs these tests on a
+fresh clone. Without Node or npm these tests skip saying so, except under CI
+(``LDP_REQUIRE_NODE=1``, set by ``.ci/run``), where they fail.
 """
 
 from __future__ import annotations
@@ -45,19 +46,34 @@ WEIGHTS = [0.5, 0.25, 0.15, 0.10]
 """The population of the categorical campaign (label i with probability WEIGHTS[i])."""
 
 
+def install_node_modules(package: Path) -> None:
+    """``npm ci`` in ``package`` when its node_modules lacks the build tools; one pytest worker
+    installs while the others wait (an exclusive lock on the package's lock file)."""
+    with open(package / "package-lock.json") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        if not (package / "node_modules" / "typescript").is_dir():
+            result = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund"],
+                cwd=package,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            assert result.returncode == 0, (
+                f"npm ci in {package.name} failed:\n{result.stdout[-20000:]}\n{result.stderr}"
+            )
+
+
 def require_node() -> str:
-    """The ``node`` executable, or a skip (a failure under CI) saying what is missing."""
+    """The ``node`` executable (node_modules installed if missing), or a skip (a failure under
+    CI) when Node.js or npm is not installed."""
     node = shutil.which("node")
-    missing = None
     if node is None or shutil.which("npm") is None:
         missing = "Node.js 20 and npm are not installed"
-    elif not (TS_DIR / "node_modules" / "typescript").is_dir():
-        missing = "client_sdk_ts/node_modules is missing: run `cd client_sdk_ts && npm ci`"
-    if missing is not None:
         if os.environ.get("LDP_REQUIRE_NODE") == "1":
             pytest.fail(missing)
         pytest.skip(missing)
-    assert node is not None
+    install_node_modules(TS_DIR)
     return node
 
 

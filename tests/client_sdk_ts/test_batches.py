@@ -17,7 +17,7 @@ from client_sdk.client import memo_scope
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.randomness import HmacWordSource
 from client_sdk.secrets_store import DeviceKeys
-from tests.client_sdk_ts.test_conformance_check import _built_cli
+from tests.client_sdk_ts.conftest import require_node
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None, reason="node is not installed: the TypeScript SDK cannot run"
@@ -104,16 +104,21 @@ def _compact_batch(index: int, config: dict[str, Any]) -> tuple[dict[str, Any], 
     return batch, mechanism.to_wire(reports)
 
 
-def test_batches_of_values_give_the_python_payloads(tmp_path: Path) -> None:
+def test_batches_of_values_give_the_python_payloads(tmp_path: Path, ts_build: Path) -> None:
     made = [_batch(index, config) for index, config in enumerate(CONFIGS)]
     made += [_compact_batch(index, config) for index, config in enumerate(COMPACT)]
     batches = tmp_path / "batches.json"
     batches.write_text(json.dumps([batch for batch, _ in made]), encoding="utf-8")
     outputs = tmp_path / "outputs.json"
-    node = shutil.which("node")
-    assert node is not None
     run = subprocess.run(
-        [node, str(_built_cli()), "--batches", str(batches), "--outputs", str(outputs)],
+        [
+            require_node(),
+            str(ts_build / "src" / "conformance-cli.js"),
+            "--batches",
+            str(batches),
+            "--outputs",
+            str(outputs),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

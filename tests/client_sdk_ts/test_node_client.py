@@ -78,3 +78,42 @@ def test_node_client_records_and_flushes_to_a_real_collector(
     for label in ts_campaign.get("domain") or []:
         assert label not in kept
     check_estimate(collector.db, ts_campaign, truth, DEVICES)
+
+
+MEMOIZED_DEVICES = 2000
+MEMOIZED = {
+    "name": "ts-memo-theme",
+    "mechanism": {
+        "mechanism": "grr",
+        "epsilon": 2.0,
+        "k": 4,
+        "longitudinal": {"epsilon_permanent": 4.0},
+    },
+    "domain": ["light", "dark", "system", "contrast"],
+    "policy": {"epsilon_per_report": 2.0, "reports_per_period": 4, "period_seconds": 86400},
+    "min_batch_size": 100,
+}
+
+
+def test_node_devices_record_a_memoized_campaign_to_a_real_collector(
+    ts_build: Path, collector: CollectorProcess, tmp_path: Path
+) -> None:
+    """Memoized (longitudinal) grr from 2000 Node devices, each with its own device secret: the
+    client derives each permanent response from the keyed source, the ledger charges
+    epsilon_inf, and the estimate of the composed channel finds the truth."""
+    served = collector.create_campaign(MEMOIZED)
+    values, truth = population(MEMOIZED, MEMOIZED_DEVICES)
+    job = {
+        "package": str(ts_build / "src" / "index.js"),
+        "url": collector.url,
+        "campaign": served["name"],
+        "state": str(tmp_path / "device"),
+        "values": values,
+        "seed": "3c" * 32,
+        "devices": True,
+    }
+    outcome = run_node(job)
+    assert outcome["recorded"] == MEMOIZED_DEVICES, outcome
+    assert outcome["acknowledged"] == MEMOIZED_DEVICES, outcome
+    assert outcome["left"] == 0 and outcome["status"]["last_error"] is None, outcome
+    check_estimate(collector.db, MEMOIZED, truth, MEMOIZED_DEVICES)

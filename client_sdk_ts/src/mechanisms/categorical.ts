@@ -35,7 +35,7 @@ import {
   uniformBelow32,
   uniformBelowBits,
 } from "../samplers.js";
-import { encodeBitRow, encodePackedRow, packBits, unpackBits } from "../wire.js";
+import { bitsText, encodeBitRow, encodePackedRow, packBits, unpackBits, widestInt } from "../wire.js";
 import { CryptoWordSource, type WordSource } from "../words.js";
 import {
   categoryValues,
@@ -152,6 +152,11 @@ export class GRR implements Mechanism<number, number> {
     return keepOrOtherCompact(rngOf(options), categoryValues(values, this.k), this.keepThreshold, this.k);
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): sealed envelopes are padded to it. */
+  largestWirePayload(): number {
+    return widestInt(0, this.k);
+  }
+
   toWire(reports: readonly number[]): number[] {
     return [...reports];
   }
@@ -244,6 +249,11 @@ export class UnaryEncoding implements Mechanism<number, Uint8Array> {
     return out;
   }
 
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): string {
+    return bitsText(this.k);
+  }
+
   toWire(reports: readonly Uint8Array[]): string[] {
     return reports.map((row) => encodePackedRow(row, this.k));
   }
@@ -331,6 +341,11 @@ export class SubsetSelection implements Mechanism<number, Uint8Array> {
       }
     }
     return out;
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): string {
+    return bitsText(this.k);
   }
 
   toWire(reports: readonly Uint8Array[]): string[] {
@@ -432,6 +447,11 @@ export class LocalHashing implements Mechanism<number, HashedReport> {
     return seeds.map((seed, i) => ({ seed, y: y[i]! }));
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): the seed is always 16 hex digits. */
+  largestWirePayload(): { seed: string; y: number } {
+    return { seed: "0".repeat(16), y: widestInt(0, this.g) };
+  }
+
   toWire(reports: readonly HashedReport[]): { seed: string; y: number }[] {
     return reports.map(({ seed, y }) => ({ seed: seed.toString(16).padStart(16, "0"), y }));
   }
@@ -531,6 +551,11 @@ export class HadamardResponse implements Mechanism<number, number> {
     });
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): an output of the B * b. */
+  largestWirePayload(): number {
+    return widestInt(0, this.blocks * this.blockSize);
+  }
+
   toWire(reports: readonly number[]): number[] {
     return [...reports];
   }
@@ -583,6 +608,11 @@ export class DBitFlip implements Mechanism<number, BucketReport> {
       buckets: buckets[r]!,
       bits: this.#bits(words.subarray(r * this.d, (r + 1) * this.d), buckets[r]!, v),
     }));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): { buckets: number[]; bits: string } {
+    return { buckets: new Array<number>(this.d).fill(widestInt(0, this.k)), bits: bitsText(this.d) };
   }
 
   toWire(reports: readonly BucketReport[]): { buckets: number[]; bits: string }[] {
@@ -638,6 +668,39 @@ export class Rappor implements Mechanism<string, RapporReport> {
     this.irrThresholds = [probabilityThreshold(p, "up"), probabilityThreshold(q, "down")];
   }
 
+  /** (P[PRR bit 1 | Bloom bit 0], P[PRR bit 1 | Bloom bit 1]) = (f/2, 1 - f/2), the implemented f. */
+  get prrProbabilities(): [Rational, Rational] {
+    const half = new Rational(BigInt(this.fTimes128), 256n);
+    return [half, new Rational(1n).sub(half)];
+  }
+
+  /**
+   * epsilon_1 = h ln[q**(1-p**) / (p**(1-q**))], the privacy of one report, with p** and q** of
+   * the implemented f, p and q (Erlingsson, Pihur & Korolova, CCS 2014, section 6; Python:
+   * `Rappor.epsilon_one`, the same float).
+   */
+  get privacyEpsilon(): number {
+    const [zero, one] = this.prrProbabilities;
+    const p = thresholdProbability(this.irrThresholds[0]);
+    const q = thresholdProbability(this.irrThresholds[1]);
+    const p2 = zero.mul(q).add(new Rational(1n).sub(zero).mul(p));
+    const q2 = one.mul(q).add(new Rational(1n).sub(one).mul(p));
+    const ratio = q2.mul(new Rational(1n).sub(p2)).div(p2.mul(new Rational(1n).sub(q2)));
+    return this.h * Math.log(ratio.toNumber());
+  }
+
+  /** epsilon_inf = 2h ln[(1-f/2)/(f/2)]: any number of reports of one value (the PRR). */
+  get epsilonInf(): number {
+    const [zero, one] = this.prrProbabilities;
+    return 2 * this.h * Math.log(one.div(zero).toNumber());
+  }
+
+  /** The ledger's key of each value: one permanent response per distinct string (`"rappor:<value>"`). */
+  memoKeys(values: readonly string[], keys: KeyedSource): string[] {
+    const source = requireKeys(keys, this.name);
+    return stringValues(values).map((value) => source.key(`rappor:${value}`, 0));
+  }
+
   /** The Bloom filter of `value` in `cohort` as bits (bit i = index i). */
   bloom(value: Uint8Array, cohort: number): boolean[] {
     const prefix = new Uint8Array(4);
@@ -689,6 +752,11 @@ export class Rappor implements Mechanism<string, RapporReport> {
       }
     }
     return out;
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`): k characters of bits. */
+  largestWirePayload(): { cohort: number; bits: string } {
+    return { cohort: widestInt(0, this.m), bits: "0".repeat(this.k) };
   }
 
   toWire(reports: readonly RapporReport[]): { cohort: number; bits: string }[] {
@@ -804,7 +872,10 @@ function oracleFactory(name: string): MechanismFactory {
     }
     const inner = buildOracle(config, name, permanent);
     const chain = chainOf(inner, expRational(epsilon));
-    return longitudinal(inner as Mechanism<number, unknown>, chain, (values) => categoryValues(values, inner.k)) as Mechanism;
+    return longitudinal(inner as Mechanism<number, unknown>, chain, (values) => categoryValues(values, inner.k), {
+      report: epsilon,
+      permanent,
+    }) as Mechanism;
   };
 }
 

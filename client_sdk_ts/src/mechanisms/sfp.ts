@@ -30,6 +30,8 @@ export interface SfpReport {
 export class Sfp implements Mechanism<string, SfpReport> {
   readonly name = "sfp";
   readonly epsilon: number;
+  /** The epsilon one report spends (plain configs; Python: `privacy_epsilon`). */
+  readonly privacyEpsilon?: number;
   readonly maxLength: number;
   readonly seed: number;
   readonly share: number;
@@ -71,6 +73,9 @@ export class Sfp implements Mechanism<string, SfpReport> {
       this.chain = mixtureChain(this.fragment, FRAGMENTS, this.fragment.columnProfile(), expRational(epsilonFragment));
     }
     this.usesKeys = this.chain !== undefined;
+    // Python's `privacy_epsilon`: the word's part plus the fragment's, which in floats can
+    // exceed `epsilon` by an ulp (and then fails a policy whose max_epsilon is `epsilon`)
+    if (permanent === undefined) this.privacyEpsilon = this.epsilon - epsilonFragment + epsilonFragment;
   }
 
   /** 256·tag + the byte at ``offset`` of raw padded with zeros, tag = the one-byte keyed

@@ -20,6 +20,20 @@ export interface Mechanism<Value = unknown, Report = unknown> {
   perturb(values: readonly Value[], options?: PerturbOptions): Report[];
   /** The JSON payload of each report, deep-equal to the Python SDK's `to_wire`. */
   toWire(reports: readonly Report[]): unknown[];
+  /**
+   * The widest payload `toWire` can give, a function of the config (Python:
+   * `largest_wire_payload`): a shuffled campaign's sealed envelopes are all padded to its length.
+   */
+  largestWirePayload?(): unknown;
+  /** The epsilon one report spends (Python: `privacy_epsilon`); absent: the config's `epsilon`. */
+  readonly privacyEpsilon?: number;
+  /**
+   * Memoized mechanisms (Python: `Memoizing`): what unlimited reports of one value reveal
+   * (`epsilon_inf`), which the ledger charges once per memo key.
+   */
+  readonly epsilonInf?: number;
+  /** Memoized mechanisms: the ledger's key of each value's memoized draw (a keyed hash, never the value). */
+  memoKeys?(values: readonly Value[], keys: KeyedSource): string[];
 }
 
 /** Builds a mechanism from its canonical config, or throws naming the field at fault. */
