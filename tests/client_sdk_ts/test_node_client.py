@@ -80,7 +80,7 @@ def test_node_client_records_and_flushes_to_a_real_collector(
     check_estimate(collector.db, ts_campaign, truth, DEVICES)
 
 
-MEMOIZED_DEVICES = 2000
+MEMOIZED_DEVICES = 600
 MEMOIZED = {
     "name": "ts-memo-theme",
     "mechanism": {
@@ -98,7 +98,7 @@ MEMOIZED = {
 def test_node_devices_record_a_memoized_campaign_to_a_real_collector(
     ts_build: Path, collector: CollectorProcess, tmp_path: Path
 ) -> None:
-    """Memoized (longitudinal) grr from 2000 Node devices, each with its own device secret: the
+    """Memoized (longitudinal) grr from 600 Node devices, each with its own device secret: the
     client derives each permanent response from the keyed source, the ledger charges
     epsilon_inf, and the estimate of the composed channel finds the truth."""
     served = collector.create_campaign(MEMOIZED)

@@ -26,7 +26,7 @@ def test_histogram_exact_sum_and_two_hot_rejected(dap_pair: DapPair) -> None:
     dap_pair.upload_measurements(measurements)
     # A two-hot histogram crafted by hand: the device's encoding patched, the proof honest.
     vdaf = dap_pair.spec.build_vdaf()
-    vdaf.flp.encode = lambda _m: [1, 1, 0, 0]  # type: ignore[method-assign]
+    vdaf.flp.encode = lambda _m: [1, 1, 0, 0]  # type: ignore[method-assign,assignment]
     bad = prepare_report(dap_pair.device_task(vdaf), 0)
     assert dap_pair.upload([bad]).status == ()  # the Leader cannot tell before verifying
     totals = dap_pair.drive()
