@@ -50,9 +50,10 @@ from analysis.documents import daily_series_document, frequency_document, mean_d
 from analysis.estimation import DocumentedEstimate, MeanEstimate, json_safe
 from analysis.loading import check_window, database_days, estimable_candidates, load_estimate
 from analysis.postprocess import postprocess
+from analysis.progress import add_quiet_argument
 from analysis.sharded import sharded_days, sharded_estimate
 
-FORMATS = ("json", "table", "csv")
+FORMATS = ("table", "json", "csv")
 
 
 def register(subparsers: Any) -> None:
@@ -80,6 +81,7 @@ def register(subparsers: Any) -> None:
         help="family-wise false-positive rate of the --top significance tests (default 0.05)",
     )
     add_window_arguments(parser)
+    add_quiet_argument(parser)
     parser.add_argument(
         "--by",
         choices=["day"],
