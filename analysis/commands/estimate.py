@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import io
 import json
 import sys
@@ -452,7 +453,15 @@ def run(args: argparse.Namespace) -> int:
             )
         answers = query_answers(result, args, campaign.name)
         if args.format == "table":
-            sys.stdout.write(result.format_table().rstrip("\n") + "\n")
+            asked = getattr(args, "quantiles", None)
+            format_table: Any = result.format_table  # some kinds take the quantiles to show
+            if asked and "quantiles" in inspect.signature(format_table).parameters:
+                # the table's own quantile rows become the asked ones, shown once
+                table = format_table(quantiles=asked)
+                answers = {key: value for key, value in answers.items() if key != "quantiles"}
+            else:
+                table = result.format_table()
+            sys.stdout.write(table.rstrip("\n") + "\n")
             if answers:
                 sys.stdout.write(format_answers(answers))
         else:

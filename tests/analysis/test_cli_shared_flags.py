@@ -15,7 +15,6 @@ import pytest
 
 from analysis import cli as analyze
 from analysis import demo
-from analysis.commands._arguments import DEFAULT_POSTPROCESS
 from client_sdk._version import __version__
 from collector import cli as collector
 from shuffler import cli as shuffler
@@ -65,15 +64,17 @@ def test_sources_are_repeatable_in_every_reading_command(command: str) -> None:
 @pytest.mark.parametrize("command", [c for c in READERS if c != "dashboard"])
 def test_postprocess_top_and_format_mean_the_same(command: str) -> None:
     args = _parse(command, ["--campaign", "c", "--db", "a.db"])
-    assert args.postprocess == DEFAULT_POSTPROCESS == "base", command
+    assert args.postprocess == "base", command  # the one default
     assert args.format is None and args.format_choices[0] in ("table", "text"), command
     assert "json" in args.format_choices
+    from analysis.commands._arguments import resolve_format
+
     for terminal, expected in ((True, args.format_choices[0]), (False, "json")):
         fresh = _parse(command, ["--campaign", "c", "--db", "a.db"])
-        analyze.resolve_format(fresh, terminal=terminal)
+        resolve_format(fresh, terminal=terminal)
         assert fresh.format == expected, (command, terminal)
     asked = _parse(command, ["--campaign", "c", "--db", "a.db", "--format", "json"])
-    analyze.resolve_format(asked, terminal=True)
+    resolve_format(asked, terminal=True)
     assert asked.format == "json"
     assert _parse(command, ["--campaign", "c", "--db", "a.db", "--top", "5"]).top == 5
     assert _parse(command, ["--campaign", "c", "--db", "a.db", "--quiet"]).quiet
