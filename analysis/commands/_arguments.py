@@ -95,6 +95,7 @@ def add_postprocess_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--postprocess",
         choices=[*METHODS, *ALIASES],
+        metavar="{" + ",".join(METHODS) + "}",  # em and ibu are accepted names of mle
         default=DEFAULT_POSTPROCESS,
         help=f"consistency post-processing (default {DEFAULT_POSTPROCESS}: the raw unbiased "
         "estimate, exact intervals; norm-sub, mle, ...: smaller error, a bias)",

@@ -99,6 +99,17 @@ def test_version_everywhere(program: str, capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().out.strip() == f"{program} {__version__}"
 
 
+def test_help_lists_the_postprocess_methods_the_readme_documents(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for command in ("estimate", "report"):
+        with pytest.raises(SystemExit):
+            analyze.build_parser().parse_args([command, "--help"])
+        text = capsys.readouterr().out
+        assert "{base,base-pos,norm,norm-sub,mle}" in text and "mle,em" not in text, command
+    assert _parse("estimate", ["--campaign", "c", "--db", "a", "--postprocess", "em"]).postprocess
+
+
 def test_shuffler_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["--help"], ["serve", "--help"], ["forward", "--help"]):
         with pytest.raises(SystemExit):
