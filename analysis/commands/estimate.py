@@ -21,6 +21,8 @@ the day each report arrived); ``--by day`` prints one estimate per day with its 
 (a day below ``min_batch_size`` shows its n and no estimate). Both work over several sources
 and on ``--dask`` too (each report once, in the day of its copy kept; docs/scale-out.md). The
 options are spelled once in ``analysis.commands._arguments``.
+Without ``--format`` the output is a table when stdout is a terminal and JSON when it is piped;
+``--quiet`` turns off the progress bars (off anyway when stderr is not a terminal).
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ own view: the mean, RAPPOR's candidates, discovered items, marginal heatmaps (CA
 Fourier), histogram and CDF, ranges, keys) and, with
 ``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
 one-line summary. ``--since`` and ``--until`` keep the reports of those UTC days (inclusive).
+``--db`` (repeated), ``--parquet`` and ``--dask`` read the campaign from several sources, each
+report once, as ``estimate`` does (docs/scale-out.md). The shared flags mean what they mean in
+``estimate``: ``--postprocess`` defaults to ``base``, ``--format`` to the one-line summary at a
+terminal and JSON when stdout is piped, ``--quiet`` turns off the progress bar on stderr.
 """
 
 from __future__ import annotations
