@@ -86,6 +86,11 @@ def register(subparsers: Any) -> None:
     add_window_arguments(parser)
     add_quiet_argument(parser)
     parser.add_argument(
+        "--all",
+        action="store_true",
+        help="tables of discovered strings: every string tested, not only the significant ones",
+    )
+    parser.add_argument(
         "--by",
         choices=["day"],
         default=None,
@@ -277,16 +282,25 @@ def _rows(document: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return columns, [[i, *parts] for i, parts in enumerate(zip(*values, strict=True))]
 
 
-def format_table(document: Mapping[str, Any]) -> str:
-    """A plain-text table for people: a header line, then aligned columns."""
-    mechanism = document["mechanism"]
+def table_head(campaign: str, document: Mapping[str, Any]) -> str:
+    """The first line of every estimate table: campaign, n, mechanism, epsilon, post-processing
+    and the intervals' confidence."""
+    mechanism = document.get("mechanism")
+    mechanism = mechanism if isinstance(mechanism, dict) else {}
     head = (
-        f"campaign {document['campaign']}  n={document['n']}  "
+        f"campaign {campaign}  n={document.get('n')}  "
         f"mechanism {mechanism.get('mechanism')} (epsilon {mechanism.get('epsilon')})"
     )
-    if "postprocessing" in document:
+    if isinstance(document.get("postprocessing"), str):
         head += f"  postprocessing {document['postprocessing']}"
-    head += f"  {round(100 * document['confidence'], 4):g}% intervals"
+    if isinstance(document.get("confidence"), float):
+        head += f"  {round(100 * document['confidence'], 4):g}% intervals"
+    return head
+
+
+def format_table(document: Mapping[str, Any]) -> str:
+    """A plain-text table for people: a header line, then aligned columns."""
+    head = table_head(document["campaign"], document)
     columns, rows = _rows(document)
     cells = [[_format_number(v) for v in row] for row in rows]
     widths = [
@@ -456,14 +470,15 @@ def run(args: argparse.Namespace) -> int:
         answers = query_answers(result, args, campaign.name)
         if args.format == "table":
             asked = getattr(args, "quantiles", None)
-            format_table: Any = result.format_table  # some kinds take the quantiles to show
-            if asked and "quantiles" in inspect.signature(format_table).parameters:
+            format_table: Any = result.format_table  # some kinds take what to show
+            accepts = inspect.signature(format_table).parameters
+            shown: dict[str, Any] = {"show_all": args.all} if "show_all" in accepts else {}
+            if asked and "quantiles" in accepts:
                 # the table's own quantile rows become the asked ones, shown once
-                table = format_table(quantiles=asked)
+                shown["quantiles"] = asked
                 answers = {key: value for key, value in answers.items() if key != "quantiles"}
-            else:
-                table = result.format_table()
-            sys.stdout.write(table.rstrip("\n") + "\n")
+            sys.stdout.write(table_head(campaign.name, result.to_dict()) + "\n")
+            sys.stdout.write(format_table(**shown).rstrip("\n") + "\n")
             if answers:
                 sys.stdout.write(format_answers(answers))
         else:

@@ -119,7 +119,9 @@ def test_haar_ranges_and_key_value_tables(
     code, out, _ = _run(
         capsys, "estimate", "--db", str(db), "--campaign", "kv", "--format", "table"
     )
-    assert code == 0 and out.startswith("n = 2000; PCKV-UE") and out.endswith("\n")
+    head, rest = out.split("\n", 1)  # every estimate table opens with the same header line
+    assert head == "campaign kv  n=2000  mechanism pckv (epsilon 2.0)  95% intervals"
+    assert code == 0 and rest.startswith("n = 2000; PCKV-UE") and out.endswith("\n")
     code, out, _ = _run(capsys, "estimate", "--db", str(db), "--campaign", "kv", "--format", "json")
     keys = json.loads(out)["keys"]
     assert abs(keys[0]["mean"] - 0.5) < 5 * keys[0]["mean_std_error"]
