@@ -12,6 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
+from analysis.commands._arguments import resolve_format
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.cli_checks import database_error_message
@@ -62,6 +63,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    resolve_format(args)
     try:
         check_arguments(args)
         return int(args.handler(args))

@@ -87,31 +87,31 @@ def build_parser() -> argparse.ArgumentParser:
     dap_cli.register(commands)
 
     init_db = commands.add_parser("init-db", help="create the database or apply migrations")
-    init_db.add_argument("--db", required=True)
+    init_db.add_argument("--db", required=True, help="the collector's SQLite database")
     init_db.set_defaults(handler=_init_db)
 
     keys = commands.add_parser("keys", help="the X25519 key pairs devices seal reports to")
     keys_commands = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, text in (("list", "list the key pairs"), ("rotate", "make a new active pair")):
         sub = keys_commands.add_parser(action, help=text)
-        sub.add_argument("--db", required=True)
+        sub.add_argument("--db", required=True, help="the collector's SQLite database")
         sub.set_defaults(handler=_keys)
 
     campaign = commands.add_parser("campaign", help="manage campaigns directly in the database")
     campaign_commands = campaign.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = campaign_commands.add_parser("create", help="create a campaign from a JSON file")
     create.add_argument("--file", required=True, help="campaign JSON document ('-': stdin)")
-    create.add_argument("--db", required=True)
+    create.add_argument("--db", required=True, help="the collector's SQLite database")
     create.set_defaults(handler=_campaign_create)
     listing = campaign_commands.add_parser("list", help="every campaign: mechanism, n, status")
-    listing.add_argument("--db", required=True)
+    listing.add_argument("--db", required=True, help="the collector's SQLite database")
     listing.set_defaults(handler=_campaign_list)
     for action, text, handler in (
         ("show", "a campaign's document, reports per day and status", _campaign_show),
         ("close", "close a campaign to new reports (its estimates stay)", _campaign_close),
     ):
         sub = campaign_commands.add_parser(action, help=text)
-        sub.add_argument("--db", required=True)
+        sub.add_argument("--db", required=True, help="the collector's SQLite database")
         sub.add_argument("--name", required=True, help="the campaign's name")
         sub.set_defaults(handler=handler)
 

@@ -42,11 +42,17 @@ MIN_TOKEN_LENGTH = 16
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ldp-shuffler", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ldp-shuffler",
+        description="The anonymizing shuffler between devices and the collector: it holds "
+        "sealed reports until a campaign's batch is large enough, then forwards them in a "
+        "random order without who sent them. The collector token is the environment variable "
+        f"{TOKEN_ENV}.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     init_db = commands.add_parser("init-db", help="create the shuffler's database")
-    init_db.add_argument("--db", required=True)
+    init_db.add_argument("--db", required=True, help="the shuffler's SQLite database to create")
     init_db.set_defaults(handler=_init_db)
     credentials = commands.add_parser(
         "credentials", help="the app operator's device credentials (shuffler.credentials)"
@@ -59,13 +65,29 @@ def build_parser() -> argparse.ArgumentParser:
     keygen.set_defaults(handler=_keygen)
     issue = actions.add_parser("issue", help="print new per-install tokens, one a line")
     issue.add_argument("--key", required=True, help="the signing key keygen wrote")
-    issue.add_argument("--count", type=_at_least_one, default=1)
+    issue.add_argument("--count", type=_at_least_one, default=1, help="tokens to print (1)")
     issue.set_defaults(handler=_issue)
-    for name, handler in (("serve", _serve), ("forward", _forward)):
-        sub = commands.add_parser(name, help=f"{name} (see the module docstring)")
-        sub.add_argument("--db", required=True)
+    for name, handler, text in (
+        (
+            "serve",
+            _serve,
+            "take sealed uploads over HTTP and forward them in shuffled batches (runs the "
+            "forwarder beside the server and restarts it when it exits)",
+        ),
+        ("forward", _forward, "only forward waiting reports in shuffled batches (no server)"),
+    ):
+        sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        sub.add_argument(
+            "--db", required=True, help="the shuffler's SQLite database (made by init-db)"
+        )
         sub.add_argument("--collector", required=True, help="the collector's base URL")
-        sub.add_argument("--max-batch", type=_at_least_one, default=10_000)
+        sub.add_argument(
+            "--max-batch",
+            type=_at_least_one,
+            default=10_000,
+            metavar="N",
+            help="most reports forwarded in one batch (10000)",
+        )
         sub.add_argument("--interval", type=float, default=0.2, help="seconds between rounds")
         sub.add_argument(
             "--max-wait",
@@ -147,11 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
                 help="most reports waiting per campaign; an upload beyond it is refused (503) "
                 f"before it is acknowledged (default {DEFAULT_MAX_PENDING})",
             )
-            sub.add_argument("--host", default="127.0.0.1")
-            sub.add_argument("--port", type=int, default=8100)
-            sub.add_argument("--workers", type=int, default=2)
-            sub.add_argument("--threads", type=int, default=4)
-            sub.add_argument("--log-level", default="warning")
+            sub.add_argument("--host", default="127.0.0.1", help="address to listen on")
+            sub.add_argument("--port", type=int, default=8100, help="port (0: a free one; 8100)")
+            sub.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+            sub.add_argument("--threads", type=int, default=4, help="threads per worker (4)")
+            sub.add_argument(
+                "--log-level", default="warning", help="gunicorn error log level (warning)"
+            )
             sub.add_argument(
                 "--cors-origin",
                 action="append",

@@ -7,6 +7,7 @@ its type, default and help; a command module calls the ones it takes.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from analysis.gap import DEFAULT_DELTA, NEIGHBOURING
@@ -15,6 +16,7 @@ from analysis.postprocess import ALIASES, DEFAULT_REPLICATES, METHODS
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_ALPHA = 0.05
 DEFAULT_CHUNK_SIZE = 50_000
+DEFAULT_POSTPROCESS = "base"
 
 
 def positive_int(text: str) -> int:
@@ -84,13 +86,19 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, repeatable_db: bool
     )
 
 
-def add_postprocess_arguments(parser: argparse.ArgumentParser, *, default: str = "base") -> None:
-    """--postprocess, --replicates, --seed: consistency post-processing and its bootstrap."""
+def add_postprocess_arguments(parser: argparse.ArgumentParser) -> None:
+    """--postprocess, --replicates, --seed: consistency post-processing and its bootstrap.
+
+    One default in every command, ``base``: the raw unbiased estimate, whose intervals are
+    exact; a post-processing method trades a bias for a smaller error and is asked for.
+    """
     parser.add_argument(
         "--postprocess",
         choices=[*METHODS, *ALIASES],
-        default=default,
-        help=f"consistency post-processing (default {default}; base: the raw unbiased estimate)",
+        metavar="{" + ",".join(METHODS) + "}",  # em and ibu are accepted names of mle
+        default=DEFAULT_POSTPROCESS,
+        help=f"consistency post-processing (default {DEFAULT_POSTPROCESS}: the raw unbiased "
+        "estimate, exact intervals; norm-sub, mle, ...: smaller error, a bias)",
     )
     parser.add_argument(
         "--replicates",
@@ -105,13 +113,34 @@ def add_postprocess_arguments(parser: argparse.ArgumentParser, *, default: str =
 def add_format_argument(
     parser: argparse.ArgumentParser, choices: Sequence[str], *, help: str | None = None
 ) -> None:
-    """--format, one of ``choices`` (the first is the default)."""
+    """--format, one of ``choices``, the first being the one for people (a table, or a line).
+
+    One meaning in every command: without --format, the first choice when stdout is a terminal
+    and ``json`` when it is piped or redirected (:func:`resolve_format`).
+    """
+    if "json" not in choices:
+        raise ValueError(f"--format choices must include json; got {list(choices)}")
     parser.add_argument(
         "--format",
         choices=list(choices),
-        default=choices[0],
-        help=help or f"output format (default {choices[0]})",
+        default=None,
+        help=(help or "output format")
+        + f" (default: {choices[0]} when stdout is a terminal, json when it is piped)",
     )
+    parser.set_defaults(format_choices=tuple(choices))
+
+
+def resolve_format(args: argparse.Namespace, *, terminal: bool | None = None) -> None:
+    """Fill in a --format not given: the people's format at a terminal, json otherwise."""
+    choices = getattr(args, "format_choices", None)
+    if choices is None or getattr(args, "format", None) is not None:
+        return
+    if terminal is None:
+        try:
+            terminal = sys.stdout.isatty()
+        except (AttributeError, ValueError):
+            terminal = False
+    args.format = choices[0] if terminal else "json"
 
 
 def add_alpha_argument(parser: argparse.ArgumentParser, *, help: str) -> None:

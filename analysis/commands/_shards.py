@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from analysis.commands._arguments import positive_int
+from analysis.progress import progress_enabled
 from analysis.sharded import Sources
 from analysis.sources import DEFAULT_SPLIT_EVERY
 
@@ -62,6 +63,6 @@ def sources_of(args: argparse.Namespace) -> Sources:
         split_every=args.split_every,
         since=args.since,
         until=args.until,
-        progress=sys.stderr.isatty(),
+        progress=progress_enabled(getattr(args, "quiet", False)),
         summary=lambda line: print(line, file=sys.stderr),
     )

@@ -21,12 +21,15 @@ the day each report arrived); ``--by day`` prints one estimate per day with its 
 (a day below ``min_batch_size`` shows its n and no estimate). Both work over several sources
 and on ``--dask`` too (each report once, in the day of its copy kept; docs/scale-out.md). The
 options are spelled once in ``analysis.commands._arguments``.
+Without ``--format`` the output is a table when stdout is a terminal and JSON when it is piped;
+``--quiet`` turns off the progress bars (off anyway when stderr is not a terminal).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import io
 import json
 import sys
@@ -50,9 +53,10 @@ from analysis.documents import daily_series_document, frequency_document, mean_d
 from analysis.estimation import DocumentedEstimate, MeanEstimate, json_safe
 from analysis.loading import check_window, database_days, estimable_candidates, load_estimate
 from analysis.postprocess import postprocess
+from analysis.progress import add_quiet_argument
 from analysis.sharded import sharded_days, sharded_estimate
 
-FORMATS = ("json", "table", "csv")
+FORMATS = ("table", "json", "csv")
 
 
 def register(subparsers: Any) -> None:
@@ -80,6 +84,12 @@ def register(subparsers: Any) -> None:
         help="family-wise false-positive rate of the --top significance tests (default 0.05)",
     )
     add_window_arguments(parser)
+    add_quiet_argument(parser)
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="tables of discovered strings: every string tested, not only the significant ones",
+    )
     parser.add_argument(
         "--by",
         choices=["day"],
@@ -272,16 +282,25 @@ def _rows(document: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return columns, [[i, *parts] for i, parts in enumerate(zip(*values, strict=True))]
 
 
-def format_table(document: Mapping[str, Any]) -> str:
-    """A plain-text table for people: a header line, then aligned columns."""
-    mechanism = document["mechanism"]
+def table_head(campaign: str, document: Mapping[str, Any]) -> str:
+    """The first line of every estimate table: campaign, n, mechanism, epsilon, post-processing
+    and the intervals' confidence."""
+    mechanism = document.get("mechanism")
+    mechanism = mechanism if isinstance(mechanism, dict) else {}
     head = (
-        f"campaign {document['campaign']}  n={document['n']}  "
+        f"campaign {campaign}  n={document.get('n')}  "
         f"mechanism {mechanism.get('mechanism')} (epsilon {mechanism.get('epsilon')})"
     )
-    if "postprocessing" in document:
+    if isinstance(document.get("postprocessing"), str):
         head += f"  postprocessing {document['postprocessing']}"
-    head += f"  {round(100 * document['confidence'], 4):g}% intervals"
+    if isinstance(document.get("confidence"), float):
+        head += f"  {round(100 * document['confidence'], 4):g}% intervals"
+    return head
+
+
+def format_table(document: Mapping[str, Any]) -> str:
+    """A plain-text table for people: a header line, then aligned columns."""
+    head = table_head(document["campaign"], document)
     columns, rows = _rows(document)
     cells = [[_format_number(v) for v in row] for row in rows]
     widths = [
@@ -450,7 +469,16 @@ def run(args: argparse.Namespace) -> int:
             )
         answers = query_answers(result, args, campaign.name)
         if args.format == "table":
-            sys.stdout.write(result.format_table().rstrip("\n") + "\n")
+            asked = getattr(args, "quantiles", None)
+            format_table: Any = result.format_table  # some kinds take what to show
+            accepts = inspect.signature(format_table).parameters
+            shown: dict[str, Any] = {"show_all": args.all} if "show_all" in accepts else {}
+            if asked and "quantiles" in accepts:
+                # the table's own quantile rows become the asked ones, shown once
+                shown["quantiles"] = asked
+                answers = {key: value for key, value in answers.items() if key != "quantiles"}
+            sys.stdout.write(table_head(campaign.name, result.to_dict()) + "\n")
+            sys.stdout.write(format_table(**shown).rstrip("\n") + "\n")
             if answers:
                 sys.stdout.write(format_answers(answers))
         else:

@@ -50,6 +50,7 @@ from analysis.gap import (
     simulated_kind_gap,
     users_needed,
 )
+from analysis.progress import add_quiet_argument, progress
 from analysis.streaming import json_safe
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle
@@ -118,7 +119,8 @@ def register(subparsers: Any) -> None:
         default=10,
         help="runs of each randomized central mechanism averaged in a simulation (10)",
     )
-    add_format_argument(parser, ("json", "table"))
+    add_format_argument(parser, ("table", "json"))
+    add_quiet_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -165,7 +167,9 @@ def gap_document(args: argparse.Namespace) -> dict[str, Any]:
         if from_db:
             raise ValueError("--simulate draws its own population: give --mechanism and --n")
         simulation = parse_simulation(args.simulate)
-        document.update(simulated_kind_gap(mechanism, n, simulation, options, seed=args.seed))
+        with progress(desc=f"simulating {n} devices", total=1, quiet=args.quiet) as bar:
+            document.update(simulated_kind_gap(mechanism, n, simulation, options, seed=args.seed))
+            bar.update()
     else:
         document.update(kind_gap(mechanism, n, options))
     if args.target_std is not None:

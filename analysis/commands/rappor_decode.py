@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     source.add_argument("--reports", help="CSV client,cohort,rappor (bit k-1 first)")
     source.add_argument("--counts", help="per-cohort counts CSV (sum_bits.py output)")
     parser.add_argument("--candidates", required=True, help="candidate strings, one per line")
-    add_format_argument(parser, ("json", "table"))
+    add_format_argument(parser, ("table", "json"))
     add_alpha_argument(
         parser, help="family-wise false-positive rate of the Bonferroni tests (default 0.05)"
     )

@@ -9,6 +9,10 @@ own view: the mean, RAPPOR's candidates, discovered items, marginal heatmaps (CA
 Fourier), histogram and CDF, ranges, keys) and, with
 ``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
 one-line summary. ``--since`` and ``--until`` keep the reports of those UTC days (inclusive).
+``--db`` (repeated), ``--parquet`` and ``--dask`` read the campaign from several sources, each
+report once, as ``estimate`` does (docs/scale-out.md). The shared flags mean what they mean in
+``estimate``: ``--postprocess`` defaults to ``base``, ``--format`` to the one-line summary at a
+terminal and JSON when stdout is piped, ``--quiet`` turns off the progress bar on stderr.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from analysis.commands._arguments import (
     add_source_arguments,
     add_window_arguments,
 )
+from analysis.commands._shards import add_shard_arguments, uses_shards
 from analysis.gap import DEFAULT_DELTA
+from analysis.progress import add_quiet_argument, progress
 
 REPORT_KINDS = (
     "mean",
@@ -55,9 +61,10 @@ def register(subparsers: Any) -> None:
             "for its privacy, in one HTML page with embedded figures."
         ),
     )
-    add_source_arguments(parser)
+    add_source_arguments(parser, repeatable_db=True)
+    add_shard_arguments(parser)
     parser.add_argument("--out", required=True, help="the HTML file to write")
-    add_postprocess_arguments(parser, default="norm-sub")
+    add_postprocess_arguments(parser)
     parser.add_argument("--top", type=int, default=20, help="items shown (default 20)")
     add_alpha_argument(parser, help="significance level (0.05)")
     add_central_arguments(
@@ -66,6 +73,7 @@ def register(subparsers: Any) -> None:
         f"({DEFAULT_DELTA:g})",
     )
     add_window_arguments(parser)
+    add_quiet_argument(parser)
     parser.add_argument("--json", dest="json_path", help="also write the numbers as JSON here")
     add_format_argument(
         parser,
@@ -86,44 +94,54 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--top must be a positive integer; got {args.top!r}")
     if not 0 < args.delta < 1:
         raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
-    stored = load_campaign(args.db, args.campaign)
-    kind = stored.mechanism.estimate_kind
-    if kind not in REPORTED_KINDS:
-        raise ValueError(
-            f"campaign {stored.name!r} uses {stored.mechanism.name!r} (estimate kind {kind!r}): "
-            f"the report covers frequencies and {', '.join(REPORT_KINDS)}; use "
-            "`ldp-analyze estimate` for its numbers"
-        )
-    campaign, raw = load_estimate(
-        args.db,
-        args.campaign,
-        confidence=args.confidence,
-        chunk_size=args.chunk_size,
-        since=args.since,
-        until=args.until,
-    )
-    batch_sizes = batch_credentials = None
-    if campaign.shuffle is not None:
-        from collector.storage import Storage
+    if not args.db and not args.parquet:
+        raise ValueError("give at least one source: --db PATH or --parquet DIR")
+    stored = load_campaign(args.db[0], args.campaign) if args.db else None
+    if stored is not None:
+        _check_reported(stored)
+    with progress(desc=f"report {args.campaign}", total=3, unit="step", quiet=args.quiet) as bar:
+        bar.set_postfix_str("estimate")
+        if uses_shards(args):  # several sources: each report once (docs/scale-out.md)
+            from analysis.commands.estimate import load_sharded_estimate
 
-        with Storage(args.db, create=False) as storage:
-            batch_sizes = storage.batch_sizes(campaign.name)
-            batch_credentials = storage.batch_credentials(campaign.name)
-    report = build_report(
-        campaign,
-        raw,
-        method=args.postprocess,
-        delta=args.delta,
-        neighbouring=args.neighbouring,
-        top=args.top,
-        alpha=args.alpha,
-        replicates=args.replicates,
-        seed=args.seed,
-        batch_sizes=batch_sizes,
-        batch_credentials=batch_credentials,
-    )
-    page = render_html(report)
-    _write(args.out, page)
+            campaign, raw = load_sharded_estimate(args)
+            _check_reported(campaign)
+        else:
+            campaign, raw = load_estimate(
+                args.db[0],
+                args.campaign,
+                confidence=args.confidence,
+                chunk_size=args.chunk_size,
+                since=args.since,
+                until=args.until,
+            )
+        bar.update()
+        batch_sizes = batch_credentials = None
+        if campaign.shuffle is not None and not uses_shards(args):  # batches: one database
+            from collector.storage import Storage
+
+            with Storage(args.db[0], create=False) as storage:
+                batch_sizes = storage.batch_sizes(campaign.name)
+                batch_credentials = storage.batch_credentials(campaign.name)
+        bar.set_postfix_str("figures")
+        report = build_report(
+            campaign,
+            raw,
+            method=args.postprocess,
+            delta=args.delta,
+            neighbouring=args.neighbouring,
+            top=args.top,
+            alpha=args.alpha,
+            replicates=args.replicates,
+            seed=args.seed,
+            batch_sizes=batch_sizes,
+            batch_credentials=batch_credentials,
+        )
+        bar.update()
+        bar.set_postfix_str("page")
+        page = render_html(report)
+        _write(args.out, page)
+        bar.update()
     if args.json_path:
         _write(args.json_path, report.to_json())
     if args.format == "json":
@@ -138,6 +156,17 @@ def run(args: argparse.Namespace) -> int:
             + "\n"
         )
     return 0
+
+
+def _check_reported(stored: Any) -> None:
+    """A ValueError for a campaign whose estimate kind has no report view."""
+    kind = stored.mechanism.estimate_kind
+    if kind not in REPORTED_KINDS:
+        raise ValueError(
+            f"campaign {stored.name!r} uses {stored.mechanism.name!r} (estimate kind {kind!r}): "
+            f"the report covers frequencies and {', '.join(REPORT_KINDS)}; use "
+            "`ldp-analyze estimate` for its numbers"
+        )
 
 
 def _write(path: str, text: str) -> None:

@@ -52,8 +52,23 @@ def test_a_discovery_campaign_prints_its_discovered_items(
     assert set(HELD) <= set(significant)
     assert set(document["items"][0]) >= {"value", "frequency", "std_error", "significant"}
     assert [level["reports"] for level in document["levels"]]
-    assert main(["estimate", "--db", str(db), "--campaign", "search", "--format", "table"]) == 0
-    assert "level 0:" in capsys.readouterr().out
+    argv = ["estimate", "--db", str(db), "--campaign", "search", "--format", "table"]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "level 0:" in table
+    head, columns, *rows = table.splitlines()
+    assert head.startswith(f"campaign search  n={document['n']}  mechanism pem")
+    assert columns.split() == [
+        *("value", "frequency", "std_error", "ci_low", "ci_high", "significant")
+    ]
+    marks = [row.rsplit(" ", 1)[-1] for row in rows[: len(document["items"])]]
+    assert marks[: len(significant)] == ["yes"] * len(significant)  # the answer first
+    assert "  no" not in table
+    assert main([*argv, "--all"]) == 0
+    every = capsys.readouterr().out
+    hidden = len(document["items"]) - len(significant)
+    assert every.count("  no\n") == hidden  # --all shows the strings that are not significant
+    assert hidden > 0 and "--all shows them" in table  # the data holds strings below the bar
 
 
 def test_a_sketch_campaign_is_estimated_against_its_candidates(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,9 @@ def test_quantiles_of_a_distribution(db: Path, capsys: pytest.CaptureFixture[str
     assert 3.0 < document["quantiles"][0]["value"] < 5.0
     assert document["quantiles"][0]["ci_low"] <= document["quantiles"][0]["value"]
     code, out, _ = _run(capsys, *argv, "--format", "table")
-    assert code == 0 and "quantile 0.9:" in out
+    assert code == 0
+    quantile_rows = [line.split()[0] for line in out.splitlines() if re.match(r" +0\.\d+ ", line)]
+    assert quantile_rows == ["0.5", "0.9"]  # only the asked quantiles, each once (not 0.99)
 
 
 def test_range_of_a_hierarchical_campaign(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,12 +111,17 @@ def test_haar_ranges_and_key_value_tables(
         assert row["ci_low"] <= row["value"] <= row["ci_high"]
     code, out, _ = _run(capsys, *argv, "--format", "table")
     assert code == 0 and "Haar wavelet" in out and "\nrange [0, 8): " in out
+    code, out, _ = _run(capsys, *argv, "--quantiles", "0.5", "--format", "table")
+    line = next(line for line in out.splitlines() if line.startswith("quantiles: "))
+    assert code == 0 and "p50 = " in line and "p90" not in line and "p99" not in line
     code, _, err = _run(capsys, *argv[:-1], "8,8")
     assert code == 2 and "lo=8, hi=8" in err
     code, out, _ = _run(
         capsys, "estimate", "--db", str(db), "--campaign", "kv", "--format", "table"
     )
-    assert code == 0 and out.startswith("n = 2000; PCKV-UE") and out.endswith("\n")
+    head, rest = out.split("\n", 1)  # every estimate table opens with the same header line
+    assert head == "campaign kv  n=2000  mechanism pckv (epsilon 2.0)  95% intervals"
+    assert code == 0 and rest.startswith("n = 2000; PCKV-UE") and out.endswith("\n")
     code, out, _ = _run(capsys, "estimate", "--db", str(db), "--campaign", "kv", "--format", "json")
     keys = json.loads(out)["keys"]
     assert abs(keys[0]["mean"] - 0.5) < 5 * keys[0]["mean_std_error"]

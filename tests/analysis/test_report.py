@@ -90,7 +90,7 @@ def test_report_renders_a_self_contained_page(
     out, numbers = tmp_path / "report.html", tmp_path / "report.json"
     code = main(
         ["report", "--db", str(db), "--campaign", "pages", "--out", str(out), "--json",
-         str(numbers), "--replicates", "40"]
+         str(numbers), "--replicates", "40", "--format", "text"]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -115,7 +115,7 @@ def test_report_renders_a_self_contained_page(
 
     document = json.loads(numbers.read_text())
     assert document["campaign"] == "pages" and document["n"] == 2000
-    assert document["postprocessing"] == "norm-sub"
+    assert document["postprocessing"] == "base"  # the one --postprocess default
     assert document["privacy"]["reports_per_device"] == 7
     assert set(document["privacy"]["accounting"]) == {"1", "7"}
     expected = utility_gap(mechanism_from_config(CONFIG), 2000).to_dict()
@@ -154,7 +154,7 @@ def _report_and_estimate(
     """The report's JSON, ``ldp-analyze estimate``'s JSON and the page, for one campaign."""
     out, numbers = tmp_path / f"{name}.html", tmp_path / f"{name}.json"
     code = main(["report", "--db", str(db), "--campaign", name, "--out", str(out),
-                 "--json", str(numbers)])  # fmt: skip
+                 "--json", str(numbers), "--format", "text"])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert captured.out.startswith(f"wrote {out}: campaign {name!r}")

@@ -390,7 +390,7 @@ def test_report_command_covers_a_range_campaign(
         )
     out, numbers = tmp_path / "r.html", tmp_path / "r.json"
     code = main(["report", "--db", str(db), "--campaign", "buckets", "--out", str(out),
-                 "--json", str(numbers)])  # fmt: skip
+                 "--json", str(numbers), "--format", "text"])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert captured.out.startswith(f"wrote {out}: campaign 'buckets', n=3000, 2 figures")
@@ -416,7 +416,7 @@ def test_report_command_covers_a_fourier_campaign(
         storage.insert_reports("flags", [(secrets.token_hex(16), json.dumps(p)) for p in payloads])
     out, numbers = tmp_path / "r.html", tmp_path / "r.json"
     code = main(["report", "--db", str(db), "--campaign", "flags", "--out", str(out),
-                 "--json", str(numbers)])  # fmt: skip
+                 "--json", str(numbers), "--format", "text"])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert captured.out.startswith(f"wrote {out}: campaign 'flags', n=4000, 5 figures")

@@ -216,15 +216,25 @@ class ItemsEstimate:
             "nothing_discovered": None if self.outlook is None else self.outlook.to_dict(),
         }
 
-    def format_table(self) -> str:
+    def format_table(self, show_all: bool = False) -> str:
+        """The significant strings with their intervals (``show_all``: every string tested, and
+        the ones that reached the last stage unconfirmed)."""
         out = io.StringIO()
-        width = max([5, *(len(item.value) for item in self.items)])
-        out.write(f"{'value':<{width}}  {'frequency':>10}  {'std_error':>10}  significant\n")
-        for item in self.items:
+        shown = self.items if show_all else self.significant
+        width = max([5, *(len(item.value) for item in shown)])
+        out.write(
+            f"{'value':<{width}}  {'frequency':>10}  {'std_error':>10}  {'ci_low':>10}  "
+            f"{'ci_high':>10}  significant\n"
+        )
+        for item in shown:
             mark = "yes" if item.significant else "no"
             out.write(
-                f"{item.value:<{width}}  {item.frequency:>10.5f}  {item.std_error:>10.5f}  {mark}\n"
+                f"{item.value:<{width}}  {item.frequency:>10.5f}  {item.std_error:>10.5f}  "
+                f"{item.ci_low:>10.5f}  {item.ci_high:>10.5f}  {mark}\n"
             )
+        hidden = len(self.items) - len(shown)
+        if hidden:
+            out.write(f"({hidden} strings not significant are not shown: --all shows them)\n")
         test = (
             f"Bonferroni over {self.examined} strings, alpha = {self.alpha}, "
             f"z > {self.critical_z:.3f}"
@@ -239,7 +249,7 @@ class ItemsEstimate:
             if level.get("best_z") is not None:
                 out.write(f", best z {level['best_z']:.2f}")
             out.write("\n")
-        if self.unconfirmed:
+        if self.unconfirmed and show_all:
             out.write(f"not confirmed: {', '.join(self.unconfirmed)}\n")
         if self.null:
             out.write(f"null: {self.null}\n")

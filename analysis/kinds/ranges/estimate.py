@@ -99,7 +99,7 @@ class RangeEstimate:
             first_at_least(cumulative - z * errors, q),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> dict[str, Any]:
         z = z_value(self.confidence)
         return json_safe(
             {
@@ -125,23 +125,23 @@ class RangeEstimate:
                         "ci_low": self.quantile_interval(q)[0],
                         "ci_high": self.quantile_interval(q)[1],
                     }
-                    for q in (0.5, 0.9, 0.99)
+                    for q in quantiles
                 ],
             }
         )
 
-    def format_table(self) -> str:
+    def format_table(self, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> str:
         lines = [
             f"n = {self.n}; {self.oracle.description}",
             f"{'item':>8} {'frequency':>10} {'std_error':>10}",
         ]
         for i, (f, se) in enumerate(zip(self.frequencies, self.std_errors, strict=True)):
             lines.append(f"{i:>8} {f:>10.4f} {se:>10.4f}")
-        quantiles = ", ".join(
-            f"p{round(100 * q)} = {self.quantile(q)} {list(self.quantile_interval(q))}"
-            for q in (0.5, 0.9, 0.99)
+        text = ", ".join(
+            f"p{100 * q:g} = {self.quantile(q)} {list(self.quantile_interval(q))}"
+            for q in quantiles
         )
-        lines.append(f"quantiles: {quantiles}")
+        lines.append(f"quantiles: {text}")
         return "\n".join(lines)
 
 
