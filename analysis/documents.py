@@ -85,12 +85,12 @@ def frequency_document(
             for h in hitters
         ]
     document["sum_of_frequencies"] = float(np.sum(result.frequencies))
-    return json_safe(document)  # type: ignore[no-any-return]
+    return json_safe(document)
 
 
 def mean_document(campaign: StoredCampaign, result: MeanEstimate) -> dict[str, Any]:
     """The JSON document of a numeric campaign's mean (shaped like the collector's)."""
-    return json_safe(  # type: ignore[no-any-return]
+    return json_safe(
         {
             "campaign": campaign.name,
             "config_id": campaign.config_id,
@@ -134,7 +134,7 @@ def daily_series_document(
     for day, n, result in points:
         point = None if result is None else series_point(campaign, result)
         days.append({"day": day, "n": n, "estimate": point})
-    return json_safe(  # type: ignore[no-any-return]
+    return json_safe(
         {
             "campaign": campaign.name,
             "config_id": campaign.config_id,

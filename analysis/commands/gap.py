@@ -178,7 +178,7 @@ def gap_document(args: argparse.Namespace) -> dict[str, Any]:
         document["users_needed"] = users_needed(
             mechanism, args.target_std, delta=args.delta, neighbouring=args.neighbouring
         )
-    return json_safe(document)  # type: ignore[no-any-return]
+    return json_safe(document)
 
 
 def _options(

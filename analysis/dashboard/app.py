@@ -95,11 +95,11 @@ def create_app(
 
 
 def _ext() -> dict[str, Any]:
-    return current_app.extensions["ldp_dashboard"]  # type: ignore[no-any-return]
+    return current_app.extensions["ldp_dashboard"]
 
 
 def _backend() -> Backend:
-    return _ext()["backend"]  # type: ignore[no-any-return]
+    return _ext()["backend"]
 
 
 def _headers(response: Response) -> Response:
@@ -365,4 +365,4 @@ def central_gap(state: CampaignState) -> dict[str, Any]:
 
 
 def _finite(document: dict[str, Any]) -> dict[str, Any]:
-    return json_safe(document)  # type: ignore[no-any-return]
+    return json_safe(document)

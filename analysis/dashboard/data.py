@@ -70,7 +70,7 @@ def document_of(campaign: StoredCampaign, result: Any) -> dict[str, Any]:
     """The ``ldp-analyze estimate --format json`` document of a raw estimate (the command's own
     document functions)."""
     if isinstance(result, DocumentedEstimate):
-        return json_safe({"campaign": campaign.name, **result.to_dict()})  # type: ignore[no-any-return]
+        return json_safe({"campaign": campaign.name, **result.to_dict()})
     if isinstance(result, MeanEstimate):
         return mean_document(campaign, result)
     return frequency_document(campaign, result)

@@ -737,7 +737,7 @@ class PEM(DeviceKeyed, Mechanism):
             return None
 
     def frequency_variance(
-        self, n_level: int | npt.NDArray[np.int64], n: int, f: FloatArray
+        self, n_level: int | npt.NDArray[np.int64], n: int, f: float | FloatArray
     ) -> FloatArray:
         """Var of the estimate (C/n_i - q*)/(p* - q*) of a frequency f from n_i reports (one
         level's, or several levels' pooled; heavy-hitters.md): the randomized response, plus

@@ -34,14 +34,13 @@ from analysis.kinds._common.items_gap import central_recall_bound, recall_precis
 from analysis.selection import rational_epsilon
 from client_sdk.amplification import calibrate_local_epsilon, numerical_epsilon
 from client_sdk.mechanisms import mechanism_from_config
+from client_sdk.mechanisms.base import FrequencyOracle
+from client_sdk.mechanisms.multi import Multi
+from client_sdk.mechanisms.pckv import PCKV
+from client_sdk.mechanisms.pem import PEM
 from collector.calibration import central_guarantee, local_epsilon_for
 from collector.storage import Storage
-
-Z = 5.0
-
-
-def laplace_mse_tolerance(expected: float, m: int) -> float:
-    return Z * math.sqrt(5.0 / m) * expected
+from tests.analysis.gap_tolerance import Z, laplace_mse_tolerance
 
 
 def test_an_unknown_kind_has_no_gap() -> None:
@@ -75,8 +74,9 @@ def test_shuffled_column_exact() -> None:
     assert numerical_epsilon(eps0, n, 1e-6) <= 1.0 * (1 + 1e-3)
     exact = column["exact"]
     shuffled = mechanism_from_config({"mechanism": "oue", "epsilon": eps0, "k": 100})
-    assert exact["local_only_variance"] == oue.variance_per_user() / n  # type: ignore[attr-defined]
-    assert exact["shuffled_variance"] == pytest.approx(shuffled.variance_per_user() / n)  # type: ignore[attr-defined]
+    assert isinstance(oue, FrequencyOracle) and isinstance(shuffled, FrequencyOracle)
+    assert exact["local_only_variance"] == oue.variance_per_user() / n
+    assert exact["shuffled_variance"] == pytest.approx(shuffled.variance_per_user() / n)
     sigma = central_gaussian_sigma(1.0, 1e-6)
     assert exact["central_gaussian_variance"] == pytest.approx(sigma**2 / n**2)
     assert exact["central_laplace_variance"] == pytest.approx(8 / n**2)
@@ -98,11 +98,12 @@ def test_shuffled_column_of_a_stored_campaign_uses_the_real_batches() -> None:
     local_only = mechanism_from_config(
         {"mechanism": "grr", "epsilon": guarantee["epsilon"], "k": 20}
     )
+    assert isinstance(local_only, FrequencyOracle) and isinstance(grr, FrequencyOracle)
     assert column["exact"]["local_only_variance"] == pytest.approx(
-        local_only.variance_per_user() / sum(sizes)  # type: ignore[attr-defined]
+        local_only.variance_per_user() / sum(sizes)
     )
     assert column["exact"]["shuffled_variance"] == pytest.approx(
-        grr.variance_per_user() / sum(sizes)  # type: ignore[attr-defined]
+        grr.variance_per_user() / sum(sizes)
     )
 
 
@@ -204,10 +205,11 @@ def test_heavy_hitter_detection_thresholds_exact() -> None:
     assert detection["central_laplace_frequency"] == pytest.approx(
         (2 / 2.0) * math.log(500 / (2 * 0.05)) / 50_000
     )
-    p, q = pem.p_star, pem.q_star  # type: ignore[attr-defined]
+    assert isinstance(pem, PEM)
+    p, q = pem.p_star, pem.q_star
     from scipy.stats import norm
 
-    n_last = 50_000 / pem.levels  # type: ignore[attr-defined]
+    n_last = 50_000 / pem.levels
     expected = norm.isf(0.05 / 500) * math.sqrt(q * (1 - q) / n_last) / (p - q)
     assert detection["local_frequency"] == pytest.approx(expected, rel=1e-9)
 
@@ -237,6 +239,7 @@ MULTI = {
 
 def test_multi_gap_exact_and_measured() -> None:
     m = mechanism_from_config(MULTI)
+    assert isinstance(m, Multi)
     n = 20_000
     document = simulated_kind_gap(m, n, parse_simulation("zipf"), GapOptions(), seed=5)
     tables = document["tables"]
@@ -246,7 +249,7 @@ def test_multi_gap_exact_and_measured() -> None:
     for j, table in enumerate(tables):
         cells = table["cells"]
         assert table["ldp_cell_variance"] == pytest.approx(
-            float(np.mean(m.variance(n, j, np.full(cells, 1 / cells))))  # type: ignore[attr-defined]
+            float(np.mean(m.variance(n, j, np.full(cells, 1 / cells))))
         )
         assert table["central_laplace_cell_variance"] == pytest.approx(laplace)
         assert table["central_gaussian_cell_variance"] == pytest.approx(2 * sigma**2 / n**2)
@@ -262,12 +265,13 @@ def test_multi_gap_exact_and_measured() -> None:
 
 def test_key_value_gap() -> None:
     m = mechanism_from_config({"mechanism": "pckv", "epsilon": 2.0, "k": 10, "padding": 2})
+    assert isinstance(m, PCKV)
     n = 10_000
     document = simulated_kind_gap(m, n, parse_simulation("zipf"), GapOptions(), seed=7)
     b = 2 * (2 * 2) / 2.0  # half the budget each, Delta = 2 l under replace
     assert document["frequency"]["central_laplace_variance"] == pytest.approx(2 * b * b / n**2)
     assert document["frequency"]["ldp_variance_at_zero"] == pytest.approx(
-        float(m.frequency_variance(n, np.zeros(1))[0])  # type: ignore[attr-defined]
+        float(m.frequency_variance(n, np.zeros(1))[0])
     )
     frequency = document["simulation"]["frequency"]
     expected = frequency["central_laplace_expected"]
@@ -397,3 +401,30 @@ def test_heavy_hitter_truth_with_fewer_strings_than_k() -> None:
     assert document["above_threshold"]["threshold"] == 200 / 500
     with pytest.raises(ValueError, match="sum to 0"):
         measured_kind_gap(cms, raw, dict.fromkeys(words, 0), GapOptions())
+
+
+@pytest.mark.parametrize(
+    ("config", "spec", "key"),
+    [
+        ({"mechanism": "fourier", "epsilon": 1.0, "order": 2,
+          "attributes": [{"name": n} for n in ("a", "b", "c", "d", "e")]}, "zipf", "sizes"),
+        ({"mechanism": "laplace", "epsilon": 1, "lower": 0, "upper": 5}, "lognormal:0.5",
+         "ldp_squared_error"),
+        ({"mechanism": "rappor", "k": 32, "h": 2, "m": 16, "f": 0.5, "p": 0.5, "q": 0.75},
+         "uniform", "ldp_mse"),
+    ],
+)  # fmt: skip
+def test_gap_command_covers_fourier_mean_and_rappor(
+    config: dict[str, Any], spec: str, key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ["gap", "--mechanism", json.dumps(config), "--n", "3000", "--vocabulary", "20"]
+    assert cli.main([*arguments, "--format", "json"]) == 0
+    exact = json.loads(capsys.readouterr().out)
+    kind = mechanism_from_config(config).estimate_kind
+    assert exact["kind"] == kind and "simulation" not in exact
+    assert cli.main([*arguments, "--simulate", spec, "--seed", "4"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["simulation"]["population"] == parse_simulation(spec).describe()
+    assert key in document["simulation"]
+    assert cli.main([*arguments, "--format", "table"]) == 0
+    assert "variance_ratio" in capsys.readouterr().out

@@ -27,6 +27,7 @@ from analysis.dataset import load_campaign
 from analysis.gap import kind_gap, utility_gap
 from analysis.report import build_report, privacy_section, render_html
 from client_sdk import mechanism_from_config
+from client_sdk.mechanisms.rappor import RAPPOR
 from collector.storage import Storage
 
 CONFIG = {"mechanism": "oue", "epsilon": 1.0, "k": 12}
@@ -69,9 +70,10 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
             {"name": "homepage", "mechanism": RAPPOR_CONFIG, "domain": CANDIDATES}
         )
         rappor = mechanism_from_config(RAPPOR_CONFIG)
+        assert isinstance(rappor, RAPPOR)
         rng = np.random.default_rng(8)
         held = rng.choice(3, RAPPOR_N, p=[0.5, 0.3, 0.2])
-        reports = rappor.simulate_clients([CANDIDATES[i] for i in held], rng=rng)  # type: ignore[attr-defined]
+        reports = rappor.simulate_clients([CANDIDATES[i] for i in held], rng=rng)
         rows = rappor.to_wire(reports)
         storage.insert_reports("homepage", [(secrets.token_hex(16), json.dumps(p)) for p in rows])
     return path

@@ -40,6 +40,12 @@ from analysis.report import Report, build_report, central_section, render_html
 from analysis.report_kinds import VIEWS
 from client_sdk.amplification import numerical_epsilon
 from client_sdk.mechanisms import mechanism_from_config
+from client_sdk.mechanisms.fourier import Fourier
+from client_sdk.mechanisms.multi import Multi
+from client_sdk.mechanisms.numeric import NumericMechanism
+from client_sdk.mechanisms.pckv import PCKV
+from client_sdk.mechanisms.rappor import RAPPOR
+from client_sdk.mechanisms.square_wave import SquareWave
 from collector.calibration import local_epsilon_for
 from collector.storage import Storage, StoredCampaign
 
@@ -121,12 +127,14 @@ def reports() -> dict[str, Report]:
                         {"name": "version", "k": 4}],
          "marginals": [["os", "version"]]},
     )  # fmt: skip
+    assert isinstance(c.mechanism, Multi)
     records = multi_records(c.mechanism, N, ZIPF, rng)
     raw = estimate(c.mechanism, c.mechanism.perturb(records, rng=rng))
     out["multi"] = build_report(c, raw, truth=records)
 
     c = campaign("features", {"mechanism": "pckv", "epsilon": 2.0, "k": 5, "padding": 2},
                  domain=[HOSTILE, "b", "c", "d", "e"])  # fmt: skip
+    assert isinstance(c.mechanism, PCKV)
     records_kv = key_value_records(c.mechanism, N, ZIPF, rng)
     out["key-value"] = build_report(
         c, estimate(c.mechanism, c.mechanism.perturb(records_kv, rng=rng)), truth=records_kv
@@ -134,6 +142,7 @@ def reports() -> dict[str, Report]:
 
     config = {"mechanism": "square_wave", "epsilon": 2.0, "lower": 0, "upper": 10, "bins": 8}
     c = campaign("load", config)
+    assert isinstance(c.mechanism, SquareWave)
     values = simulate_values(c.mechanism, N, parse_simulation("lognormal"), rng)
     out["distribution"] = build_report(
         c, estimate(c.mechanism, c.mechanism.perturb(values, rng=rng)), truth=values
@@ -145,12 +154,14 @@ def reports() -> dict[str, Report]:
          "attributes": [{"name": "wifi", "labels": ["off", HOSTILE]}, {"name": "dark"},
                         {"name": "beta"}, {"name": "admin"}]},
     )  # fmt: skip
+    assert isinstance(c.mechanism, Fourier)
     bits = fourier_records(c.mechanism, N, ZIPF, rng)
     out["fourier"] = build_report(
         c, estimate(c.mechanism, c.mechanism.perturb(bits, rng=rng)), truth=bits
     )
 
     c = campaign("duration", {"mechanism": "piecewise", "epsilon": 1.0, "lower": 0, "upper": 60})
+    assert isinstance(c.mechanism, NumericMechanism)
     seconds = mean_values(c.mechanism, N, parse_simulation("lognormal"), rng)
     out["mean"] = build_report(
         c, estimate(c.mechanism, c.mechanism.perturb(seconds, rng=rng)), truth=seconds
@@ -161,6 +172,7 @@ def reports() -> dict[str, Report]:
     c = campaign("apps", config, domain=words)
     held = rng.choice(20, N, p=zipf_weights(20, ZIPF))
     strings = [words[i] for i in held] + ["not-a-candidate"] * 300
+    assert isinstance(c.mechanism, RAPPOR)
     raw = estimate(c.mechanism, c.mechanism.simulate_clients(strings, rng=rng), candidates=words)
     truth_strings = {w: int(k) for w, k in zip(words, np.bincount(held, minlength=20), strict=True)}
     out["rappor"] = build_report(c, raw, truth={**truth_strings, "not-a-candidate": 300}, top=12)
@@ -217,6 +229,7 @@ def test_one_way_marginals_view() -> None:
         {"mechanism": "multi", "epsilon": 2.0, "protocol": "spl",
          "attributes": [{"name": "os", "k": 3}, {"name": "theme", "k": 2}]},
     )  # fmt: skip
+    assert isinstance(c.mechanism, Multi)
     records = multi_records(c.mechanism, 3000, ZIPF, rng)
     report = build_report(c, estimate(c.mechanism, c.mechanism.perturb(records, rng=rng)),
                           truth=records)  # fmt: skip

@@ -78,12 +78,12 @@ def neighbours(u: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def worst_ratio(law, u: np.ndarray) -> float:  # type: ignore[no-untyped-def]
+def worst_ratio(law, u: np.ndarray) -> float:
     base = law(u, EPSILON)
     return max(float(np.max(np.abs(np.log(base) - np.log(law(v, EPSILON))))) for v in neighbours(u))
 
 
-def sample_counts(draw, size: int, outcomes: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+def sample_counts(draw, size: int, outcomes: int) -> np.ndarray:
     rng = np.random.default_rng(2026)
     return np.bincount([draw(rng) for _ in range(size)], minlength=outcomes)
 
@@ -92,7 +92,7 @@ def sample_counts(draw, size: int, outcomes: int) -> np.ndarray:  # type: ignore
     ("mechanism", "law"),
     [(exponential_mechanism, em_law), (permute_and_flip, pf_law)],
 )
-def test_selection_follows_its_exact_law_and_is_private(mechanism, law) -> None:  # type: ignore[no-untyped-def]
+def test_selection_follows_its_exact_law_and_is_private(mechanism, law) -> None:
     expected = law(SCORES, EPSILON)
     assert math.isclose(expected.sum(), 1.0, rel_tol=1e-12)
     n = 2000

@@ -173,7 +173,7 @@ def _cdf_band(estimate: Any) -> dict[str, Any] | None:
     points = min(CDF_POINTS, 2 * bins + 1)
     xs = np.linspace(float(estimate.lower), float(estimate.upper), points)
     bands = [estimate.cdf_interval(float(x)) for x in xs]
-    return json_safe(  # type: ignore[no-any-return]
+    return json_safe(
         {
             "type": "band-line",
             "label": "estimated CDF P[X <= x]",

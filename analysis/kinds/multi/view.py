@@ -309,7 +309,7 @@ def _cells(entry: Mapping[str, Any], confidence: Any) -> list[dict[str, Any]]:
                 "label": f"{names}={value}",
             }
         )
-    return json_safe(cells)  # type: ignore[no-any-return]
+    return json_safe(cells)
 
 
 def _heatmap_display(entry: Mapping[str, Any], confidence: Any) -> dict[str, Any] | None:
@@ -319,7 +319,7 @@ def _heatmap_display(entry: Mapping[str, Any], confidence: Any) -> dict[str, Any
     shape = arrays["frequencies"].shape
     flat = {key: array.reshape(shape[0], -1).tolist() for key, array in arrays.items()}
     attributes = [str(a) for a in entry.get("attributes", [])]
-    return json_safe(  # type: ignore[no-any-return]
+    return json_safe(
         {
             "row_name": attributes[0] if attributes else "row",
             "column_name": ",".join(attributes[1:]) or "column",

@@ -187,7 +187,7 @@ def _range_cdf(estimate: Any, k: int, confidence: Any) -> dict[str, Any] | None:
     except (TypeError, ValueError):
         return None
     z = z_of(confidence)
-    return json_safe(  # type: ignore[no-any-return]
+    return json_safe(
         {
             "type": "band-line",
             "label": "estimated P[v <= r]",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -43,10 +45,16 @@ from analysis.accounting import (
 )
 from analysis.accounting._gaussian import gaussian_hockey_stick
 from client_sdk import mechanism_from_config
+from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
+from client_sdk.mechanisms.gaussian import Gaussian
 from client_sdk.mechanisms.gaussian_calibration import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
 )
+from client_sdk.mechanisms.grr import GRR
+from client_sdk.mechanisms.privacy import ChannelSource
+from client_sdk.mechanisms.rappor import RAPPOR
+from client_sdk.mechanisms.unary import OUE
 
 NR = dp_accounting.NeighboringRelation
 DELTA = 1e-6
@@ -372,6 +380,7 @@ def test_advantage_is_the_largest_gap_of_the_tradeoff(name: str) -> None:
 
 def test_advantage_closed_forms() -> None:
     grr = mechanism_from_config({"mechanism": "grr", "epsilon": 1.0, "k": 5})
+    assert isinstance(grr, GRR)
     assert mechanism_privacy(grr).advantage() == pytest.approx(grr.p_star - grr.q_star, rel=1e-12)
     mu = 0.8
     assert gaussian_dp(mu).advantage() == pytest.approx(2 * special.ndtr(mu / 2) - 1, rel=1e-12)
@@ -535,6 +544,7 @@ def test_asymmetric_pair_is_symmetrised_by_the_envelope() -> None:
 def test_channel_steps_of_every_small_oracle() -> None:
     for name in ("grr", "sue", "oue", "olh", "blh", "hr", "ss"):
         mechanism = mechanism_from_config({"mechanism": name, "epsilon": 1.0, "k": 6})
+        assert isinstance(mechanism, FrequencyOracle)
         step = mechanism_privacy(mechanism)
         pure = step.epsilon_at(0.0)
         assert pure == pytest.approx(mechanism.implemented_epsilon(), rel=1e-9)
@@ -550,6 +560,7 @@ def test_channel_steps_of_every_small_oracle() -> None:
 def test_closed_form_steps_equal_the_enumerated_channel(name: str) -> None:
     """GRR and unary encoding skip the enumeration at any k; at small k both agree."""
     mechanism = mechanism_from_config({"mechanism": name, "epsilon": 1.3, "k": 7})
+    assert isinstance(mechanism, ChannelSource)
     fast, enumerated = mechanism_privacy(mechanism), from_channel(mechanism)
     for count in (1, 40):
         for eps in (0.0, 0.7, 5.0):
@@ -562,6 +573,7 @@ def test_closed_form_steps_equal_the_enumerated_channel(name: str) -> None:
 
 def test_oue_channel_step_is_the_known_pld() -> None:
     mechanism = mechanism_from_config({"mechanism": "oue", "epsilon": 1.0, "k": 5})
+    assert isinstance(mechanism, OUE)
     pld_oue = from_channel(mechanism).terms[0][0].remove
     q = mechanism.q_star
     np.testing.assert_allclose(pld_oue.losses, [-1.0, 0.0, 1.0], atol=1e-9)
@@ -612,7 +624,12 @@ def test_calibrate_reports_a_bracket_without_solution() -> None:
 def test_device_account_composes_campaigns() -> None:
     grr = {"mechanism": "grr", "epsilon": 1.0, "k": 8}
     oue = mechanism_from_config({"mechanism": "oue", "epsilon": 2.0, "k": 6})
-    history = [(grr, 100), (oue, 30), (gaussian(sigma=4.0), 10)]
+    assert isinstance(oue, OUE)
+    history: list[tuple[Mechanism | Mapping[str, Any] | PrivacyAccount, int]] = [
+        (grr, 100),
+        (oue, 30),
+        (gaussian(sigma=4.0), 10),
+    ]
     account = device_account(history)
     manual = (
         mechanism_privacy(mechanism_from_config(grr)) * 100
@@ -636,6 +653,7 @@ def test_device_view_of_the_gaussian_mechanism() -> None:
     are Gaussian DP with mu = sqrt(T) sensitivity / sigma."""
     config = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-6, "lower": 0.0, "upper": 2.0}
     mechanism = mechanism_from_config(config)
+    assert isinstance(mechanism, Gaussian)
     one = device_privacy(config, 1)
     assert one.epsilon_at(1e-6) == pytest.approx(1.0, rel=1e-9)
     many = device_privacy(mechanism, 50)
@@ -677,6 +695,7 @@ def test_rappor_is_accounted_once_per_distinct_value() -> None:
     for f, p, q in ((0.5, 0.25, 0.75), (0.25, 0.3, 0.9)):
         config = {"mechanism": "rappor", "k": 4, "h": 1, "m": 1, "f": f, "p": p, "q": q}
         rappor = mechanism_from_config(config)
+        assert isinstance(rappor, RAPPOR)
         step = mechanism_privacy(rappor)
         assert step.epsilon_at(0.0) == pytest.approx(rappor.epsilon_inf, rel=1e-9)
         prr = next(rappor.channel_matrices("permanent"))
@@ -722,7 +741,7 @@ def test_counts_and_parameters_are_validated() -> None:
             step * bad
     for bad_type in (1.5, True, "2"):
         with pytest.raises(TypeError):
-            step * bad_type  # type: ignore[operator]
+            step * bad_type
     with pytest.raises(ValueError, match="alpha"):
         step.beta_at(1.5)
     with pytest.raises(ValueError, match="q"):

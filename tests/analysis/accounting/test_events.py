@@ -22,6 +22,7 @@ from client_sdk import mechanism_from_config
 from client_sdk.mechanisms.privacy import (
     ApproximateEvent,
     ChannelEvent,
+    ChannelSource,
     GaussianEvent,
     PermanentResponseEvent,
     PrivacyEvent,
@@ -65,9 +66,11 @@ def test_a_permanent_response_is_accounted_by_its_inner_event() -> None:
 
 def test_a_channel_event_uses_the_channel_or_its_fallback() -> None:
     olh = mechanism_from_config({"mechanism": "olh", "epsilon": 1.0, "k": 6})
+    assert isinstance(olh, ChannelSource)
     exact = event_privacy(ChannelEvent(olh, fallback=PureEvent(1.0)))
     assert exact.epsilon_at(DELTA) == pytest.approx(from_channel(olh).epsilon_at(DELTA))
     big = mechanism_from_config({"mechanism": "olh", "epsilon": 1.0, "k": 100_000})
+    assert isinstance(big, ChannelSource)
     fallback = event_privacy(ChannelEvent(big, fallback=ApproximateEvent(1.0, 1e-9)))
     assert fallback.epsilon_at(DELTA) == pytest.approx(
         approximate_dp(1.0, 1e-9).epsilon_at(DELTA), rel=1e-12
@@ -95,6 +98,7 @@ def test_an_unknown_event_is_refused() -> None:
 )
 def test_the_closed_forms_match_the_enumerated_channel(config: dict[str, object]) -> None:
     mechanism = mechanism_from_config(config)
+    assert isinstance(mechanism, ChannelSource)
     closed = mechanism_privacy(mechanism)
     enumerated = from_channel(mechanism)
     for eps in (0.0, 0.5, 1.0):

@@ -58,7 +58,7 @@ def _monte_carlo_losses(
             # Every record but x is 0, so a worker's batch sum is 0, or 1 when x is in it.
             present = np.zeros(samples)
             if worker == 0 and with_record:
-                present = rng.random(samples) < rate
+                present = (rng.random(samples) < rate).astype(np.float64)
             out = present + sigma * rng.standard_normal(samples)
             if worker == 0:
                 ratio = _shard0_density_ratio(out, rate, sigma)

@@ -142,7 +142,7 @@ def _estimate_json(db: str, campaign: str) -> dict[str, Any]:
         check=True,
         timeout=120,
     )
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
+    return json.loads(result.stdout)
 
 
 def test_campaign_page_matches_the_estimate_command(

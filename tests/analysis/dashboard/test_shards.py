@@ -225,7 +225,8 @@ def test_a_slow_merge_is_remade_in_the_background(
     with Storage(extra) as storage:
         storage.insert_reports("colors", _rows(COLORS["mechanism"], 150, seed=50))
     stale = backend.campaign("colors")  # answered at once with the previous merge
-    assert stale is first and stale.n == 1900 and stale.document["n"] == 1900
+    assert stale is first and stale.n == 1900
+    assert stale.document is not None and stale.document["n"] == 1900
     for _ in range(600):
         if not stale.refreshing:
             break

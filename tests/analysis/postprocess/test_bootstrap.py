@@ -23,6 +23,7 @@ from analysis.postprocess import (
     parametric_bootstrap,
     postprocess,
 )
+from client_sdk.mechanisms.memoized_oracle import Memoized
 from tests.analysis.postprocess.common import estimate_of, oracle, zipf_population
 from tests.stats import assert_within_z
 
@@ -132,8 +133,9 @@ def test_bootstrap_for_hadamard_mle_and_memoized_mechanisms() -> None:
         "longitudinal": {"epsilon_permanent": 3.0},
     }
     memoized = oracle(config)
+    assert isinstance(memoized, Memoized)
     values = zipf_population(6, 600)
-    reports = memoized.perturb_independent_devices(values, rng=np.random.default_rng(1))  # type: ignore[attr-defined]
+    reports = memoized.perturb_independent_devices(values, rng=np.random.default_rng(1))
     processed = norm_sub(estimate(memoized, reports), replicates=30)
     assert "sampler simulate" in processed.details["intervals"]
     assert np.all(processed.std_errors > 0)

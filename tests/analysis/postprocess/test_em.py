@@ -59,7 +59,9 @@ def test_diagonal_mle_is_the_maximiser() -> None:
 def test_em_exact_channel_stays_on_simplex_and_likelihood_is_monotone(
     config: dict[str, object],
 ) -> None:
-    est = estimate_of(config, zipf_population(int(config["k"]), 800), 4)  # type: ignore[arg-type]
+    k = config["k"]
+    assert isinstance(k, int)
+    est = estimate_of(config, zipf_population(k, 800), 4)
     mechanism = oracle(config)
     channel = mechanism.em_channel()
     assert channel.kind == "exact"

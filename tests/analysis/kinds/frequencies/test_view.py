@@ -4,6 +4,7 @@ top items (raw and post-processed, with the truth only when given) and the dashb
 from __future__ import annotations
 
 import re
+from typing import TypedDict
 
 import numpy as np
 
@@ -23,12 +24,22 @@ def _column(page: str, header: str) -> list[str]:
     return [re.findall(r"<td>(.*?)</td>", row)[column] for row in rows]
 
 
+class Options(TypedDict):
+    """The report options both renderings share."""
+
+    method: str
+    delta: float
+    neighbouring: str
+    top: int
+    alpha: float
+
+
 def test_the_frequency_page_and_bars_show_the_estimate() -> None:
     stored = campaign({"mechanism": "oue", "epsilon": 2.0, "k": 6}, domain=LABELS)
     values = rng().choice(6, N, p=SHARES)
     raw = estimate(stored.mechanism, stored.mechanism.perturb(values, rng=rng(10)))
     counts = np.bincount(values, minlength=6)
-    options = dict(method="base", delta=1e-6, neighbouring="replace", top=6, alpha=0.05)
+    options = Options(method="base", delta=1e-6, neighbouring="replace", top=6, alpha=0.05)
     report = build_report(stored, raw, **options, replicates=0, seed=1, true_counts=counts)
     page = render_html(report)
     items = report.data["items"]

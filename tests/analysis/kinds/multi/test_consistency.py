@@ -19,6 +19,7 @@ from analysis.kinds.multi.estimate import (
 from analysis.streaming import z_value
 from client_sdk.mechanisms.factory import mechanism_from_config
 from client_sdk.mechanisms.multi import Multi, choose_tables, cover_pairs, pair_cell_variance
+from tests.analysis.postprocess.common import oracle
 from tests.stats import assert_chi_square, assert_within_z
 
 
@@ -152,8 +153,8 @@ def test_bootstrap_intervals_cover_the_collected_cells() -> None:
         for a, b in itertools.combinations(range(3), 2):
             marginal = est.marginal(f"a{a}", f"a{b}")
             ks = (3, 4, 5)
-            truth = np.bincount(x[:, a] * ks[b] + x[:, b], minlength=ks[a] * ks[b])
-            truth = truth.reshape(ks[a], ks[b]) / len(x)
+            counts = np.bincount(x[:, a] * ks[b] + x[:, b], minlength=ks[a] * ks[b])
+            truth = counts.reshape(ks[a], ks[b]) / len(x)
             assert marginal.ci_low is not None and marginal.ci_high is not None
             covered += int(np.sum((marginal.ci_low <= truth) & (truth <= marginal.ci_high)))
             total += truth.size
@@ -180,7 +181,7 @@ def test_tables_take_the_oracle_of_least_exact_variance() -> None:
     for cells in (4, 40, 300):
         chosen = table_oracle(2.0, cells).total_variance()
         others = [
-            mechanism_from_config({"mechanism": name, "epsilon": 2.0, "k": cells})
+            oracle({"mechanism": name, "epsilon": 2.0, "k": cells})
             for name in ("grr", "oue", "olh")
         ]
         assert chosen == min(o.total_variance() for o in others)

@@ -142,7 +142,8 @@ def test_analysis_estimate_decodes_a_string_mechanism_against_its_candidates() -
     direct = decode(mech, reports, ["a", "b", "c"])
     np.testing.assert_array_equal(via_estimate.frequencies, direct.frequencies)
     np.testing.assert_array_equal(via_estimate.std_errors, direct.std_errors)
-    for missing in (None, []):
+    nothing: tuple[list[str] | None, ...] = (None, [])
+    for missing in nothing:
         with pytest.raises(ValueError, match="candidate list"):
             estimate(mech, reports, candidates=missing)
     with pytest.raises(TypeError, match="record strings"):

@@ -7,6 +7,7 @@ import numpy as np
 
 from analysis.kinds.rappor.view import DASHBOARD, REPORT
 from analysis.views.cells import fixed, mark
+from client_sdk.mechanisms.rappor import RAPPOR
 from tests.analysis.views.seeded import N, campaign, rng, see
 
 CONFIG = {"mechanism": "rappor", "k": 32, "h": 2, "m": 8, "f": 0.25, "p": 0.25, "q": 0.75}
@@ -15,6 +16,7 @@ WORDS = ["<i>app</i>", *(f"app-{i}" for i in range(9))]
 
 def test_the_rappor_view_shows_the_candidates() -> None:
     stored = campaign(CONFIG, domain=WORDS)
+    assert isinstance(stored.mechanism, RAPPOR)
     held = rng().choice(10, N, p=[0.4, 0.2, 0.1, 0.1, 0.05, 0.05, 0.04, 0.03, 0.02, 0.01])
     reports = stored.mechanism.simulate_clients([WORDS[i] for i in held], rng=rng(2))
     counts = np.bincount(held, minlength=10)
