@@ -4,10 +4,10 @@
         [--postprocess norm-sub] [--delta 1e-6] [--json report.json | --format json] \\
         [--since YYYY-MM-DD] [--until YYYY-MM-DD]
 
-writes the page (figures embedded as PNG data URIs; every estimate kind of REPORT_KINDS has its
-own view: the mean, RAPPOR's candidates, discovered items, marginal heatmaps (CALM and
-Fourier), histogram and CDF, ranges, keys) and, with
-``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
+writes the page (figures embedded as PNG data URIs; every estimate kind of
+``analysis.kinds.KINDS`` has its own view: the frequencies, the mean, RAPPOR's candidates,
+discovered items, marginal heatmaps (CALM and Fourier), histogram and CDF, ranges, keys) and,
+with ``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
 one-line summary. ``--since`` and ``--until`` keep the reports of those UTC days (inclusive).
 """
 
@@ -27,23 +27,6 @@ from analysis.commands._arguments import (
     add_window_arguments,
 )
 from analysis.gap import DEFAULT_DELTA
-
-REPORT_KINDS = (
-    "mean",
-    "rappor",
-    "discovery",
-    "sketch",
-    "multi",
-    "fourier",
-    "distribution",
-    "range",
-    "key-value",
-)
-"""The estimate kinds with a report view beside frequencies (``analysis.report_kinds.VIEWS``;
-listed here so ``--help`` needs no matplotlib)."""
-
-REPORTED_KINDS = ("frequencies", *REPORT_KINDS)
-"""Every estimate kind the report covers: frequencies (``analysis.report``) and the views."""
 
 
 def register(subparsers: Any) -> None:
@@ -86,12 +69,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--top must be a positive integer; got {args.top!r}")
     if not 0 < args.delta < 1:
         raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
+    from analysis.kinds import KINDS
+
     stored = load_campaign(args.db, args.campaign)
     kind = stored.mechanism.estimate_kind
-    if kind not in REPORTED_KINDS:
+    if kind not in KINDS:
         raise ValueError(
             f"campaign {stored.name!r} uses {stored.mechanism.name!r} (estimate kind {kind!r}): "
-            f"the report covers frequencies and {', '.join(REPORT_KINDS)}; use "
+            f"the report covers {', '.join(sorted(KINDS))}; use "
             "`ldp-analyze estimate` for its numbers"
         )
     campaign, raw = load_estimate(
