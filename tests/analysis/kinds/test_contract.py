@@ -88,18 +88,8 @@ def contract_offenders(root: Path, kinds: dict[str, Kind]) -> list[str]:
 
 
 def test_every_kind_folder_is_registered_with_its_estimate_gap_and_view() -> None:
-    assert set(KINDS) == {
-        "frequencies",
-        "mean",
-        "rappor",
-        "sketch",
-        "discovery",
-        "distribution",
-        "range",
-        "multi",
-        "fourier",
-        "key-value",
-    }
+    # a sample: the folders decide which kinds there are
+    assert {"frequencies", "mean", "rappor", "key-value"} <= set(KINDS)
     assert contract_offenders(KINDS_DIR, KINDS) == []
     assert {folder_of(kind) for kind in KINDS.values()} == kind_folders(KINDS_DIR)
 
