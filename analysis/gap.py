@@ -28,6 +28,7 @@ from analysis.kinds._common.gap import (
     central_laplace_variance,
     empirical_gap,
     error_curve,
+    gap_document,
     laplace_sensitivity,
     ldp_variance,
     parse_simulation,
@@ -81,22 +82,11 @@ def gap_kind(mechanism: Mechanism) -> Kind:
     return KINDS[kind]
 
 
-def _document(mechanism: Mechanism, n: int, body: dict[str, Any]) -> dict[str, Any]:
-    # "kind" after the figures: the frequency document keeps the order it always had
-    return {
-        "mechanism": mechanism.to_config(),
-        "epsilon": mechanism.privacy_epsilon,
-        "n": n,
-        **body,
-        "kind": mechanism.estimate_kind,
-    }
-
-
 def kind_gap(mechanism: Mechanism, n: int, options: GapOptions | None = None) -> dict[str, Any]:
     """The exact central comparison of any estimate kind (:data:`analysis.kinds.KINDS`)."""
     n = check_int(n, "n", minimum=1)
     options = options or GapOptions()
-    return _document(mechanism, n, gap_kind(mechanism).exact_gap(mechanism, n, options))
+    return gap_document(mechanism, n, gap_kind(mechanism).exact_gap(mechanism, n, options))
 
 
 def simulated_kind_gap(
@@ -113,7 +103,7 @@ def simulated_kind_gap(
     options = options or GapOptions()
     kind = gap_kind(mechanism)
     rng = np.random.default_rng(seed)
-    document = _document(mechanism, n, kind.exact_gap(mechanism, n, options))
+    document = gap_document(mechanism, n, kind.exact_gap(mechanism, n, options))
     document["simulation"] = {
         "population": simulation.describe(),
         "seed": seed,

@@ -14,7 +14,8 @@ shows (``ldp-analyze report``):
 
 Every other estimate kind (means, RAPPOR, heavy hitters, marginals, distributions, ranges,
 key-value) has its own view (``analysis/kinds/<kind>/view.py``, on the page of
-``analysis.report_kinds``): the estimate, its central gap, then the same privacy section. A
+``analysis.report_kinds``; which page a kind has is its :class:`analysis.kinds.Kind`'s
+``report``): the estimate, its central gap, then the same privacy section. A
 shuffled campaign's page states both guarantees: the local epsilon of each report and the
 central (epsilon, delta) of the batches the collector received (and, for frequencies, the error
 of local-only, shuffled and curator collection at that central guarantee).
@@ -32,7 +33,7 @@ import numpy.typing as npt
 
 from analysis.dataset import StoredCampaign
 from analysis.gap import DEFAULT_DELTA
-from analysis.kinds.frequencies import view as frequencies
+from analysis.kinds import KINDS, Kind
 from analysis.postprocess import DEFAULT_REPLICATES
 from analysis.report_common import (
     Report,
@@ -42,7 +43,8 @@ from analysis.report_common import (
     privacy_section,
 )
 from analysis.report_kinds import build_kind_report, render_kind_html
-from client_sdk.mechanisms.base import FrequencyOracle
+from analysis.views.report import ReportPage
+from client_sdk.mechanisms.base import Mechanism
 
 __all__ = [
     "Report",
@@ -55,6 +57,16 @@ __all__ = [
 ]
 
 DEFAULT_TOP = 20
+
+
+def _kind(mechanism: Mechanism | None, kind: str) -> Kind:
+    if kind not in KINDS:
+        name = mechanism.name if mechanism is not None else None
+        raise ValueError(
+            f"mechanism {name!r} (estimate kind {kind!r}) has no report: the report covers "
+            f"{', '.join(sorted(KINDS))}; use `ldp-analyze estimate` for its numbers"
+        )
+    return KINDS[kind]
 
 
 def build_report(
@@ -84,29 +96,30 @@ def build_report(
     (``collector.storage.Storage.batch_credentials``).
     """
     mechanism = campaign.mechanism
-    if not isinstance(mechanism, FrequencyOracle):
-        return build_kind_report(
+    view = _kind(mechanism, mechanism.estimate_kind).report
+    if isinstance(view, ReportPage):
+        return view.build(
             campaign,
             raw,
+            method=method,
             delta=delta,
             neighbouring=neighbouring,
             top=top,
+            alpha=alpha,
+            replicates=replicates,
             seed=seed,
-            truth=truth if truth is not None else true_counts,
+            true_counts=true_counts,
             batch_sizes=batch_sizes,
             batch_credentials=batch_credentials,
         )
-    return frequencies.build_report(
+    return build_kind_report(
         campaign,
         raw,
-        method=method,
         delta=delta,
         neighbouring=neighbouring,
         top=top,
-        alpha=alpha,
-        replicates=replicates,
         seed=seed,
-        true_counts=true_counts,
+        truth=truth if truth is not None else true_counts,
         batch_sizes=batch_sizes,
         batch_credentials=batch_credentials,
     )
@@ -114,6 +127,8 @@ def build_report(
 
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML page."""
-    if report.data.get("kind", "frequencies") != "frequencies":
-        return render_kind_html(report)
-    return frequencies.render_html(report)
+    # a frequency report's document has no "kind": it predates the other kinds' pages
+    view = _kind(None, report.data.get("kind", "frequencies")).report
+    if isinstance(view, ReportPage):
+        return view.render(report)
+    return render_kind_html(report)

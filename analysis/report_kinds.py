@@ -1,10 +1,10 @@
-"""The report page of every estimate kind beyond frequencies (``analysis.report``).
+"""The report page of every estimate kind whose view is a set of sections (``analysis.report``).
 
-:data:`VIEWS` holds each kind's report view (``analysis/kinds/<kind>/view.py``: what the page
-shows of the estimate and of its central gap, ``analysis.gap.kind_gap`` and with the truth
-``analysis.gap.measured_kind_gap``); this module writes the page around it: the title and the
-campaign's line, the view's sections, a shuffled campaign's two guarantees and the privacy
-section.
+Each such kind's :class:`analysis.kinds.Kind` holds its report view (``report``, from
+``analysis/kinds/<kind>/view.py``: what the page shows of the estimate and of its central gap,
+``analysis.gap.kind_gap`` and with the truth ``analysis.gap.measured_kind_gap``); this module
+writes the page around it: the title and the campaign's line, the view's sections, a shuffled
+campaign's two guarantees and the privacy section.
 """
 
 from __future__ import annotations
@@ -18,33 +18,19 @@ from typing import Any
 from analysis import report_common
 from analysis.dataset import StoredCampaign
 from analysis.estimation import json_safe
-from analysis.kinds.discovery import view as discovery
-from analysis.kinds.distribution import view as distribution
-from analysis.kinds.fourier import view as fourier
-from analysis.kinds.key_value import view as key_value
-from analysis.kinds.mean import view as mean
-from analysis.kinds.multi import view as multi
-from analysis.kinds.ranges import view as ranges
-from analysis.kinds.rappor import view as rappor
-from analysis.kinds.sketch import view as sketch
+from analysis.kinds import KINDS
 from analysis.views.cells import fmt_number
 from analysis.views.report import Context, ReportView
 
-__all__ = ["VIEWS", "build_kind_report", "render_kind_html"]
+__all__ = ["build_kind_report", "render_kind_html", "section_view"]
 
-VIEWS: dict[str, ReportView] = {
-    "discovery": discovery.REPORT,
-    "sketch": sketch.REPORT,
-    "multi": multi.REPORT,
-    "distribution": distribution.REPORT,
-    "range": ranges.REPORT,
-    "key-value": key_value.REPORT,
-    "fourier": fourier.REPORT,
-    "mean": mean.REPORT,
-    "rappor": rappor.REPORT,
-}
-"""The report view of each estimate kind beyond frequencies (whose page is
-``analysis.kinds.frequencies.view``'s)."""
+
+def section_view(kind: str) -> ReportView:
+    """The report view of ``kind`` (a :class:`ReportView`: sections on this module's page)."""
+    view = KINDS[kind].report
+    if not isinstance(view, ReportView):
+        raise ValueError(f"the estimate kind {kind!r} writes its own report page")
+    return view
 
 
 def build_kind_report(
@@ -59,26 +45,22 @@ def build_kind_report(
     batch_sizes: Sequence[int] | None = None,
     batch_credentials: Sequence[tuple[int, int | None, int | None]] | None = None,
 ) -> Any:
-    """The report of a campaign whose estimate kind is in :data:`VIEWS`."""
+    """The report of a campaign whose estimate kind's view is a :class:`ReportView`."""
     report = report_common
     mechanism = campaign.mechanism
     kind = mechanism.estimate_kind
-    if kind not in VIEWS:
-        raise ValueError(
-            f"campaign {campaign.name!r} uses {mechanism.name!r} (estimate kind {kind!r}): the "
-            f"report covers frequencies and {', '.join(sorted(VIEWS))}; use "
-            "`ldp-analyze estimate` for its numbers"
-        )
+    view = section_view(kind)
     context = Context.of(
         campaign,
         estimate,
+        gaps=KINDS[kind],
         delta=delta,
         neighbouring=neighbouring,
         top=top,
         seed=seed,
         truth=truth,
     )
-    data, figures = VIEWS[kind].build(context)
+    data, figures = view.build(context)
     privacy = report.privacy_section(
         mechanism, delta=delta, reports_per_device=report.reports_per_device_of(campaign.policy)
     )
@@ -107,7 +89,7 @@ def render_kind_html(report: Any) -> str:
     """The page of a report built by :func:`build_kind_report`."""
     helpers = report_common
     d = report.data
-    view = VIEWS[d["kind"]]
+    view = section_view(d["kind"])
     esc = html.escape
     parts = [
         "<!DOCTYPE html>",

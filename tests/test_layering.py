@@ -268,6 +268,12 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
+def kind_folders() -> list[Path]:
+    """The kind packages under ``analysis/kinds/`` (``_common`` holds no kind)."""
+    root = ROOT / "analysis" / "kinds"
+    return [p for p in root.iterdir() if (p / "__init__.py").is_file() and p.name[0] != "_"]
+
+
 def not_for_estimators(module: str) -> bool:
     """A gap, view, plot, report, dashboard, command or collector module, or the KINDS table
     (which imports every kind's gap): what an estimator must not reach."""
@@ -306,7 +312,7 @@ def test_estimators_reach_no_gap_view_report_dashboard_command_or_collector() ->
     it reaches, through every import, none of what is built on estimates (issue 22, item 6)."""
     graph = import_graph(ROOT, PACKAGES)
     estimators = [m for m in graph if m.startswith("analysis.kinds.") and m.endswith(".estimate")]
-    assert len(estimators) == 10
+    assert len(estimators) == len(kind_folders()) >= 10
     assert estimator_offenders(graph) == {}
 
 
@@ -371,6 +377,63 @@ def test_the_check_finds_a_view_reaching_a_command() -> None:
         "analysis.dashboard.app": ["analysis.commands.estimate"],
         "analysis.kinds.mean.view": ["analysis.commands._arguments"],
     }
+
+
+KIND_TABLES = (
+    "analysis.kinds",
+    "analysis.gap",
+    "analysis.estimation",
+    "analysis.report",
+    "analysis.report_kinds",
+    "analysis.dashboard.views",
+)
+"""``KINDS`` and the dispatchers over it: they import the views, so no view may import them."""
+
+
+def is_kind_view(module: str) -> bool:
+    """A kind's ``view.py`` or a leaf module the views share (``analysis.views``)."""
+    parts = module.split(".")
+    kind_view = len(parts) == 4 and parts[:2] == ["analysis", "kinds"] and parts[3] == "view"
+    return kind_view or module == "analysis.views" or module.startswith("analysis.views.")
+
+
+def kind_table_offenders(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Each view and the tables of kinds (or dispatchers over them) it reaches."""
+    offenders = {}
+    for module in sorted(graph):
+        if is_kind_view(module):
+            bad = sorted(m for m in reachable(graph, module) if m in KIND_TABLES)
+            if bad:
+                offenders[module] = bad
+    return offenders
+
+
+def test_views_reach_no_table_of_kinds() -> None:
+    """``KINDS`` holds every kind's views: a view given its kind's gap (the report's
+    ``Context.gaps``) never looks it up in the table, so the table imports views, not the
+    reverse (issue 22, item 1)."""
+    graph = import_graph(ROOT, PACKAGES)
+    views = [m for m in graph if is_kind_view(m)]
+    assert len([m for m in views if m.endswith(".view")]) == len(kind_folders()) >= 10
+    assert "analysis.views.report" in views
+    assert kind_table_offenders(graph) == {}
+
+
+def test_the_check_finds_a_view_reaching_the_table_of_kinds() -> None:
+    graph = {
+        "analysis.kinds.frequencies.view": {"analysis.kinds._common.gap", "analysis.gap"},
+        "analysis.gap": {"analysis.kinds"},
+        "analysis.views.report": {"analysis.plots"},
+        "analysis.plots": set(),
+        "analysis.views.cells": {"analysis.estimation"},
+        "analysis.kinds": {"analysis.kinds.mean.view"},
+        "analysis.kinds.mean.view": {"analysis.views.report"},
+    }
+    assert kind_table_offenders(graph) == {
+        "analysis.kinds.frequencies.view": ["analysis.gap", "analysis.kinds"],
+        "analysis.views.cells": ["analysis.estimation"],
+    }
+    assert not is_kind_view("analysis.kinds.mean.gap") and is_kind_view("analysis.views")
 
 
 def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:

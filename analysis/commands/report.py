@@ -4,10 +4,10 @@
         [--postprocess norm-sub] [--delta 1e-6] [--json report.json | --format json] \\
         [--since YYYY-MM-DD] [--until YYYY-MM-DD]
 
-writes the page (figures embedded as PNG data URIs; every estimate kind of REPORT_KINDS has its
-own view: the mean, RAPPOR's candidates, discovered items, marginal heatmaps (CALM and
-Fourier), histogram and CDF, ranges, keys) and, with
-``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
+writes the page (figures embedded as PNG data URIs; every estimate kind of
+``analysis.kinds.KINDS`` has its own view: the frequencies, the mean, RAPPOR's candidates,
+discovered items, marginal heatmaps (CALM and Fourier), histogram and CDF, ranges, keys) and,
+with ``--json PATH``, the same numbers as JSON; ``--format json`` prints them on stdout instead of a
 one-line summary. ``--since`` and ``--until`` keep the reports of those UTC days (inclusive).
 ``--db`` (repeated), ``--parquet`` and ``--dask`` read the campaign from several sources, each
 report once, as ``estimate`` does (docs/scale-out.md). The shared flags mean what they mean in
@@ -33,23 +33,6 @@ from analysis.commands._arguments import (
 from analysis.commands._shards import add_shard_arguments, uses_shards
 from analysis.gap import DEFAULT_DELTA
 from analysis.progress import add_quiet_argument, progress
-
-REPORT_KINDS = (
-    "mean",
-    "rappor",
-    "discovery",
-    "sketch",
-    "multi",
-    "fourier",
-    "distribution",
-    "range",
-    "key-value",
-)
-"""The estimate kinds with a report view beside frequencies (``analysis.report_kinds.VIEWS``;
-listed here so ``--help`` needs no matplotlib)."""
-
-REPORTED_KINDS = ("frequencies", *REPORT_KINDS)
-"""Every estimate kind the report covers: frequencies (``analysis.report``) and the views."""
 
 
 def register(subparsers: Any) -> None:
@@ -160,11 +143,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_reported(stored: Any) -> None:
     """A ValueError for a campaign whose estimate kind has no report view."""
+    from analysis.kinds import KINDS
+
     kind = stored.mechanism.estimate_kind
-    if kind not in REPORTED_KINDS:
+    if kind not in KINDS:
         raise ValueError(
             f"campaign {stored.name!r} uses {stored.mechanism.name!r} (estimate kind {kind!r}): "
-            f"the report covers frequencies and {', '.join(REPORT_KINDS)}; use "
+            f"the report covers {', '.join(sorted(KINDS))}; use "
             "`ldp-analyze estimate` for its numbers"
         )
 

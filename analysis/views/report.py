@@ -2,35 +2,61 @@
 
 A :class:`ReportView` has ``build(context) -> (data, figures)``: the JSON-safe numbers of the
 kind's sections and their PNG figures, and ``render(data, figures) -> html parts``: those
-sections as HTML (the page around them, its privacy section included, is the report's).
+sections as HTML (the page around them, its privacy section included, is the report's). A kind
+whose page is its own (the frequencies: post-processing and significance beside the estimate)
+gives a :class:`ReportPage` instead: the whole report and the whole page.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from analysis import plots
 from analysis.dataset import StoredCampaign
+from analysis.kinds._common.gap import ExactGap, GapOptions, MeasuredGap, gap_document
+from client_sdk.mechanisms._validation import check_int
 
-if TYPE_CHECKING:  # analysis.gap reaches every kind: imported where used, so no kind's view.py
-    # that imports this module closes a circle through it
-    from analysis.gap import GapOptions
-
-__all__ = ["Context", "Figures", "ReportView", "central_gap", "png"]
+__all__ = [
+    "CentralGap",
+    "Context",
+    "Figures",
+    "PageBuilder",
+    "ReportPage",
+    "ReportView",
+    "central_gap",
+    "png",
+]
 
 Figures = dict[str, bytes]
+
+
+class CentralGap(Protocol):
+    """The kind's comparison with a central curator that a view shows (an
+    :class:`analysis.kinds.Kind` is one): given to the view, not looked up, so no view imports
+    the table of kinds that imports it."""
+
+    @property
+    def exact_gap(self) -> ExactGap: ...
+
+    @property
+    def measured_gap(self) -> MeasuredGap: ...
 
 
 @dataclasses.dataclass(frozen=True)
 class Context:
     """What a view builds from: the campaign, its estimate and (simulations, the demo) the
-    truth, with the gap's options, how many items to show and the seed of its simulations."""
+    truth, with the kind's central gap and its options, how many items to show and the seed of
+    its simulations."""
 
     campaign: StoredCampaign
     estimate: Any
     truth: Any
+    gaps: CentralGap
     options: GapOptions
     top: int
     seed: int
@@ -41,6 +67,7 @@ class Context:
         campaign: StoredCampaign,
         estimate: Any,
         *,
+        gaps: CentralGap,
         delta: float,
         neighbouring: str,
         top: int,
@@ -50,12 +77,10 @@ class Context:
         """The context of the report's page: the gap at ``delta`` under ``neighbouring`` over
         the ``top`` items (at most 20), Bonferroni over the strings a candidate-testing decoder
         examined."""
-        from analysis.gap import GapOptions
-
         options = GapOptions(delta=delta, neighbouring=neighbouring, top=min(top, 20))
         if campaign.mechanism.tests_candidates:
             options = dataclasses.replace(options, vocabulary=max(2, int(estimate.examined)))
-        return cls(campaign, estimate, truth, options, top, seed)
+        return cls(campaign, estimate, truth, gaps, options, top, seed)
 
     @property
     def mechanism(self) -> Any:
@@ -76,6 +101,37 @@ class ReportView:
     render: Callable[[Mapping[str, Any], Mapping[str, bytes]], list[str]]
 
 
+class PageBuilder(Protocol):
+    """``build(campaign, raw, ...)``: a whole report from a campaign's raw estimate (the
+    arguments are ``analysis.report.build_report``'s)."""
+
+    def __call__(
+        self,
+        campaign: StoredCampaign,
+        raw: Any,
+        *,
+        method: str,
+        delta: float,
+        neighbouring: str,
+        top: int,
+        alpha: float,
+        replicates: int,
+        seed: int,
+        true_counts: npt.ArrayLike | None = None,
+        batch_sizes: Sequence[int] | None = None,
+        batch_credentials: Sequence[tuple[int, int | None, int | None]] | None = None,
+    ) -> Any: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportPage:
+    """How the report shows a kind that writes its whole page: ``build`` the report (its
+    ``data`` and ``figures``), ``render`` its HTML page."""
+
+    build: PageBuilder
+    render: Callable[[Any], str]
+
+
 def png(width: float, height: float, draw: Callable[[Any], Any]) -> bytes:
     """A figure of ``width`` by ``height`` inches drawn by ``draw(figure)``, as PNG bytes."""
     figure = plots.new_figure(width, height)
@@ -84,14 +140,13 @@ def png(width: float, height: float, draw: Callable[[Any], Any]) -> bytes:
 
 
 def central_gap(context: Context) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The exact gap against the curator (``analysis.gap.kind_gap``) and, with the truth, the
-    measured one (``analysis.gap.measured_kind_gap``)."""
-    from analysis.gap import kind_gap, measured_kind_gap
-
-    exact = kind_gap(context.mechanism, context.estimate.n, context.options)
+    """The exact gap against the curator (as ``analysis.gap.kind_gap`` answers it) and, with
+    the truth, the measured one (as ``analysis.gap.measured_kind_gap``)."""
+    mechanism, gaps, options = context.mechanism, context.gaps, context.options
+    n = check_int(context.estimate.n, "n", minimum=1)
+    exact = gap_document(mechanism, n, gaps.exact_gap(mechanism, n, options))
     measured = None
     if context.truth is not None:
-        measured = measured_kind_gap(
-            context.mechanism, context.estimate, context.truth, context.options, seed=context.seed
-        )
+        rng = np.random.default_rng(context.seed)
+        measured = dict(gaps.measured_gap(mechanism, context.estimate, context.truth, options, rng))
     return exact, measured

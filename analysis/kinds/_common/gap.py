@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,10 @@ __all__ = [
     "DEFAULT_DELTA",
     "NEIGHBOURING",
     "EmpiricalGap",
+    "ExactGap",
     "GapOptions",
+    "MeasuredGap",
+    "SimulatedGap",
     "Simulation",
     "UtilityGap",
     "central_gaussian_sigma",
@@ -62,6 +65,7 @@ __all__ = [
     "empirical_gap",
     "error_curve",
     "first_reports",
+    "gap_document",
     "laplace_sensitivity",
     "ldp_variance",
     "parse_simulation",
@@ -505,3 +509,31 @@ class GapOptions:
             raise ValueError(f"threshold must be a frequency in (0, 1); got {self.threshold!r}")
         if self.central_epsilon is not None:
             check_epsilon(self.central_epsilon, "central_epsilon")
+
+
+# ---- what every kind's gap.py answers, and the document around it -----------------------------
+
+ExactGap = Callable[[Any, int, GapOptions], dict[str, Any]]
+"""``exact_gap(mechanism, n, options)``: the figures that follow from formulas alone (each
+document says which of its numbers are ``"exact"`` and which need a simulation)."""
+
+SimulatedGap = Callable[[Any, int, Simulation, GapOptions, np.random.Generator], dict[str, Any]]
+"""``simulated_gap(mechanism, n, simulation, options, rng)``: a population drawn as
+``simulation`` says, perturbed by the mechanism itself, estimated by its own estimator, and both
+models' errors measured against the known truth."""
+
+MeasuredGap = Callable[[Any, Any, Any, GapOptions, np.random.Generator], dict[str, Any]]
+"""``measured_gap(mechanism, estimate, truth, options, rng)``: the same measurement for an
+estimate whose truth is known (the demo's report)."""
+
+
+def gap_document(mechanism: Mechanism, n: int, body: dict[str, Any]) -> dict[str, Any]:
+    """A kind's gap figures ``body`` in the document every kind shares."""
+    # "kind" after the figures: the frequency document keeps the order it always had
+    return {
+        "mechanism": mechanism.to_config(),
+        "epsilon": mechanism.privacy_epsilon,
+        "n": n,
+        **body,
+        "kind": mechanism.estimate_kind,
+    }

@@ -21,9 +21,9 @@ import numpy.typing as npt
 
 from analysis import plots
 from analysis.dataset import StoredCampaign
-from analysis.estimation import FrequencyEstimate, json_safe
-from analysis.gap import GapOptions, empirical_gap, error_curve, utility_gap
 from analysis.heavy_hitters import bonferroni_z, top_k
+from analysis.kinds._common.gap import GapOptions, empirical_gap, error_curve, utility_gap
+from analysis.kinds.frequencies.estimate import FrequencyEstimate
 from analysis.postprocess import postprocess
 from analysis.report_common import (
     STYLE,
@@ -35,6 +35,7 @@ from analysis.report_common import (
     privacy_section,
     reports_per_device_of,
 )
+from analysis.streaming import json_safe
 from analysis.views.cells import fixed, fmt_number, fmt_users, image_tag, percent
 from analysis.views.dashboard import (
     ITEM_COLUMNS,
@@ -45,10 +46,11 @@ from analysis.views.dashboard import (
     present,
     record_table,
 )
+from analysis.views.report import ReportPage
 from analysis.views.table import Column, keyed_table, measured_table, table, truth_column
 from client_sdk.mechanisms.base import FrequencyOracle
 
-__all__ = ["DASHBOARD", "build_report", "render_html"]
+__all__ = ["DASHBOARD", "PAGE", "build_report", "render_html"]
 
 
 def build_report(
@@ -367,3 +369,4 @@ def _frequencies(document: Document, _estimate: Any) -> Display:
 
 
 DASHBOARD = DashboardView("frequencies", "Categorical frequencies", _frequencies)
+PAGE = ReportPage(build_report, render_html)

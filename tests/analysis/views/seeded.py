@@ -13,6 +13,7 @@ import numpy as np
 from analysis import estimate
 from analysis.dataset import StoredCampaign
 from analysis.estimation import json_safe
+from analysis.kinds import KINDS
 from analysis.views.dashboard import DashboardView
 from analysis.views.report import Context, ReportView
 from client_sdk.mechanisms import mechanism_from_config
@@ -67,7 +68,14 @@ def see(
     else ``document(raw)``)."""
     raw = estimate(stored.mechanism, reports, candidates=candidates)
     context = Context.of(
-        stored, raw, delta=1e-6, neighbouring="replace", top=top, seed=5, truth=truth
+        stored,
+        raw,
+        gaps=KINDS[stored.mechanism.estimate_kind],
+        delta=1e-6,
+        neighbouring="replace",
+        top=top,
+        seed=5,
+        truth=truth,
     )
     data, figures = report.build(context)
     page = json_safe(
