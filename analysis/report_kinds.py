@@ -27,6 +27,7 @@ from analysis.kinds.multi import view as multi
 from analysis.kinds.ranges import view as ranges
 from analysis.kinds.rappor import view as rappor
 from analysis.kinds.sketch import view as sketch
+from analysis.views.answer import answer_html
 from analysis.views.cells import fmt_number
 from analysis.views.report import Context, ReportView
 
@@ -121,6 +122,7 @@ def render_kind_html(report: Any) -> str:
         f"{fmt_number(d['n'])} reports &middot; created {esc(str(d['created']))} &middot; "
         f"generated {esc(str(d['generated']))}</p>",
     ]
+    parts += answer_html(d)
     parts += view.render(d, report.figures)
     parts += helpers.central_html(d.get("central"))
     parts += helpers.privacy_html(d, report.figures, number=3)
