@@ -143,6 +143,9 @@ body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; mar
 h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid
 #ddd; padding-bottom: 0.2em; }
 .meta { color: #555; font-size: 0.92em; }
+.answer { font-size: 1.15em; background: #eef6ff; border-left: 4px solid #2563eb;
+          padding: 0.6em 1em; }
+.scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
 th, td { padding: 0.25em 0.7em; border-bottom: 1px solid #eee; text-align: right; }
 th:first-child, td:first-child { text-align: left; }

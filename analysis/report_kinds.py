@@ -19,6 +19,7 @@ from analysis import report_common
 from analysis.dataset import StoredCampaign
 from analysis.estimation import json_safe
 from analysis.kinds import KINDS
+from analysis.views.answer import answer_html
 from analysis.views.cells import fmt_number
 from analysis.views.report import Context, ReportView
 
@@ -103,6 +104,7 @@ def render_kind_html(report: Any) -> str:
         f"{fmt_number(d['n'])} reports &middot; created {esc(str(d['created']))} &middot; "
         f"generated {esc(str(d['generated']))}</p>",
     ]
+    parts += answer_html(d)
     parts += view.render(d, report.figures)
     parts += helpers.central_html(d.get("central"))
     parts += helpers.privacy_html(d, report.figures, number=3)

@@ -30,6 +30,7 @@ from analysis.dashboard.views import render
 from analysis.documents import frequency_document, mean_document
 from analysis.estimation import DocumentedEstimate, MeanEstimate, estimate, json_safe
 from analysis.loading import estimable_candidates
+from analysis.views.dashboard import with_formats
 from client_sdk.mechanisms.base import AggregateStatistic
 from collector.storage import Storage, StoredCampaign
 
@@ -89,7 +90,7 @@ def estimate_view(
     """The estimate document of ``reports`` and its dashboard view (``views.render``)."""
     result = estimate_result(campaign, reports, confidence=confidence)
     document = document_of(campaign, result)
-    return document, render(campaign.mechanism.estimate_kind, document, result)
+    return document, with_formats(render(campaign.mechanism.estimate_kind, document, result))
 
 
 @dataclasses.dataclass

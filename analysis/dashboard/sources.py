@@ -35,6 +35,7 @@ from analysis.dashboard.data import (
     open_read_only,
 )
 from analysis.dashboard.views import render
+from analysis.views.dashboard import with_formats
 from collector.export import CAMPAIGN_DOCUMENT
 from collector.storage import CampaignNotFound, StoredCampaign
 
@@ -201,7 +202,7 @@ class Shards:
             candidates=estimable_candidates(campaign),
         )
         document = document_of(campaign, result)
-        return document, render(campaign.mechanism.estimate_kind, document, result)
+        return document, with_formats(render(campaign.mechanism.estimate_kind, document, result))
 
     def _lock_of(self, name: str) -> threading.Lock:
         with self._lock:

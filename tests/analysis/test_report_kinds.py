@@ -461,6 +461,10 @@ def test_sketch_and_frequency_pages(reports: dict[str, Report]) -> None:
     page = render_html(reports["frequencies"])
     for heading in ("Estimated frequencies", "The price of locality", "run on the true histogram"):
         assert heading in page
+    # Both pages open with the answer, before the method's first section.
+    for opened in (page, render_html(report)):
+        assert 0 < opened.index('<p class="answer">From ') < opened.index("<h2>1.")
+        assert "significantly frequent" in opened
     assert "<script>" not in page
 
 

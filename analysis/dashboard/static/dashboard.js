@@ -42,9 +42,28 @@
     return String(value);
   }
 
-  function cell(tag, value, numeric) {
+  // A number in its column's format (analysis/views/dashboard.py column_format chooses one
+  // per column from the column's range, so a column never mixes styles).
+  function formatWith(spec, value) {
+    if (!spec || typeof value !== "number" || !Number.isFinite(value)) return format(value);
+    const digits = spec.decimals || 0;
+    switch (spec.style) {
+      case "percent":
+        return `${(100 * value).toFixed(digits)}%`;
+      case "integer":
+        return value.toLocaleString("en");
+      case "scientific":
+        return value.toExponential(digits);
+      case "fixed":
+        return value.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+      default:
+        return format(value);
+    }
+  }
+
+  function cell(tag, value, numeric, spec) {
     const element = document.createElement(tag);
-    element.textContent = format(value);
+    element.textContent = formatWith(spec, value);
     if (numeric) element.className = "num";
     if (typeof value === "number") element.dataset.value = String(value);
     return element;
@@ -55,7 +74,7 @@
     if (element) element.textContent = format(value);
   }
 
-  function fillTable(table, columns, rows) {
+  function fillTable(table, columns, rows, formats) {
     const head = table.tHead;
     const body = table.tBodies[0];
     if (head) {
@@ -71,10 +90,30 @@
     body.replaceChildren(
       ...rows.map((values) => {
         const tr = document.createElement("tr");
-        values.forEach((value, i) => tr.appendChild(cell("td", value, i > 0)));
+        values.forEach((value, i) => tr.appendChild(cell("td", value, i > 0, formats && formats[i])));
         return tr;
       }),
     );
+  }
+
+  // A fact's cell: an object (the device policy) as one "field: value" line per field, not JSON.
+  function readable(value) {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return cell("td", value, false);
+    const td = document.createElement("td");
+    const list = document.createElement("ul");
+    list.className = "fields";
+    Object.entries(value).forEach(([key, inner]) => {
+      const item = document.createElement("li");
+      const name = document.createElement("span");
+      name.className = "field";
+      name.textContent = `${(LABELS[key] || key).replaceAll("_", " ")}: `;
+      item.appendChild(name);
+      item.appendChild(document.createTextNode(typeof inner === "object" && inner !== null ? Object.entries(inner).map(([k, v]) => `${k.replaceAll("_", " ")} ${format(v)}`).join(", ") || "none" : format(inner)));
+      list.appendChild(item);
+    });
+    if (!list.children.length) list.textContent = "none";
+    td.appendChild(list);
+    return td;
   }
 
   function fillFacts(table, facts) {
@@ -86,7 +125,7 @@
         const th = document.createElement("th");
         th.textContent = LABELS[key] || key;
         tr.appendChild(th);
-        tr.appendChild(cell("td", value, false));
+        tr.appendChild(readable(value));
         return tr;
       }),
     );
@@ -301,6 +340,14 @@
     );
   }
 
+  // A table in a box that scrolls sideways when the table is wider than the page.
+  function scrolling(table) {
+    const box = document.createElement("div");
+    box.className = "scroll";
+    box.appendChild(table);
+    return box;
+  }
+
   function newTable(className) {
     const table = document.createElement("table");
     table.className = className;
@@ -312,7 +359,7 @@
   // The view's further sections ({title, hint, chart, table, heatmap}); the DOM is rebuilt only
   // when their shape changes, so charts update in place between polls.
   function showSections(container, sections) {
-    const shape = JSON.stringify(sections.map((s) => [s.title, Boolean(s.chart), Boolean(s.table), Boolean(s.heatmap)]));
+    const shape = JSON.stringify(sections.map((s) => [s.title, Boolean(s.collapsed), Boolean(s.chart), Boolean(s.table), Boolean(s.heatmap)]));
     if (container.dataset.shape !== shape) {
       Object.keys(charts)
         .filter((id) => id.startsWith("section-chart-"))
@@ -322,10 +369,10 @@
         });
       container.replaceChildren(
         ...sections.map((section, i) => {
-          const part = document.createElement("section");
+          const part = document.createElement(section.collapsed ? "details" : "section");
           part.className = "estimate-section";
           part.dataset.index = String(i);
-          const title = document.createElement("h3");
+          const title = document.createElement(section.collapsed ? "summary" : "h3");
           title.textContent = section.title;
           part.appendChild(title);
           if (section.hint) {
@@ -344,8 +391,8 @@
             box.appendChild(canvas);
             part.appendChild(box);
           }
-          if (section.table) part.appendChild(newTable("data section-table"));
-          if (section.heatmap) part.appendChild(newTable("data heatmap"));
+          if (section.table) part.appendChild(scrolling(newTable("data section-table")));
+          if (section.heatmap) part.appendChild(scrolling(newTable("data heatmap")));
           return part;
         }),
       );
@@ -354,7 +401,7 @@
     sections.forEach((section, i) => {
       const part = container.children[i];
       if (section.chart) drawChart(`section-chart-${i}`, section.chart);
-      if (section.table) fillTable(part.querySelector("table.section-table"), section.table.columns, section.table.rows);
+      if (section.table) fillTable(part.querySelector("table.section-table"), section.table.columns, section.table.rows, section.table.formats);
       if (section.heatmap) fillHeatmap(part.querySelector("table.heatmap"), section.heatmap);
     });
   }
@@ -404,7 +451,7 @@
     if (behind) setText("estimate-behind", `Estimate of the first ${format(d.estimate.n)} reports; the newer ones are being estimated.`);
     document.getElementById("estimate-hint").textContent = view.chart ? HINTS[view.chart.type] || "" : "";
     drawChart("estimate-chart", view.chart);
-    fillTable(document.getElementById("estimate-table"), view.table.columns, view.table.rows);
+    fillTable(document.getElementById("estimate-table"), view.table.columns, view.table.rows, view.table.formats);
     showSections(document.getElementById("estimate-sections"), view.sections || []);
     document.getElementById("estimate-notes").replaceChildren(
       ...(view.notes || []).map((note) => {

@@ -115,18 +115,25 @@ def heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str
     parts.append(note(f"{html.escape(d['method'])}. {test} {d['detected']} detected."))
     if d.get("nothing_discovered"):
         parts.append(note(html.escape(d["nothing_discovered"]["note"])))
-    parts.append(
-        table(
-            [
-                Column.text("value", "value"),
-                *frequency_columns(d["confidence"]),
-                Column.number("z", "z", 3),
-                Column.flag("significant", "significant"),
-                truth_column(d["items"]),
-            ],
-            d["items"],
+    columns = [
+        Column.text("value", "value"),
+        *frequency_columns(d["confidence"]),
+        Column.number("z", "z", 3),
+        Column.flag("significant", "significant"),
+        truth_column(d["items"]),
+    ]
+    significant = [item for item in d["items"] if item.get("significant")]
+    rest = [item for item in d["items"] if not item.get("significant")]
+    if significant:
+        parts.append(table(columns, significant))
+    if rest:
+        parts.append(
+            "<details><summary>"
+            f"{len(rest)} examined but not significant (their intervals include noise-level "
+            "frequencies)</summary>" + table(columns, rest) + "</details>"
+            if significant
+            else table(columns, rest)
         )
-    )
     if d["levels"]:
         parts.append(
             table(
@@ -139,7 +146,9 @@ def heavy_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str
         )
     if d["unconfirmed"]:
         parts.append(
-            note("Not confirmed: " + ", ".join(html.escape(str(v)) for v in d["unconfirmed"]))
+            f"<details><summary>{len(d['unconfirmed'])} assembled but not confirmed</summary>"
+            + note(", ".join(html.escape(str(v)) for v in d["unconfirmed"]))
+            + "</details>"
         )
     gap = d["gap"]
     detection = gap["detection"]
@@ -223,8 +232,9 @@ def _recall_cells(result: Mapping[str, Any]) -> list[str]:
 
 
 def heavy_hitters_display(document: Document, _estimate: Any) -> Display:
-    """Discovered (or candidate) strings: the table with intervals and the significance test,
-    the significant ones charted; PEM/SFP's per-level usage as a second table."""
+    """Discovered (or candidate) strings: the significant ones in the table (with intervals and
+    the significance test) and the chart, the rest in a collapsed section (all of them when
+    none is significant); PEM/SFP's per-level usage as a further table."""
     items = document.get("items", [])
     shown = [item for item in items if item.get("significant")] or items
     notes = []
@@ -249,7 +259,17 @@ def heavy_hitters_display(document: Document, _estimate: Any) -> Display:
             + (" …" if len(unconfirmed) > 10 else "")
         )
     levels = document.get("levels") or []
+    columns = present([*ITEM_COLUMNS, "z", "significant"], items)
+    rest = [item for item in items if not item.get("significant")] if shown is not items else []
     sections = []
+    if rest:
+        sections.append(
+            {
+                "title": f"{len(rest)} examined but not significant",
+                "collapsed": True,
+                "table": record_table(columns, rest),
+            }
+        )
     if levels:
         sections.append(
             {
@@ -261,7 +281,7 @@ def heavy_hitters_display(document: Document, _estimate: Any) -> Display:
         )
     return {
         "chart": item_chart("estimated frequency (significant strings)", shown),
-        "table": record_table(present([*ITEM_COLUMNS, "z", "significant"], items), items),
+        "table": record_table(columns, shown),
         "sections": sections,
         "notes": notes,
     }

@@ -36,6 +36,7 @@ from analysis.report_common import (
     reports_per_device_of,
 )
 from analysis.streaming import json_safe
+from analysis.views.answer import answer_html
 from analysis.views.cells import fixed, fmt_number, fmt_users, image_tag, percent
 from analysis.views.dashboard import (
     ITEM_COLUMNS,
@@ -245,6 +246,7 @@ def render_html(report: Report) -> str:
         f"{fmt_number(d['n'])} reports &middot; k = {fmt_number(d['k'])} &middot; created "
         f"{esc(str(d['created']))} &middot; generated {esc(str(d['generated']))}</p>",
     ]
+    parts += answer_html(d)
     details = d.get("postprocessing_details") or {}
     parts += [
         "<h2>1. Estimated frequencies</h2>",

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from analysis.views.dashboard import column_format
 from collector.process import CollectorProcess, entry_point
 from tests.analysis.dashboard.conftest import COLORS, TOKEN, DashboardProcess, upload, wire_reports
 
@@ -160,11 +161,12 @@ def test_campaign_page_matches_the_estimate_command(
         shown = [float(v) for v in row[1:]]
         wanted = [item[k] for k in ("frequency", "std_error", "ci_low", "ci_high")]
         assert shown == pytest.approx(wanted, rel=1e-12, abs=1e-15)
-    # The printed figures are the same numbers, rounded to 4 decimals.
+    # The printed figures are the same numbers as percentages, in the column's one format.
     texts = page.page.eval_on_selector_all(
         "#estimate-table tbody tr td:nth-child(2)", "cells => cells.map(c => c.textContent)"
     )
-    assert texts == [f"{item['frequency']:.4f}" for item in expected["items"]]
+    decimals = column_format("frequency", [i["frequency"] for i in expected["items"]])["decimals"]
+    assert texts == [f"{100 * item['frequency']:.{decimals}f}%" for item in expected["items"]]
     assert page.page.locator("#estimate-chart").is_visible()
     assert page.page.locator("#series-chart").is_visible()
     assert page.page.locator("#gap-table tr[data-key='variance_ratio']").count() == 1
@@ -219,3 +221,37 @@ def test_reports_posted_during_the_test_appear_within_seconds(
 
 def test_chromium_is_the_system_browser() -> None:
     assert shutil.which("chromium") or os.path.exists(CHROMIUM)
+
+
+CUT_TABLES = """tables => tables.filter(t => {
+  const box = t.parentElement;
+  const right = t.getBoundingClientRect().right;
+  const scrolls = box.classList.contains("scroll")
+    && getComputedStyle(box).overflowX === "auto"
+    && box.getBoundingClientRect().right <= window.innerWidth + 1;
+  return t.offsetParent !== null && right > window.innerWidth + 1 && !scrolls;
+}).map(t => t.id || t.className)"""
+"""The visible tables wider than the viewport whose container does not scroll (cut)."""
+
+
+@pytest.mark.parametrize("width", [400, 1280])
+def test_overview_and_campaign_pages_fit_the_viewport(page: Page, width: int) -> None:
+    page.page.set_viewport_size({"width": width, "height": 900})
+    page.sign_in(TOKEN)
+    page.page.wait_for_selector("#campaigns tbody tr[data-campaign='colors']")
+    rows = {row[0]: row for row in table_values(page.page, "#campaigns")}
+    assert rows["colors"][6] == "released" and int(rows["colors"][3]) >= 3000
+    assert page.page.eval_on_selector_all("table.data", CUT_TABLES) == []
+    for name in ("colors", "latency"):
+        page.page.goto(f"/campaigns/{name}")
+        page.page.wait_for_selector("#estimate-table tbody tr")
+        page.page.wait_for_selector("#privacy-table tr[data-key='policy']")
+        assert page.page.eval_on_selector_all("table.data", CUT_TABLES) == [], name
+        # The page itself never scrolls sideways: wide tables scroll in their own box.
+        widths = page.page.eval_on_selector_all(
+            "html", "h => [h[0].scrollWidth, window.innerWidth]"
+        )
+        assert widths[0] <= widths[1], (name, widths)
+        policy = page.page.locator("#privacy-table tr[data-key='policy'] td").inner_text()
+        assert "{" not in policy and '"' not in policy, policy  # fields, not raw JSON
+    assert page.errors == []

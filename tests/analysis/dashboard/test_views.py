@@ -68,16 +68,24 @@ def test_heavy_hitters_show_the_discovered_table_with_intervals(
     estimate, display = served[kind]["estimate"], served[kind]["display"]
     assert display["view"] == "heavy-hitters"
     items = estimate["items"]
-    assert _column(display, "value") == [item["value"] for item in items]
-    for field in ("frequency", "std_error", "ci_low", "ci_high", "z", "significant"):
-        assert _column(display, field) == [item[field] for item in items]
     significant = [item for item in items if item["significant"]]
     assert significant  # the seeded Zipf head is found
+    # The table answers: the significant items; the others are in a collapsed section.
+    assert _column(display, "value") == [item["value"] for item in significant]
+    for field in ("frequency", "std_error", "ci_low", "ci_high", "z", "significant"):
+        assert _column(display, field) == [item[field] for item in significant]
+    rest = [item for item in items if not item["significant"]]
+    collapsed = [s for s in display["sections"] if s.get("collapsed")]
+    if rest:
+        (others,) = collapsed
+        assert [row[0] for row in others["table"]["rows"]] == [item["value"] for item in rest]
+    else:
+        assert collapsed == []
     assert display["chart"]["labels"] == [item["value"] for item in significant]
     assert display["chart"]["low"] == [item["ci_low"] for item in significant]
     assert any(f"{estimate['detected']} significant" in note for note in display["notes"])
     if kind == "discovery":
-        (levels,) = display["sections"]
+        (levels,) = [s for s in display["sections"] if not s.get("collapsed")]
         assert [row[0] for row in levels["table"]["rows"]] == [
             level["level"] for level in estimate["levels"]
         ]

@@ -23,6 +23,10 @@ def test_the_sketch_view_is_the_heavy_hitters_under_its_titles() -> None:
     seen = see(REPORT, DASHBOARD, stored, reports, candidates=WORDS, top=4)
     items = seen.data["items"]
     assert [item["value"] for item in items][:2] == ["w01", "w02"]
-    assert seen.cells("frequency") == [fixed(item["frequency"]) for item in items]
+    # The significant items first; the rest behind a disclosure, in a second table.
+    significant = [item for item in items if item["significant"]]
+    assert significant and len(significant) < len(items)
+    assert seen.cells("frequency") == [fixed(item["frequency"]) for item in significant]
+    assert f"<details><summary>{len(items) - len(significant)} examined but" in seen.html
     assert abs(items[0]["frequency"] - 0.6) < 5 * items[0]["std_error"]
     assert seen.display["table"]["rows"][0][0] == "w01"
