@@ -31,6 +31,7 @@ from collector.web import (
     require_admin,
     require_shuffler,
     storage_opener,
+    today,
     write_turn,
 )
 
@@ -409,7 +410,17 @@ def export_reports(name: str) -> Response:
 
 
 def _refuse_if_closed(storage: Storage, name: str) -> None:
-    """410 ``campaign-closed`` for a campaign closed to new reports (its estimates remain)."""
+    """410 ``campaign-closed`` for a campaign closed to new reports, 410 ``campaign-expired``
+    for one past its ``expires`` day (UTC; ``LDP_TODAY`` in drills); its estimates remain."""
+    expires = storage.get_campaign(name).expires
+    if expires is not None and today() > expires:
+        raise Problem(
+            410,
+            "campaign-expired",
+            f"campaign {name!r} expired after {expires.isoformat()} and takes no more reports; "
+            "its estimates stay available",
+            expires=expires.isoformat(),
+        )
     closed = storage.closed_at(name)
     if closed is not None:
         raise Problem(

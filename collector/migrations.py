@@ -159,6 +159,12 @@ def _migration_6_nonces(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_7_metadata(db: sqlite_utils.Database) -> None:
+    # A campaign's optional metadata (client_sdk.campaign.METADATA_FIELDS: description, unit,
+    # owner, expires, retention_days) as canonical JSON; NULL for none. Not part of config_id.
+    db.execute("ALTER TABLE campaigns ADD COLUMN metadata TEXT")
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
@@ -166,6 +172,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...]
     (4, "shuffler batches: their credentials", _migration_4_batch_credentials),
     (5, "shuffler batches in parts", _migration_5_batch_parts),
     (6, "sealed reports' nonces, unique per campaign", _migration_6_nonces),
+    (7, "campaign metadata: description, unit, owner, expires, retention", _migration_7_metadata),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -40,6 +40,8 @@ _TITLES = {
     "not-shuffled": "Campaign is not shuffled",
     "forwarder-down": "Shuffler forwarder down",
     "untrusted-campaign": "Campaign document does not verify",
+    "campaign-closed": "Campaign closed",
+    "campaign-expired": "Campaign expired",
 }
 
 _SLUG_BY_STATUS = {

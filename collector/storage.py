@@ -42,7 +42,12 @@ from typing import Any
 
 import sqlite_utils
 
-from client_sdk.campaign import CAMPAIGN_NAME_PATTERN, PROTOCOL_VERSION, normalize_campaign
+from client_sdk.campaign import (
+    CAMPAIGN_NAME_PATTERN,
+    METADATA_FIELDS,
+    PROTOCOL_VERSION,
+    normalize_campaign,
+)
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import Mechanism, Reports, mechanism_from_config
 from client_sdk.mechanisms._validation import check_int
@@ -102,6 +107,14 @@ class StoredCampaign:
     min_batch_size: int
     created: str
     shuffle: dict[str, Any] | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """``client_sdk.campaign.METADATA_FIELDS`` the campaign was created with (not hashed)."""
+
+    @property
+    def expires(self) -> datetime.date | None:
+        """The last UTC day the campaign takes reports (``None``: no expiry)."""
+        expires = self.metadata.get("expires")
+        return None if expires is None else datetime.date.fromisoformat(expires)
 
     def document(self) -> dict[str, Any]:
         """The JSON document the HTTP API serves (``config_id`` included)."""
@@ -117,6 +130,7 @@ class StoredCampaign:
         }
         if self.shuffle is not None:
             document["shuffle"] = self.shuffle
+        document.update(self.metadata)
         return document
 
 
@@ -259,6 +273,7 @@ class Storage:
         )
         if max_body is not None and "shuffle" in normalized:
             check_batch_fits({**normalized, "config_id": content_id}, max_body)
+        metadata = {k: normalized[k] for k in METADATA_FIELDS if k in normalized}
         with self._write() as conn:
             row = conn.execute(
                 f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns WHERE name = ?", [normalized["name"]]
@@ -270,11 +285,16 @@ class Storage:
                         f"campaign {existing.name!r} exists with config_id {existing.config_id}; "
                         f"campaigns are immutable (this body has config_id {content_id})"
                     )
+                if existing.metadata != metadata:
+                    raise CampaignConflict(
+                        f"campaign {existing.name!r} exists with other metadata "
+                        f"{canonical_json(existing.metadata)}; campaigns are immutable"
+                    )
                 return existing, False
             created = _now()
             conn.execute(
                 "INSERT INTO campaigns (name, config_id, mechanism, domain, policy, "
-                "min_batch_size, created, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "min_batch_size, created, shuffle, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     normalized["name"],
                     content_id,
@@ -284,6 +304,7 @@ class Storage:
                     normalized["min_batch_size"],
                     created,
                     None if "shuffle" not in normalized else canonical_json(normalized["shuffle"]),
+                    canonical_json(metadata) if metadata else None,
                 ],
             )
         return self.get_campaign(normalized["name"]), True
@@ -717,7 +738,9 @@ class Storage:
 
 _MAX_SQLITE_INT = (1 << 63) - 1
 _LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
-_CAMPAIGN_COLUMNS = "name, config_id, mechanism, domain, policy, min_batch_size, created, shuffle"
+_CAMPAIGN_COLUMNS = (
+    "name, config_id, mechanism, domain, policy, min_batch_size, created, shuffle, metadata"
+)
 
 
 _BATCH_BODY = '{"batch_id":"","config_id":"","reports":[]}'
@@ -774,7 +797,7 @@ def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any
 
 def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
     name, content_id, mechanism_json, domain_json, policy_json, min_batch_size, created = row[:7]
-    shuffle_json = row[7]
+    shuffle_json, metadata_json = row[7], row[8]
     mechanism = _mechanism_for(mechanism_json)
     return StoredCampaign(
         name=name,
@@ -786,6 +809,7 @@ def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
         min_batch_size=int(min_batch_size),
         created=created,
         shuffle=None if shuffle_json is None else json.loads(shuffle_json),
+        metadata={} if metadata_json is None else json.loads(metadata_json),
     )
 
 

@@ -1,0 +1,116 @@
+"""Campaign metadata and expiry (issue 27, item 2): metadata is validated naming the field,
+stored and served, and leaves ``config_id`` unchanged; a real collector past a campaign's
+``expires`` day (its clock set by ``LDP_TODAY``) refuses uploads with ``campaign-expired``
+(410), which a real SDK client stops on, counting what it dropped; estimates stay available."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from flask.testing import FlaskClient
+
+from client_sdk import TelemetryClient
+from client_sdk.campaign import parse_campaign
+from client_sdk.protocol import PROBLEM_TYPES
+from collector.process import CollectorProcess
+
+BASE = {
+    "name": "theme",
+    "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 3},
+    "domain": ["light", "dark", "system"],
+    "policy": {"epsilon_per_report": 1.0, "reports_per_period": 100, "period_seconds": 86400},
+    "min_batch_size": 5,
+}
+METADATA = {
+    "description": "the theme the app shows",
+    "unit": "devices",
+    "owner": "ui-team@example.org",
+    "expires": "2027-01-10",
+    "retention_days": 30,
+}
+
+
+def test_metadata_leaves_config_id_unchanged_and_is_served(client: FlaskClient) -> None:
+    plain = parse_campaign(BASE)
+    for field, value in METADATA.items():
+        assert parse_campaign({**BASE, field: value}).config_id == plain.config_id, field
+    headers = {"Authorization": f"Bearer {client.application.config['ADMIN_TOKEN']}"}
+    created = client.post("/v1/campaigns", json={**BASE, **METADATA}, headers=headers)
+    assert created.status_code == 201, created.get_json()
+    served = client.get("/v1/campaigns/theme").get_json()
+    assert served["config_id"] == plain.config_id
+    assert {field: served[field] for field in METADATA} == METADATA
+    # The same document again is idempotent; other metadata under the name is a conflict.
+    again = client.post("/v1/campaigns", json={**BASE, **METADATA}, headers=headers)
+    assert again.status_code == 200
+    other = client.post("/v1/campaigns", json={**BASE, **METADATA, "unit": "ms"}, headers=headers)
+    assert other.status_code == 409
+    assert other.get_json()["type"] == PROBLEM_TYPES["campaign-conflict"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("description", "", "description must be non-empty text"),
+        ("unit", 3, "unit must be non-empty text of at most 1000 characters; got 3"),
+        ("owner", "x" * 1001, "owner must be non-empty text"),
+        ("expires", "31/01/2027", "expires must be an ISO date YYYY-MM-DD; got '31/01/2027'"),
+        ("expires", "2027-02-30", "expires is not a calendar date; got '2027-02-30'"),
+        ("retention_days", 0, "retention_days"),
+        ("retention_days", 1.5, "retention_days"),
+    ],
+)
+def test_bad_metadata_is_a_400_naming_the_field(
+    client: FlaskClient, field: str, value: Any, message: str
+) -> None:
+    headers = {"Authorization": f"Bearer {client.application.config['ADMIN_TOKEN']}"}
+    response = client.post("/v1/campaigns", json={**BASE, field: value}, headers=headers)
+    assert response.status_code == 400
+    assert response.mimetype == "application/problem+json"
+    assert message in response.get_json()["detail"]
+
+
+def test_expired_campaign_refuses_uploads_and_the_sdk_stops(tmp_path: Path) -> None:
+    collector = CollectorProcess(tmp_path / "c.db", workers=1, log_dir=tmp_path)
+    collector.env["LDP_TODAY"] = "2027-01-10"  # the last day the campaign takes reports
+    with collector:
+        collector.create_campaign({**BASE, **METADATA})
+        with TelemetryClient(collector.url, state_dir=tmp_path / "device") as device:
+            for _ in range(6):
+                assert device.record("theme", "dark") is not None
+            assert device.flush() == 6
+
+            collector.env["LDP_TODAY"] = "2027-01-11"
+            collector.restart()
+            device.record("theme", "light")  # queued: the device does not read "expires"
+            device.record("theme", "dark")
+            assert device.flush() == 0
+            assert device.pending() == 0
+            status = device.status()
+            assert status["ended_campaigns"] == {"theme": "campaign-expired"}
+            assert status["dropped"] == {"theme": {"campaign-expired": 2}}
+            assert device.record("theme", "dark") is None  # records nothing more
+            assert device.status()["dropped"] == {"theme": {"campaign-expired": 3}}
+            assert device.pending() == 0  # so nothing is ever retried
+            assert any("campaign-expired" in (e.event or "") for e in device.privacy_log("theme"))
+
+        config_id = parse_campaign(BASE).config_id
+        refused = requests.post(
+            f"{collector.url}/v1/campaigns/theme/reports",
+            json={"config_id": config_id, "reports": []},
+            timeout=30,
+        )
+        assert refused.status_code == 410
+        assert refused.headers["Content-Type"].startswith("application/problem+json")
+        problem = refused.json()
+        assert problem["type"] == PROBLEM_TYPES["campaign-expired"]
+        assert problem["expires"] == "2027-01-10"
+
+        estimate = requests.get(
+            f"{collector.url}/v1/campaigns/theme/estimate", headers=collector.admin(), timeout=30
+        )
+        assert estimate.status_code == 200, estimate.text
+        assert estimate.json()["n"] == 6
