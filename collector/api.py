@@ -20,6 +20,7 @@ from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_ca
 from collector.export import check_day
 from collector.ingest import MisdirectedEnvelope, Rejection, open_report, validate_batch
 from collector.keys import EnvelopeOpener, active_key, ensure_key
+from collector.lifecycle import default_policy_warnings
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
 from collector.storage import CampaignConflict, Storage, StorageBusy, StoredCampaign
@@ -89,7 +90,11 @@ def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
         with write_turn():
             ensure_key(get_storage())
     location = url_for("api.get_campaign", name=campaign.name)
-    return _served(campaign), 201 if created else 200, {"Location": location}
+    body = _served(campaign)
+    warnings = default_policy_warnings(campaign)
+    if warnings:  # only then: the usual answer stays the served document
+        body["warnings"] = warnings
+    return body, 201 if created else 200, {"Location": location}
 
 
 @bp.get("/campaigns/<name>")

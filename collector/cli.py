@@ -28,6 +28,7 @@ from typing import Any
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
+from collector.lifecycle import default_policy_warnings
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
 from collector.storage import CampaignConflict, Storage
@@ -186,6 +187,8 @@ def _campaign_create(args: argparse.Namespace) -> int:
         f"campaign {campaign.name!r} {'created' if created else 'already exists (same content)'}",
         file=sys.stderr,
     )
+    for warning in default_policy_warnings(campaign):
+        print(f"ldp-collector campaign create: warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -5,6 +5,7 @@ stored and served, and leaves ``config_id`` unchanged; a real collector past a c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ from flask.testing import FlaskClient
 
 from client_sdk import TelemetryClient
 from client_sdk.campaign import parse_campaign
+from client_sdk.policy import DEFAULT_POLICY
 from client_sdk.protocol import PROBLEM_TYPES
+from collector.cli import main as collector_cli
 from collector.process import CollectorProcess
 
 BASE = {
@@ -114,3 +117,42 @@ def test_expired_campaign_refuses_uploads_and_the_sdk_stops(tmp_path: Path) -> N
         )
         assert estimate.status_code == 200, estimate.text
         assert estimate.json()["n"] == 6
+
+
+def test_an_epsilon_above_the_default_policy_warns(tmp_path: Path, capsys: Any) -> None:
+    db = tmp_path / "c.db"
+    strong = {**BASE, "name": "strong"}
+    weak = {
+        **BASE,
+        "name": "weak",
+        "mechanism": {"mechanism": "grr", "epsilon": 10.0, "k": 3},
+        "policy": {**BASE["policy"], "epsilon_per_report": 10.0},  # type: ignore[dict-item]
+    }
+    assert collector_cli(["init-db", "--db", str(db)]) == 0
+    for document in (strong, weak):
+        (tmp_path / f"{document['name']}.json").write_text(json.dumps(document))
+    capsys.readouterr()
+    assert (
+        collector_cli(
+            ["campaign", "create", "--db", str(db), "--file", str(tmp_path / "strong.json")]
+        )
+        == 0
+    )
+    assert "warning" not in capsys.readouterr().err
+    assert (
+        collector_cli(
+            ["campaign", "create", "--db", str(db), "--file", str(tmp_path / "weak.json")]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert "warning: devices with the SDK's default PrivacyPolicy will refuse this campaign" in err
+    assert (
+        f"max_epsilon is 10.0 in the campaign, the policy allows {DEFAULT_POLICY.max_epsilon!r}"
+        in err
+    )
+
+    with CollectorProcess(tmp_path / "http.db", workers=1, log_dir=tmp_path) as process:
+        created = process.create_campaign(weak)
+        assert len(created["warnings"]) == 1 and "max_epsilon" in created["warnings"][0]
+        assert "warnings" not in process.create_campaign(strong)
