@@ -23,7 +23,13 @@ from collector.keys import EnvelopeOpener, active_key, ensure_key
 from collector.lifecycle import default_policy_warnings
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
-from collector.storage import CampaignConflict, Storage, StorageBusy, StoredCampaign
+from collector.storage import (
+    CampaignConflict,
+    CampaignNotEmpty,
+    Storage,
+    StorageBusy,
+    StoredCampaign,
+)
 from collector.web import (
     ensure_same_database,
     get_storage,
@@ -100,6 +106,24 @@ def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
 @bp.get("/campaigns/<name>")
 def get_campaign(name: str) -> dict[str, Any]:
     return _served(get_storage().get_campaign(name))
+
+
+@bp.delete("/campaigns/<name>")
+@require_admin
+def delete_campaign(name: str) -> dict[str, Any]:
+    """Delete a campaign: 409 ``campaign-not-empty`` while it has reports, unless
+    ``?with_reports=1``; answers ``{"deleted", "reports"}`` (how many reports went with it)."""
+    flag = request.args.get("with_reports", "0")
+    if flag not in ("0", "1"):
+        raise Problem(400, "malformed-request", f"with_reports must be 0 or 1; got {flag[:40]!r}")
+    storage = get_storage()
+    try:
+        with write_turn():
+            removed = storage.delete_campaign(name, with_reports=flag == "1")
+    except CampaignNotEmpty as error:
+        raise Problem(409, "campaign-not-empty", str(error), reports=error.reports) from None
+    ensure_same_database()
+    return {"deleted": name, "reports": removed}
 
 
 @bp.post("/campaigns/<name>/reports")

@@ -101,6 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--db", required=True)
         sub.add_argument("--name", required=True, help="the campaign's name")
         sub.set_defaults(handler=handler)
+    delete = campaign_commands.add_parser(
+        "delete", help="delete a campaign (refused while it has reports, unless --with-reports)"
+    )
+    delete.add_argument("--db", required=True)
+    delete.add_argument("--name", required=True, help="the campaign's name")
+    delete.add_argument(
+        "--with-reports",
+        action="store_true",
+        help="delete its stored reports (and their estimates) with it; says how many",
+    )
+    delete.set_defaults(handler=_campaign_delete)
 
     export = commands.add_parser(
         "export", help="export a campaign's reports to Parquet, partitioned by day"
@@ -237,6 +248,13 @@ def _campaign_close(args: argparse.Namespace) -> int:
         f"campaign {args.name!r} {state} at {closed}: uploads are refused (410 campaign-closed); "
         "its reports and estimates stay"
     )
+    return 0
+
+
+def _campaign_delete(args: argparse.Namespace) -> int:
+    with Storage(args.db, create=False) as storage:
+        removed = storage.delete_campaign(args.name, with_reports=args.with_reports)
+    print(f"campaign {args.name!r} deleted with its {removed} stored reports")
     return 0
 
 

@@ -42,6 +42,7 @@ _TITLES = {
     "untrusted-campaign": "Campaign document does not verify",
     "campaign-closed": "Campaign closed",
     "campaign-expired": "Campaign expired",
+    "campaign-not-empty": "Campaign still has reports",
 }
 
 _SLUG_BY_STATUS = {

@@ -61,6 +61,7 @@ __all__ = [
     "CAMPAIGN_NAME_PATTERN",
     "SCHEMA_VERSION",
     "CampaignConflict",
+    "CampaignNotEmpty",
     "CampaignNotFound",
     "ExportPage",
     "InsertResult",
@@ -88,6 +89,18 @@ class CampaignNotFound(LookupError):
 
 class CampaignConflict(ValueError):
     """A campaign of that name exists with different content (campaigns are immutable)."""
+
+
+class CampaignNotEmpty(ValueError):
+    """A campaign to delete still has stored reports, and deleting them was not asked for."""
+
+    def __init__(self, name: str, reports: int) -> None:
+        super().__init__(
+            f"campaign {name!r} still has {reports} stored reports; delete them with it "
+            "explicitly (ldp-collector campaign delete --with-reports, or DELETE "
+            "/v1/campaigns/<name>?with_reports=1), or close it instead"
+        )
+        self.reports = reports
 
 
 class StorageBusy(RuntimeError):
@@ -337,6 +350,23 @@ class Storage:
             "SELECT closed FROM closed_campaigns WHERE campaign_id = ?", [self._campaign_id(name)]
         ).fetchone()
         return None if row is None else str(row[0])
+
+    def delete_campaign(self, name: str, *, with_reports: bool = False) -> int:
+        """Delete a campaign with everything stored for it (its reports, counters, shuffler
+        batches, closed mark); return how many reports went with it. Refused with
+        :class:`CampaignNotEmpty` while it has reports, unless ``with_reports``."""
+        with self._write() as conn:
+            campaign_id = self._campaign_id(name)
+            row = conn.execute(
+                "SELECT count(*) FROM reports WHERE campaign_id = ?", [campaign_id]
+            ).fetchone()
+            reports = int(row[0])
+            if reports and not with_reports:
+                raise CampaignNotEmpty(name, reports)
+            for table in ("reports", "counters", "batch_parts", "batches", "closed_campaigns"):
+                conn.execute(f"DELETE FROM {table} WHERE campaign_id = ?", [campaign_id])
+            conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])
+        return reports
 
     def list_campaigns(self) -> list[StoredCampaign]:
         rows = self.db.execute(f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY name")

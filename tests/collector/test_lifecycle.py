@@ -156,3 +156,38 @@ def test_an_epsilon_above_the_default_policy_warns(tmp_path: Path, capsys: Any) 
         created = process.create_campaign(weak)
         assert len(created["warnings"]) == 1 and "max_epsilon" in created["warnings"][0]
         assert "warnings" not in process.create_campaign(strong)
+
+
+def test_delete_is_refused_while_reports_remain_unless_with_reports(
+    tmp_path: Path, capsys: Any
+) -> None:
+    with CollectorProcess(tmp_path / "c.db", workers=1, log_dir=tmp_path) as process:
+        for name in ("kept", "empty"):
+            process.create_campaign({**BASE, "name": name})
+        with TelemetryClient(process.url, state_dir=tmp_path / "device") as device:
+            for _ in range(7):
+                device.record("kept", "dark")
+            assert device.flush() == 7
+        url = f"{process.url}/v1/campaigns"
+        assert requests.delete(f"{url}/kept", timeout=30).status_code == 401
+        refused = requests.delete(f"{url}/kept", headers=process.admin(), timeout=30)
+        assert refused.status_code == 409
+        assert refused.json()["type"] == PROBLEM_TYPES["campaign-not-empty"]
+        assert refused.json()["reports"] == 7 and "7 stored reports" in refused.json()["detail"]
+        emptied = requests.delete(f"{url}/empty", headers=process.admin(), timeout=30)
+        assert emptied.json() == {"deleted": "empty", "reports": 0}
+        assert requests.get(f"{url}/empty", timeout=30).status_code == 404
+
+    db = str(tmp_path / "c.db")
+    capsys.readouterr()
+    assert collector_cli(["campaign", "delete", "--db", db, "--name", "kept"]) == 2
+    assert "campaign 'kept' still has 7 stored reports" in capsys.readouterr().err
+    assert (
+        collector_cli(["campaign", "delete", "--db", db, "--name", "kept", "--with-reports"]) == 0
+    )
+    assert "campaign 'kept' deleted with its 7 stored reports" in capsys.readouterr().out
+    assert collector_cli(["campaign", "list", "--db", db]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == []
+    # The name is free again, for a new campaign.
+    assert collector_cli(["campaign", "delete", "--db", db, "--name", "kept"]) == 2
+    assert "no campaign named 'kept'" in capsys.readouterr().err
