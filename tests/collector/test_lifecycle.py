@@ -13,6 +13,7 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
+from analysis.demo import main as demo
 from client_sdk import TelemetryClient
 from client_sdk.campaign import parse_campaign
 from client_sdk.policy import DEFAULT_POLICY
@@ -191,3 +192,24 @@ def test_delete_is_refused_while_reports_remain_unless_with_reports(
     # The name is free again, for a new campaign.
     assert collector_cli(["campaign", "delete", "--db", db, "--name", "kept"]) == 2
     assert "no campaign named 'kept'" in capsys.readouterr().err
+
+
+def test_demo_says_how_many_it_sends_above_the_policy(tmp_path: Path, capsys: Any) -> None:
+    policy = {"epsilon_per_report": 1.0, "reports_per_period": 4, "period_seconds": 86400}
+    with CollectorProcess(tmp_path / "c.db", workers=1, log_dir=tmp_path) as process:
+        process.create_campaign({**BASE, "policy": policy})
+        assert demo(["--collector", process.url, "--campaign", "theme", "--devices", "10",
+                     "--reports-per-device", "9"]) == 0  # fmt: skip
+        err = capsys.readouterr().err
+        assert (
+            "--reports-per-device 9 is above the policy.reports_per_period 4 of campaign "
+            "'theme' (what a device's ledger allows per period): "
+            "each device sends 4, 40 reports in all"
+        ) in err
+        assert demo(["--collector", process.url, "--campaign", "theme", "--devices", "10",
+                     "--reports-per-device", "4"]) == 0  # fmt: skip
+        assert "above" not in capsys.readouterr().err
+        answer = requests.get(
+            f"{process.url}/v1/campaigns/theme/estimate", headers=process.admin(), timeout=30
+        )
+        assert answer.json()["n"] == 80
