@@ -18,6 +18,7 @@ line, status, size and duration; the error log carries no address either.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sqlite3
@@ -112,6 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="delete its stored reports (and their estimates) with it; says how many",
     )
     delete.set_defaults(handler=_campaign_delete)
+    cleanup = campaign_commands.add_parser(
+        "cleanup", help="delete raw reports older than their campaign's retention_days"
+    )
+    cleanup.add_argument("--db", required=True)
+    cleanup.add_argument(
+        "--today",
+        default=None,
+        metavar="DAY",
+        help="the UTC date to count from (YYYY-MM-DD; default LDP_TODAY, else today)",
+    )
+    cleanup.set_defaults(handler=_campaign_cleanup)
 
     export = commands.add_parser(
         "export", help="export a campaign's reports to Parquet, partitioned by day"
@@ -255,6 +267,25 @@ def _campaign_delete(args: argparse.Namespace) -> int:
     with Storage(args.db, create=False) as storage:
         removed = storage.delete_campaign(args.name, with_reports=args.with_reports)
     print(f"campaign {args.name!r} deleted with its {removed} stored reports")
+    return 0
+
+
+def _campaign_cleanup(args: argparse.Namespace) -> int:
+    today_text = args.today or os.environ.get(f"{ENV_PREFIX}TODAY")
+    try:
+        today = (
+            datetime.date.fromisoformat(today_text)
+            if today_text
+            else datetime.datetime.now(datetime.timezone.utc).date()
+        )
+    except ValueError:
+        raise ValueError(f"--today must be a date YYYY-MM-DD; got {today_text!r}") from None
+    with Storage(args.db, create=False) as storage:
+        deleted = storage.apply_retention(today)
+    for name, count in deleted.items():
+        print(f"campaign {name!r}: deleted {count} reports past its retention")
+    if not deleted:
+        print("no campaign has retention_days")
     return 0
 
 

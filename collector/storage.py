@@ -368,6 +368,38 @@ class Storage:
             conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])
         return reports
 
+    def apply_retention(self, today: datetime.date) -> dict[str, int]:
+        """Delete the raw reports of each campaign with ``retention_days`` that arrived on a UTC
+        day at least ``retention_days`` before ``today``; return campaign -> reports deleted.
+
+        Kept: the campaign, its counters (accepted, duplicate, rejected: every report ever
+        acknowledged, so the metrics stay exact) and its shuffler batches (the central
+        guarantee's sizes). Estimates are computed from the stored reports, so after a cleanup
+        they cover the retained window only (docs/campaigns.md). Each deletion adds to the
+        campaign's :data:`RETENTION_COUNTER` in the same transaction.
+        """
+        deleted: dict[str, int] = {}
+        for campaign in self.list_campaigns():
+            days = campaign.metadata.get("retention_days")
+            if days is None:
+                continue
+            oldest_kept = (today - datetime.timedelta(days=int(days) - 1)).isoformat()
+            with self._write() as conn:
+                campaign_id = self._campaign_id(campaign.name)
+                count = conn.execute(
+                    "DELETE FROM reports WHERE campaign_id = ? AND day < ?",
+                    [campaign_id, oldest_kept],
+                ).rowcount
+                if count:
+                    conn.execute(
+                        "INSERT INTO counters (campaign_id, name, label, value) "
+                        "VALUES (?, ?, '', ?) ON CONFLICT (campaign_id, name, label) "
+                        "DO UPDATE SET value = value + ?",
+                        [campaign_id, RETENTION_COUNTER, count, count],
+                    )
+            deleted[campaign.name] = count
+        return deleted
+
     def list_campaigns(self) -> list[StoredCampaign]:
         rows = self.db.execute(f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns ORDER BY name")
         return [_campaign_from_row(row) for row in rows.fetchall()]
@@ -767,6 +799,8 @@ class Storage:
 
 
 _MAX_SQLITE_INT = (1 << 63) - 1
+RETENTION_COUNTER = "retention_deleted"
+"""The ``counters`` row of the reports the retention cleanup deleted, per campaign."""
 _LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
 _CAMPAIGN_COLUMNS = (
     "name, config_id, mechanism, domain, policy, min_batch_size, created, shuffle, metadata"

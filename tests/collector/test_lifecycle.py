@@ -5,7 +5,9 @@ stored and served, and leaves ``config_id`` unchanged; a real collector past a c
 
 from __future__ import annotations
 
+import datetime
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from client_sdk.policy import DEFAULT_POLICY
 from client_sdk.protocol import PROBLEM_TYPES
 from collector.cli import main as collector_cli
 from collector.process import CollectorProcess
+from collector.storage import Storage
 
 BASE = {
     "name": "theme",
@@ -213,3 +216,31 @@ def test_demo_says_how_many_it_sends_above_the_policy(tmp_path: Path, capsys: An
             f"{process.url}/v1/campaigns/theme/estimate", headers=process.admin(), timeout=30
         )
         assert answer.json()["n"] == 80
+
+
+def test_retention_cleanup_deletes_old_raw_reports_and_keeps_the_counts(
+    tmp_path: Path, capsys: Any
+) -> None:
+    db = tmp_path / "c.db"
+    with Storage(str(db)) as storage:
+        storage.create_campaign({**BASE, "name": "window", "retention_days": 2})
+        storage.create_campaign({**BASE, "name": "forever"})
+        for day in ("2027-01-08", "2027-01-09", "2027-01-10"):
+            rows = [(secrets.token_hex(16), "0") for _ in range(3)]
+            storage.insert_reports("window", rows, day=day)
+            storage.insert_reports("forever", rows, day=day)
+    assert collector_cli(["campaign", "cleanup", "--db", str(db), "--today", "2027-01-10"]) == 0
+    assert "campaign 'window': deleted 3 reports past its retention" in capsys.readouterr().out
+    with Storage(str(db)) as storage:
+        assert storage.report_days("window") == [("2027-01-09", 3), ("2027-01-10", 3)]
+        assert storage.count_reports("forever") == 9
+        assert storage.apply_retention(datetime.date(2027, 1, 10)) == {"window": 0}
+
+    with CollectorProcess(db, workers=1, log_dir=tmp_path, create=False) as process:
+        metrics = requests.get(f"{process.url}/metrics", timeout=30).text
+        assert 'ldp_collector_retention_deleted_reports_total{campaign="window"} 3.0' in metrics
+        assert 'ldp_reports_accepted_total{campaign="window"} 9.0' in metrics  # kept
+        estimate = requests.get(
+            f"{process.url}/v1/campaigns/window/estimate", headers=process.admin(), timeout=30
+        )
+        assert estimate.json()["n"] == 6  # the retained window only
