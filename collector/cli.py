@@ -29,7 +29,7 @@ from typing import Any
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
-from collector.lifecycle import default_policy_warnings, start_retention_loop
+from collector.lifecycle import default_policy_warnings
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
 from collector.storage import CampaignConflict, Storage
@@ -347,7 +347,6 @@ def _serve(args: argparse.Namespace) -> int:
         # the collector needs none, and two collectors on a host would take each other's.
         "control_socket_disable": True,
     }
-    start_retention_loop(app)  # in the master only: workers are forked without its thread
     GunicornApp(app, options).run()
     return 0
 

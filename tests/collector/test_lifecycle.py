@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import json
 import secrets
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +83,6 @@ def test_bad_metadata_is_a_400_naming_the_field(
 def test_expired_campaign_refuses_uploads_and_the_sdk_stops(tmp_path: Path) -> None:
     collector = CollectorProcess(tmp_path / "c.db", workers=1, log_dir=tmp_path)
     collector.env["LDP_TODAY"] = "2027-01-10"  # the last day the campaign takes reports
-    # Reports are filed under the real day; keep the retention cleanup off this drill's date.
-    collector.env["LDP_RETENTION_INTERVAL"] = "0"
     with collector:
         collector.create_campaign({**BASE, **METADATA})
         with TelemetryClient(collector.url, state_dir=tmp_path / "device") as device:
@@ -247,23 +244,3 @@ def test_retention_cleanup_deletes_old_raw_reports_and_keeps_the_counts(
             f"{process.url}/v1/campaigns/window/estimate", headers=process.admin(), timeout=30
         )
         assert estimate.json()["n"] == 6  # the retained window only
-
-
-def test_the_serving_collector_runs_the_cleanup_itself(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
-    with Storage(str(db)) as storage:
-        storage.create_campaign({**BASE, "retention_days": 1})
-        storage.insert_reports("theme", [(secrets.token_hex(16), "0")] * 1, day="2027-01-01")
-        storage.insert_reports("theme", [(secrets.token_hex(16), "1")] * 1, day="2027-01-02")
-    process = CollectorProcess(db, workers=2, log_dir=tmp_path, create=False)
-    process.env.update({"LDP_TODAY": "2027-01-02", "LDP_RETENTION_INTERVAL": "0.2"})
-    with process:
-        deadline = time.monotonic() + 60
-        metric = 'ldp_collector_retention_deleted_reports_total{campaign="theme"} 1.0'
-        while metric not in (text := requests.get(f"{process.url}/metrics", timeout=30).text):
-            assert time.monotonic() < deadline, text
-            time.sleep(0.2)
-        time.sleep(1)  # more rounds delete nothing more, and count nothing twice
-        assert metric in requests.get(f"{process.url}/metrics", timeout=30).text
-    with Storage(str(db)) as storage:
-        assert storage.report_days("theme") == [("2027-01-02", 1)]
