@@ -420,6 +420,14 @@ def feed_collector(
         per_device = reports_per_device
         if campaign.policy is not None:
             per_device = min(per_device, int(campaign.policy["reports_per_period"]))
+        if per_device < reports_per_device:
+            print(
+                f"ldp-demo: --reports-per-device {reports_per_device} is above the "
+                f"policy.reports_per_period {per_device} of campaign {campaign_name!r} (what a "
+                f"device's ledger allows per period): each device sends {per_device}, "
+                f"{per_device * devices} reports in all",
+                file=sys.stderr,
+            )
         population = simulate(mechanism, campaign.domain, devices, seed=seed, values=values)
         payloads: list[Any] = []
         if is_memoized(mechanism) or mechanism.uses_device_choices:

@@ -29,6 +29,7 @@ reports_per_period`` epsilon per period of ``period_seconds`` (docs/architecture
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "CAMPAIGN_FIELDS",
     "CAMPAIGN_NAME_PATTERN",
     "MAX_CANDIDATES",
+    "METADATA_FIELDS",
     "PROTOCOL_VERSION",
     "BudgetPolicy",
     "CampaignSpec",
@@ -50,13 +52,24 @@ __all__ = [
     "check_domain",
     "normalize_campaign",
     "parse_campaign",
+    "parse_metadata",
 ]
 
 CAMPAIGN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """Campaign names are URL path segments: letters, digits, ``.``, ``_``, ``-`` (1-128 chars)."""
 
+METADATA_FIELDS = ("description", "unit", "owner", "expires", "retention_days")
+"""Optional metadata of a campaign: what it measures and its lifecycle. None is hashed into
+``config_id`` (docs/campaigns.md): a device does nothing with ``description``, ``unit`` or
+``owner``; ``retention_days`` is the collector's; ``expires`` is enforced by the collector
+(uploads after it are refused with ``campaign-expired``, which the device stops on)."""
+
+MAX_TEXT_LENGTH = 1000
+"""The longest ``description``, ``unit`` or ``owner``."""
+
 CAMPAIGN_FIELDS = frozenset(
     {"name", "protocol", "mechanism", "domain", "policy", "min_batch_size", "shuffle"}
+    | set(METADATA_FIELDS)
 )
 """The fields of a campaign's content (a served campaign adds ``config_id`` and ``created``)."""
 
@@ -162,6 +175,14 @@ class CampaignSpec:
     policy: BudgetPolicy | None
     min_batch_size: int
     shuffle: ShufflePlan | None = None
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The :data:`METADATA_FIELDS` the document gave (absent ones are left out)."""
+
+    @property
+    def expires(self) -> datetime.date | None:
+        """The last UTC day the campaign takes reports (``None``: no expiry)."""
+        expires = self.metadata.get("expires")
+        return None if expires is None else datetime.date.fromisoformat(expires)
 
     def content(self) -> dict[str, Any]:
         """The canonical document (what the collector stores; JSON-safe)."""
@@ -175,6 +196,7 @@ class CampaignSpec:
         }
         if self.shuffle is not None:
             content["shuffle"] = self.shuffle.to_dict()
+        content.update(self.metadata)
         return content
 
     @property
@@ -263,12 +285,57 @@ def parse_campaign(document: Any, *, strict: bool = True) -> CampaignSpec:
         policy=budget,
         min_batch_size=min_batch_size,
         shuffle=None if shuffle is None else ShufflePlan.from_dict(shuffle),
+        metadata=parse_metadata(document),
     )
     try:
         canonical_json(spec.content())
     except (TypeError, ValueError) as error:
         raise ValueError(f"campaign is not JSON-safe: {error}") from error
     return spec
+
+
+def parse_metadata(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The campaign's :data:`METADATA_FIELDS`, validated; ``ValueError`` naming the field.
+
+    ``description``, ``unit``, ``owner``: non-empty text of at most :data:`MAX_TEXT_LENGTH`
+    characters; ``expires``: an ISO date ``YYYY-MM-DD`` (the last UTC day that takes reports);
+    ``retention_days``: how many UTC days raw reports are kept, an integer >= 1.
+
+    >>> parse_metadata({"unit": "ms", "expires": "2027-01-31", "retention_days": 90})
+    {'unit': 'ms', 'expires': '2027-01-31', 'retention_days': 90}
+    >>> parse_metadata({"expires": "31/01/2027"})
+    Traceback (most recent call last):
+    ValueError: expires must be an ISO date YYYY-MM-DD; got '31/01/2027'
+    """
+    metadata: dict[str, Any] = {}
+    for field in ("description", "unit", "owner"):
+        value = document.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_TEXT_LENGTH:
+            raise ValueError(
+                f"{field} must be non-empty text of at most {MAX_TEXT_LENGTH} characters; "
+                f"got {describe(value)}"
+            )
+        metadata[field] = value
+    expires = document.get("expires")
+    if expires is not None:
+        if not isinstance(expires, str) or _ISO_DATE.fullmatch(expires) is None:
+            raise ValueError(f"expires must be an ISO date YYYY-MM-DD; got {describe(expires)}")
+        try:
+            datetime.date.fromisoformat(expires)
+        except ValueError:
+            raise ValueError(f"expires is not a calendar date; got {describe(expires)}") from None
+        metadata["expires"] = expires
+    retention = document.get("retention_days")
+    if retention is not None:
+        metadata["retention_days"] = check_int(
+            retention, "retention_days", minimum=1, maximum=MAX_SAFE_INT
+        )
+    return metadata
+
+
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _check_budget_reachable(mechanism: Mechanism, budget: BudgetPolicy) -> None:

@@ -116,7 +116,12 @@ class CampaignVerificationError(ValueError):
 
 
 class CampaignClosedError(ValueError):
-    """The collector closed this campaign to new reports; nothing more is recorded for it."""
+    """The collector closed this campaign to new reports, or it expired (``reason``:
+    ``campaign-closed`` or ``campaign-expired``); nothing more is recorded for it."""
+
+    def __init__(self, message: str, reason: str = "campaign-closed") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class CampaignChangedError(CampaignVerificationError):
@@ -392,7 +397,7 @@ class TelemetryClient:
         self._fetch_session = session or make_session(retries=0)
         self._campaigns: dict[str, Campaign] = {}
         self._changed: dict[str, tuple[str, str]] = {}  # name -> (accepted, served) config ids
-        self._closed: set[str] = set()
+        self._closed: dict[str, str] = {}  # campaign -> campaign-closed or campaign-expired
         self._campaigns_lock = threading.Lock()
         self._counters: dict[str, collections.Counter[str]] = {}  # campaign -> name -> count
         self._rng_lock = threading.Lock()  # a numpy Generator is not thread-safe
@@ -490,7 +495,10 @@ class TelemetryClient:
     def _campaign(self, name: str, *, refresh: bool, fetch_session: requests.Session) -> Campaign:
         with self._campaigns_lock:
             if name in self._closed:
-                raise CampaignClosedError(f"campaign {name!r} was closed by the collector")
+                reason = self._closed[name]
+                raise CampaignClosedError(
+                    f"campaign {name!r} takes no more reports ({reason})", reason
+                )
             if name in self._changed:
                 raise CampaignChangedError(name, *self._changed[name])
             if not refresh and name in self._campaigns:
@@ -644,8 +652,8 @@ class TelemetryClient:
             return self._campaign(name, refresh=False, fetch_session=self._fetch_session)
         except CampaignChangedError:
             self._drop(name, "campaign-changed", count)
-        except CampaignClosedError:
-            self._drop(name, "campaign-closed", count)
+        except CampaignClosedError as error:
+            self._drop(name, error.reason, count)
         except CampaignVerificationError as error:
             self._drop(name, "campaign-unverifiable", count, error)
         except UploadError as error:
@@ -769,7 +777,10 @@ class TelemetryClient:
           (``None``: now), and ``consecutive_failures``;
         * ``dropped``: campaign -> reason -> values dropped unrecorded (``campaign-unavailable``:
           neither pinned, cached nor fetchable; ``campaign-changed``, ``campaign-closed``,
+          ``campaign-expired`` (values recorded and reports queued once the collector said so),
           ``campaign-unverifiable``);
+        * ``ended_campaigns``: campaign -> ``campaign-closed`` or ``campaign-expired``, for the
+          campaigns the collector no longer takes reports for (nothing more is recorded);
         * ``clipped``: campaign -> numbers outside the range, clipped by the mechanism;
         * ``changed_campaigns``: campaign -> ``{"accepted", "served"}`` config ids of a campaign
           the collector now serves differently (refused until :meth:`accept_campaign_change`);
@@ -786,6 +797,7 @@ class TelemetryClient:
                 name: {"accepted": accepted, "served": served}
                 for name, (accepted, served) in sorted(self._changed.items())
             }
+            ended = dict(sorted(self._closed.items()))
         with self._status_lock:
             return {
                 "reserved_values": reserved,
@@ -796,6 +808,7 @@ class TelemetryClient:
                 "dropped": {c: dict(sorted(r.items())) for c, r in sorted(self._dropped.items())},
                 "clipped": dict(sorted(self._clipped.items())),
                 "changed_campaigns": changed,
+                "ended_campaigns": ended,
                 "counters": counters,
             }
 
@@ -965,18 +978,22 @@ class TelemetryClient:
                 info = self.campaign(name, refresh=True)
                 self._drop_other_configs(info)
                 continue
-            if response.status_code == 410 and kind == problem_type("campaign-closed"):
-                # Closed for good: the queued reports can never be delivered. Drop them, say so
-                # in the privacy log, and record nothing more for it.
+            ended = {problem_type(r): r for r in ("campaign-closed", "campaign-expired")}
+            if response.status_code == 410 and kind in ended:
+                # Closed or expired for good: the queued reports can never be delivered. Drop
+                # them, count them in status() and the privacy log, record nothing more for it,
+                # and never retry.
+                reason = ended[str(kind)]
                 dropped = self._outbox.drop_campaign(name)
                 self._ledger.note(
-                    name,
-                    f"campaign closed by the collector; {dropped} queued reports dropped unsent",
+                    name, f"{reason} (said the collector); {dropped} queued reports dropped unsent"
                 )
                 with self._campaigns_lock:
-                    self._closed.add(name)
+                    self._closed[name] = reason
                     self._campaigns.pop(name, None)
-                logger.warning("campaign %r is closed: dropped %d queued reports", name, dropped)
+                with self._status_lock:
+                    self._dropped.setdefault(name, Counter())[reason] += dropped
+                logger.warning("campaign %r: %s: dropped %d queued reports", name, reason, dropped)
                 return acknowledged
             if response.status_code == 413 and batch_size > 1:
                 batch_size = max(1, batch_size // 2)  # the collector's cap is lower: split

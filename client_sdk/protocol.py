@@ -55,6 +55,8 @@ PROBLEM_TYPES: dict[str, str] = {
         "shuffled-campaign",  # 409: a direct upload to a campaign that only takes shuffled batches
         "not-shuffled",  # 409: a shuffler batch or upload for a campaign without "shuffle"
         "campaign-closed",  # 410: the campaign was closed to new reports (estimates remain)
+        "campaign-expired",  # 410: the campaign is past its "expires" day (estimates remain)
+        "campaign-not-empty",  # 409: deleting a campaign with reports without with_reports=1
         "forwarder-down",  # 503 (shuffler /readyz): its forwarder exited and is being restarted
         "untrusted-campaign",  # 502 (shuffler): the collector's document fails its config_id
     )

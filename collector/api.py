@@ -21,9 +21,15 @@ from collector.estimates import BatchTooSmall, UnsupportedEstimate, aggregate_ca
 from collector.export import check_day
 from collector.ingest import MisdirectedEnvelope, Rejection, open_report, validate_batch
 from collector.keys import EnvelopeOpener, active_key, ensure_key
+from collector.lifecycle import default_policy_warnings
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
-from collector.storage import CampaignConflict, StorageBusy, StoredCampaign
+from collector.storage import (
+    CampaignConflict,
+    CampaignNotEmpty,
+    StorageBusy,
+    StoredCampaign,
+)
 from collector.web import (
     ensure_same_database,
     get_storage,
@@ -32,6 +38,7 @@ from collector.web import (
     require_admin,
     require_shuffler,
     storage_opener,
+    today,
     write_turn,
 )
 
@@ -95,12 +102,34 @@ def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
         with write_turn():
             ensure_key(get_storage())
     location = url_for("api.get_campaign", name=campaign.name)
-    return _served(campaign), 201 if created else 200, {"Location": location}
+    body = _served(campaign)
+    warnings = default_policy_warnings(campaign)
+    if warnings:  # only then: the usual answer stays the served document
+        body["warnings"] = warnings
+    return body, 201 if created else 200, {"Location": location}
 
 
 @bp.get("/campaigns/<name>")
 def get_campaign(name: str) -> dict[str, Any]:
     return _served(get_storage().get_campaign(name))
+
+
+@bp.delete("/campaigns/<name>")
+@require_admin
+def delete_campaign(name: str) -> dict[str, Any]:
+    """Delete a campaign: 409 ``campaign-not-empty`` while it has reports, unless
+    ``?with_reports=1``; answers ``{"deleted", "reports"}`` (how many reports went with it)."""
+    flag = request.args.get("with_reports", "0")
+    if flag not in ("0", "1"):
+        raise Problem(400, "malformed-request", f"with_reports must be 0 or 1; got {flag[:40]!r}")
+    storage = get_storage()
+    try:
+        with write_turn():
+            removed = storage.delete_campaign(name, with_reports=flag == "1")
+    except CampaignNotEmpty as error:
+        raise Problem(409, "campaign-not-empty", str(error), reports=error.reports) from None
+    ensure_same_database()
+    return {"deleted": name, "reports": removed}
 
 
 @bp.post("/campaigns/<name>/reports")
@@ -416,8 +445,18 @@ def export_reports(name: str) -> Response:
 
 
 def _refuse_if_closed(campaign: StoredCampaign) -> None:
-    """410 ``campaign-closed`` for a campaign closed to new reports (its estimates remain)."""
+    """410 ``campaign-closed`` for a campaign closed to new reports, 410 ``campaign-expired``
+    for one past its ``expires`` day (UTC; ``LDP_TODAY`` in drills); its estimates remain."""
     name, closed = campaign.name, campaign.closed_at
+    expires = campaign.expires
+    if expires is not None and today() > expires:
+        raise Problem(
+            410,
+            "campaign-expired",
+            f"campaign {name!r} expired after {expires.isoformat()} and takes no more reports; "
+            "its estimates stay available",
+            expires=expires.isoformat(),
+        )
     if closed is not None:
         raise Problem(
             410,

@@ -18,6 +18,7 @@ line, status, size and duration; the error log carries no address either.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sqlite3
@@ -31,6 +32,7 @@ from collector.cli_checks import check_database_path, check_port_free, database_
 from collector.cors import cors_origin
 from collector.dap import cli as dap_cli
 from collector.dap.aggregator import DapProblem
+from collector.lifecycle import default_policy_warnings
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
 from collector.storage import CampaignConflict, Storage
@@ -114,6 +116,28 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--db", required=True, help="the collector's SQLite database")
         sub.add_argument("--name", required=True, help="the campaign's name")
         sub.set_defaults(handler=handler)
+    delete = campaign_commands.add_parser(
+        "delete", help="delete a campaign (refused while it has reports, unless --with-reports)"
+    )
+    delete.add_argument("--db", required=True)
+    delete.add_argument("--name", required=True, help="the campaign's name")
+    delete.add_argument(
+        "--with-reports",
+        action="store_true",
+        help="delete its stored reports (and their estimates) with it; says how many",
+    )
+    delete.set_defaults(handler=_campaign_delete)
+    cleanup = campaign_commands.add_parser(
+        "cleanup", help="delete raw reports older than their campaign's retention_days"
+    )
+    cleanup.add_argument("--db", required=True)
+    cleanup.add_argument(
+        "--today",
+        default=None,
+        metavar="DAY",
+        help="the UTC date to count from (YYYY-MM-DD; default LDP_TODAY, else today)",
+    )
+    cleanup.set_defaults(handler=_campaign_cleanup)
 
     export = commands.add_parser(
         "export", help="export a campaign's reports to Parquet, partitioned by day"
@@ -203,6 +227,8 @@ def _campaign_create(args: argparse.Namespace) -> int:
         f"campaign {campaign.name!r} {'created' if created else 'already exists (same content)'}",
         file=sys.stderr,
     )
+    for warning in default_policy_warnings(campaign):
+        print(f"ldp-collector campaign create: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -251,6 +277,32 @@ def _campaign_close(args: argparse.Namespace) -> int:
         f"campaign {args.name!r} {state} at {closed}: uploads are refused (410 campaign-closed); "
         "its reports and estimates stay"
     )
+    return 0
+
+
+def _campaign_delete(args: argparse.Namespace) -> int:
+    with Storage(args.db, create=False) as storage:
+        removed = storage.delete_campaign(args.name, with_reports=args.with_reports)
+    print(f"campaign {args.name!r} deleted with its {removed} stored reports")
+    return 0
+
+
+def _campaign_cleanup(args: argparse.Namespace) -> int:
+    today_text = args.today or os.environ.get(f"{ENV_PREFIX}TODAY")
+    try:
+        today = (
+            datetime.date.fromisoformat(today_text)
+            if today_text
+            else datetime.datetime.now(datetime.timezone.utc).date()
+        )
+    except ValueError:
+        raise ValueError(f"--today must be a date YYYY-MM-DD; got {today_text!r}") from None
+    with Storage(args.db, create=False) as storage:
+        deleted = storage.apply_retention(today)
+    for name, count in deleted.items():
+        print(f"campaign {name!r}: deleted {count} reports past its retention")
+    if not deleted:
+        print("no campaign has retention_days")
     return 0
 
 

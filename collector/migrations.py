@@ -230,6 +230,12 @@ def _migration_7_dap(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_8_metadata(db: sqlite_utils.Database) -> None:
+    # A campaign's optional metadata (client_sdk.campaign.METADATA_FIELDS: description, unit,
+    # owner, expires, retention_days) as canonical JSON; NULL for none. Not part of config_id.
+    db.execute("ALTER TABLE campaigns ADD COLUMN metadata TEXT")
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
@@ -238,6 +244,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...]
     (5, "shuffler batches in parts", _migration_5_batch_parts),
     (6, "sealed reports' nonces, unique per campaign", _migration_6_nonces),
     (7, "DAP aggregator tasks, reports, jobs, buckets, collections", _migration_7_dap),
+    (8, "campaign metadata: description, unit, owner, expires, retention", _migration_8_metadata),
 )
 """``(version, description, migration)`` in version order."""
 

@@ -12,6 +12,7 @@ from flask import Blueprint, Response, current_app
 from collector import metrics as _metrics
 from collector.dbguard import space_probe, write_probe
 from collector.problems import Problem
+from collector.storage import RETENTION_COUNTER
 from collector.web import get_storage
 
 bp = Blueprint("ops", __name__)
@@ -103,6 +104,11 @@ def _report_counters(rows: list[tuple[str, str, str, int]]) -> list[Any]:
         )
         for name, text in _COUNTER_HELP.items()
     }
+    families[RETENTION_COUNTER] = CounterMetricFamily(
+        "ldp_collector_retention_deleted_reports",
+        "Raw reports deleted by the retention cleanup (older than the campaign's retention_days).",
+        labels=["campaign"],
+    )
     for campaign, name, label, value in rows:
         family = families.get(name)
         if family is not None:

@@ -40,6 +40,9 @@ _TITLES = {
     "not-shuffled": "Campaign is not shuffled",
     "forwarder-down": "Shuffler forwarder down",
     "untrusted-campaign": "Campaign document does not verify",
+    "campaign-closed": "Campaign closed",
+    "campaign-expired": "Campaign expired",
+    "campaign-not-empty": "Campaign still has reports",
 }
 
 _SLUG_BY_STATUS = {

@@ -21,6 +21,8 @@ variable                      meaning                                           
 ``LDP_RATE_BURST``            most reports admitted at once by the rate limit   LDP_MAX_BATCH
 ``LDP_RATE_PER_BUCKET``       reports per second per ``Ldp-Rate-Bucket`` key    0
                               (needs LDP_RATE_LIMIT), 0=off
+``LDP_TODAY``                 the UTC date (YYYY-MM-DD) expiry and retention    the real date
+                              use; set it only for drills and tests
 ``LDP_ALLOW_READABLE_DB``     1: serve a database other users may read (it      0
                               holds the private keys; collector.dbguard)
 ============================  ================================================  ==============
@@ -28,6 +30,7 @@ variable                      meaning                                           
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -81,6 +84,15 @@ def _optional_text(name: str, value: Any) -> str | None:
     return None if value is None or value == "" else _text(name, value)
 
 
+def _optional_date(name: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    try:
+        return datetime.date.fromisoformat(_text(name, value)).isoformat()
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{name} must be a date YYYY-MM-DD; got {value!r}") from None
+
+
 def _flag(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -111,6 +123,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "RATE_BURST": (None, _optional_positive_int),
     "RATE_PER_BUCKET": (0.0, _non_negative_float),
     "ALLOW_READABLE_DB": (False, _flag),
+    "TODAY": (None, _optional_date),
 }
 """Setting name -> (default, validator)."""
 

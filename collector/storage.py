@@ -42,7 +42,12 @@ from typing import Any
 
 import sqlite_utils
 
-from client_sdk.campaign import CAMPAIGN_NAME_PATTERN, PROTOCOL_VERSION, normalize_campaign
+from client_sdk.campaign import (
+    CAMPAIGN_NAME_PATTERN,
+    METADATA_FIELDS,
+    PROTOCOL_VERSION,
+    normalize_campaign,
+)
 from client_sdk.config import canonical_json
 from client_sdk.mechanisms import Mechanism, Reports, mechanism_from_config
 from client_sdk.mechanisms._validation import check_int
@@ -56,6 +61,7 @@ __all__ = [
     "CAMPAIGN_NAME_PATTERN",
     "SCHEMA_VERSION",
     "CampaignConflict",
+    "CampaignNotEmpty",
     "CampaignNotFound",
     "ExportPage",
     "InsertResult",
@@ -85,6 +91,18 @@ class CampaignConflict(ValueError):
     """A campaign of that name exists with different content (campaigns are immutable)."""
 
 
+class CampaignNotEmpty(ValueError):
+    """A campaign to delete still has stored reports, and deleting them was not asked for."""
+
+    def __init__(self, name: str, reports: int) -> None:
+        super().__init__(
+            f"campaign {name!r} still has {reports} stored reports; delete them with it "
+            "explicitly (ldp-collector campaign delete --with-reports, or DELETE "
+            "/v1/campaigns/<name>?with_reports=1), or close it instead"
+        )
+        self.reports = reports
+
+
 class StorageBusy(RuntimeError):
     """The database stayed locked beyond the busy timeout; retry later."""
 
@@ -107,6 +125,14 @@ class StoredCampaign:
     storage methods given this campaign use it instead of looking the name up again."""
     closed_at: str | None = dataclasses.field(default=None, compare=False)
     """When it was closed to new reports, as read with it (``None``: open)."""
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """``client_sdk.campaign.METADATA_FIELDS`` the campaign was created with (not hashed)."""
+
+    @property
+    def expires(self) -> datetime.date | None:
+        """The last UTC day the campaign takes reports (``None``: no expiry)."""
+        expires = self.metadata.get("expires")
+        return None if expires is None else datetime.date.fromisoformat(expires)
 
     def document(self) -> dict[str, Any]:
         """The JSON document the HTTP API serves (``config_id`` included)."""
@@ -122,6 +148,7 @@ class StoredCampaign:
         }
         if self.shuffle is not None:
             document["shuffle"] = self.shuffle
+        document.update(self.metadata)
         return document
 
 
@@ -264,6 +291,7 @@ class Storage:
         )
         if max_body is not None and "shuffle" in normalized:
             check_batch_fits({**normalized, "config_id": content_id}, max_body)
+        metadata = {k: normalized[k] for k in METADATA_FIELDS if k in normalized}
         with self._write() as conn:
             row = conn.execute(
                 f"{_CAMPAIGN_SELECT} WHERE campaigns.name = ?", [normalized["name"]]
@@ -275,11 +303,16 @@ class Storage:
                         f"campaign {existing.name!r} exists with config_id {existing.config_id}; "
                         f"campaigns are immutable (this body has config_id {content_id})"
                     )
+                if existing.metadata != metadata:
+                    raise CampaignConflict(
+                        f"campaign {existing.name!r} exists with other metadata "
+                        f"{canonical_json(existing.metadata)}; campaigns are immutable"
+                    )
                 return existing, False
             created = _now()
             conn.execute(
                 "INSERT INTO campaigns (name, config_id, mechanism, domain, policy, "
-                "min_batch_size, created, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "min_batch_size, created, shuffle, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     normalized["name"],
                     content_id,
@@ -289,6 +322,7 @@ class Storage:
                     normalized["min_batch_size"],
                     created,
                     None if "shuffle" not in normalized else canonical_json(normalized["shuffle"]),
+                    canonical_json(metadata) if metadata else None,
                 ],
             )
         return self.get_campaign(normalized["name"]), True
@@ -312,6 +346,55 @@ class Storage:
                 "SELECT closed FROM closed_campaigns WHERE campaign_id = ?", [campaign_id]
             ).fetchone()
         return str(row[0]), bool(changed)
+
+    def delete_campaign(self, name: str, *, with_reports: bool = False) -> int:
+        """Delete a campaign with everything stored for it (its reports, counters, shuffler
+        batches, closed mark); return how many reports went with it. Refused with
+        :class:`CampaignNotEmpty` while it has reports, unless ``with_reports``."""
+        with self._write() as conn:
+            campaign_id = self._campaign_id(name)
+            row = conn.execute(
+                "SELECT count(*) FROM reports WHERE campaign_id = ?", [campaign_id]
+            ).fetchone()
+            reports = int(row[0])
+            if reports and not with_reports:
+                raise CampaignNotEmpty(name, reports)
+            for table in ("reports", "counters", "batch_parts", "batches", "closed_campaigns"):
+                conn.execute(f"DELETE FROM {table} WHERE campaign_id = ?", [campaign_id])
+            conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])
+        return reports
+
+    def apply_retention(self, today: datetime.date) -> dict[str, int]:
+        """Delete the raw reports of each campaign with ``retention_days`` that arrived on a UTC
+        day at least ``retention_days`` before ``today``; return campaign -> reports deleted.
+
+        Kept: the campaign, its counters (accepted, duplicate, rejected: every report ever
+        acknowledged, so the metrics stay exact) and its shuffler batches (the central
+        guarantee's sizes). Estimates are computed from the stored reports, so after a cleanup
+        they cover the retained window only (docs/campaigns.md). Each deletion adds to the
+        campaign's :data:`RETENTION_COUNTER` in the same transaction.
+        """
+        deleted: dict[str, int] = {}
+        for campaign in self.list_campaigns():
+            days = campaign.metadata.get("retention_days")
+            if days is None:
+                continue
+            oldest_kept = (today - datetime.timedelta(days=int(days) - 1)).isoformat()
+            with self._write() as conn:
+                campaign_id = self._campaign_id(campaign.name)
+                count = conn.execute(
+                    "DELETE FROM reports WHERE campaign_id = ? AND day < ?",
+                    [campaign_id, oldest_kept],
+                ).rowcount
+                if count:
+                    conn.execute(
+                        "INSERT INTO counters (campaign_id, name, label, value) "
+                        "VALUES (?, ?, '', ?) ON CONFLICT (campaign_id, name, label) "
+                        "DO UPDATE SET value = value + ?",
+                        [campaign_id, RETENTION_COUNTER, count, count],
+                    )
+            deleted[campaign.name] = count
+        return deleted
 
     def list_campaigns(self) -> list[StoredCampaign]:
         rows = self.db.execute(f"{_CAMPAIGN_SELECT} ORDER BY campaigns.name")
@@ -717,10 +800,12 @@ class Storage:
 
 
 _MAX_SQLITE_INT = (1 << 63) - 1
+RETENTION_COUNTER = "retention_deleted"
+"""The ``counters`` row of the reports the retention cleanup deleted, per campaign."""
 _LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
 _CAMPAIGN_SELECT = (
     "SELECT campaigns.name, config_id, mechanism, domain, policy, min_batch_size, created, "
-    "shuffle, campaigns.id, closed_campaigns.closed FROM campaigns "
+    "shuffle, metadata, campaigns.id, closed_campaigns.closed FROM campaigns "
     "LEFT JOIN closed_campaigns ON closed_campaigns.campaign_id = campaigns.id"
 )
 """A campaign's row with its id and closing time: one read answers everything an upload asks."""
@@ -780,7 +865,7 @@ def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any
 
 def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
     name, content_id, mechanism_json, domain_json, policy_json, min_batch_size, created = row[:7]
-    shuffle_json, row_id, closed = row[7:10]
+    shuffle_json, metadata_json, row_id, closed = row[7:11]
     mechanism = _mechanism_for(mechanism_json)
     return StoredCampaign(
         name=name,
@@ -794,6 +879,7 @@ def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:
         shuffle=None if shuffle_json is None else json.loads(shuffle_json),
         id=int(row_id),
         closed_at=None if closed is None else str(closed),
+        metadata={} if metadata_json is None else json.loads(metadata_json),
     )
 
 

@@ -4,6 +4,7 @@ authentication, and strict JSON bodies."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import hmac
 import json
@@ -247,6 +248,14 @@ def _read_limited() -> bytes:
             max_content_length=limit,
         )
     return b"".join(chunks)
+
+
+def today() -> datetime.date:
+    """The UTC date that expiry and retention go by (``LDP_TODAY`` overrides it in drills)."""
+    override = current_app.config.get("TODAY")
+    if override:
+        return datetime.date.fromisoformat(override)
+    return datetime.datetime.now(datetime.timezone.utc).date()
 
 
 def query_int(name: str, default: int, *, minimum: int, maximum: int) -> int:

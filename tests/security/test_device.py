@@ -585,4 +585,5 @@ def test_a_closed_campaign_drops_its_queue_and_records_nothing_more(
         with pytest.raises(CampaignClosedError):
             client.campaign("c")
         assert client.record("c", "red") is None
-        assert client.status()["dropped"] == {"c": {"campaign-closed": 1}}
+        assert client.status()["dropped"] == {"c": {"campaign-closed": 3}}  # 2 queued, 1 new
+        assert client.status()["ended_campaigns"] == {"c": "campaign-closed"}
