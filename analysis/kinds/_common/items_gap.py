@@ -45,7 +45,13 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from analysis.kinds._common.gap import GapOptions, Simulation, laplace_sensitivity, zipf_weights
+from analysis.kinds._common.gap import (
+    GapOptions,
+    Simulation,
+    first_reports,
+    laplace_sensitivity,
+    zipf_weights,
+)
 from analysis.kinds._common.items import ALPHA, ItemsEstimate, bonferroni_z
 from analysis.selection import (
     gaussian_noise,
@@ -343,13 +349,14 @@ def simulated_items_gap(
     decode: Decoder,
 ) -> dict[str, Any]:
     """A vocabulary of ``options.vocabulary`` strings with the simulation's shares by rank, n users
-    drawn from it, perturbed by the mechanism and decoded by the kind's own estimator
+    drawn from it, perturbed by the mechanism (a memoizing one's first report of each new device:
+    :func:`~analysis.kinds._common.gap.first_reports`) and decoded by the kind's own estimator
     (``decode``)."""
     max_length = int(getattr(mechanism, "max_length", 64))
     words = vocabulary(options.vocabulary, max_length, rng)
     items = rng.choice(len(words), size=n, p=zipf_weights(len(words), simulation))
     values = [words[i] for i in items]
-    reports = mechanism.perturb(values, rng=rng)
+    reports = first_reports(mechanism, values, rng)
     estimate = decode(reports, words)
     held = np.bincount(items, minlength=len(words))
     truth = {word: int(count) for word, count in zip(words, held, strict=True)}
