@@ -70,7 +70,7 @@ from client_sdk.mechanisms.base import (
     Reports,
     WireFormatError,
 )
-from client_sdk.mechanisms.memoization import KeyedSource, check_keyed_source
+from client_sdk.mechanisms.memoization import DeviceKeyed, KeyedSource, check_keyed_source
 from client_sdk.mechanisms.privacy import ChannelEvent, PermanentResponseEvent, PureEvent
 from client_sdk.randomness import (
     RandomSource,
@@ -278,7 +278,7 @@ def _rows_per_chunk(k: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class RAPPOR(Mechanism):
+class RAPPOR(DeviceKeyed, Mechanism):
     """String RAPPOR with cohorts, a memoized PRR and a fresh IRR (Erlingsson et al. 2014).
 
     Config fields: ``k`` Bloom bits (1..256; a multiple of 8 above 32, as the reference's
@@ -573,24 +573,18 @@ class RAPPOR(Mechanism):
         keys = check_keyed_source(permanent, self.name)
         return [keys.key(f"{MEMO_LABEL}:{value}", 0) for value in values]
 
-    def perturb(
-        self,
-        values: Any,
-        *,
-        permanent: KeyedSource | None = None,
-        rng: RandomSource | None = None,
-        cohort: int | None = None,
+    def _perturb(
+        self, values: Any, rng: RandomSource | None, permanent: KeyedSource | None
     ) -> Reports:
         """Reports of one client: ``values`` (strings) under the client's keyed source.
 
         ``permanent`` (required) gives the client secret of the reference derivation
         (``reference_secret``) and the encoder id (``scope``: the campaign configuration, so
-        different campaigns get independent PRRs); the cohort is :meth:`campaign_cohort` unless
-        given. See :meth:`perturb_with_secret`.
+        different campaigns get independent PRRs) and the cohort (:meth:`campaign_cohort`).
+        See :meth:`perturb_with_secret`.
         """
         keys = check_keyed_source(permanent, self.name)
-        if cohort is None:
-            cohort = self.campaign_cohort(keys)
+        cohort = self.campaign_cohort(keys)
         return self.perturb_with_secret(
             values, secret=keys.reference_secret, encoder_id=keys.scope, cohort=cohort, rng=rng
         )
