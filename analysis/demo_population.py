@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -111,9 +111,10 @@ def simulate(
         )
     if mechanism.value_kind == "string":
         return _strings(mechanism, devices, seed=seed, values=values)
+    by_kind = _BY_KIND.get(mechanism.estimate_kind)
+    if by_kind is not None:
+        return by_kind(mechanism, domain, devices, rng=rng, seed=seed, correlation=correlation)
     if mechanism.value_kind == "record":
-        if mechanism.name == "pckv":
-            return _key_values(mechanism, devices, rng=rng, seed=seed)
         return _attributes(mechanism, devices, seed=seed, correlation=correlation)
     if mechanism.value_kind == "number":
         return _numbers(mechanism, devices, rng=rng)
@@ -121,14 +122,11 @@ def simulate(
         raise ValueError(
             f"campaign mechanism {mechanism.name!r} has no domain to draw simulated values from"
         )
-    if mechanism.name == "hierarchical":
-        # A discretized lognormal over the ordered domain: a skewed distribution to find ranges in.
-        raw = rng.lognormal(mean=0.0, sigma=0.6, size=devices)
-        index = np.clip((raw / 4.0 * len(domain)).astype(np.int64), 0, len(domain) - 1)
-        kind = "ranges"
-    else:
-        index = zipf_population(devices, len(domain), seed=seed)
-        kind = "categories"
+    return _labels(domain, zipf_population(devices, len(domain), seed=seed), "categories")
+
+
+def _labels(domain: Sequence[Any], index: Any, kind: str) -> Population:
+    devices = len(index)
     counts = np.bincount(index, minlength=len(domain)) / devices
     order = np.argsort(-counts, kind="stable")[:TRUTH_ROWS]
     truth = [(f"frequency of {domain[i]!r}", float(counts[i])) for i in order]
@@ -151,7 +149,9 @@ def _strings(
     return Population("strings", population, truth)
 
 
-def _attributes(mechanism: Any, devices: int, *, seed: int, correlation: float) -> Population:
+def _attributes(
+    mechanism: Any, devices: int, *, seed: int, correlation: float, joint_truth: bool = False
+) -> Population:
     attributes = list(mechanism.attributes.items)
     rng = np.random.default_rng(seed + 1)
     first = zipf_population(devices, attributes[0][1], seed=seed)
@@ -169,7 +169,7 @@ def _attributes(mechanism: Any, devices: int, *, seed: int, correlation: float) 
             }
         )
     truth = []
-    if mechanism.name == "fourier":
+    if joint_truth:
         # Fourier estimates joint tables: the truth is the first two attributes' joint cells.
         (first_name, _, _), (second_name, _, _) = attributes[0], attributes[1]
         joint = np.bincount(columns[0] * 2 + columns[1], minlength=4) / devices
@@ -212,15 +212,79 @@ def _key_values(mechanism: Any, devices: int, *, rng: np.random.Generator, seed:
 def _numbers(mechanism: Any, devices: int, *, rng: np.random.Generator) -> Population:
     lower, upper = float(mechanism.lower), float(mechanism.upper)
     dim = getattr(mechanism, "dim", None)
-    if mechanism.name == "square_wave":
-        # A lognormal clipped to the range: a skewed distribution with a median below its mean.
-        raw = rng.lognormal(mean=0.0, sigma=0.5, size=devices)
-        numbers = np.clip(lower + (upper - lower) * raw / 4.0, lower, upper)
-        truth = [("mean", float(numbers.mean())), ("median", float(np.median(numbers)))]
-        return Population("distribution", list(numbers), truth)
     if dim is not None:
         vectors = lower + (upper - lower) * rng.beta(2.0, 5.0, size=(devices, int(dim)))
         truth = [(f"mean of coordinate {j}", float(m)) for j, m in enumerate(vectors.mean(axis=0))]
         return Population("numbers", [list(v) for v in vectors], truth)
     numbers = lower + (upper - lower) * rng.beta(2.0, 5.0, size=devices)
     return Population("numbers", list(numbers), [("mean", float(numbers.mean()))])
+
+
+def _ranges(
+    mechanism: Any,
+    domain: Sequence[Any] | None,
+    devices: int,
+    *,
+    rng: np.random.Generator,
+    seed: int,
+    correlation: float,
+) -> Population:
+    """A discretized lognormal over the ordered domain: a skewed distribution to find ranges in."""
+    if not domain:
+        raise ValueError(
+            f"campaign mechanism {mechanism.name!r} has no domain to draw simulated values from"
+        )
+    raw = rng.lognormal(mean=0.0, sigma=0.6, size=devices)
+    index = np.clip((raw / 4.0 * len(domain)).astype(np.int64), 0, len(domain) - 1)
+    return _labels(domain, index, "ranges")
+
+
+def _distribution(
+    mechanism: Any,
+    domain: Sequence[Any] | None,
+    devices: int,
+    *,
+    rng: np.random.Generator,
+    seed: int,
+    correlation: float,
+) -> Population:
+    """A lognormal clipped to the range: a skewed distribution with a median below its mean."""
+    lower, upper = float(mechanism.lower), float(mechanism.upper)
+    raw = rng.lognormal(mean=0.0, sigma=0.5, size=devices)
+    numbers = np.clip(lower + (upper - lower) * raw / 4.0, lower, upper)
+    truth = [("mean", float(numbers.mean())), ("median", float(np.median(numbers)))]
+    return Population("distribution", list(numbers), truth)
+
+
+def _joint_attributes(
+    mechanism: Any,
+    domain: Sequence[Any] | None,
+    devices: int,
+    *,
+    rng: np.random.Generator,
+    seed: int,
+    correlation: float,
+) -> Population:
+    return _attributes(mechanism, devices, seed=seed, correlation=correlation, joint_truth=True)
+
+
+def _key_value_records(
+    mechanism: Any,
+    domain: Sequence[Any] | None,
+    devices: int,
+    *,
+    rng: np.random.Generator,
+    seed: int,
+    correlation: float,
+) -> Population:
+    return _key_values(mechanism, devices, rng=rng, seed=seed)
+
+
+_BY_KIND: dict[str, Callable[..., Population]] = {
+    "key-value": _key_value_records,
+    "range": _ranges,
+    "fourier": _joint_attributes,
+    "distribution": _distribution,
+}
+"""Populations by ``Mechanism.estimate_kind`` where a kind needs its own (a table by kind, as
+``analysis.kinds.KINDS`` is; every other campaign draws by its value kind)."""

@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete = campaign_commands.add_parser(
         "delete", help="delete a campaign (refused while it has reports, unless --with-reports)"
     )
-    delete.add_argument("--db", required=True)
+    delete.add_argument("--db", required=True, help="the collector's SQLite database")
     delete.add_argument("--name", required=True, help="the campaign's name")
     delete.add_argument(
         "--with-reports",
@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup = campaign_commands.add_parser(
         "cleanup", help="delete raw reports older than their campaign's retention_days"
     )
-    cleanup.add_argument("--db", required=True)
+    cleanup.add_argument("--db", required=True, help="the collector's SQLite database")
     cleanup.add_argument(
         "--today",
         default=None,

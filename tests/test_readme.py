@@ -158,7 +158,7 @@ def test_shape_comparison_is_strict_about_words_and_lines() -> None:
 def test_every_block_has_a_language_and_outputs_follow_code() -> None:
     found = blocks(README.read_text(encoding="utf-8"))
     languages = {language for language, _, _ in found}
-    assert languages <= {"", "bash", "python", "text"}, languages
+    assert languages <= {"", "bash", "python", "text", "html"}, languages  # html: shown, not run
     for position, (language, _, _) in enumerate(found):
         if language == "text":
             assert position > 0 and found[position - 1][0] in ("bash", "python"), position

@@ -41,9 +41,14 @@ def register(commands: Any) -> None:
     task = actions.add_parser("task", help="provision tasks")
     task_actions = task.add_subparsers(dest="task_action", required=True, metavar="ACTION")
     add = task_actions.add_parser("add", help="provision a task in this aggregator")
-    add.add_argument("--db", required=True)
+    add.add_argument("--db", required=True, help="this aggregator's collector database")
     add.add_argument("--task", required=True, help="the task file (JSON, docs/dap.md)")
-    add.add_argument("--role", required=True, choices=("leader", "helper"))
+    add.add_argument(
+        "--role",
+        required=True,
+        choices=("leader", "helper"),
+        help="this aggregator's role in the task",
+    )
     add.add_argument(
         "--verify-key",
         required=True,
@@ -58,7 +63,7 @@ def register(commands: Any) -> None:
     add.set_defaults(handler=_task_add)
 
     drive = actions.add_parser("drive", help="the Leader's aggregation jobs to the Helper")
-    drive.add_argument("--db", required=True)
+    drive.add_argument("--db", required=True, help="the Leader's collector database")
     drive.add_argument("--task-id", help="one task (default: every Leader task)")
     drive.add_argument("--job-size", type=int, default=1000, help="reports per job")
     drive.add_argument("--loop", type=float, default=0, help="repeat every SECONDS (0: once)")

@@ -162,8 +162,15 @@ def fuzz_request(
             st.sampled_from(["valid", "Bearer wrong-token", "Basic eA==", ""]), label="auth"
         )
     body: bytes | None = None
-    if "requestBody" in operation:
-        schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    content = operation.get("requestBody", {}).get("content", {})
+    if content and "application/json" not in content:  # DAP's binary messages
+        media_type = data.draw(st.sampled_from(sorted(content)), label="media type")
+        body = data.draw(st.binary(max_size=300), label="body")
+        headers["Content-Type"] = data.draw(
+            st.sampled_from([media_type, "application/octet-stream"]), label="content type"
+        )
+    elif content:
+        schema = content["application/json"]["schema"]
         document = data.draw(st.one_of(from_schema(schema), ANY_JSON), label="body")
         if isinstance(document, dict) and "config_id" in document and data.draw(st.booleans()):
             name = url_path.rsplit("/", 2)[-2]

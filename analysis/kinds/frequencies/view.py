@@ -21,7 +21,6 @@ import numpy.typing as npt
 
 from analysis import plots
 from analysis.dataset import StoredCampaign
-from analysis.heavy_hitters import bonferroni_z, top_k
 from analysis.kinds._common.gap import GapOptions, empirical_gap, error_curve, utility_gap
 from analysis.kinds.frequencies.estimate import FrequencyEstimate
 from analysis.postprocess import postprocess
@@ -71,6 +70,9 @@ def build_report(
 ) -> Report:
     """The report of a frequency oracle's campaign from its raw estimate (``analysis.report.
     build_report`` says what the arguments are)."""
+    # Imported here: loading KINDS (every estimate does) must not load the top-k module.
+    from analysis.heavy_hitters import bonferroni_z, top_k
+
     mechanism = campaign.mechanism
     if not isinstance(mechanism, FrequencyOracle):
         raise TypeError(
