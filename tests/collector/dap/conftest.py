@@ -83,7 +83,7 @@ class DapPair:
             assert self.upload(reports[start : start + 100]).status == ()
 
     def drive(self) -> dict[str, int]:
-        out = run("dap", "drive", "--db", str(self.leader.db))
+        out = run("dap", "drive", "--db", str(self.leader.db), f"--task-id={self.spec.task_id_text}")
         return dict(json.loads(out.split(": ", 1)[1]))
 
     def collect(self, interval: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -111,44 +111,111 @@ class DapPair:
         )
 
 
-def start_pair(tmp: Path, vdaf: dict[str, Any], *, min_batch_size: int, dp: str) -> DapPair:
+@dataclass
+class DapServers:
+    """A running Leader and Helper with the HPKE keys every task of them uses."""
+
+    tmp: Path
+    leader: CollectorProcess
+    helper: CollectorProcess
+    collector_config: str  # the Collector's HpkeConfig, base64url
+
+    def stop(self) -> None:
+        self.leader.stop()
+        self.helper.stop()
+
+
+def start_servers(tmp: Path) -> DapServers:
+    """A Leader and a Helper (one gunicorn worker each) and the three HPKE key files."""
     leader = CollectorProcess(tmp / "leader.db", workers=1, log_dir=tmp).start()
     try:
         helper = CollectorProcess(tmp / "helper.db", workers=1, log_dir=tmp).start()
     except BaseException:
         leader.stop()
         raise
-    task_file = tmp / "task.json"
+    collector_config = run("dap", "keygen", "--out", str(tmp / "collector-key.json")).strip()
+    for role in ("leader", "helper"):
+        run("dap", "keygen", "--out", str(tmp / f"{role}-key.json"))
+    return DapServers(tmp, leader, helper, collector_config)
+
+
+def add_task(
+    servers: DapServers,
+    vdaf: dict[str, Any],
+    *,
+    min_batch_size: int,
+    dp: str,
+    helper_url: str | None = None,
+    **extra: Any,
+) -> DapPair:
+    """Provision a fresh task (a new random id) on both servers through ``ldp-collector dap
+    task add`` (in-process: the servers read it from their databases). ``helper_url`` is the
+    Helper's endpoint in the task (a proxy in front of it, say); ``extra`` more task fields."""
+    from collector.cli import main as collector_main
+
+    tmp = servers.tmp
     spec_doc = {
         "task_id": b64encode(os.urandom(32)),
         "task_info": "tests",
-        "leader": f"{leader.url}/dap/",
-        "helper": f"{helper.url}/dap/",
+        "leader": f"{servers.leader.url}/dap/",
+        "helper": helper_url or f"{servers.helper.url}/dap/",
         "vdaf": vdaf,
         "min_batch_size": min_batch_size,
         "time_precision": TIME_PRECISION,
         "dp": dp,
+        **extra,
     }
+    task_file = tmp / f"task-{spec_doc['task_id']}.json"
     task_file.write_text(json.dumps(spec_doc))
     spec = TaskSpec.load(str(task_file))
-    collector_config = run("dap", "keygen", "--out", str(tmp / "collector-key.json")).strip()
     verify_key = b64encode(os.urandom(spec.build_vdaf().VERIFY_KEY_SIZE))
-    for role, server in (("leader", leader), ("helper", helper)):
-        run("dap", "keygen", "--out", str(tmp / f"{role}-key.json"))
-        run(
-            "dap", "task", "add", "--db", server.db, "--task", str(task_file), "--role", role,
-            # "--flag=value": a base64url value may start with "-"
-            f"--verify-key={verify_key}", "--hpke-key", str(tmp / f"{role}-key.json"),
-            f"--collector-hpke-config={collector_config}",
-            "--aggregator-token", AGGREGATOR_TOKEN,
-            "--collector-token", COLLECTOR_TOKEN if role == "leader" else "",
+    for role, server in (("leader", servers.leader), ("helper", servers.helper)):
+        status = collector_main(
+            [
+                "dap", "task", "add", "--db", server.db, "--task", str(task_file),
+                "--role", role,
+                # "--flag=value": a base64url value may start with "-"
+                f"--verify-key={verify_key}", "--hpke-key", str(tmp / f"{role}-key.json"),
+                f"--collector-hpke-config={servers.collector_config}",
+                "--aggregator-token", AGGREGATOR_TOKEN,
+                "--collector-token", COLLECTOR_TOKEN if role == "leader" else "",
+            ]
         )  # fmt: skip
-    return DapPair(tmp, leader, helper, spec, task_file, tmp / "collector-key.json")
+        assert status == 0
+    return DapPair(tmp, servers.leader, servers.helper, spec, task_file, tmp / "collector-key.json")
+
+
+def start_pair(tmp: Path, vdaf: dict[str, Any], *, min_batch_size: int, dp: str) -> DapPair:
+    """Servers of its own and one task (the caller stops ``leader`` and ``helper``)."""
+    return add_task(start_servers(tmp), vdaf, min_batch_size=min_batch_size, dp=dp)
+
+
+@pytest.fixture(scope="session")
+def dap_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DapServers]:
+    """One Leader/Helper pair per test session (per xdist worker): starting two gunicorn
+    servers costs seconds, a task costs milliseconds. Tests that kill or restart a server
+    use :func:`own_dap_pair` instead."""
+    servers = start_servers(tmp_path_factory.mktemp("dap-servers"))
+    try:
+        yield servers
+    finally:
+        servers.stop()
 
 
 @pytest.fixture
-def dap_pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[DapPair]:
-    """``request.param``: ``(vdaf, min_batch_size, dp)``."""
+def dap_pair(dap_servers: DapServers, request: pytest.FixtureRequest) -> DapPair:
+    """A fresh task on the shared pair. ``request.param``: ``(vdaf, min_batch_size, dp)``."""
+    for server in (dap_servers.leader, dap_servers.helper):
+        if server.process is None or server.process.poll() is not None:
+            server.start()  # a test killed a shared server: bring it back (same port)
+    vdaf, min_batch_size, dp = request.param
+    return add_task(dap_servers, vdaf, min_batch_size=min_batch_size, dp=dp)
+
+
+@pytest.fixture
+def own_dap_pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[DapPair]:
+    """A task on servers of its own, for tests that kill or restart them.
+    ``request.param``: ``(vdaf, min_batch_size, dp)``."""
     vdaf, min_batch_size, dp = request.param
     pair = start_pair(tmp_path, vdaf, min_batch_size=min_batch_size, dp=dp)
     try:
