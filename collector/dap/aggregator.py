@@ -15,7 +15,9 @@ from the Helper.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import math
 import os
 import sqlite3
 import time
@@ -50,6 +52,7 @@ from client_sdk.dap.messages import (
     vdaf_context,
 )
 from client_sdk.dap.upload import DapTask, open_input_share
+from client_sdk.randomness import RandomSource
 from client_sdk.sqlite import immediate
 from client_sdk.vdaf import Prio3, VdafError
 from client_sdk.vdaf.batch import verify_init_batch
@@ -58,17 +61,20 @@ from collector.dap.task import AggregatorTask, b64encode
 __all__ = [
     "DapProblem",
     "aggregate_share",
+    "answered_collections",
     "collection_result",
     "count_refused",
     "create_collection",
     "drive",
+    "forget_expired",
     "helper_init",
     "load_task",
+    "provision",
     "upload",
 ]
 
 PING_INITIALIZE, PING_FINISH = 0, 2
-CLOCK_SKEW_UNITS = 1  # a report up to one time unit ahead of our clock is accepted
+EXPIRED = "report_expired"  # the metrics' reason for a too-old report (DAP's report_dropped)
 
 
 class DapProblem(Exception):
@@ -86,6 +92,21 @@ def load_task(conn: sqlite3.Connection, task_id: str, role: str) -> AggregatorTa
     if task is None or task.role != role:
         raise DapProblem(404, "unrecognizedTask", f"no {role} task {task_id[:60]!r} here")
     return task
+
+
+def provision(conn: sqlite3.Connection, task: AggregatorTask) -> None:
+    """Store ``task`` in this aggregator; ``ValueError`` if its id is held with another
+    configuration (the same one again is a no-op)."""
+    tid = task.spec.task_id_text
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with immediate(conn):
+        row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [tid]).fetchone()
+        if row is not None and row[0] != task.to_json():
+            raise ValueError(f"task {tid} exists with another configuration")
+        conn.execute(
+            "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) VALUES (?, ?, ?, ?)",
+            [tid, task.role, task.to_json(), now],
+        )
 
 
 def _decode(cls: Any, body: bytes) -> Any:
@@ -106,14 +127,56 @@ def _device_task(task: AggregatorTask) -> DapTask:
     )
 
 
-def count_refused(conn: sqlite3.Connection, tid: str, reason: ReportError, n: int = 1) -> None:
-    """Count ``n`` reports refused for ``reason`` (in the caller's transaction)."""
+def count_refused(
+    conn: sqlite3.Connection, tid: str, reason: ReportError | str, n: int = 1
+) -> None:
+    """Count ``n`` reports refused for ``reason`` (a ``ReportError`` or a metrics label such
+    as :data:`EXPIRED`; in the caller's transaction)."""
     if n:
         conn.execute(
             "INSERT INTO dap_counters (task_id, reason, value) VALUES (?, ?, ?) "
             "ON CONFLICT (task_id, reason) DO UPDATE SET value = value + excluded.value",
-            [tid, reason.name.lower(), n],
+            [tid, reason if isinstance(reason, str) else reason.name.lower(), n],
         )
+
+
+def _time_error(task: AggregatorTask, unit: int, now: float) -> ReportError | None:
+    """``report_too_early`` beyond the tolerated skew, ``report_dropped`` once expired."""
+    if task.spec.too_early(unit, now):
+        return ReportError.REPORT_TOO_EARLY
+    if task.spec.expired(unit, now):
+        return ReportError.REPORT_DROPPED
+    return None
+
+
+def _count_error(conn: sqlite3.Connection, tid: str, error: ReportError) -> None:
+    count_refused(conn, tid, EXPIRED if error == ReportError.REPORT_DROPPED else error)
+
+
+def forget_expired(
+    conn: sqlite3.Connection, task: AggregatorTask, *, now: float | None = None
+) -> dict[str, int]:
+    """Retention: drop the reports still waiting past their expiry (their shares with them,
+    counted :data:`EXPIRED`) and forget the anti-replay ids that
+    :meth:`~collector.dap.task.TaskSpec.forgettable` allows (a replay of one is refused as
+    expired). Counts ``dropped`` and ``forgotten``."""
+    spec, tid = task.spec, task.spec.task_id_text
+    now = time.time() if now is None else now
+    # (time + 1) * precision + expiry <= now, solved for time: the newest unit that qualifies.
+    dropped_below = (math.floor(now) - spec.report_expiry) // spec.time_precision
+    forgotten_below = (math.floor(now) - spec.skew - spec.report_expiry) // spec.time_precision
+    with immediate(conn):
+        dropped = conn.execute(
+            "DELETE FROM dap_reports WHERE task_id = ? AND state = 'start' AND job_id IS NULL "
+            "AND time < ?",
+            [tid, dropped_below],
+        ).rowcount
+        count_refused(conn, tid, EXPIRED, dropped)
+        forgotten = conn.execute(
+            "DELETE FROM dap_reports WHERE task_id = ? AND state != 'start' AND time < ?",
+            [tid, forgotten_below],
+        ).rowcount
+    return {"dropped": dropped, "forgotten": forgotten}
 
 
 def _collected(conn: sqlite3.Connection, task_id: str, unit: int) -> bool:
@@ -132,8 +195,8 @@ def upload(
 ) -> UploadErrors:
     """Store the reports of an ``UploadRequest``; the refused ones, with their reason."""
     request: UploadRequest = _decode(UploadRequest, body)
-    spec, tid = task.spec, task.spec.task_id_text
-    latest = int(time.time() if now is None else now) // spec.time_precision + CLOCK_SKEW_UNITS
+    tid = task.spec.task_id_text
+    now = time.time() if now is None else now
     refused: list[ReportUploadStatus] = []
     with immediate(conn):
         for report in request.reports:
@@ -141,8 +204,8 @@ def upload(
             error: ReportError | None = None
             if report.leader_encrypted_input_share.config_id != task.hpke_config.id:
                 error = ReportError.HPKE_UNKNOWN_CONFIG_ID
-            elif meta.time > latest:
-                error = ReportError.REPORT_TOO_EARLY
+            elif (error := _time_error(task, meta.time, now)) is not None:
+                pass
             elif _collected(conn, tid, meta.time):
                 error = ReportError.BATCH_COLLECTED
             else:
@@ -155,7 +218,7 @@ def upload(
                     error = ReportError.REPORT_REPLAYED
             if error is not None:
                 refused.append(ReportUploadStatus(meta.report_id, error))
-                count_refused(conn, tid, error)
+                _count_error(conn, tid, error)
     return UploadErrors(tuple(refused))
 
 
@@ -258,8 +321,7 @@ def helper_init(
         vdaf = spec.build_vdaf()
         ctx = vdaf_context(spec.task_id)
         device = _device_task(task)
-        latest = int(time.time() if now is None else now) // spec.time_precision
-        latest += CLOCK_SKEW_UNITS
+        now = time.time() if now is None else now
         errors: dict[bytes, ReportError] = {}
         opened: list[tuple[VerifyInit, bytes]] = []
         seen: set[bytes] = set()
@@ -274,8 +336,8 @@ def helper_init(
                 "SELECT 1 FROM dap_reports WHERE task_id = ? AND report_id = ?", [tid, rid]
             ).fetchone():
                 errors[rid] = ReportError.REPORT_REPLAYED
-            elif meta.time > latest:
-                errors[rid] = ReportError.REPORT_TOO_EARLY
+            elif (time_error := _time_error(task, meta.time, now)) is not None:
+                errors[rid] = time_error
             elif _collected(conn, tid, meta.time):
                 errors[rid] = ReportError.BATCH_COLLECTED
             elif share.encrypted_input_share.config_id != task.hpke_config.id:
@@ -325,7 +387,7 @@ def helper_init(
                 accepted.append((meta.report_id, meta.time, out_share))
         _add_to_buckets(conn, task, vdaf, accepted)
         for reason in errors.values():
-            count_refused(conn, tid, reason)
+            _count_error(conn, tid, reason)
         resps = []
         for init in request.verify_inits:
             meta = init.report_share.report_metadata
@@ -381,13 +443,20 @@ def _helper_headers(task: AggregatorTask, media_type: str) -> dict[str, str]:
 
 
 def drive(
-    conn: sqlite3.Connection, task: AggregatorTask, send: Send, *, job_size: int = 1000
+    conn: sqlite3.Connection,
+    task: AggregatorTask,
+    send: Send,
+    *,
+    job_size: int = 1000,
+    now: float | None = None,
 ) -> dict[str, int]:
     """Aggregate every pending report of ``task`` with the Helper, ``job_size`` a job; first
-    re-send the jobs a crash or a failed request left unfinished. Counts of reports
-    ``aggregated`` and ``rejected``; ``RuntimeError`` if the Helper does not answer a job (it
-    stays pending and is re-sent, identically, by the next run)."""
+    re-send the jobs a crash or a failed request left unfinished, and apply the retention
+    (:func:`forget_expired`). Counts of reports ``aggregated`` and ``rejected``;
+    ``RuntimeError`` if the Helper does not answer a job (it stays pending and is re-sent,
+    identically, by the next run)."""
     tid = task.spec.task_id_text
+    forget_expired(conn, task, now=now)
     totals = {"aggregated": 0, "rejected": 0, "jobs": 0}
     while True:
         row = conn.execute(
@@ -553,7 +622,7 @@ def _finish_job(
             accepted.append((rid, report.report_metadata.time, out_share))
         _add_to_buckets(conn, task, vdaf, accepted)
         for reason in reasons:
-            count_refused(conn, tid, reason)
+            _count_error(conn, tid, reason)
         conn.executemany(
             "UPDATE dap_reports SET state = ?, report = NULL WHERE task_id = ? AND report_id = ?",
             [("aggregated", tid, a[0]) for a in accepted]
@@ -593,15 +662,16 @@ def _overlapping(
     ).fetchall()
 
 
-def _seal_share(task: AggregatorTask, req: CollectionJobReq, share: list[int]) -> HpkeCiphertext:
-    """Noise the aggregate share (each aggregator its own draw, OS CSPRNG) and seal it to
-    the Collector (DAP-18 "Collecting Results")."""
+def _seal_share(
+    task: AggregatorTask,
+    req: CollectionJobReq,
+    share: list[int],
+    rng: RandomSource | None = None,
+) -> HpkeCiphertext:
+    """Noise the aggregate share (each aggregator its own draw; ``rng`` None: the OS CSPRNG)
+    and seal it to the Collector (DAP-18 "Collecting Results")."""
     vdaf = task.spec.build_vdaf()
-    noise = task.spec.noise()
-    if noise is not None:
-        p = vdaf.field.MODULUS
-        draws = noise.sample(None, len(share))
-        share = [(x + int(d)) % p for x, d in zip(share, draws, strict=True)]
+    share = task.spec.add_noise(share, vdaf.field.MODULUS, rng)
     config = task.collector_hpke_config
     aad = AggregateShareAad(task.spec.task_id, task.spec.configuration(), req).encode()
     role = Role.LEADER if task.role == "leader" else Role.HELPER
@@ -640,7 +710,11 @@ def create_collection(
 
 
 def collection_result(
-    conn: sqlite3.Connection, task: AggregatorTask, job_id: bytes, send: Send
+    conn: sqlite3.Connection,
+    task: AggregatorTask,
+    job_id: bytes,
+    send: Send,
+    rng: RandomSource | None = None,
 ) -> bytes | None:
     """Leader: the encoded ``CollectionJobResp``, or ``None`` while reports of the interval
     still wait for the driver. Below ``min_batch_size`` the job is deleted and refused."""
@@ -690,7 +764,8 @@ def collection_result(
             502, "helperError", f"the Helper refused the aggregate share: {status} {body[:300]!r}"
         )
     helper = AggregateShare.decode(body).encrypted_aggregate_share
-    result = CollectionJobResp(count, interval, _seal_share(task, req, share), helper).encode()
+    sealed = _seal_share(task, req, share, rng)
+    result = CollectionJobResp(count, interval, sealed, helper).encode()
     with immediate(conn):
         conn.execute(
             "UPDATE dap_collections SET response = ? WHERE task_id = ? AND job_id = ? "
@@ -704,9 +779,32 @@ def collection_result(
     return bytes(stored[0])  # a concurrent poll's answer, if it won: one noise draw
 
 
-def aggregate_share(conn: sqlite3.Connection, task: AggregatorTask, body: bytes) -> bytes:
+def answered_collections(conn: sqlite3.Connection, task: AggregatorTask) -> list[dict[str, int]]:
+    """Leader: every collection of ``task`` answered so far (``start``, ``duration`` in time
+    units, ``report_count``), oldest interval first: each released its batch once."""
+    out = []
+    for start, duration, response in conn.execute(
+        "SELECT start, duration, response FROM dap_collections "
+        "WHERE task_id = ? AND response IS NOT NULL ORDER BY start",
+        [task.spec.task_id_text],
+    ):
+        count = CollectionJobResp.decode(bytes(response)).report_count
+        out.append({"start": start, "duration": duration, "report_count": count})
+    return out
+
+
+def aggregate_share(
+    conn: sqlite3.Connection,
+    task: AggregatorTask,
+    body: bytes,
+    rng: RandomSource | None = None,
+    *,
+    now: float | None = None,
+) -> bytes:
     """Helper: the encoded ``AggregateShare`` of a batch, once; the same request again gets
-    the same answer, an overlapping or mismatched one is refused."""
+    the same answer, an overlapping or mismatched one is refused. Applies the Helper's
+    retention (:func:`forget_expired`) first."""
+    forget_expired(conn, task, now=now)
     req: AggregateShareReq = _decode(AggregateShareReq, body)
     if req.batch_selector.batch_mode != BatchMode.TIME_INTERVAL:
         raise DapProblem(400, "invalidMessage", "only time-interval batches are supported")
@@ -735,7 +833,7 @@ def aggregate_share(conn: sqlite3.Connection, task: AggregatorTask, body: bytes)
                 "invalidBatchSize",
                 f"{count} reports, fewer than min_batch_size {task.spec.min_batch_size}",
             )
-        response = AggregateShare(_seal_share(task, req.collection_job_req, share)).encode()
+        response = AggregateShare(_seal_share(task, req.collection_job_req, share, rng)).encode()
         conn.execute(
             "INSERT INTO dap_collections (task_id, job_id, start, duration, request, response) "
             "VALUES (?, ?, ?, ?, ?, ?)",

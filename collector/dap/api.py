@@ -166,3 +166,15 @@ def collection_job_delete(task_id: str, job_id: str) -> Response:
         )
         conn.commit()
     return Response(status=204)
+
+
+@bp.get("/tasks/<task_id>/collections")
+def collections(task_id: str) -> Response:
+    """Not DAP: the Leader's answered collections of a task (interval, report count), so the
+    Collector can state the cumulative guarantee (docs/math/dap-noise.md, "Composition")."""
+    task = _task(task_id, "leader", "collector_token")
+    found = aggregator.answered_collections(get_storage().db.conn, task)
+    return Response(
+        current_app.json.dumps({"task_id": task_id, "collections": found}),
+        mimetype="application/json",
+    )

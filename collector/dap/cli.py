@@ -5,12 +5,12 @@
         --verify-key B64 --hpke-key key.json --collector-hpke-config B64 \\
         --aggregator-token TOKEN [--collector-token TOKEN]
     ldp-collector dap drive --db DB [--task-id ID] [--job-size N] [--loop SECONDS]
+    ldp-collector dap gc --db DB [--task-id ID]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import time
@@ -18,7 +18,6 @@ from typing import Any
 
 from client_sdk.dap.hpke import generate_key_pair
 from client_sdk.dap.messages import HpkeConfig
-from client_sdk.sqlite import immediate
 from collector.dap import aggregator
 from collector.dap.api import send
 from collector.dap.task import AggregatorTask, TaskSpec, b64decode, b64encode
@@ -69,6 +68,13 @@ def register(commands: Any) -> None:
     drive.add_argument("--loop", type=float, default=0, help="repeat every SECONDS (0: once)")
     drive.set_defaults(handler=_drive)
 
+    gc = actions.add_parser(
+        "gc", help="retention: drop expired pending reports, forget expired anti-replay ids"
+    )
+    gc.add_argument("--db", required=True, help="a Leader's or a Helper's collector database")
+    gc.add_argument("--task-id", help="one task (default: every task here)")
+    gc.set_defaults(handler=_gc)
+
 
 def _keygen(args: argparse.Namespace) -> int:
     if not 0 <= args.config_id <= 255:
@@ -118,20 +124,8 @@ def _task_add(args: argparse.Namespace) -> int:
         aggregator_token=args.aggregator_token,
         collector_token=args.collector_token,
     )
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with Storage(args.db, create=False) as storage:
-        conn = storage.db.conn
-        with immediate(conn):
-            row = conn.execute(
-                "SELECT config FROM dap_tasks WHERE task_id = ?", [spec.task_id_text]
-            ).fetchone()
-            if row is not None and row[0] != task.to_json():
-                raise ValueError(f"task {spec.task_id_text} exists with another configuration")
-            conn.execute(
-                "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) "
-                "VALUES (?, ?, ?, ?)",
-                [spec.task_id_text, args.role, task.to_json(), now],
-            )
+        aggregator.provision(storage.db.conn, task)
     print(f"dap task {spec.task_id_text}: {args.role}")
     return 0
 
@@ -155,3 +149,15 @@ def _drive(args: argparse.Namespace) -> int:
             if args.loop <= 0:
                 return 0
             time.sleep(args.loop)
+
+
+def _gc(args: argparse.Namespace) -> int:
+    with Storage(args.db, create=False) as storage:
+        conn = storage.db.conn
+        rows = conn.execute("SELECT task_id, role FROM dap_tasks").fetchall()
+        for task_id, role in rows:
+            if args.task_id in (None, task_id):
+                task = aggregator.load_task(conn, task_id, role)
+                counts = aggregator.forget_expired(conn, task)
+                print(f"dap gc {task_id}: {json.dumps(counts)}", flush=True)
+    return 0

@@ -12,13 +12,16 @@ from typing import Any
 
 from client_sdk.dap.messages import TASK_ID_SIZE, HpkeConfig, TaskConfiguration
 from client_sdk.dap.upload import task_configuration
-from client_sdk.sampling import DiscreteLaplace
+from client_sdk.randomness import RandomSource
+from client_sdk.sampling import MAX_GAUSSIAN_T, DiscreteGaussian, DiscreteLaplace
 from client_sdk.vdaf import Prio3, Prio3Count, Prio3Histogram, Prio3Sum, Prio3SumVec
 
 __all__ = ["AggregatorTask", "TaskSpec", "b64decode", "b64encode", "signed"]
 
 VDAF_TYPES = ("count", "sum", "histogram", "sumvec")
 ROLES = ("leader", "helper")
+DP_FORMS = '"none", "laplace:EPSILON" or "gaussian:RHO" (EPSILON, RHO > 0)'
+REPORT_EXPIRY = 7 * 86400  # seconds a report may wait from its time to its aggregation
 
 
 def b64encode(data: bytes) -> str:
@@ -37,8 +40,8 @@ def b64decode(text: str, field: str, size: int | None = None) -> bytes:
     return data
 
 
-def _positive_int(document: dict[str, Any], name: str) -> int:
-    value = document.get(name)
+def _positive_int(document: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = document.get(name, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"task {name} must be a positive integer; got {value!r}")
     return value
@@ -55,7 +58,11 @@ class TaskSpec:
     """The task file: what every party agrees on. ``vdaf`` is ``{"type": "count"}``,
     ``{"type": "sum", "max_measurement": M}``, ``{"type": "histogram", "length": L,
     "chunk_length": C}`` or ``{"type": "sumvec", "length": L, "max_measurement": M,
-    "chunk_length": C}``; ``dp`` is ``"none"`` or ``"laplace:EPSILON"``."""
+    "chunk_length": C}``; ``dp`` is ``"none"``, ``"laplace:EPSILON"`` or ``"gaussian:RHO"``
+    (docs/math/dap-noise.md). ``report_expiry`` (seconds, default 7 days): a report whose time
+    unit ended longer ago is refused, and its anti-replay id may be forgotten after that plus
+    ``clock_skew``; ``clock_skew`` (seconds, default one ``time_precision``): how far ahead of
+    an aggregator's clock a report's time may be."""
 
     task_id: bytes
     task_info: str
@@ -65,6 +72,8 @@ class TaskSpec:
     min_batch_size: int
     time_precision: int
     dp: str = "none"
+    report_expiry: int = REPORT_EXPIRY
+    clock_skew: int | None = None
 
     @classmethod
     def from_json(cls, document: Any) -> TaskSpec:
@@ -90,9 +99,20 @@ class TaskSpec:
             min_batch_size=_positive_int(document, "min_batch_size"),
             time_precision=_positive_int(document, "time_precision"),
             dp=str(document.get("dp", "none")),
+            report_expiry=_positive_int(document, "report_expiry", REPORT_EXPIRY),
+            clock_skew=(
+                None
+                if document.get("clock_skew") is None
+                else _positive_int(document, "clock_skew")
+            ),
         )
         spec.build_vdaf()  # refuse a bad vdaf or dp now, naming the field
-        spec.epsilon()
+        spec.noise()  # a dp the exact samplers cannot serve is refused now too
+        if spec.report_expiry < 2 * spec.time_precision:
+            raise ValueError(
+                f"task report_expiry must be at least two time_precision units "
+                f"({2 * spec.time_precision} s); got {spec.report_expiry}"
+            )
         return spec
 
     @classmethod
@@ -146,27 +166,55 @@ class TaskSpec:
             min_batch_size=self.min_batch_size,
         )
 
+    # -- report times (DAP-18 "Upload Request" and "Report Expiry"; docs/dap.md)
+
+    @property
+    def skew(self) -> int:
+        """The tolerated clock skew in seconds (one ``time_precision`` unless stated)."""
+        return self.time_precision if self.clock_skew is None else self.clock_skew
+
+    def too_early(self, unit: int, now: float) -> bool:
+        """A report of time ``unit`` starts beyond our clock plus the tolerated skew."""
+        return unit * self.time_precision > now + self.skew
+
+    def expired(self, unit: int, now: float) -> bool:
+        """A report of time ``unit``: its whole time unit ended ``report_expiry`` ago."""
+        return (unit + 1) * self.time_precision + self.report_expiry <= now
+
+    def forgettable(self, unit: int, now: float) -> bool:
+        """A report id of time ``unit`` may leave the anti-replay record: a replay would be
+        refused as expired even by a clock up to ``skew`` behind ``now``."""
+        return self.expired(unit, now - self.skew)
+
     # -- differential privacy (docs/math/dap-noise.md)
 
-    def epsilon(self) -> Fraction | None:
-        """The per-aggregator epsilon of ``dp = "laplace:EPS"``; ``None`` for ``"none"``."""
+    def dp_parameter(self) -> tuple[str, Fraction | None]:
+        """``("none", None)``, ``("laplace", EPSILON)`` or ``("gaussian", RHO)``."""
         if self.dp == "none":
-            return None
+            return "none", None
         kind, _, value = self.dp.partition(":")
         try:
-            epsilon = Fraction(value)
+            parameter = Fraction(value)
         except (ValueError, ZeroDivisionError):
-            epsilon = Fraction(0)
-        if kind != "laplace" or epsilon <= 0:
-            raise ValueError(
-                f'task dp must be "none" or "laplace:EPSILON" (EPSILON > 0); got {self.dp!r}'
-            )
-        return epsilon
+            parameter = Fraction(0)
+        if kind not in ("laplace", "gaussian") or parameter <= 0:
+            raise ValueError(f"task dp must be {DP_FORMS}; got {self.dp!r}")
+        return kind, parameter
+
+    def epsilon(self) -> Fraction | None:
+        """The pure epsilon of ``dp = "laplace:EPS"`` (one collection); ``None`` otherwise."""
+        kind, parameter = self.dp_parameter()
+        return parameter if kind == "laplace" else None
+
+    def rho(self) -> Fraction | None:
+        """The rho of ``dp = "gaussian:RHO"`` (rho-zCDP, one collection); ``None`` otherwise."""
+        kind, parameter = self.dp_parameter()
+        return parameter if kind == "gaussian" else None
 
     def sensitivity(self) -> int:
-        """L1 sensitivity of the aggregate to one report: 1 (Count), max_measurement (Sum),
-        2 (Histogram: one report moved from one bucket to another), length * max_measurement
-        (SumVec)."""
+        """L1 sensitivity of the aggregate to one report replaced: 1 (Count), max_measurement
+        (Sum), 2 (Histogram: one report moved from one bucket to another), length *
+        max_measurement (SumVec)."""
         kind = self.vdaf["type"]
         if kind == "count":
             return 1
@@ -176,14 +224,49 @@ class TaskSpec:
             return 2
         return int(self.vdaf["length"]) * int(self.vdaf["max_measurement"])
 
-    def noise(self) -> DiscreteLaplace | None:
-        """Each aggregator's noise: discrete Laplace of scale sensitivity/epsilon (Cook 2024)."""
-        epsilon = self.epsilon()
-        return None if epsilon is None else DiscreteLaplace(Fraction(self.sensitivity()) / epsilon)
+    def l2_sensitivity_squared(self) -> int:
+        """Squared L2 sensitivity to one report replaced: 1 (Count), max_measurement^2 (Sum),
+        2 (Histogram: -1 in one bucket, +1 in another), length * max_measurement^2 (SumVec)."""
+        kind = self.vdaf["type"]
+        if kind == "count":
+            return 1
+        if kind == "histogram":
+            return 2
+        length = int(self.vdaf["length"]) if kind == "sumvec" else 1
+        return length * int(self.vdaf["max_measurement"]) ** 2
+
+    def noise(self) -> DiscreteLaplace | DiscreteGaussian | None:
+        """Each aggregator's noise, per coordinate: discrete Laplace of scale L1
+        sensitivity / epsilon (Cook 2024), or the discrete Gaussian with sigma^2 = L2
+        sensitivity^2 / (2 rho), rounded up to what the exact sampler offers (CKS 2020,
+        Theorem 14: rho-zCDP)."""
+        kind, parameter = self.dp_parameter()
+        if kind == "laplace" and parameter is not None:
+            return DiscreteLaplace(Fraction(self.sensitivity()) / parameter)
+        if kind == "gaussian" and parameter is not None:
+            target = math.ceil(Fraction(self.l2_sensitivity_squared()) / (2 * parameter))
+            if target > MAX_GAUSSIAN_T**2:  # the exact sampler's proposal scale t <= 2**24
+                raise ValueError(
+                    f"task dp {self.dp!r} needs sigma^2 = {target} per aggregator, above the "
+                    f"exact sampler's 2**48 (t <= 2**24); a larger rho or smaller vdaf bounds"
+                )
+            return DiscreteGaussian.at_least(float(target))
+        return None
+
+    def add_noise(
+        self, share: list[int], modulus: int, rng: RandomSource | None = None
+    ) -> list[int]:
+        """``share`` plus this aggregator's independent draw per coordinate, modulo the
+        field's prime; unchanged without dp. ``rng`` None: the OS CSPRNG (tests seed it)."""
+        noise = self.noise()
+        if noise is None:
+            return list(share)
+        draws = noise.sample(rng, len(share))
+        return [(x + int(d)) % modulus for x, d in zip(share, draws, strict=True)]
 
     def noise_std_error(self) -> float:
         """Standard error of one coordinate of the result: the sum of both aggregators'
-        independent draws has variance 2 Var[DL]."""
+        independent draws has twice one draw's variance."""
         noise = self.noise()
         return 0.0 if noise is None else math.sqrt(2 * noise.variance())
 

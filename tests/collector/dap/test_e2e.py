@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from client_sdk.dap.messages import ReportError
 from client_sdk.dap.upload import prepare_report
 from collector.dap.task import b64encode
 from collector.process import entry_point
-from tests.collector.dap.conftest import AGGREGATOR_TOKEN, DapPair
+from tests.collector.dap.conftest import AGGREGATOR_TOKEN, TIME_PRECISION, DapPair
 
 HISTOGRAM = ({"type": "histogram", "length": 4, "chunk_length": 2}, 10, "none")
 COUNT = ({"type": "count"}, 10, "none")
@@ -188,3 +189,23 @@ def test_helper_down_mid_job_then_back(own_dap_pair: DapPair) -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["estimate"], result["report_count"]) == (6, 12)
+
+
+@pytest.mark.parametrize("dap_pair", [COUNT], indirect=True)
+def test_reports_too_old_or_too_far_ahead_refused_and_counted(dap_pair: DapPair) -> None:
+    """The real Leader's clock: a report older than the task's expiry (7 days by default) or
+    starting beyond the tolerated skew (one time unit) is refused, counted by reason."""
+    task = dap_pair.device_task()
+    now = time.time()
+    old = prepare_report(task, True, now=now - dap_pair.spec.report_expiry - 2 * TIME_PRECISION)
+    early = prepare_report(task, True, now=now + 3 * TIME_PRECISION)
+    fine = prepare_report(task, True, now=now)
+    answer = dap_pair.upload([old, early, fine])
+    assert [s.error for s in answer.status] == [
+        ReportError.REPORT_DROPPED,
+        ReportError.REPORT_TOO_EARLY,
+    ]
+    assert refused(dap_pair.leader.url, dap_pair.spec.task_id_text) == {
+        "report_expired": 1,
+        "report_too_early": 1,
+    }

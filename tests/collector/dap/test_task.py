@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from client_sdk.sampling import DiscreteLaplace
+from client_sdk.sampling import DiscreteGaussian, DiscreteLaplace
 from collector.dap.task import TaskSpec, b64encode, signed
 
 GOOD: dict[str, Any] = {
@@ -34,6 +34,11 @@ GOOD: dict[str, Any] = {
         ({"dp": "laplace:-1"}, "task dp must be"),
         ({"dp": "gauss:1"}, "'gauss:1'"),
         ({"extra": 1}, "unknown field 'extra'"),
+        ({"dp": "gaussian:0"}, "task dp must be"),
+        ({"dp": "gaussian:x"}, "'gaussian:x'"),
+        ({"report_expiry": 3600}, "report_expiry must be at least two time_precision units"),
+        ({"report_expiry": "1d"}, "task report_expiry must be a positive integer; got '1d'"),
+        ({"clock_skew": 0}, "task clock_skew must be a positive integer; got 0"),
     ],
 )
 def test_bad_task_refused_naming_the_field(change: dict[str, Any], message: str) -> None:
@@ -69,3 +74,32 @@ def test_field_elements_above_half_decode_negative() -> None:
         -(p // 2),
         -3,
     ]
+
+
+@pytest.mark.parametrize(
+    ("vdaf", "l2_squared"),
+    [
+        ({"type": "count"}, 1),
+        ({"type": "sum", "max_measurement": 100}, 100**2),
+        ({"type": "histogram", "length": 4, "chunk_length": 2}, 2),
+        ({"type": "sumvec", "length": 3, "max_measurement": 7, "chunk_length": 2}, 3 * 49),
+    ],
+)
+def test_gaussian_noise_meets_rho_per_aggregator(vdaf: dict[str, Any], l2_squared: int) -> None:
+    """Each aggregator's sigma^2 is at least Delta_2^2 / (2 rho), so its draw alone is rho-zCDP
+    (CKS 2020, Theorem 14), and at most one unit above (the sampler's t*m grid)."""
+    spec = TaskSpec.from_json({**GOOD, "vdaf": vdaf, "dp": "gaussian:1/8"})
+    assert spec.l2_sensitivity_squared() == l2_squared
+    assert spec.rho() == Fraction(1, 8) and spec.epsilon() is None
+    noise = spec.noise()
+    assert isinstance(noise, DiscreteGaussian)
+    target = Fraction(l2_squared) / (2 * Fraction(1, 8))  # 4 Delta_2^2
+    assert target <= noise.sigma2 <= target * Fraction(1001, 1000) + 1
+    assert Fraction(l2_squared, 2 * noise.sigma2) <= Fraction(1, 8)  # the rho it gives
+    assert spec.noise_std_error() == math.sqrt(2 * noise.variance())
+
+
+def test_too_much_noise_for_the_exact_sampler_is_refused_at_load() -> None:
+    huge = {"type": "sumvec", "length": 1000, "max_measurement": 2**20, "chunk_length": 10}
+    with pytest.raises(ValueError, match="above the exact sampler"):
+        TaskSpec.from_json({**GOOD, "vdaf": huge, "dp": "gaussian:1/1000000"})
