@@ -8,7 +8,8 @@ gives JSON-safe figures. :func:`poisson` amplifies a step by (truncated) Poisson
 :func:`parallel_poisson` by Poisson sampling of disjoint shards across workers, and
 ``account.group(k)`` gives the account for groups of k records. :func:`calibrate` solves for a
 parameter that meets an :func:`epsilon_budget`. The classical bounds (basic, advanced, KOV,
-RDP) live in :mod:`analysis.accounting.bounds`.
+RDP) live in :mod:`analysis.accounting.bounds`. :class:`Zcdp` is a rho-zCDP guarantee (the
+discrete Gaussian's), composing by adding rho and converting to (epsilon, delta).
 """
 
 from analysis.accounting.account import PrivacyAccount, Step
@@ -45,6 +46,7 @@ from analysis.accounting.steps import (
     randomized_response_from,
     unary_encoding_from,
 )
+from analysis.accounting.zcdp import Zcdp
 
 __all__ = [
     "Budget",
@@ -52,6 +54,7 @@ __all__ = [
     "CalibrationError",
     "PrivacyAccount",
     "Step",
+    "Zcdp",
     "advanced_composition_epsilon",
     "approximate_dp",
     "basic_composition",

@@ -5,7 +5,8 @@
 
 ``START`` and ``DURATION`` are in units of the task's ``time_precision``. Prints one JSON
 document: the estimate, its standard errors from the aggregators' noise, the report count,
-epsilon and the trust assumption (docs/dap.md).
+the guarantee per collection and over the task's collections so far, and the trust assumption
+(docs/dap.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import json
 from typing import Any
 
-from analysis.dap_collect import collect
+from analysis.dap_collect import DEFAULT_DELTA, collect
 from client_sdk.dap.messages import Interval
 from collector.dap.cli import read_key
 from collector.dap.task import TaskSpec
@@ -30,6 +31,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--token", required=True, help="the collector bearer token")
     parser.add_argument("--interval", required=True, help="START,DURATION in time units")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait")
+    parser.add_argument(
+        "--delta",
+        type=float,
+        default=DEFAULT_DELTA,
+        help=f"delta of a Gaussian task's (epsilon, delta) figures (default {DEFAULT_DELTA:g})",
+    )
     parser.set_defaults(handler=_collect)
 
 
@@ -52,6 +59,7 @@ def _collect(args: argparse.Namespace) -> int:
         private_key=private_key,
         interval=_interval(args.interval),
         timeout=args.timeout,
+        delta=args.delta,
     )
     print(json.dumps(result))
     return 0

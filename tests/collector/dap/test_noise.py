@@ -16,9 +16,10 @@ import pytest
 import requests
 from scipy import stats
 
+from analysis.accounting import Zcdp
 from client_sdk.dap.messages import CollectionJobReq, Interval, Query
 from client_sdk.dap.upload import prepare_report
-from client_sdk.sampling import DiscreteLaplace
+from client_sdk.sampling import DiscreteGaussian, DiscreteLaplace
 from collector.dap.task import b64encode
 from tests.collector.dap.conftest import COLLECTOR_TOKEN, TIME_PRECISION, DapPair
 
@@ -52,6 +53,9 @@ def test_noise_follows_two_discrete_laplaces(dap_pair: DapPair) -> None:
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         assert result["report_count"] == 30 and result["epsilon"] == 1.0
+        # The task's collections so far, as the Leader lists them, compose: k epsilon.
+        assert result["privacy"]["collections"] == batch + 1
+        assert result["privacy"]["cumulative"]["epsilon"] == batch + 1.0
         residuals += list(np.asarray(result["estimate"]) - truth[batch])
     # Stated standard error: sqrt(2 Var[DL(2)]) for Histogram (sensitivity 2) at epsilon 1.
     scale = Fraction(2)
@@ -93,3 +97,35 @@ def test_a_collection_is_noised_once_across_polls_and_a_leader_crash(own_dap_pai
     dap_pair.leader.kill()
     dap_pair.leader.start()
     assert requests.get(url, headers=headers, timeout=60).content == first.content
+
+
+GAUSSIAN = ({"type": "sum", "max_measurement": 10}, 5, "gaussian:1/2")
+
+
+@pytest.mark.parametrize("dap_pair", [GAUSSIAN], indirect=True)
+def test_gaussian_task_end_to_end(dap_pair: DapPair) -> None:
+    """The discrete Gaussian through real processes: each aggregator's sigma^2 = Delta_2^2 /
+    (2 rho) = 100; the stated standard error, rho, (epsilon, delta) per collection and
+    composed over the task's two collections (2 rho), and the residuals within 6 standard
+    errors (false-failure rate below 1e-8 for this nearly normal sum)."""
+    unit = int(time.time()) // TIME_PRECISION
+    task = dap_pair.device_task()
+    values = {unit: [0, 10, 3, 7, 10, 1], unit - 5: [5, 5, 5, 9, 0, 2]}
+    reports = [
+        prepare_report(task, v, now=u * TIME_PRECISION) for u, vs in values.items() for v in vs
+    ]
+    assert dap_pair.upload(reports).status == ()
+    assert dap_pair.drive()["aggregated"] == 12
+    noise = DiscreteGaussian.at_least(100)
+    assert noise.sigma2 == 100
+    for k, (u, vs) in enumerate(values.items(), start=1):
+        done = dap_pair.collect(f"{u},1")
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        std_error = math.sqrt(2 * noise.variance())
+        assert result["std_errors"] == [std_error]
+        assert abs(result["estimate"] - sum(vs)) <= 6 * std_error
+        assert (result["rho"], result["delta"]) == (0.5, 1e-6)
+        assert result["epsilon"] == Zcdp(0.5).epsilon_at(1e-6)
+        assert result["privacy"]["collections"] == k
+        assert result["privacy"]["cumulative"] == Zcdp(0.5 * k).summary(1e-6)
