@@ -30,9 +30,9 @@ def test_histogram_exact_sum_and_two_hot_rejected(dap_pair: DapPair) -> None:
     vdaf.flp.encode = lambda _m: [1, 1, 0, 0]  # type: ignore[method-assign,assignment]
     bad = prepare_report(dap_pair.device_task(vdaf), 0)
     assert dap_pair.upload([bad]).status == ()  # the Leader cannot tell before verifying
-    totals = dap_pair.drive()
+    totals = dap_pair.drive(process=True)  # the CLIs in their own processes here
     assert totals == {"aggregated": 35, "rejected": 1, "jobs": 1}
-    done = dap_pair.collect()
+    done = dap_pair.collect(process=True)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     assert result["estimate"] == [8, 8, 7, 12]
