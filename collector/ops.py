@@ -154,7 +154,8 @@ def _dap(conn: Any) -> list[Any]:
     )
     refused = CounterMetricFamily(
         "ldp_dap_reports_refused",
-        "DAP reports refused or rejected per task, by DAP ReportError.",
+        "DAP reports refused or rejected per task, by DAP ReportError "
+        "(report_expired: report_dropped for a report past the task's expiry).",
         labels=["task", "reason"],
     )
     for task, state, n in conn.execute(
