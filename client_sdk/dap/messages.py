@@ -37,6 +37,8 @@ __all__ = [
     "HpkeConfigList",
     "InputShareAad",
     "Interval",
+    "PingPongMessage",
+    "PingPongType",
     "PlaintextInputShare",
     "Query",
     "Report",
@@ -107,6 +109,15 @@ class VerifyRespType(IntEnum):
     CONTINUE = 0
     FINISH = 1
     REJECT = 2
+
+
+class PingPongType(IntEnum):
+    """``MessageType`` of VDAF's ping-pong topology (draft-irtf-cfrg-vdaf, "Ping-Pong
+    Topology"): what ``VerifyInit``, ``VerifyResp`` (continue) and ``VerifyContinue`` carry."""
+
+    INITIALIZE = 0
+    CONTINUE = 1
+    FINISH = 2
 
 
 def vdaf_context(task_id: bytes) -> bytes:
@@ -508,6 +519,57 @@ class ReportShare(_Message):
             r.opaque(4, "public_share"),
             r.field("encrypted_input_share", HpkeCiphertext._read),
         )
+
+
+@dataclass(frozen=True)
+class PingPongMessage(_Message):
+    """VDAF's ping-pong ``Message``, the ``payload`` of ``VerifyInit``, of a ``continue``
+    ``VerifyResp`` and of ``VerifyContinue``: a type byte, then ``initialize``: the verifier
+    share; ``continue``: the verifier message and the next round's verifier share; ``finish``:
+    the verifier message (each ``opaque<0..2^32-1>``)."""
+
+    type: PingPongType
+    verifier_message: bytes = b""
+    verifier_share: bytes = b""
+
+    def __post_init__(self) -> None:
+        if self.type == PingPongType.INITIALIZE and self.verifier_message:
+            raise DapEncodeError("PingPongMessage initialize carries no verifier_message")
+        if self.type == PingPongType.FINISH and self.verifier_share:
+            raise DapEncodeError("PingPongMessage finish carries no verifier_share")
+
+    @classmethod
+    def initialize(cls, verifier_share: bytes) -> PingPongMessage:
+        return cls(PingPongType.INITIALIZE, verifier_share=verifier_share)
+
+    @classmethod
+    def continue_(cls, verifier_message: bytes, verifier_share: bytes) -> PingPongMessage:
+        return cls(PingPongType.CONTINUE, verifier_message, verifier_share)
+
+    @classmethod
+    def finish(cls, verifier_message: bytes) -> PingPongMessage:
+        return cls(PingPongType.FINISH, verifier_message=verifier_message)
+
+    def encode(self) -> bytes:
+        out = uint(self.type, 1, "type")
+        if self.type != PingPongType.INITIALIZE:
+            out += opaque(self.verifier_message, 4, "verifier_message")
+        if self.type != PingPongType.FINISH:
+            out += opaque(self.verifier_share, 4, "verifier_share")
+        return out
+
+    @classmethod
+    def _read(cls, r: Reader) -> PingPongMessage:
+        kind = PingPongType(_enum(PingPongType, r.uint(1, "type"), f"{r.message}.type"))
+        message = r.opaque(4, "verifier_message") if kind != PingPongType.INITIALIZE else b""
+        share = r.opaque(4, "verifier_share") if kind != PingPongType.FINISH else b""
+        return cls(kind, message, share)
+
+    def expect(self, kind: PingPongType) -> PingPongMessage:
+        """``self`` if it is of type ``kind``; ``DapDecodeError`` naming both otherwise."""
+        if self.type != kind:
+            raise DapDecodeError(f"PingPongMessage.type = {self.type.name}; expected {kind.name}")
+        return self
 
 
 @dataclass(frozen=True)

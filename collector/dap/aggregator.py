@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from client_sdk.dap.codec import DapDecodeError, Reader, opaque, uint
+from client_sdk.dap.codec import DapDecodeError
 from client_sdk.dap.hpke import HpkeError, seal_base
 from client_sdk.dap.messages import (
     AggregateShare,
@@ -36,6 +36,8 @@ from client_sdk.dap.messages import (
     CollectionJobResp,
     HpkeCiphertext,
     Interval,
+    PingPongMessage,
+    PingPongType,
     Report,
     ReportError,
     ReportShare,
@@ -212,17 +214,15 @@ def _batch(
 
 
 def _ping(kind: int, payload: bytes) -> bytes:
-    return uint(kind, 1, "type") + opaque(payload, 4, "payload")
+    """Prio3's one-round ping-pong: ``initialize(verifier_share)``, ``finish(verifier_message)``."""
+    if kind == PING_INITIALIZE:
+        return PingPongMessage.initialize(payload).encode()
+    return PingPongMessage.finish(payload).encode()
 
 
 def _unping(data: bytes, kind: int) -> bytes:
-    r = Reader(data, "PingPongMessage")
-    found = r.uint(1, "type")
-    if found != kind:
-        raise DapDecodeError(f"PingPongMessage.type = {found}; expected {kind}")
-    payload = r.opaque(4, "payload")
-    r.finish()
-    return payload
+    message = PingPongMessage.decode(data).expect(PingPongType(kind))
+    return message.verifier_share if kind == PING_INITIALIZE else message.verifier_message
 
 
 def helper_init(
