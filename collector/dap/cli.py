@@ -13,6 +13,7 @@ import argparse
 import datetime
 import json
 import os
+import sqlite3
 import time
 from typing import Any
 
@@ -24,7 +25,7 @@ from collector.dap.api import send
 from collector.dap.task import AggregatorTask, TaskSpec, b64decode, b64encode
 from collector.storage import Storage
 
-__all__ = ["register"]
+__all__ = ["register", "store_task"]
 
 MIN_TOKEN_LENGTH = 16
 
@@ -118,22 +119,24 @@ def _task_add(args: argparse.Namespace) -> int:
         aggregator_token=args.aggregator_token,
         collector_token=args.collector_token,
     )
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with Storage(args.db, create=False) as storage:
-        conn = storage.db.conn
-        with immediate(conn):
-            row = conn.execute(
-                "SELECT config FROM dap_tasks WHERE task_id = ?", [spec.task_id_text]
-            ).fetchone()
-            if row is not None and row[0] != task.to_json():
-                raise ValueError(f"task {spec.task_id_text} exists with another configuration")
-            conn.execute(
-                "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) "
-                "VALUES (?, ?, ?, ?)",
-                [spec.task_id_text, args.role, task.to_json(), now],
-            )
+        store_task(storage.db.conn, task)
     print(f"dap task {spec.task_id_text}: {args.role}")
     return 0
+
+
+def store_task(conn: sqlite3.Connection, task: AggregatorTask) -> None:
+    """Provision ``task``; the same task again is a no-op, another under its id ``ValueError``."""
+    tid = task.spec.task_id_text
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with immediate(conn):
+        row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [tid]).fetchone()
+        if row is not None and row[0] != task.to_json():
+            raise ValueError(f"task {tid} exists with another configuration")
+        conn.execute(
+            "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) VALUES (?, ?, ?, ?)",
+            [tid, task.role, task.to_json(), now],
+        )
 
 
 def _drive(args: argparse.Namespace) -> int:
