@@ -224,10 +224,9 @@ def measurement_from_interop(spec: TaskSpec, value: Any) -> Any:
     return bool(measurement) if kind == "count" else measurement
 
 
-def _hpke_config(endpoint: str, spec: TaskSpec, role: str) -> HpkeConfig:
-    answer = requests.get(
-        f"{endpoint}hpke_config", params={"task_id": spec.task_id_text}, timeout=TIMEOUT
-    )
+def _hpke_config(endpoint: str, role: str) -> HpkeConfig:
+    # DAP-18's request: no task id (collector.dap.interop answers it for interop tasks).
+    answer = requests.get(f"{endpoint}hpke_config", timeout=TIMEOUT)
     if answer.status_code != 200:
         raise InteropError(f"the {role}'s hpke_config: {answer.status_code} {answer.text[:300]}")
     return select_hpke_config(HpkeConfigList.decode(answer.content), role)
@@ -248,8 +247,8 @@ def client_app() -> Flask:
                 spec.task_id,
                 spec.configuration(),
                 spec.build_vdaf(),
-                _hpke_config(spec.leader, spec, "leader"),
-                _hpke_config(spec.helper, spec, "helper"),
+                _hpke_config(spec.leader, "leader"),
+                _hpke_config(spec.helper, "helper"),
             )
             report = prepare_report(task, measurement, now=now)
             answer = requests.post(

@@ -25,7 +25,7 @@ from collector.dap.api import send
 from collector.dap.task import AggregatorTask, TaskSpec, b64decode, b64encode
 from collector.storage import Storage
 
-__all__ = ["register", "store_task"]
+__all__ = ["insert_task", "register", "store_task"]
 
 MIN_TOKEN_LENGTH = 16
 
@@ -127,16 +127,21 @@ def _task_add(args: argparse.Namespace) -> int:
 
 def store_task(conn: sqlite3.Connection, task: AggregatorTask) -> None:
     """Provision ``task``; the same task again is a no-op, another under its id ``ValueError``."""
+    with immediate(conn):
+        insert_task(conn, task)
+
+
+def insert_task(conn: sqlite3.Connection, task: AggregatorTask) -> None:
+    """:func:`store_task` inside the caller's transaction."""
     tid = task.spec.task_id_text
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with immediate(conn):
-        row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [tid]).fetchone()
-        if row is not None and row[0] != task.to_json():
-            raise ValueError(f"task {tid} exists with another configuration")
-        conn.execute(
-            "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) VALUES (?, ?, ?, ?)",
-            [tid, task.role, task.to_json(), now],
-        )
+    row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [tid]).fetchone()
+    if row is not None and row[0] != task.to_json():
+        raise ValueError(f"task {tid} exists with another configuration")
+    conn.execute(
+        "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) VALUES (?, ?, ?, ?)",
+        [tid, task.role, task.to_json(), now],
+    )
 
 
 def _drive(args: argparse.Namespace) -> int:

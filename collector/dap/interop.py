@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from typing import Any
@@ -23,13 +24,14 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 
 from client_sdk.dap.hpke import generate_key_pair
-from client_sdk.dap.messages import HpkeConfig, Interval
+from client_sdk.dap.messages import HpkeConfig, HpkeConfigList, Interval
+from client_sdk.sqlite import immediate
 from collector.dap import aggregator
 from collector.dap.api import send
-from collector.dap.cli import store_task
+from collector.dap.cli import insert_task
 from collector.dap.task import AggregatorTask, TaskSpec, b64decode
 from collector.storage import Storage
-from collector.web import get_storage
+from collector.web import get_storage, write_turn
 
 __all__ = [
     "INTEROP_TASK_INFO",
@@ -178,7 +180,22 @@ def interval_from_query(query: Any, time_precision: int) -> Interval:
     return Interval(start // time_precision, duration // time_precision)
 
 
-def _aggregator_task(document: Any) -> AggregatorTask:
+def _interop_tasks(conn: sqlite3.Connection) -> list[AggregatorTask]:
+    rows = conn.execute("SELECT config FROM dap_tasks ORDER BY rowid").fetchall()
+    tasks = [AggregatorTask.from_json(row[0]) for row in rows]
+    return [task for task in tasks if task.auth_header == "dap-auth-token"]
+
+
+def _interop_key(conn: sqlite3.Connection) -> tuple[HpkeConfig, bytes]:
+    """One HPKE key for every interop task of this aggregator: DAP-18's clients (Janus's among
+    them) fetch ``{aggregator}/hpke_config`` with no task id, so the key cannot be per task."""
+    for task in _interop_tasks(conn):
+        return task.hpke_config, task.hpke_private_key
+    pair = generate_key_pair()
+    return HpkeConfig(1, 0x0020, 0x0001, 0x0001, pair.public_key), pair.private_key
+
+
+def _aggregator_task(document: Any, conn: sqlite3.Connection) -> AggregatorTask:
     spec = spec_from_interop(document)
     role = document.get("role")
     if role not in ("leader", "helper"):
@@ -195,13 +212,13 @@ def _aggregator_task(document: Any) -> AggregatorTask:
     collector_config = HpkeConfig.decode(
         b64decode(_text(document, "collector_hpke_config"), "collector_hpke_config")
     )
-    pair = generate_key_pair()  # this task's own key (per-task keys, like every task here)
+    hpke_config, private_key = _interop_key(conn)
     return AggregatorTask(
         spec=spec,
         role=role,
         verify_key=verify_key,
-        hpke_config=HpkeConfig(1, 0x0020, 0x0001, 0x0001, pair.public_key),
-        hpke_private_key=pair.private_key,
+        hpke_config=hpke_config,
+        hpke_private_key=private_key,
         collector_hpke_config=collector_config,
         aggregator_token=_token(document, "leader_authentication_token"),
         collector_token=(
@@ -230,11 +247,27 @@ def endpoint_for_task() -> Response:
 @bp.post("/add_task")
 def add_task() -> Response:
     try:
-        task = _aggregator_task(request.get_json(force=True, silent=True))
-        store_task(get_storage().db.conn, task)
+        conn = get_storage().db.conn
+        # One transaction: the first interop task makes the key every later one reads.
+        with write_turn(), immediate(conn):
+            insert_task(conn, _aggregator_task(request.get_json(force=True, silent=True), conn))
     except ValueError as error:  # InteropError, TaskSpec's, base64 and HpkeConfig decoding
         return _answer(status="error", error=str(error))
     return _answer(status="success")
+
+
+def _hpke_config_without_task_id() -> Response | None:
+    """``GET /dap/hpke_config`` with no ``task_id``: the interop tasks' key (DAP-18's request;
+    the service's own route wants a task id, its keys being per task)."""
+    if request.method != "GET" or request.path != f"{DAP_ENDPOINT}hpke_config":
+        return None
+    if request.args.get("task_id"):
+        return None
+    tasks = _interop_tasks(get_storage().db.conn)
+    if not tasks:
+        return None  # the route's own answer: it needs a task id
+    body = HpkeConfigList((tasks[0].hpke_config,)).encode()
+    return Response(body, mimetype="application/dap-hpke-config-list")
 
 
 # -- the interop Leader's aggregation driver
@@ -282,3 +315,4 @@ def init_app(app: Flask) -> None:
     """Serve the interop test API on ``app`` and drive its Leader tasks."""
     app.register_blueprint(bp)
     app.before_request(_start_driver)
+    app.before_request(_hpke_config_without_task_id)

@@ -24,6 +24,7 @@ import pytest
 import requests
 from flask import Flask
 
+from client_sdk.dap.messages import HpkeConfigList
 from collector import create_app
 from collector.process import CollectorProcess, ServerProcess
 
@@ -215,6 +216,21 @@ def test_upload_with_a_given_time_lands_in_that_batch(parties: Parties) -> None:
         poll = call(parties.collector, "collection_poll", {"handle": start["handle"]})
     assert poll["status"] == "complete", poll
     assert (poll["result"], poll["report_count"], poll["interval_start"]) == ("2", 2, past)
+
+
+def test_hpke_config_without_task_id_is_the_interop_tasks_key(parties: Parties) -> None:
+    """DAP-18's clients ask ``{aggregator}/hpke_config`` with no task id (the Client above
+    does); every interop task of an aggregator has that one key."""
+    tasks = [provision(parties, {"type": "Prio3Count"}, min_batch_size=1) for _ in range(2)]
+    for server in (parties.leader, parties.helper):
+        bare = requests.get(f"{server.url}/dap/hpke_config", timeout=30)
+        assert bare.status_code == 200, bare.text
+        for task in tasks:
+            per_task = requests.get(
+                f"{server.url}/dap/hpke_config", params={"task_id": task["task_id"]}, timeout=30
+            )
+            assert per_task.content == bare.content
+        assert len(HpkeConfigList.decode(bare.content).configs) == 1
 
 
 def test_wrong_collector_token_is_refused_by_the_leader(parties: Parties) -> None:
