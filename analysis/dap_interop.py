@@ -108,7 +108,7 @@ def _put_collection_job(task: _CollectorTask, interval: Interval) -> tuple[str, 
         data=req.encode(),
         headers={
             "DAP-Auth-Token": task.token,
-            "Content-Type": "application/dap-collection-job-req",
+            "Content-Type": CollectionJobReq.MEDIA_TYPE,
         },
         timeout=TIMEOUT,
     )
@@ -254,7 +254,7 @@ def client_app() -> Flask:
             answer = requests.post(
                 f"{spec.leader}tasks/{spec.task_id_text}/reports",
                 data=UploadRequest((report,)).encode(),
-                headers={"Content-Type": "application/dap-upload-req"},
+                headers={"Content-Type": UploadRequest.MEDIA_TYPE},
                 timeout=TIMEOUT,
             )
             if answer.status_code != 200:

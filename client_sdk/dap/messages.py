@@ -14,11 +14,12 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from client_sdk.dap.codec import DapDecodeError, DapEncodeError, Reader, fixed, opaque, uint
 
 __all__ = [
+    "MEDIA_TYPE_PREFIX",
     "TASK_ID_SIZE",
     "VERSION",
     "AggregateShare",
@@ -61,6 +62,8 @@ __all__ = [
 
 # The draft's version tag, in every domain-separation string: the one place to change it.
 VERSION = "dap-18"
+# Each message's media type is this and its name (DAP-18; each message class's MEDIA_TYPE).
+MEDIA_TYPE_PREFIX = "application/ppm-dap;message="
 
 TASK_ID_SIZE = 32
 REPORT_ID_SIZE = 16
@@ -256,6 +259,8 @@ class HpkeConfig(_Message):
 class HpkeConfigList(_Message):
     """``HpkeConfigList``: configs in decreasing order of preference."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "hpke-config-list"
+
     configs: tuple[HpkeConfig, ...]
 
     def encode(self) -> bytes:
@@ -408,6 +413,8 @@ class Report(_Message):
 class UploadRequest(_Message):
     """``UploadRequest``: reports, back to back to the end of the message."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "upload-req"
+
     reports: tuple[Report, ...]
 
     def encode(self) -> bytes:
@@ -438,6 +445,8 @@ class ReportUploadStatus(_Message):
 @dataclass(frozen=True)
 class UploadErrors(_Message):
     """``UploadErrors``: the refused reports of an upload, in request order."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "upload-errors"
 
     status: tuple[ReportUploadStatus, ...]
 
@@ -591,6 +600,8 @@ class VerifyInit(_Message):
 class AggregationJobInitReq(_Message):
     """``AggregationJobInitReq``: Leader to Helper; ``verify_inits`` run to the message's end."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregation-job-init-req"
+
     verification_key_id: int
     agg_param: bytes
     verify_inits: tuple[VerifyInit, ...]
@@ -658,6 +669,8 @@ class VerifyResp(_Message):
 class AggregationJobResp(_Message):
     """``AggregationJobResp``: one ``VerifyResp`` a report, to the end of the message."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregation-job-resp"
+
     verify_resps: tuple[VerifyResp, ...]
 
     def encode(self) -> bytes:
@@ -688,6 +701,8 @@ class VerifyContinue(_Message):
 @dataclass(frozen=True)
 class AggregationJobContinueReq(_Message):
     """``AggregationJobContinueReq``: a step number and ``VerifyContinue``s to the end."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregation-job-continue-req"
 
     step: int
     verify_continues: tuple[VerifyContinue, ...]
@@ -764,6 +779,8 @@ class BatchSelector(_ModeAndConfig):
 class CollectionJobReq(_Message):
     """``CollectionJobReq``: the Collector's query and aggregation parameter."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "collection-job-req"
+
     query: Query
     agg_param: bytes = b""
     extensions: tuple[Extension, ...] = field(default=())
@@ -785,6 +802,8 @@ class CollectionJobReq(_Message):
 @dataclass(frozen=True)
 class CollectionJobResp(_Message):
     """``CollectionJobResp`` (earlier drafts' ``Collection``): both aggregate shares, sealed."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "collection-job-resp"
 
     report_count: int
     interval: Interval
@@ -812,6 +831,8 @@ class CollectionJobResp(_Message):
 @dataclass(frozen=True)
 class AggregateShareReq(_Message):
     """``AggregateShareReq``: the Leader asks the Helper for its aggregate share of a batch."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregate-share-req"
 
     collection_job_req: CollectionJobReq
     batch_selector: BatchSelector
@@ -842,6 +863,8 @@ class AggregateShareReq(_Message):
 @dataclass(frozen=True)
 class AggregateShare(_Message):
     """``AggregateShare``: the Helper's aggregate share, sealed to the Collector."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregate-share"
 
     encrypted_aggregate_share: HpkeCiphertext
 

@@ -404,7 +404,7 @@ def drive(
         job_id, request = bytes(row[0]), bytes(row[1])
         url = f"{task.spec.helper}tasks/{tid}/aggregation_jobs/{b64encode(job_id)}"
         status, body = send(
-            "PUT", url, request, _helper_headers(task, "application/dap-aggregation-job-init-req")
+            "PUT", url, request, _helper_headers(task, AggregationJobInitReq.MEDIA_TYPE)
         )
         if status not in (200, 201):
             raise RuntimeError(
@@ -685,7 +685,7 @@ def collection_result(
         "POST",
         f"{task.spec.helper}tasks/{tid}/aggregate_shares",
         share_req.encode(),
-        _helper_headers(task, "application/dap-aggregate-share-req"),
+        _helper_headers(task, AggregateShareReq.MEDIA_TYPE),
     )
     if status != 200:
         raise DapProblem(

@@ -267,7 +267,7 @@ def _hpke_config_without_task_id() -> Response | None:
     if not tasks:
         return None  # the route's own answer: it needs a task id
     body = HpkeConfigList((tasks[0].hpke_config,)).encode()
-    return Response(body, mimetype="application/dap-hpke-config-list")
+    return Response(body, mimetype=HpkeConfigList.MEDIA_TYPE)
 
 
 # -- the interop Leader's aggregation driver

@@ -225,6 +225,7 @@ def test_hpke_config_without_task_id_is_the_interop_tasks_key(parties: Parties) 
     for server in (parties.leader, parties.helper):
         bare = requests.get(f"{server.url}/dap/hpke_config", timeout=30)
         assert bare.status_code == 200, bare.text
+        assert bare.headers["Content-Type"] == "application/ppm-dap;message=hpke-config-list"
         for task in tasks:
             per_task = requests.get(
                 f"{server.url}/dap/hpke_config", params={"task_id": task["task_id"]}, timeout=30
