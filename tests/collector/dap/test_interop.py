@@ -234,6 +234,42 @@ def test_hpke_config_without_task_id_is_the_interop_tasks_key(parties: Parties) 
         assert len(HpkeConfigList.decode(bare.content).configs) == 1
 
 
+def test_design_cases_future_report_and_late_report(parties: Parties) -> None:
+    """Three of the design's test cases: a report far in the future is refused; after a
+    collection a late report for the same batch is refused and the result stays the same;
+    max_batch_query_count (1) is enforced: an overlapping collection is refused."""
+    common = provision(parties, {"type": "Prio3Count"}, min_batch_size=2)
+    future = int(time.time()) + 10 * TIME_PRECISION
+    early = call(parties.client, "upload", {**common, "measurement": "1", "time": future})
+    assert early["status"] == "error" and "report_too_early" in early["error"], early
+    for measurement in ("1", "1"):
+        assert call(parties.client, "upload", {**common, "measurement": measurement})["status"] == (
+            "success"
+        )
+    start = call(
+        parties.collector,
+        "collection_start",
+        {"task_id": common["task_id"], "agg_param": "", "query": current_batch()},
+    )
+    assert start["status"] == "success", start
+    deadline = time.monotonic() + POLL_TIMEOUT
+    first = {"status": "in progress"}
+    while first["status"] == "in progress" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        first = call(parties.collector, "collection_poll", {"handle": start["handle"]})
+    assert first["status"] == "complete" and first["result"] == "2", first
+    late = call(parties.client, "upload", {**common, "measurement": "1"})
+    assert late["status"] == "error" and "batch_collected" in late["error"], late
+    again = call(parties.collector, "collection_poll", {"handle": start["handle"]})
+    assert again == first
+    overlap = call(
+        parties.collector,
+        "collection_start",
+        {"task_id": common["task_id"], "agg_param": "", "query": current_batch()},
+    )
+    assert overlap["status"] == "error" and "batchOverlap" in overlap["error"], overlap
+
+
 def test_wrong_collector_token_is_refused_by_the_leader(parties: Parties) -> None:
     common = provision(
         parties, {"type": "Prio3Count"}, min_batch_size=1, collector_token="not-the-leaders-token"
