@@ -146,7 +146,9 @@ def spec_from_interop(document: Any) -> TaskSpec:
         raise InteropError("the request body must be a JSON object")
     _batch_mode(document)
     time_precision = number(document, "time_precision")
-    min_batch_size = number(document, "min_batch_size") if "min_batch_size" in document else 1
+    # Required even of the Client (the design's older text has none): DAP-18 binds it into
+    # every AAD, so a guess would only make the aggregators' decryption fail later.
+    min_batch_size = number(document, "min_batch_size")
     return TaskSpec.from_json(
         {
             "task_id": _text(document, "task_id"),

@@ -332,6 +332,10 @@ def test_client_and_collector_errors_name_the_field(parties: Parties) -> None:
     common = provision(parties, {"type": "Prio3Count"}, min_batch_size=1)
     upload = call(parties.client, "upload", {**common, "measurement": "2"})
     assert upload["status"] == "error" and 'must be "0" or "1"' in upload["error"]
+    bare = {k: v for k, v in common.items() if k != "min_batch_size"}
+    upload = call(parties.client, "upload", {**bare, "measurement": "1"})
+    assert upload["status"] == "error"
+    assert "min_batch_size must be a non-negative integer; got None" in upload["error"]
     start = call(
         parties.collector,
         "collection_start",
