@@ -133,7 +133,7 @@ def collect(
     put = requests.put(
         url,
         data=req.encode(),
-        headers={**headers, "Content-Type": "application/dap-collection-job-req"},
+        headers={**headers, "Content-Type": CollectionJobReq.MEDIA_TYPE},
         timeout=60,
     )
     if put.status_code not in (200, 201):

@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """The collector app. ``config`` overrides settings (``{"DB": path, "ADMIN_TOKEN": ...}``);
     ``CORS_ORIGINS``, the web origins whose pages may call the device routes
-    (``collector.cors``; none by default).
+    (``collector.cors``; none by default); ``DAP_INTEROP``, serve the DAP interop test API
+    (``collector.dap.interop``; never in production).
 
     The database is created and migrated here, once per process, before any request.
     """
@@ -66,4 +67,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(ops.bp)
     install_cors(app, app.config.get("CORS_ORIGINS", ()), api.DEVICE_ROUTES)
     app.register_blueprint(dap_api.bp)
+    if app.config.get("DAP_INTEROP"):  # test-only: docs/dap.md, "Interop"
+        from collector.dap import interop
+
+        interop.init_app(app)
     return app

@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a web origin (scheme://host[:port]) whose pages may fetch campaigns and upload "
         "reports; repeatable (default: none, no CORS)",
     )
+    serve.add_argument(
+        "--dap-interop",
+        action="store_true",
+        help="TESTS ONLY: serve the DAP interop test API (/internal/test/*), which provisions "
+        "tasks without credentials, and drive Leader tasks (docs/dap.md, Interop)",
+    )
     serve.set_defaults(handler=_serve)
 
     dap_cli.register(commands)
@@ -345,7 +351,14 @@ def _serve(args: argparse.Namespace) -> int:
     from collector import create_app
 
     # Migrates once, in the master.
-    app = create_app({"DB": args.db, "ADMIN_TOKEN": token, "CORS_ORIGINS": args.cors_origin})
+    app = create_app(
+        {
+            "DB": args.db,
+            "ADMIN_TOKEN": token,
+            "CORS_ORIGINS": args.cors_origin,
+            "DAP_INTEROP": args.dap_interop,
+        }
+    )
     host = f"[{args.host}]" if ":" in args.host else args.host
     options: dict[str, Any] = {
         "bind": f"{host}:{args.port}",

@@ -14,11 +14,12 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from client_sdk.dap.codec import DapDecodeError, DapEncodeError, Reader, fixed, opaque, uint
 
 __all__ = [
+    "MEDIA_TYPE_PREFIX",
     "TASK_ID_SIZE",
     "VERSION",
     "AggregateShare",
@@ -37,6 +38,8 @@ __all__ = [
     "HpkeConfigList",
     "InputShareAad",
     "Interval",
+    "PingPongMessage",
+    "PingPongType",
     "PlaintextInputShare",
     "Query",
     "Report",
@@ -59,6 +62,8 @@ __all__ = [
 
 # The draft's version tag, in every domain-separation string: the one place to change it.
 VERSION = "dap-18"
+# Each message's media type is this and its name (DAP-18; each message class's MEDIA_TYPE).
+MEDIA_TYPE_PREFIX = "application/ppm-dap;message="
 
 TASK_ID_SIZE = 32
 REPORT_ID_SIZE = 16
@@ -107,6 +112,15 @@ class VerifyRespType(IntEnum):
     CONTINUE = 0
     FINISH = 1
     REJECT = 2
+
+
+class PingPongType(IntEnum):
+    """``MessageType`` of VDAF's ping-pong topology (draft-irtf-cfrg-vdaf, "Ping-Pong
+    Topology"): what ``VerifyInit``, ``VerifyResp`` (continue) and ``VerifyContinue`` carry."""
+
+    INITIALIZE = 0
+    CONTINUE = 1
+    FINISH = 2
 
 
 def vdaf_context(task_id: bytes) -> bytes:
@@ -244,6 +258,8 @@ class HpkeConfig(_Message):
 @dataclass(frozen=True)
 class HpkeConfigList(_Message):
     """``HpkeConfigList``: configs in decreasing order of preference."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "hpke-config-list"
 
     configs: tuple[HpkeConfig, ...]
 
@@ -397,6 +413,8 @@ class Report(_Message):
 class UploadRequest(_Message):
     """``UploadRequest``: reports, back to back to the end of the message."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "upload-req"
+
     reports: tuple[Report, ...]
 
     def encode(self) -> bytes:
@@ -427,6 +445,8 @@ class ReportUploadStatus(_Message):
 @dataclass(frozen=True)
 class UploadErrors(_Message):
     """``UploadErrors``: the refused reports of an upload, in request order."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "upload-errors"
 
     status: tuple[ReportUploadStatus, ...]
 
@@ -511,6 +531,57 @@ class ReportShare(_Message):
 
 
 @dataclass(frozen=True)
+class PingPongMessage(_Message):
+    """VDAF's ping-pong ``Message``, the ``payload`` of ``VerifyInit``, of a ``continue``
+    ``VerifyResp`` and of ``VerifyContinue``: a type byte, then ``initialize``: the verifier
+    share; ``continue``: the verifier message and the next round's verifier share; ``finish``:
+    the verifier message (each ``opaque<0..2^32-1>``)."""
+
+    type: PingPongType
+    verifier_message: bytes = b""
+    verifier_share: bytes = b""
+
+    def __post_init__(self) -> None:
+        if self.type == PingPongType.INITIALIZE and self.verifier_message:
+            raise DapEncodeError("PingPongMessage initialize carries no verifier_message")
+        if self.type == PingPongType.FINISH and self.verifier_share:
+            raise DapEncodeError("PingPongMessage finish carries no verifier_share")
+
+    @classmethod
+    def initialize(cls, verifier_share: bytes) -> PingPongMessage:
+        return cls(PingPongType.INITIALIZE, verifier_share=verifier_share)
+
+    @classmethod
+    def continue_(cls, verifier_message: bytes, verifier_share: bytes) -> PingPongMessage:
+        return cls(PingPongType.CONTINUE, verifier_message, verifier_share)
+
+    @classmethod
+    def finish(cls, verifier_message: bytes) -> PingPongMessage:
+        return cls(PingPongType.FINISH, verifier_message=verifier_message)
+
+    def encode(self) -> bytes:
+        out = uint(self.type, 1, "type")
+        if self.type != PingPongType.INITIALIZE:
+            out += opaque(self.verifier_message, 4, "verifier_message")
+        if self.type != PingPongType.FINISH:
+            out += opaque(self.verifier_share, 4, "verifier_share")
+        return out
+
+    @classmethod
+    def _read(cls, r: Reader) -> PingPongMessage:
+        kind = PingPongType(_enum(PingPongType, r.uint(1, "type"), f"{r.message}.type"))
+        message = r.opaque(4, "verifier_message") if kind != PingPongType.INITIALIZE else b""
+        share = r.opaque(4, "verifier_share") if kind != PingPongType.FINISH else b""
+        return cls(kind, message, share)
+
+    def expect(self, kind: PingPongType) -> PingPongMessage:
+        """``self`` if it is of type ``kind``; ``DapDecodeError`` naming both otherwise."""
+        if self.type != kind:
+            raise DapDecodeError(f"PingPongMessage.type = {self.type.name}; expected {kind.name}")
+        return self
+
+
+@dataclass(frozen=True)
 class VerifyInit(_Message):
     """``VerifyInit``: a report share and the Leader's first ping-pong message."""
 
@@ -528,6 +599,8 @@ class VerifyInit(_Message):
 @dataclass(frozen=True)
 class AggregationJobInitReq(_Message):
     """``AggregationJobInitReq``: Leader to Helper; ``verify_inits`` run to the message's end."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregation-job-init-req"
 
     verification_key_id: int
     agg_param: bytes
@@ -596,6 +669,8 @@ class VerifyResp(_Message):
 class AggregationJobResp(_Message):
     """``AggregationJobResp``: one ``VerifyResp`` a report, to the end of the message."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregation-job-resp"
+
     verify_resps: tuple[VerifyResp, ...]
 
     def encode(self) -> bytes:
@@ -626,6 +701,8 @@ class VerifyContinue(_Message):
 @dataclass(frozen=True)
 class AggregationJobContinueReq(_Message):
     """``AggregationJobContinueReq``: a step number and ``VerifyContinue``s to the end."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregation-job-continue-req"
 
     step: int
     verify_continues: tuple[VerifyContinue, ...]
@@ -702,6 +779,8 @@ class BatchSelector(_ModeAndConfig):
 class CollectionJobReq(_Message):
     """``CollectionJobReq``: the Collector's query and aggregation parameter."""
 
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "collection-job-req"
+
     query: Query
     agg_param: bytes = b""
     extensions: tuple[Extension, ...] = field(default=())
@@ -723,6 +802,8 @@ class CollectionJobReq(_Message):
 @dataclass(frozen=True)
 class CollectionJobResp(_Message):
     """``CollectionJobResp`` (earlier drafts' ``Collection``): both aggregate shares, sealed."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "collection-job-resp"
 
     report_count: int
     interval: Interval
@@ -750,6 +831,8 @@ class CollectionJobResp(_Message):
 @dataclass(frozen=True)
 class AggregateShareReq(_Message):
     """``AggregateShareReq``: the Leader asks the Helper for its aggregate share of a batch."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregate-share-req"
 
     collection_job_req: CollectionJobReq
     batch_selector: BatchSelector
@@ -780,6 +863,8 @@ class AggregateShareReq(_Message):
 @dataclass(frozen=True)
 class AggregateShare(_Message):
     """``AggregateShare``: the Helper's aggregate share, sealed to the Collector."""
+
+    MEDIA_TYPE: ClassVar[str] = MEDIA_TYPE_PREFIX + "aggregate-share"
 
     encrypted_aggregate_share: HpkeCiphertext
 

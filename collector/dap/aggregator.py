@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from client_sdk.dap.codec import DapDecodeError, Reader, opaque, uint
+from client_sdk.dap.codec import DapDecodeError
 from client_sdk.dap.hpke import HpkeError, seal_base
 from client_sdk.dap.messages import (
     AggregateShare,
@@ -38,6 +38,8 @@ from client_sdk.dap.messages import (
     CollectionJobResp,
     HpkeCiphertext,
     Interval,
+    PingPongMessage,
+    PingPongType,
     Report,
     ReportError,
     ReportShare,
@@ -97,16 +99,21 @@ def load_task(conn: sqlite3.Connection, task_id: str, role: str) -> AggregatorTa
 def provision(conn: sqlite3.Connection, task: AggregatorTask) -> None:
     """Store ``task`` in this aggregator; ``ValueError`` if its id is held with another
     configuration (the same one again is a no-op)."""
+    with immediate(conn):
+        insert_task(conn, task)
+
+
+def insert_task(conn: sqlite3.Connection, task: AggregatorTask) -> None:
+    """:func:`provision` inside the caller's transaction."""
     tid = task.spec.task_id_text
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with immediate(conn):
-        row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [tid]).fetchone()
-        if row is not None and row[0] != task.to_json():
-            raise ValueError(f"task {tid} exists with another configuration")
-        conn.execute(
-            "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) VALUES (?, ?, ?, ?)",
-            [tid, task.role, task.to_json(), now],
-        )
+    row = conn.execute("SELECT config FROM dap_tasks WHERE task_id = ?", [tid]).fetchone()
+    if row is not None and row[0] != task.to_json():
+        raise ValueError(f"task {tid} exists with another configuration")
+    conn.execute(
+        "INSERT OR IGNORE INTO dap_tasks (task_id, role, config, created) VALUES (?, ?, ?, ?)",
+        [tid, task.role, task.to_json(), now],
+    )
 
 
 def _decode(cls: Any, body: bytes) -> Any:
@@ -275,17 +282,15 @@ def _batch(
 
 
 def _ping(kind: int, payload: bytes) -> bytes:
-    return uint(kind, 1, "type") + opaque(payload, 4, "payload")
+    """Prio3's one-round ping-pong: ``initialize(verifier_share)``, ``finish(verifier_message)``."""
+    if kind == PING_INITIALIZE:
+        return PingPongMessage.initialize(payload).encode()
+    return PingPongMessage.finish(payload).encode()
 
 
 def _unping(data: bytes, kind: int) -> bytes:
-    r = Reader(data, "PingPongMessage")
-    found = r.uint(1, "type")
-    if found != kind:
-        raise DapDecodeError(f"PingPongMessage.type = {found}; expected {kind}")
-    payload = r.opaque(4, "payload")
-    r.finish()
-    return payload
+    message = PingPongMessage.decode(data).expect(PingPongType(kind))
+    return message.verifier_share if kind == PING_INITIALIZE else message.verifier_message
 
 
 def helper_init(
@@ -439,6 +444,8 @@ Send = Callable[[str, str, bytes, dict[str, str]], tuple[int, bytes]]
 
 
 def _helper_headers(task: AggregatorTask, media_type: str) -> dict[str, str]:
+    if task.auth_header == "dap-auth-token":  # a task added through the interop test API
+        return {"DAP-Auth-Token": task.aggregator_token, "Content-Type": media_type}
     return {"Authorization": f"Bearer {task.aggregator_token}", "Content-Type": media_type}
 
 
@@ -471,7 +478,7 @@ def drive(
         job_id, request = bytes(row[0]), bytes(row[1])
         url = f"{task.spec.helper}tasks/{tid}/aggregation_jobs/{b64encode(job_id)}"
         status, body = send(
-            "PUT", url, request, _helper_headers(task, "application/dap-aggregation-job-init-req")
+            "PUT", url, request, _helper_headers(task, AggregationJobInitReq.MEDIA_TYPE)
         )
         if status not in (200, 201):
             raise RuntimeError(
@@ -757,7 +764,7 @@ def collection_result(
         "POST",
         f"{task.spec.helper}tasks/{tid}/aggregate_shares",
         share_req.encode(),
-        _helper_headers(task, "application/dap-aggregate-share-req"),
+        _helper_headers(task, AggregateShareReq.MEDIA_TYPE),
     )
     if status != 200:
         raise DapProblem(

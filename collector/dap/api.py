@@ -9,7 +9,13 @@ from typing import Any
 import requests
 from flask import Blueprint, Response, current_app, request
 
-from client_sdk.dap.messages import HpkeConfigList
+from client_sdk.dap.messages import (
+    AggregateShare,
+    AggregationJobResp,
+    CollectionJobResp,
+    HpkeConfigList,
+    UploadErrors,
+)
 from collector.dap import aggregator
 from collector.dap.aggregator import DapProblem
 from collector.dap.task import AggregatorTask, b64decode
@@ -45,6 +51,8 @@ def _task(task_id: str, role: str, token: str | None) -> AggregatorTask:
         expected = getattr(task, token)
         header = request.headers.get("Authorization", "")
         scheme, _, presented = header.partition(" ")
+        if task.auth_header == "dap-auth-token":  # a task added through the interop test API
+            scheme, presented = "bearer", request.headers.get("DAP-Auth-Token", "")
         if (
             not expected
             or scheme.lower() != "bearer"
@@ -82,7 +90,7 @@ def hpke_config() -> Response:
         raise DapProblem(404, "unrecognizedTask", f"no task {task_id[:60]!r} here")
     task = AggregatorTask.from_json(row[0])
     body = HpkeConfigList((task.hpke_config,)).encode()
-    response = _binary(body, "application/dap-hpke-config-list")
+    response = _binary(body, HpkeConfigList.MEDIA_TYPE)
     response.headers["Cache-Control"] = "max-age=86400"
     return response
 
@@ -93,7 +101,7 @@ def upload(task_id: str) -> Response:
     body = _read_body()
     with write_turn():
         errors = aggregator.upload(get_storage().db.conn, task, body)
-    return _binary(errors.encode(), "application/dap-upload-errors")
+    return _binary(errors.encode(), UploadErrors.MEDIA_TYPE)
 
 
 @bp.put("/tasks/<task_id>/aggregation_jobs/<job_id>")
@@ -103,7 +111,7 @@ def aggregation_job_init(task_id: str, job_id: str) -> Response:
     body = _read_body()
     with write_turn():
         answer = aggregator.helper_init(get_storage().db.conn, task, job, body)
-    return _binary(answer, "application/dap-aggregation-job-resp")
+    return _binary(answer, AggregationJobResp.MEDIA_TYPE)
 
 
 @bp.route("/tasks/<task_id>/aggregation_jobs/<job_id>", methods=["POST", "DELETE"])
@@ -127,7 +135,7 @@ def aggregate_shares(task_id: str) -> Response:
     body = _read_body()
     with write_turn():
         answer = aggregator.aggregate_share(get_storage().db.conn, task, body)
-    return _binary(answer, "application/dap-aggregate-share")
+    return _binary(answer, AggregateShare.MEDIA_TYPE)
 
 
 @bp.put("/tasks/<task_id>/collection_jobs/<job_id>")
@@ -150,7 +158,7 @@ def collection_job_poll(task_id: str, job_id: str) -> Any:
         response = Response(status=202)
         response.headers["Retry-After"] = "1"
         return response
-    return _binary(answer, "application/dap-collection-job-resp")
+    return _binary(answer, CollectionJobResp.MEDIA_TYPE)
 
 
 @bp.delete("/tasks/<task_id>/collection_jobs/<job_id>")

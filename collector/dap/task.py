@@ -283,8 +283,12 @@ class AggregatorTask:
     collector_hpke_config: HpkeConfig
     aggregator_token: str
     collector_token: str = ""  # the Leader's: what the Collector presents
+    # How tokens travel: "bearer" (Authorization: Bearer, DAP-18) or "dap-auth-token" (the
+    # DAP-Auth-Token header of the interop test design, for tasks added through it).
+    auth_header: str = "bearer"
 
     def to_json(self) -> str:
+        extra = {} if self.auth_header == "bearer" else {"auth_header": self.auth_header}
         return json.dumps(
             {
                 "spec": self.spec.to_json(),
@@ -295,6 +299,7 @@ class AggregatorTask:
                 "collector_hpke_config": b64encode(self.collector_hpke_config.encode()),
                 "aggregator_token": self.aggregator_token,
                 "collector_token": self.collector_token,
+                **extra,
             }
         )
 
@@ -312,4 +317,5 @@ class AggregatorTask:
             ),
             aggregator_token=d["aggregator_token"],
             collector_token=d["collector_token"],
+            auth_header=d.get("auth_header", "bearer"),
         )

@@ -84,6 +84,56 @@ def test_golden_collection_fields() -> None:
     assert resp.report_error == m.ReportError.VDAF_VERIFY_ERROR
 
 
+def _vdafs() -> dict[str, Any]:
+    from client_sdk.vdaf import (
+        Prio3Count,
+        Prio3Histogram,
+        Prio3MultihotCountVec,
+        Prio3Sum,
+        Prio3SumVec,
+    )
+
+    return {
+        "Prio3Count": Prio3Count(2),
+        "Prio3Sum(max_measurement=255)": Prio3Sum(2, 255),
+        "Prio3SumVec(length=12, max_measurement=8, chunk_length=14)": Prio3SumVec(2, 12, 8, 14),
+        "Prio3Histogram(length=256, chunk_length=18)": Prio3Histogram(2, 256, 18),
+        "Prio3MultihotCountVec(length=256, chunk_length=18, max_weight=14)": (
+            Prio3MultihotCountVec(2, 256, 14, 18)
+        ),
+    }
+
+
+def test_vdaf_configuration_is_janus_byte_for_byte() -> None:
+    """The (vdaf_type, vdaf_configuration) every TaskConfiguration, so every HPKE AAD, binds:
+    ours from the VDAF objects against Janus's VdafConfig fixtures (the VDAFs we have)."""
+    from client_sdk.dap.codec import opaque, uint
+    from client_sdk.dap.upload import task_configuration, vdaf_configuration
+
+    janus = {e["vdaf"]: e["hex"] for e in GOLDEN["janus_VdafConfig"]}
+    vdafs = _vdafs()
+    for name, vdaf in vdafs.items():
+        vdaf_type, config = vdaf_configuration(vdaf)
+        ours = uint(vdaf_type, 4, "vdaf_type") + opaque(config, 2, "vdaf_configuration")
+        assert ours.hex() == janus[name], name
+        task = task_configuration(
+            vdaf,
+            task_info=b"t",
+            leader_endpoint="https://l/",
+            helper_endpoint="https://h/",
+            time_precision=1,
+            min_batch_size=1,
+        )
+        assert task.encode().endswith(ours + bytes(2))  # then no task extensions
+    assert len(vdafs) == 5  # the Reserved, Fake and multiproof fixtures have no VDAF here
+
+
+def test_report_error_codes_are_janus() -> None:
+    for entry in GOLDEN["janus_ReportError"]:
+        snake = "".join(f"_{c}" if c.isupper() else c.upper() for c in entry["error"])[1:]
+        assert m.ReportError[snake] == int(entry["hex"], 16), entry
+
+
 def _strip_u32_prefix(data: bytes, at: int) -> bytes:
     """Janus prefixes these item lists with a u32 length; DAP-18 runs them to the message end."""
     assert int.from_bytes(data[at : at + 4], "big") == len(data) - at - 4

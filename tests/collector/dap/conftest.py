@@ -73,7 +73,7 @@ class DapPair:
         answer = requests.post(
             f"{self.leader_dap}/tasks/{self.spec.task_id_text}/reports",
             data=UploadRequest(tuple(reports)).encode(),
-            headers={"Content-Type": "application/dap-upload-req"},
+            headers={"Content-Type": UploadRequest.MEDIA_TYPE},
             timeout=30,
         )
         assert answer.status_code == 200, answer.text
