@@ -237,9 +237,22 @@ class PrivacyPolicy:
                 {},
                 note="the app accepts no secure aggregation",
             )
-        keys = {}
-        for role, url in (("leader", campaign.leader), ("helper", campaign.helper)):
-            key = b64encode(campaign.task.hpke_config(_ROLES[role]).public_key)
+        leader_key, helper_key = (
+            b64encode(campaign.task.hpke_config(role).public_key)
+            for role in (Role.LEADER, Role.HELPER)
+        )
+        if _normal_url(campaign.leader) == _normal_url(campaign.helper) or leader_key == helper_key:
+            raise PolicyViolation(
+                name,
+                "trusted_aggregators",
+                campaign.leader,
+                campaign.helper,
+                note="the leader and the helper must be two parties: one would hold both shares",
+            )
+        for role, url, key in (
+            ("leader", campaign.leader, leader_key),
+            ("helper", campaign.helper, helper_key),
+        ):
             expected = trusted.get(_normal_url(url))
             if expected is None:
                 raise PolicyViolation(
@@ -257,18 +270,6 @@ class PrivacyPolicy:
                     expected,
                     note=f"the {role} {url}'s HPKE public key is not the trusted one",
                 )
-            keys[role] = key
-        if (
-            _normal_url(campaign.leader) == _normal_url(campaign.helper)
-            or len(set(keys.values())) < 2
-        ):
-            raise PolicyViolation(
-                name,
-                "trusted_aggregators",
-                campaign.leader,
-                campaign.helper,
-                note="the leader and the helper must be two parties: one would hold both shares",
-            )
         pinned = self.pinned_config_ids.get(name)
         if pinned is not None and pinned != campaign.config_id:
             raise PolicyViolation(name, "pinned_config_ids", campaign.config_id, pinned)
@@ -351,9 +352,6 @@ class PrivacyPolicy:
             reports_per_period=min(theirs.reports_per_period, ours.reports_per_period),
             period_seconds=max(theirs.period_seconds, ours.period_seconds),
         )
-
-
-_ROLES = {"leader": Role.LEADER, "helper": Role.HELPER}
 
 
 def _normal_url(url: str) -> str:

@@ -184,7 +184,7 @@ def _endpoint(value: Any, field: str) -> str:
         value.encode("ascii")
     except UnicodeEncodeError:
         raise ValueError(f"{field} must be ASCII; got {describe(value)}") from None
-    return value
+    return value.rstrip("/") + "/"
 
 
 def dap_object(
