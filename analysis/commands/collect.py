@@ -5,7 +5,8 @@
 
 ``START`` and ``DURATION`` are in units of the task's ``time_precision``. Prints one JSON
 document: the estimate, its standard errors from the aggregators' noise, the report count,
-epsilon and the trust assumption (docs/dap.md).
+epsilon and the trust assumption (docs/dap.md). ``--campaign FILE`` (the campaign document the
+devices pinned) debiases a histogram or count randomized on the devices (its ``local``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from typing import Any
 
 from analysis.dap_collect import collect
+from analysis.dap_local import for_campaign
 from client_sdk.dap.messages import Interval
 from collector.dap.cli import read_key
 from collector.dap.task import TaskSpec
@@ -30,6 +32,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--token", required=True, help="the collector bearer token")
     parser.add_argument("--interval", required=True, help="START,DURATION in time units")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait")
+    parser.add_argument(
+        "--campaign",
+        default=None,
+        help="the task's campaign document (docs/dap.md): with local randomized response, the "
+        "result is debiased and both guarantees stated",
+    )
     parser.set_defaults(handler=_collect)
 
 
@@ -53,5 +61,8 @@ def _collect(args: argparse.Namespace) -> int:
         interval=_interval(args.interval),
         timeout=args.timeout,
     )
+    if args.campaign is not None:
+        with open(args.campaign, encoding="utf-8") as file:
+            result = for_campaign(result, json.load(file), spec.task_id)
     print(json.dumps(result))
     return 0
