@@ -191,10 +191,9 @@ def dap_object(
     task: Mapping[str, Any], leader_hpke_config: HpkeConfig, helper_hpke_config: HpkeConfig
 ) -> dict[str, Any]:
     """A campaign's ``dap`` object from a task file (what ``ldp-collector dap task add``
-    reads) and both Aggregators' configs: the task's public part, canonical."""
-    unknown = sorted(set(task) - set(DAP_FIELDS[:8]))
-    if unknown:
-        raise ValueError(f"task file: unknown field {unknown[0]!r}")
+    reads) and both Aggregators' configs: the task's public part, canonical. Task-file fields
+    that are the Aggregators' own settings (none of :data:`DAP_FIELDS`, e.g. how long a report
+    may wait) are not part of it: a device neither needs nor checks them."""
     document = {
         "task_id": task["task_id"],
         "task_info": task.get("task_info", ""),
