@@ -1135,8 +1135,8 @@ class TelemetryClient:
                 if early:
                     return acknowledged  # the device's clock is ahead: a later flush retries
                 continue
-            if response.status_code == 413 and batch_size > 1:
-                batch_size = max(1, batch_size // 2)
+            if response.status_code == 413 and len(batch) > 1:
+                batch_size = max(1, len(batch) // 2)  # the Leader's cap is lower: split
                 continue
             problem = _problem(response)
             raise UploadError(

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import requests
 
 from client_sdk import PolicyViolation, PrivacyPolicy, TelemetryClient, mechanism_from_config
 from client_sdk.budget import BudgetExceededError
@@ -25,7 +26,14 @@ from client_sdk.dap.campaign import (
     dap_object,
 )
 from client_sdk.dap.hpke import generate_key_pair
-from client_sdk.dap.messages import HpkeConfig, Report, UploadRequest
+from client_sdk.dap.messages import (
+    HpkeConfig,
+    Report,
+    ReportError,
+    ReportUploadStatus,
+    UploadErrors,
+    UploadRequest,
+)
 from tests.client_sdk.dap.test_upload import aggregate
 
 LEADER_URL = "https://leader.example/dap/"
@@ -271,3 +279,92 @@ def test_a_plain_http_leader_is_refused_off_loopback(tmp_path: Path) -> None:
         campaigns=[doc],
         policy=trusting(max_central_epsilon=1),
     ).close()
+
+
+# -- the upload's answers (docs/dap.md, "Upload and answers"), against a scripted Leader
+
+
+class ScriptedLeader(requests.Session):
+    """Answers each upload with ``answer(request)``: a status and a body (DAP's
+    ``UploadErrors``, or a problem document)."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__()
+        self.answer, self.uploads = answer, []  # type: ignore[var-annotated]
+
+    def post(self, url: Any, data: Any = None, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        request = UploadRequest.decode(data)
+        self.uploads.append((url, kwargs["headers"]["Content-Type"], request))
+        status, body, media = self.answer(request)
+        response = requests.Response()
+        response.status_code, response._content = status, body
+        response.headers["Content-Type"] = media
+        return response
+
+
+def errors(*refused: tuple[bytes, ReportError]) -> tuple[int, bytes, str]:
+    body = UploadErrors(tuple(ReportUploadStatus(rid, e) for rid, e in refused)).encode()
+    return 200, body, "application/dap-upload-errors"
+
+
+def scripted_client(tmp_path: Path, leader: ScriptedLeader) -> TelemetryClient:
+    return TelemetryClient(
+        "http://127.0.0.1:9",
+        state_dir=tmp_path,
+        campaigns=[document()],
+        policy=trusting(max_central_epsilon=1),
+        session=leader,
+    )
+
+
+def test_upload_errors_keep_too_early_and_drop_what_can_never_be_delivered(
+    tmp_path: Path,
+) -> None:
+    def answer(request: UploadRequest) -> tuple[int, bytes, str]:
+        ids = [r.report_metadata.report_id for r in request.reports]
+        if len(ids) == 4:
+            return errors(
+                (ids[0], ReportError.REPORT_TOO_EARLY),
+                (ids[1], ReportError.HPKE_DECRYPT_ERROR),
+                (ids[2], ReportError.REPORT_REPLAYED),
+            )
+        return errors()
+
+    leader = ScriptedLeader(answer)
+    with scripted_client(tmp_path, leader) as client:
+        ids = client.record_many("c", ["a", "b", "c", "d"])
+        assert client.flush() == 2  # stored now, and stored by an earlier upload (replayed)
+        assert client.pending_ids() == {ids[0]}  # too early: kept for a later flush
+        assert client.status()["dropped"] == {"c": {"dap:hpke_decrypt_error": 1}}
+        assert client.flush() == 1 and client.pending() == 0
+    url, media, request = leader.uploads[0]
+    assert url == f"{LEADER_URL}tasks/{b64encode(bytes(range(32)))}/reports"
+    assert media == "application/dap-upload-req"
+    assert [r.report_metadata.report_id.hex() for r in request.reports] == ids
+
+
+def test_a_refused_upload_keeps_its_reports_and_a_too_large_one_is_split(tmp_path: Path) -> None:
+    problem = {
+        "type": "urn:ietf:params:ppm:dap:error:unrecognizedTask",
+        "title": "unrecognizedTask",
+        "status": 404,
+        "detail": "no task here",
+    }
+    refused = (404, json.dumps(problem).encode(), "application/problem+json")
+    state: dict[str, Any] = {"answer": refused}
+
+    def answer(request: UploadRequest) -> tuple[int, bytes, str]:
+        if state["answer"] == "split" and len(request.reports) > 1:
+            return 413, b"", "text/plain"
+        return errors() if state["answer"] == "split" else refused
+
+    leader = ScriptedLeader(answer)
+    with scripted_client(tmp_path, leader) as client:
+        client.record_many("c", ["a", "b", "c"])
+        assert client.flush() == 0 and client.pending() == 3
+        last = client.status()["last_error"]
+        assert last["status"] == 404 and "no task here" in last["message"]
+        assert client.status()["next_attempt"] is not None  # backoff, no retry loop
+        state["answer"] = "split"
+        assert client.flush(force=True) == 3 and client.pending() == 0
+    assert [len(r.reports) for _, _, r in leader.uploads] == [3, 3, 1, 1, 1]
