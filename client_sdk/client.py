@@ -43,6 +43,14 @@ What happens to a value:
    is fixed at record time, so a retry after a crash or a lost response is a duplicate on the
    server, never a second report.
 
+Secure-aggregation campaigns (a document with a ``"dap"`` object, docs/dap.md): the app's
+policy must trust both Aggregators by URL and key (``PrivacyPolicy.check_dap``); ``record``
+shards the value with Prio3 and seals both shares (``client_sdk.dap.upload.prepare_report``),
+the ledger charges min(local, central) epsilon per report, and only the encoded ``Report``
+enters the outbox; ``flush`` posts them to the Leader with the same retries, and maps DAP's
+per-report errors to keep (``report_too_early``), delivered (``report_replayed``: a retry) or
+dropped (the others, counted as ``dap:<error>``).
+
 A stale config (the collector answers ``409`` with the ``stale-config`` problem type): the
 client refetches the campaign once. Queued reports made under the old config are **dropped and
 logged**: they were randomized under other parameters, cannot be uploaded under the new ones,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,13 @@ from client_sdk import PolicyViolation, PrivacyPolicy, TelemetryClient
 from client_sdk.dap.campaign import b64encode, dap_campaign_document, dap_object
 from client_sdk.dap.messages import Report
 from collector.dap.cli import read_key
-from tests.collector.dap.conftest import DapPair, start_pair
+from collector.process import entry_point
+from tests.collector.dap.conftest import (
+    COLLECTOR_TOKEN,
+    TIME_PRECISION,
+    DapPair,
+    start_pair,
+)
 from tests.collector.dap.test_e2e import refused
 
 LABELS = ["none", "one", "few", "many"]
@@ -95,10 +103,23 @@ def test_histogram_devices_through_the_sdk(histogram_pair: DapPair, tmp_path: Pa
         for value in values:
             truth[LABELS.index(value)] += 1
     assert pair.drive() == {"aggregated": 30, "rejected": 0, "jobs": 1}
-    done = pair.collect()
+    # The Collector reads the result through the campaign the devices pinned.
+    (tmp_path / "campaign.json").write_text(json.dumps(document))
+    unit = int(time.time()) // TIME_PRECISION
+    done = subprocess.run(
+        [
+            *entry_point("ldp-analyze", "analysis.cli"), "collect",
+            "--task", str(pair.task_file), "--leader", pair.leader_dap,
+            "--collector-key", str(pair.collector_key), "--token", COLLECTOR_TOKEN,
+            "--interval", f"{unit - 1},3", "--campaign", str(tmp_path / "campaign.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["report_count"] == 30
+    assert result["campaign"] == "crashes" and result["report_count"] == 30
     assert result["estimate"] == truth  # noise zero but with probability < 3.4e-8
 
 
