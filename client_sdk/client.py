@@ -862,7 +862,8 @@ class TelemetryClient:
         * ``dropped``: campaign -> reason -> values dropped unrecorded (``campaign-unavailable``:
           neither pinned, cached nor fetchable; ``campaign-changed``, ``campaign-closed``,
           ``campaign-expired`` (values recorded and reports queued once the collector said so),
-          ``campaign-unverifiable``);
+          ``campaign-unverifiable``; for a secure-aggregation campaign, ``dap:<error>``: reports
+          the Leader refused for good, e.g. ``dap:batch_collected``);
         * ``ended_campaigns``: campaign -> ``campaign-closed`` or ``campaign-expired``, for the
           campaigns the collector no longer takes reports for (nothing more is recorded);
         * ``clipped``: campaign -> numbers outside the range, clipped by the mechanism;
