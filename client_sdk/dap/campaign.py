@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import Any
 
 from client_sdk.campaign import (
+    BUDGET_TOLERANCE,
     CAMPAIGN_NAME_PATTERN,
     METADATA_FIELDS,
     PROTOCOL_VERSION,
@@ -375,6 +376,8 @@ class DapCampaign:
         domain = _parse_domain(document.get("domain"), dap)
         policy = document.get("policy")
         budget = None if policy is None else BudgetPolicy.from_dict(policy)
+        if budget is not None:
+            _check_budget_reachable(budget, local, dap.central_epsilon)
         parse_metadata(document)
         content = dap_campaign_content(
             dap=document["dap"],
@@ -476,6 +479,24 @@ def _clip(value: Any, top: int, where: str) -> tuple[int, int]:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{where} must be an integer (or list of integers)")
     return min(max(value, 0), top), int(value < 0 or value > top)
+
+
+def _check_budget_reachable(
+    budget: BudgetPolicy, local: Mechanism | None, central: Fraction | None
+) -> None:
+    """Refuse a budget no report can meet: the ledger charges each report the smaller of its
+    local and central epsilon (:attr:`DapCampaign.charge`) and refuses one above
+    ``epsilon_per_report``, so such a campaign would collect nothing."""
+    charge = min(
+        math.inf if local is None else float(local.privacy_epsilon),
+        math.inf if central is None else float(central),
+    )
+    if charge > budget.epsilon_per_report * (1 + BUDGET_TOLERANCE):
+        raise ValueError(
+            f"policy.epsilon_per_report {budget.epsilon_per_report:g} is below what a report "
+            f"costs ({charge:g}, the smaller of its local and central epsilon): devices would "
+            "refuse every report"
+        )
 
 
 def _parse_local(local: Any, dap: _Dap) -> Mechanism | None:

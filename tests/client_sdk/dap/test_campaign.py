@@ -106,6 +106,12 @@ def test_document_round_trip_and_config_id() -> None:
         (lambda d: d.update(mechanism={"mechanism": "grr", "epsilon": 1, "k": 4}), "mechanism"),
         (lambda d: d.update(protocol=2), "protocol"),
         (lambda d: d.update(local={"mechanism": "grr", "epsilon": 1, "k": 3}), "k = 4"),
+        (
+            lambda d: d.update(
+                policy={"epsilon_per_report": 0.5, "reports_per_period": 1, "period_seconds": 60}
+            ),
+            "below what a report costs \\(1,",
+        ),
     ],
 )
 def test_a_bad_document_is_refused_naming_the_field(edit: Any, message: str) -> None:
