@@ -47,6 +47,7 @@ import ast
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import multiprocessing
 import os
 import secrets
@@ -728,6 +729,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="through an anonymizing shuffler (collector, shuffler, fleet: three processes)",
     )
+    parser.add_argument(
+        "--dap",
+        action="store_true",
+        help="secure aggregation instead: a DAP Leader and Helper, the fleet sharding with "
+        "Prio3 (--epsilon: each aggregator's noise; devices default 1,000)",
+    )
+    parser.add_argument(
+        "--local-epsilon",
+        type=float,
+        default=None,
+        help="with --dap: randomized response on each device before sharding, at this epsilon",
+    )
+    parser.add_argument("--json", action="store_true", help="with --dap: print one JSON document")
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated population")
     parser.add_argument("--clients", type=int, default=4, help="client processes (4)")
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
@@ -784,6 +798,12 @@ def _optional_path(text: str) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     options = vars(args)
+    dap, as_json, local_epsilon = (options.pop(k) for k in ("dap", "json", "local_epsilon"))
+    if dap:
+        return _main_dap(args, local_epsilon=local_epsilon, as_json=as_json)
+    if as_json or local_epsilon is not None:
+        print("ldp-demo: error: --json and --local-epsilon go with --dap", file=sys.stderr)
+        return 2
     collector, campaign = options.pop("collector"), options.pop("campaign")
     reports_per_device = options.pop("reports_per_device")
     if (collector is None) != (campaign is None):
@@ -832,6 +852,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ldp-demo: error: {error}", file=sys.stderr)
         return 2
     print_summary(result)
+    return 0
+
+
+def _main_dap(args: argparse.Namespace, *, local_epsilon: float | None, as_json: bool) -> int:
+    """``ldp-demo --dap`` (``analysis.demo_dap``)."""
+    from analysis.demo_dap import dap_lines, run_dap_demo
+
+    if args.collector is not None or args.shuffle or args.mechanism is not None:
+        print(
+            "ldp-demo: error: --dap runs its own Leader and Helper over a histogram; drop "
+            "--collector, --shuffle and --mechanism",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        result = run_dap_demo(
+            devices=1_000 if args.devices is None else args.devices,
+            epsilon=args.epsilon,
+            local_epsilon=local_epsilon,
+            seed=args.seed,
+            clients=args.clients,
+            keep=args.keep,
+        )
+    except (ValueError, RuntimeError, OSError) as error:
+        print(f"ldp-demo: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if as_json else "\n".join(dap_lines(result)))
     return 0
 
 

@@ -43,6 +43,14 @@ What happens to a value:
    is fixed at record time, so a retry after a crash or a lost response is a duplicate on the
    server, never a second report.
 
+Secure-aggregation campaigns (a document with a ``"dap"`` object, docs/dap.md): the app's
+policy must trust both Aggregators by URL and key (``PrivacyPolicy.check_dap``); ``record``
+shards the value with Prio3 and seals both shares (``client_sdk.dap.upload.prepare_report``),
+the ledger charges min(local, central) epsilon per report, and only the encoded ``Report``
+enters the outbox; ``flush`` posts them to the Leader with the same retries, and maps DAP's
+per-report errors to keep (``report_too_early``), delivered (``report_replayed``: a retry) or
+dropped (the others, counted as ``dap:<error>``).
+
 A stale config (the collector answers ``409`` with the ``stale-config`` problem type): the
 client refetches the campaign once. Queued reports made under the old config are **dropped and
 logged**: they were randomized under other parameters, cannot be uploaded under the new ones,
@@ -73,9 +81,12 @@ import requests
 from client_sdk.budget import BudgetLedger, BudgetPolicy, BudgetStatus, Charge, LogEntry
 from client_sdk.campaign import parse_campaign
 from client_sdk.config import config_id
+from client_sdk.dap.campaign import DapCampaign, b64decode, b64encode
+from client_sdk.dap.messages import Report, ReportError, UploadErrors, UploadRequest
+from client_sdk.dap.upload import prepare_report
 from client_sdk.ledger_mac_chain import LedgerMacChain
 from client_sdk.mechanisms import Mechanism
-from client_sdk.mechanisms._validation import check_int, check_positive
+from client_sdk.mechanisms._validation import check_int, check_positive, shape_of
 from client_sdk.mechanisms.memoization import is_memoized
 from client_sdk.mechanisms.strings import count_reserved
 from client_sdk.outbox import Outbox, QueuedReport
@@ -251,7 +262,7 @@ class Campaign:
                     preview = ", ".join(repr(v) for v in self.domain[:5])
                     more = ", ..." if len(self.domain) > 5 else ""
                     raise ValueError(
-                        f"the value at position {position} ({_shape_of(label)}) is not a label "
+                        f"the value at position {position} ({shape_of(label)}) is not a label "
                         f"of campaign {self.name!r}; its domain has {len(self.domain)} labels: "
                         f"{preview}{more}"
                     )
@@ -260,7 +271,7 @@ class Campaign:
         for position, value in enumerate(values):
             if value is None or isinstance(value, (bool, np.bool_, str, bytes)):
                 raise ValueError(
-                    f"the value at position {position} ({_shape_of(value)}) of numeric "
+                    f"the value at position {position} ({shape_of(value)}) of numeric "
                     f"campaign {self.name!r} must be a number"
                 )
         try:
@@ -277,6 +288,25 @@ class Campaign:
                 "finite number"
             )
         return numbers
+
+
+AnyCampaign = Campaign | DapCampaign
+"""A verified campaign: randomized on the device (:class:`Campaign`) or aggregated by a DAP
+pair (:class:`~client_sdk.dap.campaign.DapCampaign`, docs/dap.md)."""
+
+
+def verify_document(document: Any, *, name: str) -> AnyCampaign:
+    """Verify a campaign document of either kind (a ``"dap"`` object makes it a
+    secure-aggregation campaign); :class:`CampaignVerificationError` otherwise."""
+    if isinstance(document, dict) and "dap" in document:
+        try:
+            return DapCampaign.from_document(document, name=name)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CampaignVerificationError(
+                f"campaign {name!r}: the document is not a valid secure-aggregation campaign: "
+                f"{error}"
+            ) from error
+    return Campaign.from_document(document, name=name)
 
 
 class TelemetryClient:
@@ -343,6 +373,7 @@ class TelemetryClient:
         shuffler_token: str | None = None,
     ) -> None:
         self.base_url = _check_base_url(base_url, allow_insecure_http=allow_insecure_http)
+        self._insecure_http = allow_insecure_http
         self.shuffler_url = (
             None
             if shuffler_url is None
@@ -395,7 +426,7 @@ class TelemetryClient:
         self._session = session or make_session(retries=retries, backoff_factor=backoff_factor)
         # record() fetches a missing campaign once, without retries: it must not wait long.
         self._fetch_session = session or make_session(retries=0)
-        self._campaigns: dict[str, Campaign] = {}
+        self._campaigns: dict[str, AnyCampaign] = {}
         self._changed: dict[str, tuple[str, str]] = {}  # name -> (accepted, served) config ids
         self._closed: dict[str, str] = {}  # campaign -> campaign-closed or campaign-expired
         self._campaigns_lock = threading.Lock()
@@ -423,7 +454,7 @@ class TelemetryClient:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def _pin(self, documents: Sequence[Mapping[str, Any]] | None) -> dict[str, Campaign]:
+    def _pin(self, documents: Sequence[Mapping[str, Any]] | None) -> dict[str, AnyCampaign]:
         """The app's campaign documents, verified and checked against the policy at once."""
         if documents is None:
             return {}
@@ -431,7 +462,7 @@ class TelemetryClient:
             raise ValueError(
                 f"campaigns must be a list of campaign documents; got a {type(documents).__name__}"
             )
-        pinned: dict[str, Campaign] = {}
+        pinned: dict[str, AnyCampaign] = {}
         for i, document in enumerate(documents):
             name = document.get("name") if isinstance(document, Mapping) else None
             if not isinstance(name, str):
@@ -439,7 +470,7 @@ class TelemetryClient:
                     f"campaigns[{i}]: a campaign document with a string 'name' is required"
                 )
             try:
-                campaign = Campaign.from_document(dict(document), name=name)
+                campaign = verify_document(dict(document), name=name)
             except CampaignVerificationError as error:
                 raise CampaignVerificationError(f"campaigns[{i}]: {error}") from error
             if name in pinned:
@@ -480,7 +511,7 @@ class TelemetryClient:
 
     # ---- campaigns -------------------------------------------------------------------------
 
-    def campaign(self, name: str, *, refresh: bool = False) -> Campaign:
+    def campaign(self, name: str, *, refresh: bool = False) -> AnyCampaign:
         """The verified campaign ``name``: from memory, the on-disk cache, or the collector.
 
         A document the app pinned (``campaigns=``) is the accepted one for its name; otherwise
@@ -492,7 +523,9 @@ class TelemetryClient:
         """
         return self._campaign(name, refresh=refresh, fetch_session=self._session)
 
-    def _campaign(self, name: str, *, refresh: bool, fetch_session: requests.Session) -> Campaign:
+    def _campaign(
+        self, name: str, *, refresh: bool, fetch_session: requests.Session
+    ) -> AnyCampaign:
         with self._campaigns_lock:
             if name in self._closed:
                 reason = self._closed[name]
@@ -510,11 +543,11 @@ class TelemetryClient:
                 if cached is None or cached.get("config_id") != pinned.config_id:
                     self._outbox.cache_campaign(name, pinned.document)
             elif cached is not None and not refresh:
-                campaign = Campaign.from_document(cached, name=name)
+                campaign = verify_document(cached, name=name)
                 self._check_policy(campaign)
             else:
                 document = self._fetch_campaign(name, session=fetch_session)
-                campaign = Campaign.from_document(document, name=name)
+                campaign = verify_document(document, name=name)
                 accepted = pinned.config_id if pinned is not None else None
                 if accepted is None and cached is not None:
                     accepted = cached.get("config_id")
@@ -532,7 +565,7 @@ class TelemetryClient:
             self._campaigns[name] = campaign
             return campaign
 
-    def accept_campaign_change(self, name: str) -> Campaign:
+    def accept_campaign_change(self, name: str) -> AnyCampaign:
         """Accept the configuration the collector serves now for ``name`` (the app's decision).
 
         It must still satisfy the app's policy. Reports queued under the old configuration are
@@ -540,7 +573,7 @@ class TelemetryClient:
         privacy log.
         """
         with self._campaigns_lock:
-            campaign = Campaign.from_document(self._fetch_campaign(name), name=name)
+            campaign = verify_document(self._fetch_campaign(name), name=name)
             self._check_policy(campaign)
             cached = self._outbox.cached_campaign(name)
             previous = None if cached is None else cached.get("config_id")
@@ -553,8 +586,17 @@ class TelemetryClient:
             self._campaigns[name] = campaign
             return campaign
 
-    def _check_policy(self, campaign: Campaign) -> None:
+    def _check_policy(self, campaign: AnyCampaign) -> None:
         try:
+            if isinstance(campaign, DapCampaign):
+                self.policy.check_dap(campaign)
+                try:  # the Leader gets the reports: https, or http to loopback
+                    _check_base_url(campaign.leader, allow_insecure_http=self._insecure_http)
+                except ValueError as error:
+                    raise CampaignVerificationError(
+                        f"campaign {campaign.name!r}: the Leader's {error}"
+                    ) from None
+                return
             self.policy.check(
                 campaign.name,
                 campaign.mechanism,
@@ -626,13 +668,15 @@ class TelemetryClient:
         info = self._campaign_for_recording(campaign, len(values))
         if info is None:
             return []
+        if isinstance(info, DapCampaign):
+            return self._record_dap(info, values)
         encoded = info.encode(values)
         if len(encoded) == 0:
             return []
         self._count_clipped(info, encoded)
         return self._enqueue(info, self._produce_reports(info, encoded))
 
-    def _campaign_for_recording(self, name: str, count: int) -> Campaign | None:
+    def _campaign_for_recording(self, name: str, count: int) -> AnyCampaign | None:
         """The campaign, or ``None`` (the values dropped and counted) when it is unavailable.
 
         A failed fetch is not retried before the flush backoff would allow, so ``record`` does
@@ -753,6 +797,46 @@ class TelemetryClient:
                 self._reserved[campaign.name] += reserved
         return payloads
 
+    def _record_dap(self, campaign: DapCampaign, values: Sequence[Any]) -> list[str]:
+        """A secure-aggregation campaign's reports (docs/dap.md, "What record does"): the
+        values become Prio3 measurements (after ``local`` randomized response, if any), are
+        sharded and sealed to the two Aggregators, authorized by the ledger and queued. Only
+        the public share and the two ciphertexts reach the outbox."""
+        measurements, clipped = campaign.measurements(values)
+        if not measurements:
+            return []
+        if clipped:
+            with self._status_lock:
+                self._clipped[campaign.name] += clipped
+        if campaign.local is not None:
+            lock = self._rng_lock if self._rng is not None else contextlib.nullcontext()
+            with lock:
+                randomized = campaign.local.perturb(np.asarray(measurements), rng=self._rng)
+            measurements = [campaign.prio3_measurement(v) for v in np.asarray(randomized)]
+        else:
+            measurements = [
+                campaign.prio3_measurement(m) if campaign.vdaf_type == "count" else m
+                for m in measurements
+            ]
+        now = time.time()
+        # Report ids (the nonces of Prio3) always come from the OS CSPRNG, never from an
+        # injected seeded generator: two simulated devices seeded alike would collide.
+        reports = [prepare_report(campaign.task, m, now=now) for m in measurements]
+        ids = [r.report_metadata.report_id.hex() for r in reports]
+        policy = self.policy.effective_budget(campaign.policy)
+        if policy is not None:
+            self._ledger.authorize_many(
+                campaign.name,
+                policy,
+                [Charge(epsilon=campaign.charge, report={"dap_report": i}) for i in ids],
+            )
+        rows = [
+            (report_id, json.dumps(b64encode(report.encode())))
+            for report_id, report in zip(ids, reports, strict=True)
+        ]
+        self._outbox.append(campaign.name, campaign.config_id, rows)
+        return ids
+
     def counters(self, campaign: str) -> dict[str, int]:
         """What this client counted about the values it randomized for ``campaign`` since it
         started (``Mechanism.device_counters``; kept on the device, never sent): for ``pckv``,
@@ -778,7 +862,8 @@ class TelemetryClient:
         * ``dropped``: campaign -> reason -> values dropped unrecorded (``campaign-unavailable``:
           neither pinned, cached nor fetchable; ``campaign-changed``, ``campaign-closed``,
           ``campaign-expired`` (values recorded and reports queued once the collector said so),
-          ``campaign-unverifiable``);
+          ``campaign-unverifiable``; for a secure-aggregation campaign, ``dap:<error>``: reports
+          the Leader refused for good, e.g. ``dap:batch_collected``);
         * ``ended_campaigns``: campaign -> ``campaign-closed`` or ``campaign-expired``, for the
           campaigns the collector no longer takes reports for (nothing more is recorded);
         * ``clipped``: campaign -> numbers outside the range, clipped by the mechanism;
@@ -935,6 +1020,8 @@ class TelemetryClient:
     def _flush_campaign(self, name: str, deadline: float) -> int:
         info = self.campaign(name)
         self._drop_other_configs(info)
+        if isinstance(info, DapCampaign):
+            return self._flush_dap(info, deadline)
         acknowledged = 0
         batch_size = self.batch_size
         refetched = False
@@ -975,8 +1062,11 @@ class TelemetryClient:
                         problem=problem,
                     )
                 refetched = True
-                info = self.campaign(name, refresh=True)
-                self._drop_other_configs(info)
+                refreshed = self.campaign(name, refresh=True)
+                self._drop_other_configs(refreshed)
+                if isinstance(refreshed, DapCampaign):  # now aggregated by a DAP pair
+                    return acknowledged + self._flush_dap(refreshed, deadline)
+                info = refreshed
                 continue
             ended = {problem_type(r): r for r in ("campaign-closed", "campaign-expired")}
             if response.status_code == 410 and kind in ended:
@@ -1006,6 +1096,111 @@ class TelemetryClient:
                 problem=problem,
                 retry_after=retry_after_seconds(response.headers.get("Retry-After")),
             )
+
+    def _flush_dap(self, campaign: DapCampaign, deadline: float) -> int:
+        """Upload a secure-aggregation campaign's queued reports to its Leader (docs/dap.md,
+        "Upload and answers"): the same batches, deadline, retries and backoff as collector
+        uploads; the report id is fixed, so a retry is refused ``report_replayed`` and counted
+        once by the Leader."""
+        name = campaign.name
+        task_id = b64encode(campaign.task.task_id)
+        url = f"{campaign.leader}tasks/{task_id}/reports"
+        acknowledged = 0
+        batch_size = self.batch_size
+        while True:
+            batch = self._outbox.batch(name, batch_size)
+            if not batch:
+                return acknowledged
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise UploadError(
+                    f"upload to campaign {name!r} stopped: the flush deadline of "
+                    f"{self.flush_deadline:g} s passed; {self._outbox.count(name)} reports stay "
+                    "queued",
+                    acknowledged=acknowledged,
+                )
+            body = UploadRequest(
+                tuple(
+                    Report.decode(b64decode(json.loads(r.payload), "queued report")) for r in batch
+                )
+            ).encode()
+            try:
+                response = self._session.post(
+                    url,
+                    data=body,
+                    headers={"Content-Type": "application/dap-upload-req"},
+                    timeout=_within(self.timeout, remaining),
+                )
+            except requests.RequestException as error:
+                raise UploadError(
+                    f"upload to campaign {name!r} (Leader {campaign.leader}) failed after "
+                    f"retries: {error}",
+                    acknowledged=acknowledged,
+                    retry_after=retry_after_of(error),
+                ) from error
+            if response.status_code == 200:
+                settled, early = self._settle_dap(campaign, batch, response)
+                acknowledged += settled
+                if early:
+                    return acknowledged  # the device's clock is ahead: a later flush retries
+                continue
+            if response.status_code == 413 and len(batch) > 1:
+                batch_size = max(1, len(batch) // 2)  # the Leader's cap is lower: split
+                continue
+            problem = _problem(response)
+            raise UploadError(
+                f"upload to campaign {name!r} refused by the Leader: HTTP "
+                f"{response.status_code}: {(problem or {}).get('detail', response.reason)}",
+                acknowledged=acknowledged,
+                status=response.status_code,
+                problem=problem,
+                retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+            )
+
+    def _settle_dap(
+        self, campaign: DapCampaign, batch: Sequence[QueuedReport], response: requests.Response
+    ) -> tuple[int, int]:
+        """Remove what the Leader's ``UploadErrors`` settles; ``(delivered, too_early)``.
+
+        A report it does not list was stored; ``report_replayed`` was stored by an earlier
+        upload (a retry); ``report_too_early`` stays queued; any other error can never be
+        delivered: the report is dropped and counted as ``dap:<error>``."""
+        try:
+            errors = {s.id.hex(): s.error for s in UploadErrors.decode(response.content).status}
+        except ValueError as error:
+            raise UploadError(
+                f"campaign {campaign.name!r}: unreadable UploadErrors from the Leader: {error}",
+                status=200,
+            ) from error
+        ids = {r.report_id for r in batch}
+        if not errors.keys() <= ids:
+            raise UploadError(
+                f"campaign {campaign.name!r}: the Leader's UploadErrors names reports not sent",
+                status=200,
+            )
+        done: list[int] = []
+        delivered = early = 0
+        dropped: Counter[str] = Counter()
+        for report in batch:
+            refused = errors.get(report.report_id)
+            if refused == ReportError.REPORT_TOO_EARLY:
+                early += 1
+                continue
+            done.append(report.seq)
+            if refused is None or refused == ReportError.REPORT_REPLAYED:
+                delivered += 1
+            else:
+                dropped[f"dap:{refused.name.lower()}"] += 1
+        self._outbox.remove(done)
+        if dropped:
+            with self._status_lock:
+                self._dropped.setdefault(campaign.name, Counter()).update(dropped)
+            logger.warning(
+                "campaign %r: the Leader refused reports for good, dropped: %s",
+                campaign.name,
+                dict(dropped),
+            )
+        return delivered, early
 
     def _post(
         self, campaign: Campaign, batch: Sequence[QueuedReport], remaining: float
@@ -1067,7 +1262,7 @@ class TelemetryClient:
         self._outbox.remove([r.seq for i, r in enumerate(batch) if i not in deferred])
         return accepted + duplicate, len(deferred)
 
-    def _drop_other_configs(self, campaign: Campaign) -> None:
+    def _drop_other_configs(self, campaign: AnyCampaign) -> None:
         dropped = self._outbox.drop_other_configs(campaign.name, campaign.config_id)
         if dropped:
             logger.warning(
@@ -1131,13 +1326,6 @@ def _problem(response: requests.Response) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
-
-
-def _shape_of(value: Any) -> str:
-    """What a value is, without what it says: its type, and a string's length."""
-    if isinstance(value, str):
-        return f"a str of {len(value)} characters"
-    return f"a {type(value).__name__}"
 
 
 _TOKEN = re.compile(r"[!-~]{1,256}")

@@ -39,6 +39,15 @@ exceeds ``max_epsilon`` is accepted when
   ``client_sdk.amplification.clone_delta``) confirms the declared target at ``min_batch`` for
   the served local epsilon: the collector's numbers are not trusted.
 
+Secure aggregation. A campaign aggregated by a DAP pair (a ``"dap"`` object, docs/dap.md)
+seals its Prio3 shares to two Aggregators: it is private only while one of them is honest. An
+app accepts that only by naming the Aggregators it trusts, ``trusted_aggregators`` (endpoint
+URL -> HPKE public key, unpadded base64url); :meth:`PrivacyPolicy.check_dap` refuses, before
+anything is sharded, a campaign naming another Aggregator or another key, the same Aggregator
+twice, or whose guarantee is too weak: its local epsilon (``local`` randomized response,
+infinite without) must be within ``max_epsilon``, or its central epsilon (the Aggregators'
+noise, infinite for ``dp = "none"``) within ``max_central_epsilon``.
+
 Budgets. A campaign may carry a budget (``{"epsilon_per_report", "reports_per_period",
 "period_seconds"}``); the app's ``budget`` is the most it grants. Where both exist the stricter
 applies field by field (the smaller epsilon per report, the fewer reports, the longer period), so
@@ -60,6 +69,8 @@ from typing import Any
 
 from client_sdk.amplification import clone_delta, numerical_epsilon
 from client_sdk.campaign import BudgetPolicy, ShufflePlan
+from client_sdk.dap.campaign import DapCampaign, b64decode, b64encode
+from client_sdk.dap.messages import Role
 from client_sdk.mechanisms import Mechanism
 from client_sdk.mechanisms._validation import check_delta, check_epsilon
 from client_sdk.mechanisms.auto import AUTO, CANDIDATES
@@ -124,6 +135,9 @@ class PrivacyPolicy:
     :param max_central_delta: the largest central delta of a shuffled batch.
     :param max_shuffled_epsilon: the largest local epsilon of one report of a shuffled campaign
         accepted under the central ceiling.
+    :param trusted_aggregators: DAP Aggregators the app trusts, endpoint URL (as in the task,
+        compared after adding a final ``/``) -> X25519 HPKE public key (32 bytes, unpadded
+        base64url). Empty (the default): secure-aggregation campaigns are refused.
     """
 
     max_epsilon: float = 4.0
@@ -136,6 +150,7 @@ class PrivacyPolicy:
     max_central_epsilon: float | None = None
     max_central_delta: float = 1e-6
     max_shuffled_epsilon: float = 10.0
+    trusted_aggregators: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for field in ("max_epsilon", "max_epsilon_inf", "max_shuffled_epsilon"):
@@ -159,6 +174,7 @@ class PrivacyPolicy:
                 f"pinned_config_ids must map campaign names to config ids; got {pinned!r}"
             )
         object.__setattr__(self, "pinned_config_ids", dict(pinned))
+        object.__setattr__(self, "trusted_aggregators", _aggregators(self.trusted_aggregators))
         if not isinstance(self.allow_pseudonymous_memoization, bool):
             raise ValueError(
                 "allow_pseudonymous_memoization must be True or False; got "
@@ -207,6 +223,80 @@ class PrivacyPolicy:
             pseudonymous = bool(getattr(mechanism, "deterministic_pseudonym", False))
             if pseudonymous and not self.allow_pseudonymous_memoization:
                 raise PolicyViolation(campaign, "allow_pseudonymous_memoization", True, False)
+
+    def check_dap(self, campaign: DapCampaign) -> None:
+        """Raise :class:`PolicyViolation` when the app does not accept this secure-aggregation
+        campaign (module docstring, "Secure aggregation"): checked before anything is sharded."""
+        name = campaign.name
+        trusted = self.trusted_aggregators
+        if not trusted:
+            raise PolicyViolation(
+                name,
+                "trusted_aggregators",
+                [campaign.leader, campaign.helper],
+                {},
+                note="the app accepts no secure aggregation",
+            )
+        leader_key, helper_key = (
+            b64encode(campaign.task.hpke_config(role).public_key)
+            for role in (Role.LEADER, Role.HELPER)
+        )
+        if _normal_url(campaign.leader) == _normal_url(campaign.helper) or leader_key == helper_key:
+            raise PolicyViolation(
+                name,
+                "trusted_aggregators",
+                campaign.leader,
+                campaign.helper,
+                note="the leader and the helper must be two parties: one would hold both shares",
+            )
+        for role, url, key in (
+            ("leader", campaign.leader, leader_key),
+            ("helper", campaign.helper, helper_key),
+        ):
+            expected = trusted.get(_normal_url(url))
+            if expected is None:
+                raise PolicyViolation(
+                    name,
+                    "trusted_aggregators",
+                    url,
+                    sorted(trusted),
+                    note=f"the {role} is not trusted",
+                )
+            if key != expected:
+                raise PolicyViolation(
+                    name,
+                    "trusted_aggregators",
+                    key,
+                    expected,
+                    note=f"the {role} {url}'s HPKE public key is not the trusted one",
+                )
+        pinned = self.pinned_config_ids.get(name)
+        if pinned is not None and pinned != campaign.config_id:
+            raise PolicyViolation(name, "pinned_config_ids", campaign.config_id, pinned)
+        if campaign.local is not None and not self.allows("grr"):
+            allowed = sorted(self.allowed_mechanisms or ())
+            raise PolicyViolation(name, "allowed_mechanisms", "grr", allowed)
+        local = campaign.local_epsilon
+        if local <= self.max_epsilon:
+            return  # the local guarantee alone is within the app's limit
+        central = math.inf if campaign.central_epsilon is None else float(campaign.central_epsilon)
+        if self.max_central_epsilon is None:
+            raise PolicyViolation(
+                name,
+                "max_epsilon",
+                local,
+                self.max_epsilon,
+                note="a secure-aggregation campaign without local randomization within "
+                "max_epsilon needs the app's max_central_epsilon",
+            )
+        if not central <= self.max_central_epsilon:
+            raise PolicyViolation(
+                name,
+                "max_central_epsilon",
+                central,
+                self.max_central_epsilon,
+                note="the central epsilon of the Aggregators' noise (dp); infinite for dp none",
+            )
 
     def allows(self, mechanism: str) -> bool:
         """Whether ``allowed_mechanisms`` admits the registry name ``mechanism`` (``"auto"``
@@ -262,6 +352,27 @@ class PrivacyPolicy:
             reports_per_period=min(theirs.reports_per_period, ours.reports_per_period),
             period_seconds=max(theirs.period_seconds, ours.period_seconds),
         )
+
+
+def _normal_url(url: str) -> str:
+    """An Aggregator's endpoint as the policy compares it: with one final ``/``."""
+    return url.rstrip("/") + "/"
+
+
+def _aggregators(trusted: Any) -> dict[str, str]:
+    """``trusted_aggregators`` checked: http(s) URL -> 32-byte key in unpadded base64url."""
+    if not isinstance(trusted, Mapping):
+        raise ValueError(
+            "trusted_aggregators must map Aggregator URLs to HPKE public keys; got a "
+            f"{type(trusted).__name__}"
+        )
+    out: dict[str, str] = {}
+    for url, key in trusted.items():
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise ValueError(f"trusted_aggregators: {url!r} is not an http(s) URL")
+        b64decode(key, f"trusted_aggregators[{url!r}]", 32)
+        out[_normal_url(url)] = key
+    return out
 
 
 def _names(values: Iterable[Any], field: str) -> frozenset[str]:

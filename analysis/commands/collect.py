@@ -6,7 +6,8 @@
 ``START`` and ``DURATION`` are in units of the task's ``time_precision``. Prints one JSON
 document: the estimate, its standard errors from the aggregators' noise, the report count,
 the guarantee per collection and over the task's collections so far, and the trust assumption
-(docs/dap.md).
+(docs/dap.md). ``--campaign FILE`` (the campaign document the devices pinned) debiases a
+histogram or count randomized on the devices (its ``local``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from typing import Any
 
 from analysis.dap_collect import DEFAULT_DELTA, collect
+from analysis.dap_local import for_campaign
 from client_sdk.dap.messages import Interval
 from collector.dap.cli import read_key
 from collector.dap.task import TaskSpec
@@ -36,6 +38,12 @@ def register(subparsers: Any) -> None:
         type=float,
         default=DEFAULT_DELTA,
         help=f"delta of a Gaussian task's (epsilon, delta) figures (default {DEFAULT_DELTA:g})",
+    )
+    parser.add_argument(
+        "--campaign",
+        default=None,
+        help="the task's campaign document (docs/dap.md): with local randomized response, the "
+        "result is debiased and both guarantees stated",
     )
     parser.set_defaults(handler=_collect)
 
@@ -61,5 +69,8 @@ def _collect(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         delta=args.delta,
     )
+    if args.campaign is not None:
+        with open(args.campaign, encoding="utf-8") as file:
+            result = for_campaign(result, json.load(file), spec.task_id)
     print(json.dumps(result))
     return 0

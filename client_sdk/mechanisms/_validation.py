@@ -24,6 +24,14 @@ def describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def shape_of(value: Any) -> str:
+    """What a recorded value is, without what it says: its type, and a string's length (for
+    errors that end up in logs: a raw value is never echoed)."""
+    if isinstance(value, str):
+        return f"a str of {len(value)} characters"
+    return f"a {type(value).__name__}"
+
+
 def _real(value: Any, field: str, expected: str) -> float:
     """A real number that is not NaN (bools, strings and complex numbers are refused)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):

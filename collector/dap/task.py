@@ -10,11 +10,12 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
+from client_sdk.dap.campaign import vdaf_from_config
 from client_sdk.dap.messages import TASK_ID_SIZE, HpkeConfig, TaskConfiguration
 from client_sdk.dap.upload import task_configuration
 from client_sdk.randomness import RandomSource
 from client_sdk.sampling import MAX_GAUSSIAN_T, DiscreteGaussian, DiscreteLaplace
-from client_sdk.vdaf import Prio3, Prio3Count, Prio3Histogram, Prio3Sum, Prio3SumVec
+from client_sdk.vdaf import Prio3
 
 __all__ = ["AggregatorTask", "TaskSpec", "b64decode", "b64encode", "signed"]
 
@@ -133,28 +134,9 @@ class TaskSpec:
         return b64encode(self.task_id)
 
     def build_vdaf(self) -> Prio3[Any, Any]:
-        kind = self.vdaf.get("type")
-        params = {k: v for k, v in self.vdaf.items() if k != "type"}
-        expected = {
-            "count": (),
-            "sum": ("max_measurement",),
-            "histogram": ("length", "chunk_length"),
-            "sumvec": ("length", "max_measurement", "chunk_length"),
-        }
-        if kind not in expected:
-            raise ValueError(f"task vdaf.type must be one of {', '.join(VDAF_TYPES)}; got {kind!r}")
-        if sorted(params) != sorted(expected[kind]):
-            raise ValueError(f"task vdaf {kind} takes {list(expected[kind])}; got {sorted(params)}")
-        for name, value in params.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"task vdaf.{name} must be a positive integer; got {value!r}")
-        if kind == "count":
-            return Prio3Count(2)
-        if kind == "sum":
-            return Prio3Sum(2, params["max_measurement"])
-        if kind == "histogram":
-            return Prio3Histogram(2, params["length"], params["chunk_length"])
-        return Prio3SumVec(2, params["length"], params["max_measurement"], params["chunk_length"])
+        """The task's two-share Prio3 (``client_sdk.dap.campaign.vdaf_from_config``: one
+        definition for the Aggregators, the Collector and the device)."""
+        return vdaf_from_config(self.vdaf, "task vdaf")
 
     def configuration(self) -> TaskConfiguration:
         return task_configuration(

@@ -132,6 +132,7 @@ def test_fetched_campaign_is_verified_and_cached_on_disk(
     collector: Collector, client: TelemetryClient, tmp_path: Path
 ) -> None:
     campaign = client.campaign("colors")
+    assert isinstance(campaign, Campaign)
     assert campaign.mechanism == mechanism_from_config(CAMPAIGN["mechanism"])
     assert campaign.domain == tuple(LABELS)
     collector.stop()  # the cache on disk serves a restarted client without the network

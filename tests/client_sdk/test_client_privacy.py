@@ -16,7 +16,7 @@ import pytest
 
 from client_sdk import TelemetryClient, mechanism_from_config
 from client_sdk.budget import BudgetExceededError
-from client_sdk.client import memo_scope
+from client_sdk.client import Campaign, memo_scope
 from client_sdk.mechanisms.memoized_oracle import Memoized
 from client_sdk.secrets_store import DeviceKeys, load_or_create_device_secret
 from tests.client_sdk.test_client import LABELS, TOKEN, Collector
@@ -119,7 +119,9 @@ def test_memoized_reports_follow_one_permanent_response(
     with TelemetryClient(collector.url, state_dir=state) as c:
         c.record_many("memoized-free", [LABELS[2]] * 3000)
         payloads = [json.loads(p) for p in _outbox_payloads(c, "memoized-free")]
-        scope = memo_scope("memoized-free", c.campaign("memoized-free").mechanism)
+        memoized = c.campaign("memoized-free")
+        assert isinstance(memoized, Campaign)
+        scope = memo_scope("memoized-free", memoized.mechanism)
     with TelemetryClient(collector.url, state_dir=state) as again:
         again.record_many("memoized-free", [LABELS[2]] * 3000)  # after a restart
         payloads += [json.loads(p) for p in _outbox_payloads(again, "memoized-free")[-3000:]]

@@ -30,6 +30,7 @@ from werkzeug.serving import make_server
 from client_sdk import TelemetryClient
 from client_sdk.budget import LEDGER_FILE, BudgetExceededError
 from client_sdk.client import (
+    Campaign,
     CampaignChangedError,
     CampaignClosedError,
     CampaignVerificationError,
@@ -229,6 +230,7 @@ def test_a_campaign_changed_mid_period_is_refused_until_the_app_accepts_it(
         events = [e.event for e in client.privacy_log("c") if e.event]
         assert any("campaign changed" in e for e in events)
         accepted = client.accept_campaign_change("c")
+        assert isinstance(accepted, Campaign)
         assert accepted.mechanism.privacy_epsilon == 3.0
         client.record("c", "red")
 
