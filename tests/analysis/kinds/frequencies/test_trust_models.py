@@ -148,3 +148,24 @@ def test_the_models_measured_in_a_simulation() -> None:
     expected = exact["curator"]["variance"]
     tolerance = laplace_mse_tolerance(expected, K * runs)
     assert abs(measured["curator"]["mse"] - expected) < tolerance
+
+
+@pytest.mark.parametrize(("name", "shape"), [("olh", "g"), ("ss", "d"), ("hr", "blocks")])
+def test_the_shuffled_oracle_resolves_its_shape_at_epsilon0(name: str, shape: str) -> None:
+    """OLH's g (SS's d, HR's blocks) is chosen from epsilon: the shuffled model's oracle at
+    epsilon0 takes the one a campaign configured at epsilon0 would have, not the one of
+    epsilon 1 (OLH with g = 4 at epsilon0 = 7.07 has 100 times the variance)."""
+    n = 100_000
+    mechanism = mechanism_from_config({"mechanism": name, "epsilon": 1.0, "k": K})
+    document = kind_gap(mechanism, n, GapOptions())
+    eps0 = document["shuffled_column"]["local_epsilon"]
+    fresh = mechanism_from_config({"mechanism": name, "epsilon": eps0, "k": K})
+    assert isinstance(fresh, FrequencyOracle)
+    assert fresh.to_config()[shape] != mechanism.to_config()[shape]
+    expected = fresh.variance_per_user() / n
+    assert document["shuffled_column"]["exact"]["shuffled_variance"] == pytest.approx(expected)
+    assert document["trust_models"]["models"]["shuffled"]["variance"] == pytest.approx(expected)
+    # at its own epsilon the oracle is kept as configured (an explicit g stays)
+    explicit = mechanism_from_config({"mechanism": "olh", "epsilon": 1.0, "k": K, "g": 9})
+    local = kind_gap(explicit, n, GapOptions())["trust_models"]["models"]["local"]
+    assert local["mechanism"]["g"] == 9
