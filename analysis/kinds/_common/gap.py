@@ -72,6 +72,7 @@ __all__ = [
     "central_gaussian_variance",
     "central_geometric_variance",
     "central_laplace_variance",
+    "dap_noise",
     "dap_task",
     "dap_variance",
     "empirical_gap",
@@ -380,17 +381,21 @@ def run_central_gaussian(
     return np.asarray((c + rng.normal(0.0, sigma, c.size)) / c.sum(), dtype=np.float64)
 
 
-def run_dap(counts: npt.ArrayLike, task: TaskSpec, *, rng: np.random.Generator) -> FloatArray:
-    """The Collector's histogram of a DAP task on the true counts, as frequencies (n public):
-    each aggregator's draw from the task's own sampler (``task.noise()``, as
-    ``collector.dap.aggregator`` adds it; ``rng`` in place of the OS CSPRNG: a simulation), summed.
-    The sum of the Prio3 shares is the true histogram exactly, so only the noise is simulated."""
-    c = _true_counts(counts)
+def dap_noise(task: TaskSpec, size: int, *, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """What the Collector's result carries on each of ``size`` coordinates: each aggregator's
+    draw from the task's own sampler (``task.noise()``, as ``collector.dap.aggregator`` adds it;
+    ``rng`` in place of the OS CSPRNG: a simulation), summed; zeros for ``"dp": "none"``. The sum
+    of the Prio3 shares is the true aggregate exactly, so only the noise is simulated."""
     noise = task.noise()
     if noise is None:
-        return np.asarray(c / c.sum(), dtype=np.float64)
-    draws = noise.sample(rng, c.size) + noise.sample(rng, c.size)
-    return np.asarray((c + draws) / c.sum(), dtype=np.float64)
+        return np.zeros(size, dtype=np.int64)
+    return np.asarray(noise.sample(rng, size) + noise.sample(rng, size), dtype=np.int64)
+
+
+def run_dap(counts: npt.ArrayLike, task: TaskSpec, *, rng: np.random.Generator) -> FloatArray:
+    """The Collector's histogram of a DAP task on the true counts, as frequencies (n public)."""
+    c = _true_counts(counts)
+    return np.asarray((c + dap_noise(task, c.size, rng=rng)) / c.sum(), dtype=np.float64)
 
 
 def _true_counts(counts: npt.ArrayLike) -> FloatArray:

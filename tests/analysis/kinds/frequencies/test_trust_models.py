@@ -120,7 +120,9 @@ def test_the_models_at_a_central_target_and_at_a_stored_campaigns_batches() -> N
     models = trust["models"]
     assert trust["central_epsilon"] == 0.5
     # the local model is the campaign's oracle rebuilt at the central epsilon
-    assert models["local"]["mechanism"] == {**olh.to_config(), "epsilon": 0.5}
+    # (OLH's g chosen again at 0.5, as a campaign configured there would have it)
+    fresh = mechanism_from_config({"mechanism": "olh", "epsilon": 0.5, "k": K})
+    assert models["local"]["mechanism"] == fresh.to_config()
     assert models["secure_aggregation"]["variance"] == pytest.approx(
         1 / math.sinh(0.5 / 4) ** 2 / 50_000**2
     )
@@ -140,9 +142,11 @@ def test_the_models_measured_in_a_simulation() -> None:
     assert measured["repetitions"] == runs
     for name in TRUST_MODELS:
         figures = measured[name]
-        # local and shuffled: the exact expectation at the true frequencies (for OLH it can
-        # fall below Var*/n: its f-dependent term is negative when p + q > 1)
-        assert figures["expected"] == pytest.approx(exact[name]["variance"], rel=0.5)
+        # local and shuffled: the exact expectation at the true frequencies, near Var*/n for the
+        # local model (OLH's f-dependent term is small at epsilon 1, and negative when
+        # p + q > 1); at the shuffled epsilon0 of about 6.6 it dominates (a Zipf population)
+        if name != "shuffled":
+            assert figures["expected"] == pytest.approx(exact[name]["variance"], rel=0.5)
         assert abs(figures["mse"] - figures["expected"]) < Z * figures["mse_std_error"]
     assert measured["secure_aggregation"]["expected"] == exact["secure_aggregation"]["variance"]
     expected = exact["curator"]["variance"]
