@@ -154,9 +154,13 @@ def central_geometric_variance(epsilon: float, n: int, neighbouring: str = "repl
 
 
 def _rational_epsilon(epsilon: float) -> Fraction:
-    """epsilon rounded *down* to a fraction of denominator at most 10^6 (the exact samplers take
-    a rational scale; rounding down only adds noise, so the guarantee holds)."""
-    return floor_fraction(Fraction(check_epsilon(epsilon)), 10**6)
+    """epsilon as a task file would write it: its shortest decimal (``1.3`` is 13/10, as
+    ``TaskSpec`` reads ``"laplace:1.3"``) when that has a denominator of at most 10^9, else
+    rounded *down* to such a fraction (the exact samplers take a rational scale Delta/epsilon,
+    numerator at most 2^40 for Delta up to 1099; rounding down only adds noise, so the guarantee
+    holds, and moves the figures by a relative 1e-9 at most)."""
+    decimal = Fraction(repr(check_epsilon(epsilon)))
+    return decimal if decimal.denominator <= 10**9 else floor_fraction(decimal, 10**9)
 
 
 def dap_task(vdaf: Mapping[str, Any], epsilon: float) -> TaskSpec:

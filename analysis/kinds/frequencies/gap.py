@@ -83,7 +83,7 @@ def at_epsilon(mechanism: FrequencyOracle, epsilon: float) -> FrequencyOracle:
     """The same mechanism at another epsilon: the same config, except that a shape the oracle
     resolves from its epsilon (``resolved_shape``: OLH's g, SS's d, HR's blocks) is resolved
     again at the new one, as a campaign configured at that epsilon would have it (OLH's
-    g = e^eps + 1 at epsilon 1 is 4; kept at a shuffled epsilon0 of 7 it would cost 500 times
+    g = e^eps + 1 at epsilon 1 is 4; kept at a shuffled epsilon0 of 7 it would cost 100 times
     the variance). At its own epsilon the mechanism is returned as it is."""
     if float(epsilon) == mechanism.privacy_epsilon:
         return mechanism
