@@ -16,9 +16,12 @@ the same reports behind a shuffler (``shuffle_epsilon``: Feldman, McMillan, Talw
 ``null`` with a reason when its condition fails, and the tighter ``shuffle_epsilon_numerical``)
 and ``shuffled_column``: local-only, shuffled and curator collection at the same central
 (epsilon, delta) (``--central-epsilon``, default the mechanism's epsilon; a stored shuffled
-campaign uses the batch sizes it received). Other estimate kinds (means, RAPPOR candidates,
-heavy hitters, marginals of CALM and Fourier campaigns, key-value, distributions, ranges) print
-their own comparison (each kind's ``gap.py`` through ``analysis.kinds.KINDS``).
+campaign uses the batch sizes it received), and ``trust_models``: the same question, n and central
+epsilon collected locally, shuffled, by secure aggregation (a DAP task whose two aggregators each
+add discrete Laplace noise) and by the trusted curator, side by side. Other estimate kinds
+(means, RAPPOR candidates, heavy hitters, marginals of CALM and Fourier campaigns, key-value,
+distributions, ranges) print their own comparison (each kind's ``gap.py`` through
+``analysis.kinds.KINDS``).
 
 ``--simulate FAMILY[:PARAMETER]`` (``zipf``, default exponent 1.1; ``uniform``; ``lognormal`` for
 numbers) draws a population of n users, perturbs it with the mechanism (numpy's generator seeded
@@ -64,9 +67,10 @@ def register(subparsers: Any) -> None:
             "Compare the LDP estimate's error with a trusted curator's at the same epsilon "
             "(frequencies, means, RAPPOR, heavy hitters, marginals, key-value, distributions, "
             "ranges), and give "
-            "the shuffle-model guarantee of the same reports. Take the mechanism and n from "
-            "--mechanism/--n or from a stored campaign; --simulate measures both models on a "
-            "simulated population."
+            "the shuffle-model guarantee of the same reports; for frequencies, the local, "
+            "shuffled and secure-aggregation (DAP) models side by side. Take the mechanism and n "
+            "from --mechanism/--n or from a stored campaign; --simulate measures both models on "
+            "a simulated population."
         ),
     )
     parser.add_argument("--mechanism", help="a mechanism config as JSON")

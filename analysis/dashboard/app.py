@@ -10,6 +10,8 @@ Content-Security-Policy: scripts and styles only from this origin, no inline scr
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import secrets
 from collections.abc import Sequence
@@ -361,7 +363,36 @@ def central_gap(state: CampaignState) -> dict[str, Any]:
         "ldp_users_for_central_laplace_error",
         "central_laplace_users_for_ldp_error",
     )
-    return _finite({"available": True, **{key: figures[key] for key in keys}})
+    return _finite(
+        {
+            "available": True,
+            **{key: figures[key] for key in keys},
+            **_trust_models(json.dumps(state.campaign.config, sort_keys=True), state.n),
+        }
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _trust_models(config: str, n: int) -> dict[str, Any]:
+    """The shuffled and secure-aggregation (DAP) models beside the local one at this n and the
+    mechanism's epsilon (``analysis.kinds.frequencies.gap.trust_models``; the shuffled one for
+    one batch of n). Cached by (config, n): the calibration of the shuffled epsilon takes a
+    fraction of a second, and n only changes when reports arrive."""
+    from analysis.gap import GapOptions
+    from analysis.kinds.frequencies.gap import trust_models
+    from client_sdk.mechanisms import mechanism_from_config
+
+    models = trust_models(mechanism_from_config(json.loads(config)), n, GapOptions())["models"]
+    out: dict[str, Any] = {}
+    shuffled = models["shuffled"]
+    if shuffled.get("applies", True):
+        out["shuffled_local_epsilon"] = shuffled["local_epsilon"]
+        out["shuffled_std_error"] = shuffled["std_error"]
+        out["shuffled_share_of_gap_closed"] = shuffled["share_of_gap_closed"]
+    dap = models["secure_aggregation"]
+    out["secure_aggregation_std_error"] = dap["std_error"]
+    out["secure_aggregation_share_of_gap_closed"] = dap["share_of_gap_closed"]
+    return out
 
 
 def _finite(document: dict[str, Any]) -> dict[str, Any]:

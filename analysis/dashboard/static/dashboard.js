@@ -25,6 +25,11 @@
     variance_ratio: "variance ratio LDP / central Laplace",
     ldp_users_for_central_laplace_error: "users LDP needs for the central error at this n",
     central_laplace_users_for_ldp_error: "users the central model needs for this error",
+    shuffled_local_epsilon: "shuffled: local epsilon for the same central epsilon (one batch of n)",
+    shuffled_std_error: "shuffled standard error (per item)",
+    shuffled_share_of_gap_closed: "shuffled: share of the log gap to the curator closed",
+    secure_aggregation_std_error: "secure aggregation (DAP, two aggregators) standard error",
+    secure_aggregation_share_of_gap_closed: "secure aggregation: share of the log gap closed",
     reason: "not available",
   };
 

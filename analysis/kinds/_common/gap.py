@@ -20,6 +20,10 @@ epsilon:
   (Laplace) or sigma/alpha (Gaussian).
 - **Shuffling** the same reports: the central (epsilon, delta) they give behind a shuffler
   (:mod:`client_sdk.amplification`).
+- **Secure aggregation (DAP)**: two aggregators each add discrete Laplace noise of scale
+  Delta/epsilon to their share of the true histogram (Cook 2024; ``collector.dap.task``), so the
+  Collector's count carries two independent draws: Var[f_v] = 2 Var[DL(Delta/epsilon)] / n^2
+  (:func:`dap_variance`; docs/math/dap-noise.md), twice the geometric curator's.
 
 With ground truth (simulations, the demo), :func:`empirical_gap` measures both errors: the LDP
 one from real perturbed reports, the central one by running the central mechanisms on the true
@@ -35,8 +39,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +53,10 @@ from client_sdk.mechanisms._validation import check_epsilon, check_int
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
 from client_sdk.mechanisms.memoization import is_memoized
+from client_sdk.sampling import DiscreteLaplace, floor_fraction
+
+if TYPE_CHECKING:
+    from collector.dap.task import TaskSpec
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -61,17 +70,23 @@ __all__ = [
     "UtilityGap",
     "central_gaussian_sigma",
     "central_gaussian_variance",
+    "central_geometric_variance",
     "central_laplace_variance",
+    "dap_noise",
+    "dap_task",
+    "dap_variance",
     "empirical_gap",
     "error_curve",
     "first_reports",
     "gap_document",
+    "histogram_vdaf",
     "laplace_sensitivity",
     "ldp_variance",
     "parse_simulation",
     "require_kind",
     "run_central_gaussian",
     "run_central_laplace",
+    "run_dap",
     "users_needed",
     "utility_gap",
     "zipf_weights",
@@ -128,6 +143,56 @@ def central_laplace_variance(epsilon: float, n: int, neighbouring: str = "replac
     """Var[f_v] of the central Laplace histogram: 2 (Delta_1/epsilon)^2 / n^2."""
     scale = laplace_sensitivity(neighbouring) / check_epsilon(epsilon)
     return 2.0 * scale * scale / check_int(n, "n", minimum=1) ** 2
+
+
+def central_geometric_variance(epsilon: float, n: int, neighbouring: str = "replace") -> float:
+    """Var[f_v] of a curator adding one discrete Laplace (two-sided geometric) draw of scale
+    Delta_1/epsilon to each count (Ghosh, Roughgarden, Sundararajan, STOC 2009): 2r/(1-r)^2/n^2,
+    r = exp(-epsilon/Delta_1)."""
+    scale = Fraction(laplace_sensitivity(neighbouring)) / _rational_epsilon(epsilon)
+    return DiscreteLaplace(scale).variance() / check_int(n, "n", minimum=1) ** 2
+
+
+def _rational_epsilon(epsilon: float) -> Fraction:
+    """epsilon as a task file would write it: its shortest decimal (``1.3`` is 13/10, as
+    ``TaskSpec`` reads ``"laplace:1.3"``) when that has a denominator of at most 10^9, else
+    rounded *down* to such a fraction (the exact samplers take a rational scale Delta/epsilon,
+    numerator at most 2^40 for Delta up to 1099; rounding down only adds noise, so the guarantee
+    holds, and moves the figures by a relative 1e-9 at most)."""
+    decimal = Fraction(repr(check_epsilon(epsilon)))
+    return decimal if decimal.denominator <= 10**9 else floor_fraction(decimal, 10**9)
+
+
+def dap_task(vdaf: Mapping[str, Any], epsilon: float) -> TaskSpec:
+    """The DAP task of ``vdaf`` with ``"dp": "laplace:EPSILON"``: its ``sensitivity``, ``noise``
+    and ``noise_std_error`` are the ones the aggregators use (``collector.dap.task``), so the
+    secure-aggregation column is the real task's noise, not a second formula. The endpoints are
+    placeholders: nothing is sent."""
+    from client_sdk.dap.messages import TASK_ID_SIZE
+    from collector.dap.task import TaskSpec
+
+    return TaskSpec(
+        task_id=bytes(TASK_ID_SIZE),
+        task_info="gap",
+        leader="https://leader.invalid/dap/",
+        helper="https://helper.invalid/dap/",
+        vdaf=dict(vdaf),
+        min_batch_size=1,
+        time_precision=1,
+        dp=f"laplace:{_rational_epsilon(epsilon)}",
+    )
+
+
+def dap_variance(task: TaskSpec, n: int) -> float:
+    """Var[f_v] of one coordinate of the Collector's result over n reports: each of the two
+    aggregators adds an independent draw (docs/math/dap-noise.md), so 2 Var[noise] / n^2."""
+    return task.noise_std_error() ** 2 / check_int(n, "n", minimum=1) ** 2
+
+
+def histogram_vdaf(k: int) -> dict[str, Any]:
+    """The Prio3Histogram of a k-item question (chunk length isqrt(k): it sets the proof's size,
+    not the noise)."""
+    return {"type": "histogram", "length": int(k), "chunk_length": max(1, math.isqrt(int(k)))}
 
 
 def central_gaussian_sigma(epsilon: float, delta: float, neighbouring: str = "replace") -> float:
@@ -318,6 +383,23 @@ def run_central_gaussian(
     c = _true_counts(counts)
     sigma = central_gaussian_sigma(epsilon, delta, neighbouring)
     return np.asarray((c + rng.normal(0.0, sigma, c.size)) / c.sum(), dtype=np.float64)
+
+
+def dap_noise(task: TaskSpec, size: int, *, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """What the Collector's result carries on each of ``size`` coordinates: each aggregator's
+    draw from the task's own sampler (``task.noise()``, as ``collector.dap.aggregator`` adds it;
+    ``rng`` in place of the OS CSPRNG: a simulation), summed; zeros for ``"dp": "none"``. The sum
+    of the Prio3 shares is the true aggregate exactly, so only the noise is simulated."""
+    noise = task.noise()
+    if noise is None:
+        return np.zeros(size, dtype=np.int64)
+    return np.asarray(noise.sample(rng, size) + noise.sample(rng, size), dtype=np.int64)
+
+
+def run_dap(counts: npt.ArrayLike, task: TaskSpec, *, rng: np.random.Generator) -> FloatArray:
+    """The Collector's histogram of a DAP task on the true counts, as frequencies (n public)."""
+    c = _true_counts(counts)
+    return np.asarray((c + dap_noise(task, c.size, rng=rng)) / c.sum(), dtype=np.float64)
 
 
 def _true_counts(counts: npt.ArrayLike) -> FloatArray:

@@ -21,6 +21,14 @@ expectation at the true frequencies, ``*_expected``, beside the observed error),
 large epsilon0 another oracle may be better, the best of GRR and OUE at epsilon0 too. With a
 simulation (or the truth) each column is also measured: the same population perturbed at both
 local epsilons, the curator run on its histogram.
+
+The *trust models* (:func:`trust_models`) put the same question, n and central epsilon under
+each model side by side: **local** (the campaign's oracle at that epsilon), **shuffled** (the
+column above), **secure aggregation** (a DAP task of Prio3Histogram whose two aggregators each
+add discrete Laplace noise of scale Delta/epsilon, Cook 2024: epsilon-DP if either aggregator is
+honest) and the **trusted curator** (Laplace; the geometric curator beside it), each with the
+share of the log distance from local to the curator it closes. Measured: the local and shuffled
+columns as above, the DAP noise drawn by the task's own sampler, the curator run on the truth.
 """
 
 from __future__ import annotations
@@ -35,12 +43,17 @@ from analysis.kinds._common.gap import (
     GapOptions,
     Simulation,
     central_gaussian_variance,
+    central_geometric_variance,
     central_laplace_variance,
+    dap_task,
+    dap_variance,
     empirical_gap,
     first_reports,
+    histogram_vdaf,
     require_kind,
     run_central_gaussian,
     run_central_laplace,
+    run_dap,
     utility_gap,
     zipf_weights,
 )
@@ -49,7 +62,17 @@ from client_sdk.amplification import calibrate_local_epsilon
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
 
-__all__ = ["exact_gap", "measured_gap", "shuffled_column", "simulated_gap"]
+__all__ = [
+    "TRUST_MODELS",
+    "exact_gap",
+    "measured_gap",
+    "shuffled_column",
+    "simulated_gap",
+    "trust_models",
+]
+
+TRUST_MODELS: tuple[str, ...] = ("local", "shuffled", "secure_aggregation", "curator")
+"""The models of :func:`trust_models`, from trusting nobody to trusting one curator."""
 
 
 def _oracle(mechanism: Mechanism) -> FrequencyOracle:
@@ -57,8 +80,17 @@ def _oracle(mechanism: Mechanism) -> FrequencyOracle:
 
 
 def at_epsilon(mechanism: FrequencyOracle, epsilon: float) -> FrequencyOracle:
-    """The same mechanism (same config) at another epsilon."""
-    return _oracle(mechanism_from_config({**mechanism.to_config(), "epsilon": float(epsilon)}))
+    """The same mechanism at another epsilon: the same config, except that a shape the oracle
+    resolves from its epsilon (``resolved_shape``: OLH's g, SS's d, HR's blocks) is resolved
+    again at the new one, as a campaign configured at that epsilon would have it (OLH's
+    g = e^eps + 1 at epsilon 1 is 4; kept at a shuffled epsilon0 of 7 it would cost 100 times
+    the variance). At its own epsilon the mechanism is returned as it is."""
+    if float(epsilon) == mechanism.privacy_epsilon:
+        return mechanism
+    config = {**mechanism.to_config(), "epsilon": float(epsilon)}
+    if mechanism.resolved_shape is not None:
+        config.pop(mechanism.resolved_shape, None)
+    return _oracle(mechanism_from_config(config))
 
 
 def _best_at(mechanism: FrequencyOracle, epsilon: float) -> FrequencyOracle:
@@ -139,12 +171,88 @@ def _closed(local: float, shuffled: float, curator: float) -> float:
     return math.log(local / shuffled) / whole if whole > 0 else 1.0
 
 
+def _central_epsilon(oracle: FrequencyOracle, column: dict[str, Any]) -> float:
+    """The epsilon every trust model is held to: the shuffled column's central target, else
+    (no shuffle bound for this oracle) the oracle's own epsilon."""
+    return float(column["central_epsilon"]) if column["applies"] else oracle.privacy_epsilon
+
+
+def _figures(variance: float, local: float, curator: float) -> dict[str, float]:
+    return {
+        "variance": variance,
+        "std_error": math.sqrt(variance),
+        "std_error_over_curator": math.sqrt(variance / curator),
+        "share_of_gap_closed": _closed(local, variance, curator),
+    }
+
+
+def trust_models(
+    mechanism: Mechanism, n: int, options: GapOptions, column: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Exact per-item variances of one histogram question under each trust model at the same
+    central epsilon and n (:data:`TRUST_MODELS`; module docstring). ``column``: the shuffled
+    column if already computed."""
+    oracle = _oracle(mechanism)
+    column = column if column is not None else shuffled_column(oracle, n, options)
+    epsilon = _central_epsilon(oracle, column)
+    local = at_epsilon(oracle, epsilon)
+    task = dap_task(histogram_vdaf(oracle.k), epsilon)
+    v_local = local.variance_per_user() / n
+    v_curator = central_laplace_variance(epsilon, n, options.neighbouring)
+    shuffled: dict[str, Any]
+    if column["applies"]:
+        shuffled = {
+            "applies": True,
+            "trusts": "a shuffler that does not collude with the collector",
+            "guarantee": f"(epsilon, {options.delta:g})-DP against the collector; each report "
+            "keeps its local epsilon against the shuffler",
+            "local_epsilon": column["local_epsilon"],
+            **_figures(column["exact"]["shuffled_variance"], v_local, v_curator),
+        }
+    else:
+        shuffled = {"applies": False, "reason": column["reason"]}
+    return {
+        "central_epsilon": epsilon,
+        "n": n,
+        "reference": "curator (Laplace): share_of_gap_closed is log(local/model) over "
+        "log(local/curator), std_error_over_curator the ratio of standard errors",
+        "models": {
+            "local": {
+                "trusts": "nobody",
+                "guarantee": "epsilon-LDP: each report, against everyone",
+                "mechanism": local.to_config(),
+                **_figures(v_local, v_local, v_curator),
+            },
+            "shuffled": shuffled,
+            "secure_aggregation": {
+                "trusts": "either of two aggregators (one honest suffices)",
+                "guarantee": "epsilon-DP against the Collector and either aggregator",
+                "protocol": "DAP with Prio3Histogram",
+                "vdaf": dict(task.vdaf),
+                "dp": task.dp,
+                "noise": f"discrete Laplace of scale {task.sensitivity()}/epsilon from each "
+                "of the two aggregators",
+                **_figures(dap_variance(task, n), v_local, v_curator),
+            },
+            "curator": {
+                "trusts": "one curator with every raw value",
+                "guarantee": "epsilon-DP against whoever reads the release",
+                "noise": "Laplace of scale Delta_1/epsilon per count",
+                **_figures(v_curator, v_local, v_curator),
+                "geometric_variance": central_geometric_variance(epsilon, n, options.neighbouring),
+            },
+        },
+    }
+
+
 def exact_gap(mechanism: Mechanism, n: int, options: GapOptions) -> dict[str, Any]:
     gap = utility_gap(mechanism, n, delta=options.delta, neighbouring=options.neighbouring)
     out = gap.to_dict()
     for key in ("mechanism", "epsilon", "n"):
         out.pop(key)
-    out["shuffled_column"] = shuffled_column(mechanism, n, options)
+    column = shuffled_column(mechanism, n, options)
+    out["shuffled_column"] = column
+    out["trust_models"] = trust_models(mechanism, n, options, column)
     return out
 
 
@@ -217,10 +325,76 @@ def measured_gap(
         ).to_dict()
     }
     column = shuffled_column(oracle, estimate.n, options)
+    shuffled = None
     if column["applies"]:
-        out["shuffled_column_measured"] = _measured_shuffled(
-            oracle, _items_of(truth), column, options, rng
-        )
+        shuffled = _measured_shuffled(oracle, _items_of(truth), column, options, rng)
+        out["shuffled_column_measured"] = shuffled
+    out["trust_models_measured"] = _measured_trust_models(
+        oracle, estimate, truth, column, shuffled, options, rng
+    )
+    return out
+
+
+def _mse_and_error(
+    runs: npt.NDArray[np.float64], truth: npt.NDArray[np.float64]
+) -> tuple[float, float]:
+    """The mean squared error of ``runs`` (repetitions x k) and its standard error (from the
+    spread of the squared errors: coordinates and runs are independent)."""
+    squared = ((runs - truth) ** 2).ravel()
+    return float(np.mean(squared)), float(np.std(squared, ddof=1) / math.sqrt(squared.size))
+
+
+def _measured_trust_models(
+    oracle: FrequencyOracle,
+    estimate: FrequencyEstimate,
+    truth: npt.ArrayLike,
+    column: dict[str, Any],
+    shuffled: dict[str, Any] | None,
+    options: GapOptions,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """Each trust model measured on the same true histogram (mean squared error per item beside
+    its exact expectation): local and shuffled from perturbed reports (the shuffled column's,
+    else this estimate), secure aggregation with the DAP task's own noise sampler and the curator
+    on the truth, each over ``options.repetitions`` runs."""
+    counts = np.asarray(truth, dtype=np.float64)
+    n = estimate.n
+    frequencies = counts / counts.sum()
+    epsilon = _central_epsilon(oracle, column)
+    out: dict[str, Any] = {"central_epsilon": epsilon, "repetitions": options.repetitions}
+    if shuffled is not None:
+        for name, key in (("local", "local_only"), ("shuffled", "shuffled")):
+            out[name] = {
+                "mse": shuffled[f"{key}_mse"],
+                "mse_std_error": shuffled[f"{key}_mse_std_error"],
+                "expected": shuffled[f"{key}_expected"],
+            }
+    else:
+        # no shuffle bound: the local model is this oracle at its own epsilon, i.e. the estimate
+        variances = oracle.variance(n, frequencies)
+        out["local"] = {
+            "mse": _mse(estimate.frequencies, frequencies),
+            "mse_std_error": float(np.sqrt(2 * np.sum(variances**2)) / frequencies.size),
+            "expected": float(np.mean(variances)),
+        }
+        out["shuffled"] = {"applies": False, "reason": column["reason"]}
+    task = dap_task(histogram_vdaf(oracle.k), epsilon)
+    runs = {
+        "secure_aggregation": (
+            [run_dap(counts, task, rng=rng) for _ in range(options.repetitions)],
+            dap_variance(task, n),
+        ),
+        "curator": (
+            [
+                run_central_laplace(counts, epsilon, neighbouring=options.neighbouring, rng=rng)
+                for _ in range(options.repetitions)
+            ],
+            central_laplace_variance(epsilon, n, options.neighbouring),
+        ),
+    }
+    for name, (estimates, expected) in runs.items():
+        mse, error = _mse_and_error(np.asarray(estimates), frequencies)
+        out[name] = {"mse": mse, "mse_std_error": error, "expected": expected}
     return out
 
 

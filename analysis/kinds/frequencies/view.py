@@ -36,7 +36,7 @@ from analysis.report_common import (
 )
 from analysis.streaming import json_safe
 from analysis.views.answer import answer_html
-from analysis.views.cells import fixed, fmt_number, fmt_users, image_tag, percent
+from analysis.views.cells import fixed, fmt_number, fmt_users, image_tag, percent, share
 from analysis.views.dashboard import (
     ITEM_COLUMNS,
     DashboardView,
@@ -107,16 +107,18 @@ def build_report(
     gap = utility_gap(mechanism, raw.n, delta=delta, neighbouring=neighbouring)
     gap_figures = gap.to_dict()
     central = central_section(campaign, batch_sizes, batch_credentials)
+    from analysis.kinds.frequencies.gap import shuffled_column, trust_models
+
+    options = GapOptions(delta=delta, neighbouring=neighbouring)
     shuffled = None
     if central is not None:
-        from analysis.kinds.frequencies.gap import shuffled_column
-
         options = GapOptions(
             delta=float(campaign.shuffle["delta"]),  # type: ignore[index]
             neighbouring=neighbouring,
             batch_sizes=tuple(batch_sizes) if batch_sizes else None,
         )
         shuffled = shuffled_column(mechanism, raw.n, options)
+    trust = trust_models(mechanism, raw.n, options, shuffled)
     empirical = None
     if true_counts is not None:
         empirical = empirical_gap(
@@ -152,6 +154,7 @@ def build_report(
             "empirical_gap": empirical,
             "central": central,
             "shuffled_column": shuffled,
+            "trust_models": trust,
             "error_curve": {name: list(values) for name, values in curve.items()},
             "privacy": privacy,
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -331,6 +334,7 @@ def render_html(report: Report) -> str:
             f"paper gives epsilon = {fmt_number(gap.get('shuffle_epsilon_numerical'))}."
         )
     parts.append(f'<p class="note">{shuffle}</p>')
+    parts += _trust_models_html(d.get("trust_models"))
     empirical = d.get("empirical_gap")
     if empirical:
         parts.append(
@@ -352,6 +356,46 @@ def render_html(report: Report) -> str:
     parts += privacy_html(d, report.figures, number=4)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+TRUST_MODEL_LABELS = {
+    "local": "local (this oracle, each report epsilon-LDP)",
+    "shuffled": "shuffled (behind a shuffler)",
+    "secure_aggregation": "secure aggregation (DAP, two aggregators)",
+    "curator": "trusted curator (Laplace)",
+}
+
+
+def _trust_models_html(trust: Mapping[str, Any] | None) -> list[str]:
+    """The same question under each trust model (``analysis.kinds.frequencies.gap.
+    trust_models``): a table and what each model trusts."""
+    if not trust:
+        return []
+    models = trust["models"]
+    rows = [
+        {"model": TRUST_MODEL_LABELS[name], **models[name]}
+        for name in TRUST_MODEL_LABELS
+        if models[name].get("applies", True)
+    ]
+    return [
+        f"<h3>Three trust models at the same central epsilon = "
+        f"{fmt_number(trust['central_epsilon'])}</h3>",
+        table(
+            [
+                Column.text("model", "model"),
+                Column.text("trusts", "trusts"),
+                Column.number("standard error of one frequency", "std_error"),
+                Column.number("x the curator's", "std_error_over_curator", 3),
+                Column("gap closed", lambda row: share(row["share_of_gap_closed"])),
+            ],
+            rows,
+        ),
+        '<p class="note">Exact. Secure aggregation: Prio3 shares of each report go to two '
+        "aggregators, each adding its own discrete Laplace noise to the sum (Cook 2024; "
+        "docs/math/dap-noise.md): the release is epsilon-DP if either one is honest, at "
+        "sqrt(2) times the geometric curator's error. The gap closed is on a log scale, from "
+        "the local model (0%) to the curator (100%).</p>",
+    ]
 
 
 def _bracket(header: str, low: str, high: str) -> Column:

@@ -13,7 +13,14 @@ the clipped values, centred on the set's centre, with noise, n public:
   sqrt(dim) for the box, 2 clip_norm for the ball; half under ``add-remove``):
   Var[mean] = sigma^2 / n^2 per coordinate.
 
-Both exact. The LDP variance is the mechanism's exact per-report one (``variance``):
+Both exact. **Secure aggregation** (a scalar mean; docs/math/central-and-shuffle.md): a DAP
+task of Prio3Sum with ``max_measurement`` M = :data:`DAP_SUM_MAX_MEASUREMENT`; each device
+rounds (x - lower) M / span to an integer at random (up or down, unbiased), and each of the two
+aggregators adds discrete Laplace noise of scale M/epsilon (the task's sensitivity) to the sum
+(Cook 2024): Var[mean] = span^2 (2 Var[DL(M/epsilon)] / M^2 + sum_i p_i (1 - p_i) / M^2) / n^2
+with p_i the rounding's fractional part, at most span^2/(4 M^2 n) for the rounding.
+
+The LDP variance is the mechanism's exact per-report one (``variance``):
 Var[mean] = (1/n^2) sum_i Var(x_i). Without the truth: at the worst-case value
 (``worst_case_variance``, a data-free bound for a fixed population) and at the centre of the
 input set; with the truth, at the true values. Measured in simulation: values drawn as the
@@ -33,6 +40,9 @@ import numpy.typing as npt
 from analysis.kinds._common.gap import (
     GapOptions,
     Simulation,
+    dap_noise,
+    dap_task,
+    dap_variance,
     first_reports,
     require_kind,
     zipf_weights,
@@ -42,9 +52,20 @@ from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.gaussian_calibration import analytic_gaussian_sigma
 from client_sdk.mechanisms.numeric import NumericMechanism
 
-__all__ = ["exact_gap", "measured_gap", "sensitivities", "simulate_values", "simulated_gap"]
+__all__ = [
+    "DAP_SUM_MAX_MEASUREMENT",
+    "exact_gap",
+    "measured_gap",
+    "secure_aggregation",
+    "sensitivities",
+    "simulate_values",
+    "simulated_gap",
+]
 
 FloatArray = npt.NDArray[np.float64]
+DAP_SUM_MAX_MEASUREMENT = 1023
+"""The Prio3Sum grid of the secure-aggregation column: 10 bits, a step of span/1023 (the
+rounding's variance is then far below the noise's at any n up to about 10^9 at epsilon 1)."""
 SIMULATED_BUCKETS = 10
 """``zipf``/``uniform`` draw one of this many equal buckets of the range, then a point in it."""
 
@@ -95,6 +116,57 @@ def _center_value(m: NumericMechanism) -> Any:
     return m.center if m.value_shape else float(m.center[0])
 
 
+def secure_aggregation(m: NumericMechanism, n: int, options: GapOptions) -> dict[str, Any]:
+    """The same mean by a DAP task of Prio3Sum at the mechanism's epsilon (module docstring):
+    the noise's variance exactly, the rounding's at most span^2/(4 M^2 n)."""
+    if m.value_shape or _ball_radius(m) is not None:
+        return {
+            "applies": False,
+            "reason": "compared for a scalar mean (Prio3Sum); a vector would take SumVec",
+        }
+    lower, upper = _bounds(m)
+    step = (upper - lower) / DAP_SUM_MAX_MEASUREMENT
+    task = dap_task({"type": "sum", "max_measurement": DAP_SUM_MAX_MEASUREMENT}, m.privacy_epsilon)
+    noise = dap_variance(task, n) * step**2
+    rounding = step**2 / (4 * n)
+    laplace = _central(m, n, options)["laplace_variance"]
+    return {
+        "applies": True,
+        "trusts": "either of two aggregators (one honest suffices)",
+        "vdaf": dict(task.vdaf),
+        "dp": task.dp,
+        "step": step,
+        "noise_variance": noise,
+        "rounding_variance_at_most": rounding,
+        "variance_at_most": noise + rounding,
+        "std_error_at_most": math.sqrt(noise + rounding),
+        "std_error_over_central_laplace": math.sqrt((noise + rounding) / laplace),
+    }
+
+
+def _dap_runs(
+    m: NumericMechanism, values: FloatArray, options: GapOptions, rng: np.random.Generator
+) -> tuple[FloatArray, float]:
+    """``options.repetitions`` means by the secure-aggregation column (each device's random
+    rounding, then the noise from the task's sampler) and their exact variance at ``values``."""
+    lower, upper = _bounds(m)
+    grid = (np.clip(values, lower, upper) - lower) / (upper - lower) * DAP_SUM_MAX_MEASUREMENT
+    floor = np.floor(grid)
+    fraction = grid - floor
+    task = dap_task({"type": "sum", "max_measurement": DAP_SUM_MAX_MEASUREMENT}, m.privacy_epsilon)
+    step, n = (upper - lower) / DAP_SUM_MAX_MEASUREMENT, values.size
+    means = np.empty(options.repetitions)
+    for r in range(options.repetitions):
+        rounded = floor + (rng.random(n) < fraction)
+        noisy = float(rounded.sum()) + float(dap_noise(task, 1, rng=rng)[0])
+        means[r] = lower + step * noisy / n
+    expected = (
+        step**2 * (float(np.sum(fraction * (1 - fraction))) / n**2)
+        + dap_variance(task, n) * step**2
+    )
+    return means, expected
+
+
 def exact_gap(mechanism: Mechanism, n: int, options: GapOptions) -> dict[str, Any]:
     m = _numeric(mechanism)
     central = _central(m, n, options)
@@ -121,6 +193,7 @@ def exact_gap(mechanism: Mechanism, n: int, options: GapOptions) -> dict[str, An
         "exact": "per coordinate: LDP at the worst-case value and at the centre of the input set "
         "(the mechanism's variance formula); central Laplace and analytic Gaussian on the "
         "centred sum",
+        "secure_aggregation": secure_aggregation(m, n, options),
     }
 
 
@@ -155,6 +228,13 @@ def measured_gap(
     laplace = true_mean + rng.laplace(0.0, central["laplace_scale"], shape) / n
     gaussian = true_mean + rng.normal(0.0, central["gaussian_sigma"], shape) / n
     error = local - np.reshape(true_mean, -1)
+    dap: dict[str, Any] = {}
+    if secure_aggregation(m, n, options)["applies"]:
+        means, dap_expected = _dap_runs(m, values, options, rng)
+        dap = {
+            "secure_aggregation_mse": float(np.mean((means - true_mean) ** 2)),
+            "secure_aggregation_expected": dap_expected,
+        }
     return {
         "true_mean": np.reshape(true_mean, -1).tolist() if m.value_shape else float(true_mean),
         "ldp_squared_error": float(np.mean(error**2)),
@@ -166,6 +246,7 @@ def measured_gap(
         "central_laplace_expected": central["laplace_variance"],
         "central_gaussian_mse": float(np.mean((gaussian - true_mean) ** 2)),
         "central_gaussian_expected": central["gaussian_variance"],
+        **dap,
         "measured": True,
         "note": "ldp_expected: the exact variance of the mean at the true values (averaged over "
         "coordinates); the curator's errors averaged over its repetitions",

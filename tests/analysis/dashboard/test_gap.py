@@ -1,0 +1,33 @@
+"""The dashboard's gap table: the trust models beside the local one (analysis.dashboard.app
+``central_gap``, the figures of ``analysis.kinds.frequencies.gap.trust_models``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from flask.testing import FlaskClient
+
+from analysis.gap import GapOptions, kind_gap
+from client_sdk.mechanisms import mechanism_from_config
+from tests.analysis.dashboard.conftest import COLORS, sign_in
+
+
+def test_the_gap_table_shows_shuffled_and_secure_aggregation(client: FlaskClient) -> None:
+    assert sign_in(client).status_code == 303
+    served = client.get("/api/campaigns/colors").get_json()
+    gap, n = served["gap"], served["n"]
+    models = kind_gap(mechanism_from_config(COLORS["mechanism"]), n, GapOptions())["trust_models"][
+        "models"
+    ]
+    assert gap["ldp_std_error"] == models["local"]["std_error"]
+    assert gap["central_laplace_std_error"] == models["curator"]["std_error"]
+    assert gap["shuffled_std_error"] == models["shuffled"]["std_error"]
+    assert gap["shuffled_local_epsilon"] == models["shuffled"]["local_epsilon"]
+    dap = gap["secure_aggregation_std_error"]
+    assert dap == models["secure_aggregation"]["std_error"]
+    # the DAP error is two discrete Laplace draws of scale 2/epsilon over n (epsilon 2 here)
+    assert dap == pytest.approx(1 / math.sinh(2.0 / 4) / n, rel=1e-12)
+    assert gap["ldp_std_error"] > gap["shuffled_std_error"] > dap > gap["central_laplace_std_error"]
+    for key in ("shuffled_share_of_gap_closed", "secure_aggregation_share_of_gap_closed"):
+        assert 0 < gap[key] < 1
