@@ -149,7 +149,7 @@ def test_a_window_below_min_batch_over_shards_shows_n_only(client: FlaskClient) 
         "until": None,
         "n": 0,
         "min_batch_size": COLORS["min_batch_size"],
-        "status": "collecting",
+        "estimate_status": "withheld",
     }
 
 
@@ -207,7 +207,7 @@ def test_the_command_serves_several_sources(shards: dict[str, Any]) -> None:
         csrf = page[page.index(marker) + len(marker) :].split('"', 1)[0]
         session.post(f"{process.url}/login", data={"csrf": csrf, "token": TOKEN}, timeout=30)
         served = session.get(f"{process.url}/api/campaigns/colors", timeout=60).json()
-        assert served["n"] == 3000 and served["status"] == "released"
+        assert served["n"] == 3000 and served["estimate_status"] == "released"
     finally:
         process.stop()
 
