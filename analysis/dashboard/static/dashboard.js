@@ -169,8 +169,8 @@
   function sparkline(days, reports) {
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
-    const width = 80;
-    const height = 18;
+    const width = 56;
+    const height = 16;
     svg.setAttribute("class", "sparkline");
     svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
     svg.setAttribute("width", String(width));
@@ -316,7 +316,16 @@
           intervals: { low: line.low, high: line.high },
         })),
       },
-      options: { scales: { x: { offset: true } } },
+      options: {
+        scales: {
+          x: { offset: true },
+          // The axis spans every interval, so no whisker runs off the chart.
+          y: (() => {
+            const all = spec.series.flatMap((line) => [...line.low, ...line.high, ...line.values]).filter((v) => v !== null && v !== undefined);
+            return all.length ? { suggestedMin: Math.min(...all), suggestedMax: Math.max(...all) } : {};
+          })(),
+        },
+      },
     }),
     "day-bars": (spec) => ({
       type: "bar",
@@ -348,6 +357,12 @@
     const config = build(spec);
     config.options = config.options || {};
     axes(config, spec);
+    // The axis titles are drawn on the canvas; they are said on the element too (screen readers).
+    ["x", "y"].forEach((axis) => {
+      const title = spec[`${axis}_title`];
+      if (title) canvas.dataset[`${axis}Title`] = title;
+      else delete canvas.dataset[`${axis}Title`];
+    });
     config.options = Object.assign(
       { animation: false, responsive: true, maintainAspectRatio: false, plugins: { legend: { display: true } } },
       config.options,
@@ -479,22 +494,24 @@
         link.textContent = c.name;
         name.appendChild(link);
         tr.appendChild(name);
-        tr.appendChild(cell("td", c.mechanism, false));
-        tr.appendChild(cell("td", c.epsilon, true));
+        // What a team looks for first (n, reports per day, status) leads, so that a narrow
+        // screen shows it before the table scrolls.
         tr.appendChild(cell("td", c.n, true));
         const perDay = cell("td", c.reports_per_day, true);
         perDay.classList.add("per-day");
         if (c.days) perDay.prepend(sparkline(c.days.days, c.days.reports), " ");
         tr.appendChild(perDay);
-        const latest = cell("td", c.reports_latest_day, true);
-        if (c.latest_day) latest.textContent = `${format(c.reports_latest_day)} on ${c.latest_day}`;
-        tr.appendChild(latest);
         const status = cell("td", c.status, false);
         status.className = `state ${c.status}`;
         tr.appendChild(status);
         const estimate = cell("td", c.estimate_status === "released" ? "released" : `withheld (${format(c.n)} of ${format(c.min_batch_size)})`, false);
         estimate.className = `state ${c.estimate_status}`;
         tr.appendChild(estimate);
+        const latest = cell("td", c.reports_latest_day, true);
+        if (c.latest_day) latest.textContent = `${format(c.reports_latest_day)} on ${c.latest_day}`;
+        tr.appendChild(latest);
+        tr.appendChild(cell("td", c.mechanism, false));
+        tr.appendChild(cell("td", c.epsilon, true));
         return tr;
       }),
     );
