@@ -130,7 +130,7 @@ def test_a_means_interval_is_never_a_percentage(client: FlaskClient) -> None:
     assert [styles[c]["style"] for c in ("mean", "std_error", "ci_low", "ci_high")] == ["fixed"] * 4
 
 
-def test_kinds_without_a_trend_serve_none(client: FlaskClient) -> None:
+def test_a_withheld_campaign_has_no_trend_nor_day_counts(client: FlaskClient) -> None:
     assert sign_in(client).status_code == 303
     assert "trend" not in client.get("/api/campaigns/small").get_json()  # withheld
     listed = {c["name"]: c for c in client.get("/api/campaigns").get_json()["campaigns"]}
