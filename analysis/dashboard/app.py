@@ -1,6 +1,9 @@
 """The dashboard's pages and JSON endpoints (a Flask blueprint; :func:`create_app` builds it).
 
-Pages: ``/login`` (form), ``/logout`` (POST), ``/`` (campaign list), ``/campaigns/<name>``.
+Pages: ``/login`` (form), ``/logout`` (POST), ``/`` (the overview: every campaign's n, reports
+per day with a sparkline, status and estimate status), ``/campaigns/<name>`` (the estimate, its
+per-day ``trend`` for frequency and mean campaigns, reports per day, the gap, the privacy
+account).
 Every page is a server-rendered shell; ``static/dashboard.js`` fills it from
 ``/api/campaigns`` and ``/api/campaigns/<name>`` and polls them every ``POLL_SECONDS``.
 Everything but ``/login``, ``/healthz`` and ``/static`` needs a signed-in session
