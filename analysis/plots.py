@@ -113,6 +113,11 @@ def drawable(label: str) -> str:
     return "".join(c if ord(c) in covered else f"\\u+{ord(c):04X}" for c in label)
 
 
+def axis_label(name: str, unit: str | None) -> str:
+    """An axis title with the campaign's unit, ``value (ms)`` (``name`` alone without one)."""
+    return f"{name} ({drawable(unit)})" if unit else name
+
+
 def _short(label: str, limit: int = 18) -> str:
     label = drawable(label)
     return label if len(label) <= limit else label[: limit - 1] + "\u2026"
@@ -422,6 +427,7 @@ def plot_histogram(
     *,
     truth: npt.ArrayLike | None = None,
     confidence: float = 0.95,
+    unit: str | None = None,
 ) -> Axes:
     """Bucket shares as a step line with their interval band shaded behind it (bars would hide
     the band where they overlap it)."""
@@ -455,7 +461,7 @@ def plot_histogram(
             label="truth",
         )
     ax.set_ylim(bottom=0.0)
-    ax.set_xlabel("value")
+    ax.set_xlabel(axis_label("value", unit))
     ax.set_ylabel("share of users")
     ax.set_title("Histogram")
     ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
@@ -472,6 +478,7 @@ def plot_cdf(
     truth: npt.ArrayLike | None = None,
     quantiles: Sequence[tuple[float, float]] = (),
     confidence: float = 0.95,
+    unit: str | None = None,
 ) -> Axes:
     """The estimated CDF with its band, the truth and the marked quantiles."""
     xs = np.asarray(x, dtype=float)
@@ -503,7 +510,7 @@ def plot_cdf(
             fontsize=8,
         )
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("value")
+    ax.set_xlabel(axis_label("value", unit))
     ax.set_ylabel("P[X <= x]")
     ax.set_title("Cumulative distribution")
     ax.grid(True, linewidth=0.4, alpha=0.6)
@@ -628,8 +635,10 @@ def plot_means(
     bounds: tuple[float, float] | None = None,
     truth: npt.ArrayLike | None = None,
     confidence: float = 0.95,
+    unit: str | None = None,
 ) -> Axes:
-    """Estimated means (one row per coordinate) with their intervals, on the input range."""
+    """Estimated means (one row per coordinate) with their intervals, on the input range
+    (the axis in the campaign's ``unit`` when it has one)."""
     m = np.asarray(means, dtype=float)
     positions = np.arange(m.size)[::-1]
     errors = np.vstack(
@@ -653,7 +662,8 @@ def plot_means(
         ax.set_xlim(bounds[0] - 0.05 * span, bounds[1] + 0.05 * span)
     ax.set_yticks(positions, [_short(str(label), 28) for label in labels], fontsize=8)
     ax.set_ylim(-0.8, m.size - 0.2)
-    ax.set_xlabel("value (dashed: the input range)" if bounds is not None else "value")
+    name = axis_label("value", unit)
+    ax.set_xlabel(f"{name} (dashed: the input range)" if bounds is not None else name)
     ax.set_title("Estimated mean")
     ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     return ax

@@ -77,6 +77,8 @@ def build_kind_report(
             "n": estimate.n,
             "epsilon": mechanism.privacy_epsilon,
             "confidence": getattr(estimate, "confidence", 0.95),
+            # What it measures and in what unit (the answer sentence and the axes say it).
+            **{k: campaign.metadata[k] for k in ("description", "unit") if k in campaign.metadata},
             **data,
             "central": report.central_section(campaign, batch_sizes, batch_credentials),
             "privacy": privacy,

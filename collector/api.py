@@ -71,8 +71,9 @@ def export_error_line(error: Exception) -> str:
 
 
 def _served(campaign: StoredCampaign) -> dict[str, Any]:
-    """The campaign document; a shuffled one carries the public key devices seal to."""
-    document = campaign.document()
+    """The campaign document with its ``status`` (``collector.storage.CAMPAIGN_STATUSES``); a
+    shuffled one carries the public key devices seal to."""
+    document = {**campaign.document(), "status": campaign.status(today())}
     if campaign.shuffle is not None:
         key = active_key(get_storage())
         if key is not None:

@@ -248,7 +248,7 @@ def _campaign_list(args: argparse.Namespace) -> int:
                 f"{c.mechanism.privacy_epsilon:g}",
                 str(counts.get(c.name, 0)),
                 str(c.min_batch_size),
-                "closed" if c.closed_at else "open",
+                c.status(),
             )
             for c in storage.list_campaigns()
         ]
@@ -263,13 +263,12 @@ def _campaign_show(args: argparse.Namespace) -> int:
     with Storage(args.db, create=False) as storage:
         campaign = storage.get_campaign(args.name)
         days = storage.report_days(args.name)
-        closed = campaign.closed_at
     document = {
         **campaign.document(),
         "reports": sum(n for _, n in days),
         "reports_per_day": dict(days),
-        "status": "closed" if closed else "open",
-        "closed": closed,
+        "status": campaign.status(),
+        "closed": campaign.closed_at,
     }
     print(json.dumps(document, indent=2))
     return 0

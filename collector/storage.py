@@ -59,6 +59,7 @@ from collector.migrations import SCHEMA_VERSION, SchemaError, check_schema, migr
 
 __all__ = [
     "CAMPAIGN_NAME_PATTERN",
+    "CAMPAIGN_STATUSES",
     "SCHEMA_VERSION",
     "CampaignConflict",
     "CampaignNotEmpty",
@@ -71,7 +72,14 @@ __all__ = [
     "StoredCampaign",
     "decode_rows",
     "normalize_campaign",
+    "utc_today",
 ]
+
+CAMPAIGN_STATUSES = ("open", "closed", "expired")
+"""A campaign's ``status``, the one word every output uses for whether it takes reports:
+``open``; ``closed`` (``ldp-collector campaign close``; uploads get 410 ``campaign-closed``);
+``expired`` (past its ``expires`` day; 410 ``campaign-expired``). Whether an *estimate* is
+shown is another matter, its ``estimate_status`` (``analysis.dashboard``: released/withheld)."""
 
 CACHE_KIB = 64 * 1024
 """SQLite page cache per connection, in KiB."""
@@ -133,6 +141,14 @@ class StoredCampaign:
         """The last UTC day the campaign takes reports (``None``: no expiry)."""
         expires = self.metadata.get("expires")
         return None if expires is None else datetime.date.fromisoformat(expires)
+
+    def status(self, today: datetime.date | None = None) -> str:
+        """Whether it takes reports on ``today`` (default :func:`utc_today`): one of
+        :data:`CAMPAIGN_STATUSES`, in the order uploads are refused (expiry first)."""
+        expires = self.expires
+        if expires is not None and (today or utc_today()) > expires:
+            return "expired"
+        return "open" if self.closed_at is None else "closed"
 
     def document(self) -> dict[str, Any]:
         """The JSON document the HTTP API serves (``config_id`` included)."""
@@ -892,6 +908,17 @@ def _translate(error: sqlite3.OperationalError) -> Exception:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utc_today() -> datetime.date:
+    """The UTC date expiry goes by: ``LDP_TODAY`` (YYYY-MM-DD, for drills) or the real one."""
+    override = os.environ.get("LDP_TODAY")
+    if override:
+        try:
+            return datetime.date.fromisoformat(override)
+        except ValueError:
+            raise ValueError(f"LDP_TODAY must be a date YYYY-MM-DD; got {override!r}") from None
+    return datetime.datetime.now(datetime.timezone.utc).date()
 
 
 def _today() -> str:

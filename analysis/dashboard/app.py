@@ -1,11 +1,19 @@
 """The dashboard's pages and JSON endpoints (a Flask blueprint; :func:`create_app` builds it).
 
-Pages: ``/login`` (form), ``/logout`` (POST), ``/`` (campaign list), ``/campaigns/<name>``.
+Pages: ``/login`` (form), ``/logout`` (POST), ``/`` (the overview: every campaign's n, reports
+per day with a sparkline, status and estimate status), ``/campaigns/<name>`` (the estimate, its
+per-day ``trend`` for frequency and mean campaigns, reports per day, the gap, the privacy
+account).
 Every page is a server-rendered shell; ``static/dashboard.js`` fills it from
 ``/api/campaigns`` and ``/api/campaigns/<name>`` and polls them every ``POLL_SECONDS``.
 Everything but ``/login``, ``/healthz`` and ``/static`` needs a signed-in session
 (:mod:`analysis.dashboard.auth`). Responses are ``no-store`` and carry a strict
 Content-Security-Policy: scripts and styles only from this origin, no inline script.
+
+One vocabulary (docs/collector.md, "Status words"): a campaign's ``status`` is whether it takes
+reports (``open``, ``closed``, ``expired``: ``collector.storage.CAMPAIGN_STATUSES``, as
+``ldp-collector campaign list`` and the collector's HTTP API say it); its ``estimate_status`` is
+whether an estimate is shown (:data:`ESTIMATE_STATUSES`).
 """
 
 from __future__ import annotations
@@ -38,12 +46,19 @@ from analysis.dashboard.data import CampaignState
 from analysis.dashboard.sources import Backend, open_backend
 from analysis.estimation import json_safe
 from analysis.gap import utility_gap
+from analysis.views.answer import campaign_unit
+from analysis.views.dashboard import trend_chart, with_unit
 from client_sdk.mechanisms.base import FrequencyOracle
 from client_sdk.mechanisms.memoization import is_memoized
 
-__all__ = ["create_app"]
+__all__ = ["ESTIMATE_STATUSES", "create_app"]
 
 POLL_SECONDS = 2.0
+SPARKLINE_DAYS = 30
+"""The overview's sparkline of reports per day covers the campaign's last this many days."""
+ESTIMATE_STATUSES = ("released", "withheld")
+"""``released``: n has reached ``min_batch_size`` and the estimate is shown; ``withheld``:
+below it only n is (no per-day counts either)."""
 PUBLIC_ENDPOINTS = {"dashboard.login", "dashboard.healthz", "static"}
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -272,6 +287,9 @@ def api_campaign(name: str) -> Response | dict[str, Any]:
         "reports": [state.days[d] for d in sorted(state.days)],
     }
     document["gap"] = central_gap(state)
+    if state.trend is not None:
+        chart = trend_chart(state.trend, state.document)
+        document["trend"] = with_unit(chart, campaign_unit(state.campaign.metadata))
     return document
 
 
@@ -296,7 +314,7 @@ def _api_window(name: str) -> Response | dict[str, Any]:
         "until": until,
         "n": n,
         "min_batch_size": campaign.min_batch_size,
-        "status": "released" if estimated is not None else "collecting",
+        "estimate_status": _estimate_status(estimated is not None),
     }
     if estimated is not None:
         document["estimate"], document["display"] = estimated
@@ -316,14 +334,24 @@ def _summary(state: CampaignState) -> dict[str, Any]:
         "config": config,
         "n": state.n,
         "min_batch_size": campaign.min_batch_size,
-        "status": "released" if state.released else "collecting",
+        "status": campaign.status(),
+        "estimate_status": _estimate_status(state.released),
         "created": campaign.created,
+        **{k: campaign.metadata[k] for k in ("description", "unit") if k in campaign.metadata},
     }
     if state.released and days:
         summary["latest_day"] = days[-1]
         summary["reports_latest_day"] = state.days[days[-1]]
         summary["reports_per_day"] = state.n / len(days)
+        summary["days"] = {
+            "days": days[-SPARKLINE_DAYS:],
+            "reports": [state.days[d] for d in days[-SPARKLINE_DAYS:]],
+        }
     return summary
+
+
+def _estimate_status(released: bool) -> str:
+    return ESTIMATE_STATUSES[0] if released else ESTIMATE_STATUSES[1]
 
 
 def privacy_account(state: CampaignState) -> dict[str, Any]:

@@ -10,6 +10,10 @@ with the last report ``seq`` it has seen, and each refresh adds only the reports
 reports, not the campaign's history. The estimate documents come from ``ldp-analyze estimate``'s
 own functions (:func:`estimate_document`), so the page and the command print the same numbers.
 
+Each day's statistic is kept too, so the campaign page's trend (the ``ldp-analyze estimate
+--by day`` series: the top items' frequencies or the mean, per UTC day with its interval) costs
+O(k) per day whose reports changed (:func:`trend_document`; frequency and mean campaigns).
+
 Some estimators cost more than a poll should wait (EMS with its bootstrap for a distribution,
 PEM's discovery, which reads every report again): once an estimate has taken longer than
 ``SLOW_ESTIMATE_SECONDS``, the next ones are made in a background thread and polls answer at
@@ -27,9 +31,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from analysis.dashboard.views import render
-from analysis.documents import frequency_document, mean_document
+from analysis.documents import daily_series_document, frequency_document, mean_document
 from analysis.estimation import DocumentedEstimate, MeanEstimate, estimate, json_safe
 from analysis.loading import estimable_candidates
+from analysis.views.answer import campaign_unit
 from analysis.views.dashboard import with_formats
 from client_sdk.mechanisms.base import AggregateStatistic
 from collector.storage import Storage, StoredCampaign
@@ -42,12 +47,15 @@ __all__ = [
     "estimate_result",
     "estimate_view",
     "open_read_only",
+    "trend_document",
 ]
 
 CHUNK_SIZE = 50_000
 SLOW_ESTIMATE_SECONDS = 0.5
 """An estimate whose last computation took longer is remade in a background thread; polls get
 the previous document (its own ``n``) at once until the new one is ready."""
+TREND_KINDS = frozenset({"frequencies", "mean"})
+"""The estimate kinds whose per-day series the campaign page charts (``--by day`` tables)."""
 
 
 def open_read_only(db: str | os.PathLike[str]) -> Storage:
@@ -90,7 +98,8 @@ def estimate_view(
     """The estimate document of ``reports`` and its dashboard view (``views.render``)."""
     result = estimate_result(campaign, reports, confidence=confidence)
     document = document_of(campaign, result)
-    return document, with_formats(render(campaign.mechanism.estimate_kind, document, result))
+    display = render(campaign.mechanism.estimate_kind, document, result)
+    return document, with_formats(display, campaign_unit(campaign.metadata))
 
 
 @dataclasses.dataclass
@@ -107,6 +116,14 @@ class CampaignState:
     document_seq: int = -1
     estimate_seconds: float = 0.0
     refreshing: bool = False
+    day_statistics: dict[str, AggregateStatistic] = dataclasses.field(default_factory=dict)
+    """Each UTC day's statistic (trend kinds only): they add up to ``statistic``."""
+    day_estimates: dict[str, tuple[int, Any]] = dataclasses.field(default_factory=dict)
+    """Each day's ``(n, raw estimate)`` (``None`` below ``min_batch_size``), remade when its n
+    changes."""
+    trend: dict[str, Any] | None = None
+    """The ``--by day`` series document of the days (trend kinds at ``min_batch_size``)."""
+    trend_seq: int = -1
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -117,6 +134,30 @@ class CampaignState:
     def released(self) -> bool:
         """Whether the campaign has reached its ``min_batch_size`` (below it only n is shown)."""
         return self.n >= self.campaign.min_batch_size
+
+    @property
+    def has_trend(self) -> bool:
+        """Whether the page charts this campaign's per-day estimates (:data:`TREND_KINDS`)."""
+        return self.campaign.mechanism.estimate_kind in TREND_KINDS
+
+
+def trend_document(state: CampaignState, *, confidence: float) -> dict[str, Any]:
+    """The daily series (``analysis.documents.daily_series_document``, as ``ldp-analyze estimate
+    --by day --format json`` prints it) of ``state.day_statistics``. A day's estimate is remade
+    only when its n changed; a day below ``min_batch_size`` shows its n only."""
+    campaign = state.campaign
+    points = []
+    for day in sorted(state.day_statistics):
+        statistic = state.day_statistics[day]
+        n = int(statistic.n)
+        cached = state.day_estimates.get(day)
+        if cached is None or cached[0] != n:
+            result = None
+            if n >= campaign.min_batch_size:
+                result = estimate_result(campaign, statistic, confidence=confidence)
+            cached = state.day_estimates[day] = (n, result)
+        points.append((day, n, cached[1]))
+    return daily_series_document(campaign, points, since=None, until=None, confidence=confidence)
 
 
 class CampaignCache:
@@ -180,6 +221,9 @@ class CampaignCache:
                         name=f"ldp-dashboard-estimate-{name}",
                         daemon=True,
                     ).start()
+            if state.released and state.has_trend and state.trend_seq != state.statistic_seq:
+                state.trend = trend_document(state, confidence=self.confidence)
+                state.trend_seq = state.statistic_seq
         return state
 
     def _estimate(
@@ -233,6 +277,8 @@ class CampaignCache:
         if upto < state.seq:  # the database was replaced under us: start again
             state.seq, state.days, state.statistic_seq, state.statistic = 0, {}, 0, None
             state.document, state.display, state.document_seq = None, None, -1
+            state.day_statistics, state.day_estimates, state.trend = {}, {}, None
+            state.trend_seq = -1
         if upto == state.seq:
             return
         for day, count in _day_counts(storage, state.campaign.name, state.seq, upto):
@@ -246,8 +292,15 @@ class CampaignCache:
         if upto == state.statistic_seq:
             return
         statistic = state.statistic
-        for chunk in _report_chunks(storage, state.campaign, state.statistic_seq, upto):
-            statistic = statistic + mechanism.aggregate(chunk)
+        if state.has_trend:  # split by day; the days add up to the whole statistic
+            for day, chunk in _day_chunks(storage, state.campaign, state.statistic_seq, upto):
+                part = mechanism.aggregate(chunk)
+                statistic = statistic + part
+                known = state.day_statistics.get(day)
+                state.day_statistics[day] = part if known is None else known + part
+        else:
+            for chunk in _report_chunks(storage, state.campaign, state.statistic_seq, upto):
+                statistic = statistic + mechanism.aggregate(chunk)
         state.statistic, state.statistic_seq = statistic, upto
 
 
@@ -284,3 +337,27 @@ def _report_chunks(
     ):
         payloads = json.loads("[" + ",".join(row[2] for row in rows) + "]")
         yield mechanism.from_wire(payloads)
+
+
+def _day_chunks(
+    storage: Storage, campaign: StoredCampaign, after: int, upto: int
+) -> Iterator[tuple[str, Any]]:
+    """The decoded reports with ``after < seq <= upto`` as ``(day, reports)``, chunk by chunk
+    (one read of the range; each chunk split by the UTC day it was stored)."""
+    mechanism = campaign.mechanism
+    last = after
+    while last < upto:
+        rows = storage.conn.execute(
+            "SELECT seq, day, payload FROM reports "
+            "WHERE campaign_id = (SELECT id FROM campaigns WHERE name = ?) AND seq > ? "
+            "AND seq <= ? ORDER BY seq LIMIT ?",
+            [campaign.name, last, upto, CHUNK_SIZE],
+        ).fetchall()
+        if not rows:
+            return
+        last = int(rows[-1][0])
+        by_day: dict[str, list[str]] = {}
+        for _, day, payload in rows:
+            by_day.setdefault(str(day), []).append(payload)
+        for day, payloads in sorted(by_day.items()):
+            yield day, mechanism.from_wire(json.loads("[" + ",".join(payloads) + "]"))

@@ -33,8 +33,10 @@ from analysis.dashboard.data import (
     estimable_candidates,
     estimate_view,
     open_read_only,
+    trend_document,
 )
 from analysis.dashboard.views import render
+from analysis.views.answer import campaign_unit
 from analysis.views.dashboard import with_formats
 from collector.export import CAMPAIGN_DOCUMENT
 from collector.storage import CampaignNotFound, StoredCampaign
@@ -202,7 +204,8 @@ class Shards:
             candidates=estimable_candidates(campaign),
         )
         document = document_of(campaign, result)
-        return document, with_formats(render(campaign.mechanism.estimate_kind, document, result))
+        display = render(campaign.mechanism.estimate_kind, document, result)
+        return document, with_formats(display, campaign_unit(campaign.metadata))
 
     def _lock_of(self, name: str) -> threading.Lock:
         with self._lock:
@@ -216,8 +219,12 @@ class Shards:
         state.days = {day: int(statistic.n) for day, statistic in merged.days}
         state.statistic = merged.statistic
         parts = (work, engine, merged)
+        if state.has_trend:
+            state.day_statistics = dict(merged.days)
         if estimate and state.released:
             state.document, state.display = self._estimate(*parts)
+            if state.has_trend:
+                state.trend = trend_document(state, confidence=self.confidence)
         state.estimate_seconds = time.perf_counter() - start
         return state, parts
 
@@ -246,6 +253,8 @@ class Shards:
                 ).start()
             if estimate and state.released and state.document is None:
                 state.document, state.display = self._estimate(*parts)
+                if state.has_trend:
+                    state.trend = trend_document(state, confidence=self.confidence)
             return state
 
     def _refresh(self, name: str, work: Any, key: Any, estimate: bool) -> None:

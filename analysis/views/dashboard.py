@@ -5,6 +5,12 @@ does not hold it, the estimate object it came from) into what the page draws: a 
 spec the page's script knows by its ``type``), a ``table`` (column names and rows of raw
 numbers; the page formats them), further ``sections`` and ``notes``. Views read documents
 defensively (``.get`` with defaults): a field a view does not know is left out, not an error.
+
+Numbers in the campaign's own ``unit`` (a mean, a quantile, a CDF's x axis) are marked by the
+view: a chart's ``unit_axis`` (``"x"`` or ``"y"``, titled ``x_title``/``y_title``) and a table's
+``unit_columns``; :func:`with_formats` writes the unit into those axis titles and column headers
+and never shows those columns as percentages. The per-day ``trend`` chart is
+:func:`trend_chart`.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ __all__ = [
     "item_chart",
     "present",
     "record_table",
+    "trend_chart",
     "with_formats",
+    "with_unit",
     "z_of",
 ]
 
@@ -42,6 +50,8 @@ FREQUENCY_COLUMNS = frozenset(
 """Columns of frequencies (shares of the reports): the page shows them as percentages."""
 
 _MAX_DECIMALS = 6
+TREND_ITEMS = 5
+"""How many items a frequency campaign's trend follows (the largest estimates overall)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,14 +87,82 @@ def interval_chart(
 
 
 def item_chart(label: str, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Bars of ``items`` (``{"value", "frequency", "ci_low", "ci_high"}``) with whiskers."""
+    """Bars of ``items`` (``{"value", "frequency", "ci_low", "ci_high"}``) with whiskers, the
+    axis in percent of the reports."""
     return interval_chart(
         label,
         [item.get("value") for item in items],
         [item.get("frequency") for item in items],
         [item.get("ci_low") for item in items],
         [item.get("ci_high") for item in items],
+        percent=True,
+        y_title="share of reports",
     )
+
+
+def _series(
+    label: str, days: Sequence[Mapping[str, Any]], pick: Callable[[Any], Sequence[Any] | None]
+) -> dict[str, Any]:
+    """One line of a trend: ``pick(day's estimate) -> (value, ci_low, ci_high)`` per day
+    (``None`` on a day without an estimate: a gap in the line)."""
+    picked = [pick(day["estimate"]) if day.get("estimate") else None for day in days]
+    return {
+        "label": label,
+        "values": [p[0] if p else None for p in picked],
+        "low": [p[1] if p else None for p in picked],
+        "high": [p[2] if p else None for p in picked],
+    }
+
+
+def _item_of(value: Any) -> Callable[[Any], Sequence[Any] | None]:
+    def pick(point: Mapping[str, Any]) -> Sequence[Any] | None:
+        for item in point.get("items") or []:
+            if item.get("value") == value:
+                return item.get("frequency"), item.get("ci_low"), item.get("ci_high")
+        return None
+
+    return pick
+
+
+def _coordinate(i: int | None) -> Callable[[Any], Sequence[Any] | None]:
+    def pick(point: Mapping[str, Any]) -> Sequence[Any] | None:
+        parts = [point.get(k) for k in ("mean", "ci_low", "ci_high")]
+        return parts if i is None else [p[i] if isinstance(p, list) else None for p in parts]
+
+    return pick
+
+
+def trend_chart(
+    series: Document, document: Document, *, top: int = TREND_ITEMS
+) -> dict[str, Any] | None:
+    """The per-day chart of a ``--by day`` series document (``analysis.documents
+    .daily_series_document``): for frequencies the ``top`` items largest in the whole
+    campaign's ``document``, for a mean each coordinate (up to ``top``), every day with its
+    interval. ``None`` for other kinds of estimate."""
+    days = list(series.get("days") or [])
+    spec: dict[str, Any] = {
+        "type": "trend",
+        "labels": [day.get("day") for day in days],
+        "n": [day.get("n") for day in days],
+        "x_title": "day (UTC)",
+    }
+    if "items" in document:
+        ranked = sorted(document["items"], key=lambda item: -float(item.get("frequency") or 0.0))[
+            :top
+        ]
+        values = [item.get("value") for item in ranked]
+        lines = [_series(str(value), days, _item_of(value)) for value in values]
+        return {**spec, "series": lines, "percent": True, "y_title": "share of reports"}
+    if "mean" in document:
+        mean = document["mean"]
+        if isinstance(mean, list):
+            lines = [
+                _series(f"coordinate {i}", days, _coordinate(i)) for i in range(min(top, len(mean)))
+            ]
+        else:
+            lines = [_series("mean", days, _coordinate(None))]
+        return {**spec, "series": lines, "y_title": "mean", "unit_axis": "y"}
+    return None
 
 
 def record_table(columns: Sequence[str], items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -137,18 +215,36 @@ def column_format(name: str, values: Sequence[Any]) -> dict[str, Any]:
     return {"style": "percent" if percent else "fixed", "decimals": decimals}
 
 
-def _format_table(table: Any) -> None:
+def _format_table(table: Any, unit: str | None) -> None:
     if isinstance(table, dict) and "columns" in table and "rows" in table:
         columns = table["columns"]
+        in_unit = set(table.get("unit_columns") or ())
+        # A column in the campaign's unit is never a share, whatever its name (ci_low of a mean).
         table["formats"] = [
-            column_format(str(name), [row[i] for row in table["rows"] if i < len(row)])
+            column_format(
+                "" if name in in_unit else str(name),
+                [row[i] for row in table["rows"] if i < len(row)],
+            )
             for i, name in enumerate(columns)
         ]
+        if unit:
+            table["columns"] = [f"{c} ({unit})" if c in in_unit else c for c in columns]
 
 
-def with_formats(display: Display) -> Display:
-    """``display`` with a ``formats`` list beside every table's columns (:func:`column_format`)."""
-    _format_table(display.get("table"))
+def with_unit(chart: Any, unit: str | None) -> Any:
+    """``chart`` with ``unit`` in the title of its ``unit_axis`` (nothing without a unit)."""
+    if isinstance(chart, dict) and unit and chart.get("unit_axis") in ("x", "y"):
+        key = f"{chart['unit_axis']}_title"
+        chart[key] = f"{chart.get(key) or 'value'} ({unit})"
+    return chart
+
+
+def with_formats(display: Display, unit: str | None = None) -> Display:
+    """``display`` with a ``formats`` list beside every table's columns (:func:`column_format`)
+    and the campaign's ``unit`` on the axes and columns the view marked (:func:`with_unit`)."""
+    _format_table(display.get("table"), unit)
+    with_unit(display.get("chart"), unit)
     for section in display.get("sections") or []:
-        _format_table(section.get("table"))
+        _format_table(section.get("table"), unit)
+        with_unit(section.get("chart"), unit)
     return display

@@ -170,6 +170,30 @@
     },
   };
 
+  // A small line of reports per day (the overview): an inline SVG drawn through the DOM.
+  function sparkline(days, reports) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    const width = 56;
+    const height = 16;
+    svg.setAttribute("class", "sparkline");
+    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    svg.setAttribute("width", String(width));
+    svg.setAttribute("height", String(height));
+    svg.setAttribute("role", "img");
+    const title = document.createElementNS(ns, "title");
+    title.textContent = days.map((d, i) => `${d}: ${format(reports[i])}`).join("\n");
+    svg.appendChild(title);
+    svg.setAttribute("aria-label", `reports per day over ${days.length} days`);
+    const top = Math.max(1, ...reports);
+    const step = reports.length > 1 ? (width - 2) / (reports.length - 1) : 0;
+    const xy = reports.map((r, i) => `${(1 + i * step).toFixed(1)},${(height - 1 - (height - 2) * (r / top)).toFixed(1)}`);
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", xy.length === 1 ? `1,${xy[0].split(",")[1]} ${width - 1},${xy[0].split(",")[1]}` : xy.join(" "));
+    svg.appendChild(line);
+    return svg;
+  }
+
   function extent(spec) {
     const values = [...spec.low, ...spec.high, ...spec.values, 0].filter((v) => v !== null && v !== undefined);
     return { min: Math.min(...values), max: Math.max(...values) };
@@ -177,6 +201,23 @@
 
   function points(xs, ys) {
     return xs.map((x, i) => ({ x, y: ys[i] }));
+  }
+
+  const PALETTE = ["rgb(37, 99, 235)", "rgb(217, 119, 6)", "rgb(5, 150, 105)", "rgb(190, 24, 93)", "rgb(109, 40, 217)"];
+
+  // Axis titles (x_title, y_title: the campaign's unit already in them) and percent ticks
+  // (percent: the values are shares) from the spec, on whatever chart the type built.
+  function axes(config, spec) {
+    const scales = (config.options.scales = config.options.scales || {});
+    ["x", "y"].forEach((axis) => {
+      const title = spec[`${axis}_title`];
+      if (title) scales[axis] = Object.assign(scales[axis] || {}, { title: { display: true, text: title } });
+    });
+    if (spec.percent) {
+      scales.y = Object.assign(scales.y || {}, {
+        ticks: { callback: (value) => `${(100 * value).toLocaleString("en", { maximumFractionDigits: 2 })}%` },
+      });
+    }
   }
 
   const CHARTS = {
@@ -264,6 +305,33 @@
         },
       },
     }),
+    // Per-day estimates (the "--by day" series): one line per item or coordinate, each day's
+    // interval as whiskers; a day below min_batch_size is a gap.
+    trend: (spec) => ({
+      type: "line",
+      data: {
+        labels: spec.labels,
+        datasets: spec.series.map((line, i) => ({
+          label: line.label,
+          data: line.values,
+          borderColor: PALETTE[i % PALETTE.length],
+          backgroundColor: PALETTE[i % PALETTE.length],
+          pointRadius: 4,
+          spanGaps: false,
+          intervals: { low: line.low, high: line.high },
+        })),
+      },
+      options: {
+        scales: {
+          x: { offset: true },
+          // The axis spans every interval, so no whisker runs off the chart.
+          y: (() => {
+            const all = spec.series.flatMap((line) => [...line.low, ...line.high, ...line.values]).filter((v) => v !== null && v !== undefined);
+            return all.length ? { suggestedMin: Math.min(...all), suggestedMax: Math.max(...all) } : {};
+          })(),
+        },
+      },
+    }),
     "day-bars": (spec) => ({
       type: "bar",
       data: {
@@ -292,6 +360,14 @@
     const build = CHARTS[spec.type];
     if (!canvas || !build || typeof Chart === "undefined") return;
     const config = build(spec);
+    config.options = config.options || {};
+    axes(config, spec);
+    // The axis titles are drawn on the canvas; they are said on the element too (screen readers).
+    ["x", "y"].forEach((axis) => {
+      const title = spec[`${axis}_title`];
+      if (title) canvas.dataset[`${axis}Title`] = title;
+      else delete canvas.dataset[`${axis}Title`];
+    });
     config.options = Object.assign(
       { animation: false, responsive: true, maintainAspectRatio: false, plugins: { legend: { display: true } } },
       config.options,
@@ -423,16 +499,24 @@
         link.textContent = c.name;
         name.appendChild(link);
         tr.appendChild(name);
-        tr.appendChild(cell("td", c.mechanism, false));
-        tr.appendChild(cell("td", c.epsilon, true));
+        // What a team looks for first (n, reports per day, status) leads, so that a narrow
+        // screen shows it before the table scrolls.
         tr.appendChild(cell("td", c.n, true));
-        tr.appendChild(cell("td", c.reports_per_day, true));
+        const perDay = cell("td", c.reports_per_day, true);
+        perDay.classList.add("per-day");
+        if (c.days) perDay.prepend(sparkline(c.days.days, c.days.reports), " ");
+        tr.appendChild(perDay);
+        const status = cell("td", c.status, false);
+        status.className = `state ${c.status}`;
+        tr.appendChild(status);
+        const estimate = cell("td", c.estimate_status === "released" ? "released" : `withheld (${format(c.n)} of ${format(c.min_batch_size)})`, false);
+        estimate.className = `state ${c.estimate_status}`;
+        tr.appendChild(estimate);
         const latest = cell("td", c.reports_latest_day, true);
         if (c.latest_day) latest.textContent = `${format(c.reports_latest_day)} on ${c.latest_day}`;
         tr.appendChild(latest);
-        const status = cell("td", c.status === "released" ? "released" : `collecting (${format(c.n)} of ${format(c.min_batch_size)})`, false);
-        status.className = `state ${c.status}`;
-        tr.appendChild(status);
+        tr.appendChild(cell("td", c.mechanism, false));
+        tr.appendChild(cell("td", c.epsilon, true));
         return tr;
       }),
     );
@@ -443,8 +527,11 @@
     setText("mechanism", `${d.mechanism} (epsilon ${format(d.epsilon)})`);
     setText("min-batch", d.min_batch_size);
     setText("campaign-status", d.status);
+    setText("estimate-status", d.estimate_status);
+    setText("unit", d.unit || "–");
+    setText("description", d.description || "");
     fillFacts(document.getElementById("privacy-table"), d.privacy);
-    const released = d.status === "released" && d.display;
+    const released = d.estimate_status === "released" && d.display;
     document.getElementById("withheld").hidden = Boolean(released);
     document.getElementById("released").hidden = !released;
     if (!released) return;
@@ -465,7 +552,10 @@
         return li;
       }),
     );
-    drawChart("series-chart", { type: "day-bars", label: "reports", labels: d.series.days, values: d.series.reports });
+    drawChart("trend-chart", d.trend || null);
+    document.getElementById("trend").hidden = !d.trend;
+    if (d.trend) page.dataset.trendPoints = String(d.trend.series[0].values.filter((v) => v !== null).length);
+    drawChart("series-chart", { type: "day-bars", label: "reports", labels: d.series.days, values: d.series.reports, x_title: "day (UTC)", y_title: "reports" });
     fillFacts(document.getElementById("gap-table"), d.gap);
   }
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from analysis import plots
 from analysis.streaming import json_safe
+from analysis.views.answer import campaign_unit
 from analysis.views.cells import image_tag, note, percent, percentile
 from analysis.views.dashboard import DashboardView, Display, Document, interval_chart, record_table
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
@@ -36,6 +37,7 @@ def _distribution_build(context: Context) -> tuple[dict[str, Any], Figures]:
     cdf = np.array([estimate.cdf(float(v)) for v in x])
     band = np.array([estimate.cdf_interval(float(v)) for v in x])
     truth_hist = truth_cdf = None
+    unit = campaign_unit(context.campaign.metadata)
     if context.truth is not None:
         values = np.clip(np.asarray(context.truth, dtype=float), estimate.lower, estimate.upper)
         truth_hist = np.histogram(values, bins=estimate.bin_edges)[0] / values.size
@@ -52,6 +54,7 @@ def _distribution_build(context: Context) -> tuple[dict[str, Any], Figures]:
                 estimate.histogram_high,
                 truth=truth_hist,
                 confidence=estimate.confidence,
+                unit=unit,
             ),
         ),
         "cdf": png(
@@ -66,6 +69,7 @@ def _distribution_build(context: Context) -> tuple[dict[str, Any], Figures]:
                 truth=truth_cdf,
                 quantiles=[(q["q"], q["value"]) for q in document["quantiles"]],
                 confidence=estimate.confidence,
+                unit=unit,
             ),
         ),
     }
@@ -183,6 +187,9 @@ def _cdf_band(estimate: Any) -> dict[str, Any] | None:
             "low": [band[0] for band in bands],
             "high": [band[1] for band in bands],
             "range": [0.0, 1.0],
+            "x_title": "value",
+            "y_title": "P[X <= x]",
+            "unit_axis": "x",
         }
     )
 
@@ -203,6 +210,10 @@ def _distribution(document: Document, estimate: Any) -> Display:
         [b.get("frequency") for b in buckets],
         [b.get("ci_low") for b in buckets],
         [b.get("ci_high") for b in buckets],
+        percent=True,
+        x_title="bucket",
+        y_title="share of reports",
+        unit_axis="x",
     )
     cdf = _cdf_band(estimate)
     summary = ([{"statistic": "mean", **mean}] if mean else []) + [
@@ -226,7 +237,10 @@ def _distribution(document: Document, estimate: Any) -> Display:
         )
     return {
         "chart": cdf or histogram_chart,
-        "table": record_table(["statistic", "value", "std_error", "ci_low", "ci_high"], summary),
+        "table": {
+            **record_table(["statistic", "value", "std_error", "ci_low", "ci_high"], summary),
+            "unit_columns": ["value", "std_error", "ci_low", "ci_high"],
+        },
         "sections": sections,
         "notes": notes,
     }

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from analysis import plots
+from analysis.views.answer import campaign_unit
 from analysis.views.cells import fmt_number, image_tag, note, percent
 from analysis.views.dashboard import DashboardView, Display, Document, interval_chart
 from analysis.views.report import Context, Figures, ReportView, central_gap, png
@@ -72,6 +73,7 @@ def _mean_build(context: Context) -> tuple[dict[str, Any], Figures]:
                 bounds=bounds,
                 truth=truth,
                 confidence=estimate.confidence,
+                unit=campaign_unit(context.campaign.metadata),
             ),
         ),
         "gap": png(
@@ -106,10 +108,11 @@ def _mean_build(context: Context) -> tuple[dict[str, Any], Figures]:
 def _mean_render(d: Mapping[str, Any], figures: Mapping[str, bytes]) -> list[str]:
     level = percent(d["confidence"])
     has_truth = any("truth" in row for row in d["coordinates"])
+    unit = campaign_unit(d)
     coordinates = table(
         [
             Column.text("", "label"),
-            Column.number("mean", "mean"),
+            Column.number(f"mean ({unit})" if unit else "mean", "mean"),
             Column(
                 f"{level} interval",
                 lambda row: f"[{fmt_number(row['ci_low'])}, {fmt_number(row['ci_high'])}]",
@@ -215,8 +218,10 @@ def _mean(document: Document, _estimate: Any) -> Display:
             [row[4] for row in rows],
             kind="interval-points",
             range=[mechanism.get("lower"), mechanism.get("upper")],
+            y_title="mean",
+            unit_axis="y",
         ),
-        "table": {"columns": ["coordinate", *columns], "rows": rows},
+        "table": {"columns": ["coordinate", *columns], "rows": rows, "unit_columns": columns},
     }
 
 

@@ -20,7 +20,16 @@ import pytest
 
 from analysis.views.dashboard import column_format
 from collector.process import CollectorProcess, entry_point
-from tests.analysis.dashboard.conftest import COLORS, TOKEN, DashboardProcess, upload, wire_reports
+from tests.analysis.dashboard.conftest import (
+    COLORS,
+    LATENCY,
+    SMALL,
+    TOKEN,
+    DashboardProcess,
+    store,
+    upload,
+    wire_reports,
+)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -110,12 +119,14 @@ def test_campaign_list(page: Page) -> None:
     page.page.wait_for_selector("#campaigns tbody tr[data-campaign='small']")
     rows = {row[0]: row for row in table_values(page.page, "#campaigns")}
     assert set(rows) == {"colors", "latency", "small"}
-    assert rows["colors"][1:4] == ["grr", "2", "3000"]
-    assert rows["latency"][1:4] == ["duchi", "1", "600"]
-    assert rows["small"][3] == "30"
-    assert rows["small"][4] == "–"  # below min_batch_size: nothing but n
-    assert rows["small"][6].startswith("collecting")
-    assert rows["colors"][6] == "released"
+    # n, reports per day, status and estimate lead; the mechanism and epsilon follow.
+    assert [rows["colors"][i] for i in (1, 6, 7)] == ["3000", "grr", "2"]
+    assert [rows["latency"][i] for i in (1, 6, 7)] == ["600", "duchi", "1"]
+    assert rows["small"][1] == "30"
+    assert rows["small"][2] == "–"  # below min_batch_size: nothing but n
+    assert rows["small"][3] == rows["colors"][3] == "open"  # the campaign takes reports
+    assert rows["small"][4] == "withheld (30 of 1,000)"  # its estimate: below min_batch_size
+    assert rows["colors"][4] == "released"
     cookie = next(c for c in page.context.cookies() if c["name"] == "ldp_dashboard_session")
     assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
     assert TOKEN not in page.page.content()
@@ -240,7 +251,7 @@ def test_overview_and_campaign_pages_fit_the_viewport(page: Page, width: int) ->
     page.sign_in(TOKEN)
     page.page.wait_for_selector("#campaigns tbody tr[data-campaign='colors']")
     rows = {row[0]: row for row in table_values(page.page, "#campaigns")}
-    assert rows["colors"][6] == "released" and int(rows["colors"][3]) >= 3000
+    assert rows["colors"][4] == "released" and int(rows["colors"][1]) >= 3000
     assert page.page.eval_on_selector_all("table.data", CUT_TABLES) == []
     for name in ("colors", "latency"):
         page.page.goto(f"/campaigns/{name}")
@@ -255,3 +266,127 @@ def test_overview_and_campaign_pages_fit_the_viewport(page: Page, width: int) ->
         policy = page.page.locator("#privacy-table tr[data-key='policy'] td").inner_text()
         assert "{" not in policy and '"' not in policy, policy  # fields, not raw JSON
     assert page.errors == []
+
+
+# ---- the overview and the trend, over several days -----------------------------------------------
+
+DAYS = ["2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01"]
+TIMED = {**LATENCY, "name": "timed", "unit": "ms", "description": "time to first frame"}
+WIDE = {**COLORS, "name": "screens-of-the-settings-area-visited-per-session-by-new-users"}
+
+
+@pytest.fixture(scope="module")
+def days_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DashboardProcess]:
+    """A real dashboard over a database with reports on each of :data:`DAYS` (every day above
+    ``min_batch_size``), a numeric campaign with a unit, a long name and a withheld campaign."""
+    root = tmp_path_factory.mktemp("days")
+    db = root / "collector.db"
+    for i, day in enumerate(DAYS):
+        store(db, COLORS, 300 + 50 * i, seed=60 + i, day=day)
+        store(db, TIMED, 200, seed=70 + i, day=day)
+        store(db, WIDE, 150, seed=80 + i, day=day)
+    store(db, SMALL, 40, seed=90)
+    dashboard = DashboardProcess(db, TOKEN, root)
+    dashboard.start(timeout=60)
+    try:
+        yield dashboard
+    finally:
+        dashboard.stop()
+
+
+@pytest.fixture
+def days_page(browser: Any, days_dashboard: DashboardProcess) -> Iterator[Page]:
+    opened = Page(browser, days_dashboard.url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _fits(page: Any, where: str) -> None:
+    """No visible table cut, and the page itself never scrolls sideways."""
+    assert page.eval_on_selector_all("table.data", CUT_TABLES) == [], where
+    widths = page.eval_on_selector_all("html", "h => [h[0].scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], (where, widths)
+
+
+@pytest.mark.parametrize("width", [400, 1280])
+def test_overview_shows_every_campaigns_n_reports_per_day_and_status(
+    days_page: Page, width: int
+) -> None:
+    page = days_page.page
+    page.set_viewport_size({"width": width, "height": 900})
+    days_page.sign_in(TOKEN)
+    page.wait_for_selector("#campaigns tbody tr[data-campaign='small']")
+    rows = {row[0]: row for row in table_values(page, "#campaigns")}
+    assert set(rows) == {"colors", "timed", WIDE["name"], "small"}
+    assert rows["colors"][1] == str(sum(300 + 50 * i for i in range(len(DAYS))))
+    assert float(rows["timed"][2]) == 200.0  # reports per day
+    assert {row[3] for row in rows.values()} == {"open"}
+    assert rows["small"][4] == "withheld (40 of 1,000)" and rows["colors"][4] == "released"
+    # At any width the figures a team looks for first are in view without scrolling.
+    visible = page.eval_on_selector_all(
+        "#campaigns thead th",
+        "hs => hs.filter(h => h.getBoundingClientRect().right <= window.innerWidth)"
+        ".map(h => h.textContent)",
+    )
+    assert visible[:3] == ["campaign", "n", "reports per day"], visible
+    # A sparkline of reports per day for each released campaign, one point per day.
+    lines = page.eval_on_selector_all(
+        "#campaigns tbody tr",
+        "rows => rows.map(r => [r.dataset.campaign,"
+        " r.querySelector('svg.sparkline polyline')?.getAttribute('points') ?? null])",
+    )
+    points = {name: line for name, line in lines}
+    assert points["small"] is None
+    for name in ("colors", "timed", WIDE["name"]):
+        assert len(points[name].split()) == len(DAYS), name
+    _fits(page, "overview")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "dashboard" / f"overview-{width}.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    page.goto("/campaigns/colors")
+    page.wait_for_selector(f"#page[data-trend-points='{len(DAYS)}']")
+    page.screenshot(path=str(shot.with_name(f"trend-colors-{width}.png")), full_page=True)
+    assert days_page.errors == []
+
+
+@pytest.mark.parametrize("width", [400, 1280])
+def test_trend_has_one_point_per_day_and_the_unit_on_its_axes(days_page: Page, width: int) -> None:
+    page = days_page.page
+    page.set_viewport_size({"width": width, "height": 900})
+    days_page.sign_in(TOKEN)
+    expected = {"colors": "share of reports", "timed": "mean (ms)", WIDE["name"]: None}
+    for name, y_title in expected.items():
+        page.goto(f"/campaigns/{name}")
+        page.wait_for_selector(f"#page[data-trend-points='{len(DAYS)}']")
+        assert page.locator("#trend").is_visible() and page.locator("#trend-chart").is_visible()
+        trend = page.locator("#trend-chart")
+        assert trend.get_attribute("data-x-title") == "day (UTC)"
+        if y_title:
+            assert trend.get_attribute("data-y-title") == y_title
+        assert page.locator("#campaign-status").inner_text() == "open"
+        assert page.locator("#estimate-status").inner_text() == "released"
+        _fits(page, name)
+    # The numeric campaign's unit: on its facts, its estimate's axis and its table's header.
+    page.goto("/campaigns/timed")
+    page.wait_for_selector("#estimate-table tbody tr")
+    assert page.locator("#unit").inner_text() == "ms"
+    assert page.locator("#description").inner_text() == "time to first frame"
+    assert page.locator("#estimate-chart").get_attribute("data-y-title") == "mean (ms)"
+    headers = page.eval_on_selector_all(
+        "#estimate-table thead th", "hs => hs.map(h => h.textContent)"
+    )
+    assert headers == ["coordinate", "mean (ms)", "std_error (ms)", "ci_low (ms)", "ci_high (ms)"]
+    assert page.locator("#series-chart").get_attribute("data-y-title") == "reports"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "dashboard" / f"campaign-timed-{width}.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    # Withheld: no trend, only n.
+    page.goto("/campaigns/small")
+    page.wait_for_selector("#withheld:not([hidden])")
+    assert page.locator("#trend").is_hidden()
+    assert page.locator("#estimate-status").inner_text() == "withheld"
+    assert days_page.errors == []

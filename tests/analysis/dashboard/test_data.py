@@ -37,7 +37,7 @@ def test_the_api_serves_the_estimate_commands_document(
     assert sign_in(client).status_code == 303
     served = client.get(f"/api/campaigns/{campaign}").get_json()
     assert served["estimate"] == estimate_command(seeded_db, campaign, capsys)
-    assert served["status"] == "released"
+    assert (served["status"], served["estimate_status"]) == ("open", "released")
     assert served["n"] == served["estimate"]["n"]
 
 
@@ -66,7 +66,8 @@ def test_updates_are_incremental_and_equal_a_full_recomputation(
 def test_below_min_batch_size_only_n_is_shown(client: FlaskClient) -> None:
     assert sign_in(client).status_code == 303
     served = client.get("/api/campaigns/small").get_json()
-    assert served["status"] == "collecting" and served["n"] == 40
+    assert served["estimate_status"] == "withheld" and served["n"] == 40
+    assert served["status"] == "open"
     assert served["min_batch_size"] == 1000
     for withheld in ("estimate", "display", "series", "gap", "reports_per_day", "latest_day"):
         assert withheld not in served

@@ -113,6 +113,22 @@ def test_the_merged_estimate_is_the_commands(
     assert counts == {"colors": 3000, "load": 700 + 900 + 300}
 
 
+def test_the_merged_trend_is_the_by_day_command(
+    client: FlaskClient, shards: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    trend = client.get("/api/campaigns/colors").get_json()["trend"]
+    expected = _run(capsys, _command(shards, "colors", "--by", "day"))
+    assert trend["labels"] == list(DAYS) and trend["n"] == [1000, 900, 1100]
+    for line in trend["series"]:
+        frequencies = [
+            next(i["frequency"] for i in day["estimate"]["items"] if i["value"] == line["label"])
+            for day in expected["days"]
+        ]
+        assert line["values"] == frequencies, line["label"]
+    # A distribution has no per-day chart (its trend is not one number a day).
+    assert "trend" not in client.get("/api/campaigns/load").get_json()
+
+
 def test_a_campaign_only_some_sources_hold(
     client: FlaskClient, shards: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -149,7 +165,7 @@ def test_a_window_below_min_batch_over_shards_shows_n_only(client: FlaskClient) 
         "until": None,
         "n": 0,
         "min_batch_size": COLORS["min_batch_size"],
-        "status": "collecting",
+        "estimate_status": "withheld",
     }
 
 
@@ -207,7 +223,7 @@ def test_the_command_serves_several_sources(shards: dict[str, Any]) -> None:
         csrf = page[page.index(marker) + len(marker) :].split('"', 1)[0]
         session.post(f"{process.url}/login", data={"csrf": csrf, "token": TOKEN}, timeout=30)
         served = session.get(f"{process.url}/api/campaigns/colors", timeout=60).json()
-        assert served["n"] == 3000 and served["status"] == "released"
+        assert served["n"] == 3000 and served["estimate_status"] == "released"
     finally:
         process.stop()
 

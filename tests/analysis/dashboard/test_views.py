@@ -52,7 +52,7 @@ def test_the_served_estimate_is_the_commands(
     kind: str, served: dict[str, Any], kinds_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     answer = served[kind]
-    assert answer["status"] == "released"
+    assert answer["estimate_status"] == "released"
     assert answer["estimate"] == _command(kinds_db, KIND_CAMPAIGNS[kind]["name"], capsys)
 
 

@@ -26,7 +26,7 @@ def test_a_window_serves_the_commands_estimate_of_those_days(
 ) -> None:
     assert sign_in(client).status_code == 303
     day = client.get("/api/campaigns/colors?since=2026-11-30&until=2026-11-30").get_json()
-    assert (day["n"], day["status"], day["since"], day["until"]) == (
+    assert (day["n"], day["estimate_status"], day["since"], day["until"]) == (
         1500,
         "released",
         "2026-11-30",
@@ -50,7 +50,7 @@ def test_a_window_below_min_batch_size_shows_n_only(client: FlaskClient) -> None
         "until": None,
         "n": 0,
         "min_batch_size": 100,
-        "status": "collecting",
+        "estimate_status": "withheld",
     }
 
 
