@@ -13,9 +13,11 @@ the campaign is large. A campaign with fewer reports than its ``min_batch_size``
 (exit status 2, one line naming the campaign, n and the minimum). Categorical campaigns print
 ``{"campaign", "n", "mechanism", "items": [{"value", "frequency", "std_error", "ci_low",
 "ci_high"}], "postprocessing", ...}`` (docs/architecture.md); numeric campaigns print the mean
-with its standard error. ``--top N`` lists the N most frequent items with their Bonferroni
-significance (``analysis.heavy_hitters``). Several ``--db``, any ``--parquet`` export or
-``--dask`` merge the sources' statistics, each report id counted once (docs/scale-out.md).
+with its standard error. Frequencies list the ``--top N`` largest items (default 20), largest
+first, each with its significance test (Bonferroni over every item, ``analysis.heavy_hitters``);
+without ``--top``, a domain of at most 20 items is listed whole, in its own order.
+Several ``--db``, any ``--parquet`` export or ``--dask`` merge the sources' statistics, each
+report id counted once (docs/scale-out.md).
 ``--since DAY --until DAY`` keep the reports of those UTC days (inclusive; the collector stores
 the day each report arrived); ``--by day`` prints one estimate per day with its standard errors
 (a day below ``min_batch_size`` shows its n and no estimate). Both work over several sources
@@ -43,9 +45,10 @@ from analysis.commands._arguments import (
     add_format_argument,
     add_postprocess_arguments,
     add_source_arguments,
+    add_top_argument,
     add_window_arguments,
     non_negative_int,
-    positive_int,
+    top_of,
 )
 from analysis.commands._shards import add_shard_arguments, sources_of, uses_shards
 from analysis.dataset import StoredCampaign, load_campaign
@@ -53,7 +56,7 @@ from analysis.documents import daily_series_document, frequency_document, mean_d
 from analysis.estimation import DocumentedEstimate, MeanEstimate, json_safe
 from analysis.loading import check_window, database_days, estimable_candidates, load_estimate
 from analysis.postprocess import postprocess
-from analysis.progress import add_quiet_argument
+from analysis.progress import add_quiet_argument, progress
 from analysis.sharded import sharded_days, sharded_estimate
 
 FORMATS = ("table", "json", "csv")
@@ -72,16 +75,10 @@ def register(subparsers: Any) -> None:
     add_shard_arguments(parser)
     add_format_argument(parser, FORMATS)
     add_postprocess_arguments(parser)
-    parser.add_argument(
-        "--top",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="only the N most frequent items, each tested against zero (Bonferroni over all)",
-    )
+    add_top_argument(parser, where=" of a fixed domain")
     add_alpha_argument(
         parser,
-        help="family-wise false-positive rate of the --top significance tests (default 0.05)",
+        help="family-wise false-positive rate of the significance tests (default 0.05)",
     )
     add_window_arguments(parser)
     add_quiet_argument(parser)
@@ -329,6 +326,11 @@ def format_table(document: Mapping[str, Any]) -> str:
             f"{central['local_epsilon']:.4g}"
         )
         lines.append(f"one report per device per batch: {central['one_report_per_device']}")
+    if "top" in document and document["domain_size"] > len(document["items"]):
+        lines.append(
+            f"the {len(document['items'])} largest of {document['domain_size']} items "
+            f"(--top {document['domain_size']} for every one)"
+        )
     if "top" in document:
         lines.append(
             f"significant: raw estimate above z={document['bonferroni_z']:.3f} standard errors "
@@ -378,8 +380,9 @@ def daily_series(args: argparse.Namespace) -> dict[str, Any]:
             since=since,
             until=until,
         )
+    days = progress(points, desc=f"{campaign.name} by day", unit="day", quiet=args.quiet)
     return daily_series_document(
-        campaign, points, since=since, until=until, confidence=args.confidence
+        campaign, days, since=since, until=until, confidence=args.confidence
     )
 
 
@@ -460,6 +463,7 @@ def run(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size,
             since=args.since,
             until=args.until,
+            quiet=args.quiet,
         )
     if isinstance(result, DocumentedEstimate):
         if args.postprocess != "base" or args.top is not None:
@@ -502,7 +506,12 @@ def run(args: argparse.Namespace) -> int:
         result = postprocess(
             result, args.postprocess, campaign.mechanism, replicates=args.replicates, seed=args.seed
         )
-    document = frequency_document(campaign, result, top=args.top, alpha=args.alpha)
+    # A domain that fits in the default --top is shown whole, in its own order; otherwise (or
+    # when --top is given) the N largest, largest first, each with its significance test.
+    top: int | None = min(top_of(args), len(result.frequencies))
+    if args.top is None and top == len(result.frequencies):
+        top = None
+    document = frequency_document(campaign, result, top=top, alpha=args.alpha)
     write_document(with_central(document, args, campaign), args.format)
     return 0
 
