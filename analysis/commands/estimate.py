@@ -58,6 +58,7 @@ from analysis.loading import check_window, database_days, estimable_candidates, 
 from analysis.postprocess import postprocess
 from analysis.progress import add_quiet_argument, progress
 from analysis.sharded import sharded_days, sharded_estimate
+from analysis.text_tables import aligned, format_number
 
 FORMATS = ("table", "json", "csv")
 
@@ -207,16 +208,16 @@ def format_answers(answers: Mapping[str, Any]) -> str:
     if "range" in answers:
         r = answers["range"]
         lines.append(
-            f"range [{r['lo']}, {r['hi']}): {_format_number(r['frequency'])} "
-            f"(std error {_format_number(r['std_error'])})"
+            f"range [{r['lo']}, {r['hi']}): {format_number(r['frequency'])} "
+            f"(std error {format_number(r['std_error'])})"
         )
     for row in answers.get("quantiles", []):
         interval = (
-            f" [{_format_number(row['ci_low'])}, {_format_number(row['ci_high'])}]"
+            f" [{format_number(row['ci_low'])}, {format_number(row['ci_high'])}]"
             if "ci_low" in row
             else ""
         )
-        lines.append(f"quantile {row['q']:g}: {_format_number(row['value'])}{interval}")
+        lines.append(f"quantile {row['q']:g}: {format_number(row['value'])}{interval}")
     if "marginal" in answers:
         m = answers["marginal"]
         lines.append(f"marginal of {', '.join(m['attributes'])}:")
@@ -225,14 +226,14 @@ def format_answers(answers: Mapping[str, Any]) -> str:
         for cell in np.ndindex(frequencies.shape):  # a 2-way marginal: one line per cell
             label = ",".join(str(i) for i in cell)
             interval = (
-                f" [{_format_number(float(np.asarray(low)[cell]))}, "
-                f"{_format_number(float(np.asarray(high)[cell]))}]"
+                f" [{format_number(float(np.asarray(low)[cell]))}, "
+                f"{format_number(float(np.asarray(high)[cell]))}]"
                 if low is not None
                 else ""
             )
             lines.append(
-                f"  {label:>8} {_format_number(float(frequencies[cell])):>12} "
-                f"{_format_number(float(std_errors[cell])):>12}{interval}"
+                f"  {label:>8} {format_number(float(frequencies[cell])):>12} "
+                f"{format_number(float(std_errors[cell])):>12}{interval}"
             )
     return "".join(line + "\n" for line in lines)
 
@@ -249,16 +250,6 @@ def load_sharded_estimate(args: argparse.Namespace) -> tuple[StoredCampaign, Any
 
 
 # ---- output ---------------------------------------------------------------------------------
-
-
-def _format_number(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.6f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
-    return str(value)
 
 
 def _item_columns(document: Mapping[str, Any]) -> list[str]:
@@ -286,7 +277,7 @@ def table_head(campaign: str, document: Mapping[str, Any]) -> str:
     mechanism = mechanism if isinstance(mechanism, dict) else {}
     head = (
         f"campaign {campaign}  n={document.get('n')}  "
-        f"mechanism {mechanism.get('mechanism')} (epsilon {mechanism.get('epsilon')})"
+        f"mechanism {mechanism.get('mechanism')} (epsilon {_epsilon(mechanism)})"
     )
     if isinstance(document.get("postprocessing"), str):
         head += f"  postprocessing {document['postprocessing']}"
@@ -295,28 +286,24 @@ def table_head(campaign: str, document: Mapping[str, Any]) -> str:
     return head
 
 
+def _epsilon(config: Mapping[str, Any]) -> Any:
+    """The config's ``epsilon``, else the mechanism's own per-report epsilon (RAPPOR's comes
+    from f, p and q)."""
+    if "epsilon" in config:
+        return config["epsilon"]
+    try:
+        from client_sdk.mechanisms import mechanism_from_config
+
+        return f"{mechanism_from_config(dict(config)).privacy_epsilon:.4g}"
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def format_table(document: Mapping[str, Any]) -> str:
     """A plain-text table for people: a header line, then aligned columns."""
     head = table_head(document["campaign"], document)
     columns, rows = _rows(document)
-    cells = [[_format_number(v) for v in row] for row in rows]
-    widths = [
-        max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)
-    ]
-    lines = [
-        head,
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(columns, widths, strict=True))
-        ),
-    ]
-    for row in cells:
-        lines.append(
-            "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w)
-                for i, (v, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
+    lines = [head, aligned(columns, rows)]
     central = document.get("central")
     if central:
         lines.append(
@@ -424,29 +411,12 @@ def write_series(document: Mapping[str, Any], fmt: str) -> None:
             )
         sys.stdout.write(out.getvalue())
         return
-    mechanism = document["mechanism"]
+    n = sum(int(entry["n"]) for entry in document["days"])
     head = (
-        f"campaign {document['campaign']}  by day  mechanism {mechanism.get('mechanism')} "
-        f"(epsilon {mechanism.get('epsilon')})  {round(100 * document['confidence'], 4):g}% "
-        f"intervals  (days below min_batch_size {document['min_batch_size']} show n only)"
+        f"{table_head(document['campaign'], {**document, 'n': n})}  by day "
+        f"(days below min_batch_size {document['min_batch_size']} show n only)"
     )
-    sys.stdout.write(_aligned(head, columns, rows))
-
-
-def _aligned(head: str, columns: list[str], rows: list[list[Any]]) -> str:
-    cells = [[_format_number(v) for v in row] for row in rows]
-    widths = [
-        max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)
-    ]
-    lines = [head]
-    for row in [columns, *cells]:
-        lines.append(
-            "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w)
-                for i, (v, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-    return "\n".join(lines) + "\n"
+    sys.stdout.write(head + "\n" + aligned(columns, rows) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
