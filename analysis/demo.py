@@ -63,6 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analysis.demo_population import read_values, zipf_population
+from analysis.progress import add_quiet_argument, progress
 from client_sdk import PrivacyPolicy, TelemetryClient
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
@@ -157,12 +158,14 @@ def run_demo(
     workdir: str | os.PathLike[str] | None = None,
     report_path: str | os.PathLike[str] | None = None,
     shuffle: bool = False,
+    quiet: bool = False,
 ) -> DemoResult:
     """Run the whole pipeline and return what it measured (the CLI prints it).
 
     ``report_path``: also write the campaign's HTML report there (with the true histogram, so
     it shows the observed errors of the local and the central models side by side).
     ``shuffle``: through a shuffler, ``epsilon`` the central target (module docstring).
+    ``quiet``: no progress bar on stderr (none anyway when stderr is not a terminal).
     """
     from analysis.dataset import count_reports, iter_report_chunks, load_campaign
     from analysis.estimation import estimate
@@ -208,6 +211,9 @@ def run_demo(
         )
         fleet["central_ceiling"] = (epsilon, SHUFFLE_DELTA)
     body["mechanism"] = config
+    stages = ["collector", "upload", "estimate", *(["report"] if report_path else [])]
+    bar = progress(desc="ldp-demo", total=len(stages), unit="step", quiet=quiet)
+    bar.set_postfix_str(stages[0])
     try:
         with collector:
             if shuffle:
@@ -216,6 +222,8 @@ def run_demo(
                 if shuffle:
                     fleet["shuffler_url"] = shuffler.url
                 collector.create_campaign(body)
+                bar.update()
+                bar.set_postfix_str(f"upload: {devices} devices, {clients} clients")
                 shards = np.array_split(values, clients)
                 upload_started = time.perf_counter()
                 context = multiprocessing.get_context("spawn")
@@ -235,6 +243,8 @@ def run_demo(
                 if shuffle:
                     _wait_for_batches(db, expected, timeout=max(60.0, devices / 500))
                 upload_seconds = time.perf_counter() - upload_started
+                bar.update()
+                bar.set_postfix_str("estimate")
         campaign = load_campaign(db, CAMPAIGN_NAME)
         stored = count_reports(db, CAMPAIGN_NAME)
         result = estimate(campaign.mechanism, iter_report_chunks(db, CAMPAIGN_NAME))
@@ -243,12 +253,16 @@ def run_demo(
         if shuffle:
             shuffled = shuffle_summary(db, campaign, result, true_counts, seed=seed)
             shuffled["waiting"] = devices - stored
+        bar.update()
         written = None
         if report_path is not None:
+            bar.set_postfix_str("report")
             report = build_report(campaign, result, true_counts=true_counts, seed=seed)
             Path(report_path).write_text(render_html(report), encoding="utf-8")
             written = str(report_path)
+            bar.update()
     finally:
+        bar.close()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     truth = true_counts / devices
@@ -376,6 +390,7 @@ def feed_collector(
     token: str | None = None,
     db: str | None = None,
     rng: np.random.Generator | None = None,
+    quiet: bool = False,
 ) -> FeedResult:
     """Send a simulated fleet's reports to a campaign of a running collector.
 
@@ -389,7 +404,9 @@ def feed_collector(
     collector's estimate back beside the truth (:attr:`FeedResult.estimate`); ``db``: the
     collector's database on this machine, estimated instead (:func:`estimate_from_db`).
     ``rng``: tests inject a seeded generator for the randomization and the device secrets;
-    ``None`` (the default, and the CLI's) is the OS CSPRNG.
+    ``None`` (the default, and the CLI's) is the OS CSPRNG. ``quiet``: no progress bars on
+    stderr (none anyway when stderr is not a terminal); they count devices and reports, never
+    a value.
     """
     import secrets
 
@@ -435,7 +452,10 @@ def feed_collector(
             # Each device's permanent responses and choices come from its own secret.
             scope = memo_scope(campaign_name, mechanism)
             keyed: Any = mechanism  # perturb(..., permanent=keys): the keyed mechanisms' own
-            for value in population.values:
+            devices_bar = progress(
+                population.values, desc="randomizing", unit="device", quiet=quiet
+            )
+            for value in devices_bar:
                 secret = secrets.token_bytes(32) if rng is None else rng.bytes(32)
                 keys = DeviceKeys(secret, scope)
                 encoded = campaign.encode([value] * per_device)
@@ -446,6 +466,7 @@ def feed_collector(
                 chunk = encoded[start : start + FEED_BATCH]
                 payloads += mechanism.to_wire(mechanism.perturb(chunk, rng=rng))
         accepted = 0
+        uploading = progress(desc="uploading", total=len(payloads), unit="report", quiet=quiet)
         for start in range(0, len(payloads), FEED_BATCH):
             body = {
                 "config_id": campaign.config_id,
@@ -463,6 +484,8 @@ def feed_collector(
                     f"{answer.text[:300]}"
                 )
             accepted += int(answer.json()["accepted"])
+            uploading.update(len(body["reports"]))
+        uploading.close()
         estimate = None
         if db is not None:
             estimate = estimate_from_db(db, campaign_name, population.truth)
@@ -779,6 +802,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write the HTML report (default ldp-demo-report-<mechanism>.html, "
         "-shuffled with --shuffle, so demos never overwrite each other; '' for none)",
     )
+    add_quiet_argument(parser)
     return parser
 
 
@@ -832,6 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 values=None if values_file is None else read_values(values_file),
                 token=os.environ.get("LDP_ADMIN_TOKEN") or None,
                 db=db,
+                quiet=args.quiet,
             )
         except BrokenPipeError:  # an OSError: the reader of stdout left (``| head``)
             return closed_pipe()

@@ -12,11 +12,8 @@ through :mod:`analysis.sharded` instead (docs/scale-out.md).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from typing import Any
-
-from tqdm import tqdm
 
 from analysis.dataset import (
     StoredCampaign,
@@ -27,6 +24,7 @@ from analysis.dataset import (
 )
 from analysis.estimation import check_estimable, estimate
 from analysis.min_batch import require_min_batch
+from analysis.progress import progress
 from client_sdk.mechanisms.base import Reports
 
 __all__ = [
@@ -74,12 +72,12 @@ def _progress_chunks(
     label: str,
     since: str | None = None,
     until: str | None = None,
+    quiet: bool = False,
 ) -> Iterator[Reports]:
-    """The campaign's report chunks, with a tqdm bar on stderr for long runs on a terminal."""
-    show = sys.stderr.isatty() and total >= PROGRESS_MIN_REPORTS
-    with tqdm(
-        total=total, unit="report", unit_scale=True, desc=label, file=sys.stderr, disable=not show
-    ) as bar:
+    """The campaign's report chunks, with a bar on stderr for long runs on a terminal
+    (``analysis.progress``; none with ``quiet``)."""
+    quiet = quiet or total < PROGRESS_MIN_REPORTS
+    with progress(desc=label, total=total, unit="report", quiet=quiet) as bar:
         for chunk in iter_report_chunks(
             db, campaign, chunk_size=chunk_size, since=since, until=until
         ):
@@ -95,11 +93,12 @@ def load_estimate(
     chunk_size: int = 50_000,
     since: str | None = None,
     until: str | None = None,
+    quiet: bool = False,
 ) -> tuple[StoredCampaign, Any]:
     """The stored campaign and its raw estimate, streamed; refuses below ``min_batch_size``.
 
     ``since``/``until`` (``YYYY-MM-DD``, checked by :func:`check_window`): the reports of those
-    UTC days only, inclusive.
+    UTC days only, inclusive. ``quiet``: no progress bar (``analysis.progress``).
 
     The count is checked before anything is streamed and again on the statistic actually read.
     Raises ``FileNotFoundError`` for a missing database, ``LookupError`` for an unknown
@@ -115,7 +114,9 @@ def load_estimate(
     since, until = check_window(since, until)
     total = count_reports(path, name, since=since, until=until)
     require_min_batch(total, campaign.min_batch_size, name)
-    chunks = _progress_chunks(path, name, total, chunk_size, label=name, since=since, until=until)
+    chunks = _progress_chunks(
+        path, name, total, chunk_size, label=name, since=since, until=until, quiet=quiet
+    )
     result = estimate(mechanism, chunks, confidence=confidence, candidates=candidates)
     require_min_batch(result.n, campaign.min_batch_size, name)
     return campaign, result

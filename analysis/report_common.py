@@ -7,6 +7,7 @@ repeated reports), a shuffled campaign's two guarantees and the page's style (it
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import json
 from collections.abc import Mapping, Sequence
@@ -100,15 +101,23 @@ def reports_per_device_of(policy: Mapping[str, Any] | None) -> int | None:
 
 
 def privacy_figure(privacy: Mapping[str, Any]) -> bytes:
-    """A device's epsilon against its reports (the privacy section's figure)."""
+    """A device's epsilon against its reports (the privacy section's figure).
+
+    Drawn once per distinct input: campaigns at the same epsilon and policy share the figure
+    (its log-scale axes are the slowest drawing of a report), and the same PNG comes back."""
+    key = json.dumps(
+        [privacy["curve"], privacy["delta"], privacy["reports_per_device"]], sort_keys=True
+    )
+    return _privacy_png(key)
+
+
+@functools.lru_cache(maxsize=64)
+def _privacy_png(key: str) -> bytes:
+    curve, delta, reports_per_device = json.loads(key)
     figure = plots.new_figure(7.0, 4.0)
-    curves = {k: v for k, v in privacy["curve"].items() if k != "reports"}
+    curves = {k: v for k, v in curve.items() if k != "reports"}
     plots.plot_privacy(
-        figure.add_subplot(),
-        privacy["curve"]["reports"],
-        curves,
-        delta=privacy["delta"],
-        marked=privacy["reports_per_device"],
+        figure.add_subplot(), curve["reports"], curves, delta=delta, marked=reports_per_device
     )
     return plots.figure_png(figure)
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
+from collector import retention
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
 from collector.cors import cors_origin
 from collector.dap import cli as dap_cli
@@ -89,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="TESTS ONLY: serve the DAP interop test API (/internal/test/*), which provisions "
         "tasks without credentials, and drive Leader tasks (docs/dap.md, Interop)",
+    )
+    serve.add_argument(
+        "--retention-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between cleanups of raw reports past their campaign's retention_days, "
+        f"run by one worker at a time (default {ENV_PREFIX}RETENTION_INTERVAL or 3600; 0: off)",
     )
     serve.set_defaults(handler=_serve)
 
@@ -339,6 +348,9 @@ def _serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name} must be at least 1; got {getattr(args, name)}")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in [0, 65535]; got {args.port}")
+    interval = args.retention_interval
+    if interval is not None and not 0 <= interval < float("inf"):
+        raise ValueError(f"--retention-interval must be >= 0 seconds; got {interval}")
 
     if not args.create and _is_new_database(args.db):
         raise ValueError(
@@ -350,14 +362,15 @@ def _serve(args: argparse.Namespace) -> int:
     from collector import create_app
 
     # Migrates once, in the master.
-    app = create_app(
-        {
-            "DB": args.db,
-            "ADMIN_TOKEN": token,
-            "CORS_ORIGINS": args.cors_origin,
-            "DAP_INTEROP": args.dap_interop,
-        }
-    )
+    settings: dict[str, Any] = {
+        "DB": args.db,
+        "ADMIN_TOKEN": token,
+        "CORS_ORIGINS": args.cors_origin,
+        "DAP_INTEROP": args.dap_interop,
+    }
+    if args.retention_interval is not None:
+        settings["RETENTION_INTERVAL"] = args.retention_interval
+    app = create_app(settings)
     host = f"[{args.host}]" if ":" in args.host else args.host
     options: dict[str, Any] = {
         "bind": f"{host}:{args.port}",
@@ -373,6 +386,9 @@ def _serve(args: argparse.Namespace) -> int:
         "loglevel": args.log_level,
         "proc_name": "ldp-collector",
         "when_ready": _announce(args),
+        # The retention cleanup: a thread per worker, one cleaning at a time (a database lease);
+        # never a thread in the master, which forks the workers (collector.retention).
+        "post_worker_init": retention.post_worker_init(app.config),
         # gunicorn >= 25.1 opens an unauthenticated control socket at one fixed path per user:
         # the collector needs none, and two collectors on a host would take each other's.
         "control_socket_disable": True,

@@ -236,6 +236,22 @@ def _migration_8_metadata(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE campaigns ADD COLUMN metadata TEXT")
 
 
+def _migration_9_leases(db: sqlite_utils.Database) -> None:
+    # Leases of background tasks shared by the workers (collector.retention): one holder at a
+    # time, until ``held_until`` (epoch seconds; a crashed holder's lease expires), and the
+    # time the task is next due, so it runs at most once per interval whatever the workers.
+    db.execute(
+        """
+        CREATE TABLE leases (
+            name TEXT PRIMARY KEY,
+            holder TEXT,
+            held_until REAL NOT NULL DEFAULT 0,
+            next_due REAL NOT NULL DEFAULT 0
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
@@ -245,6 +261,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...]
     (6, "sealed reports' nonces, unique per campaign", _migration_6_nonces),
     (7, "DAP aggregator tasks, reports, jobs, buckets, collections", _migration_7_dap),
     (8, "campaign metadata: description, unit, owner, expires, retention", _migration_8_metadata),
+    (9, "leases of the workers' background tasks (retention)", _migration_9_leases),
 )
 """``(version, description, migration)`` in version order."""
 

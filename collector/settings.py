@@ -23,6 +23,9 @@ variable                      meaning                                           
                               (needs LDP_RATE_LIMIT), 0=off
 ``LDP_TODAY``                 the UTC date (YYYY-MM-DD) expiry and retention    the real date
                               use; set it only for drills and tests
+``LDP_RETENTION_INTERVAL``    seconds between retention cleanups in ``serve``   3600
+                              (``retention_days``; ``--retention-interval``),
+                              0=off
 ``LDP_ALLOW_READABLE_DB``     1: serve a database other users may read (it      0
                               holds the private keys; collector.dbguard)
 ============================  ================================================  ==============
@@ -124,6 +127,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "RATE_PER_BUCKET": (0.0, _non_negative_float),
     "ALLOW_READABLE_DB": (False, _flag),
     "TODAY": (None, _optional_date),
+    "RETENTION_INTERVAL": (3600.0, _non_negative_float),
 }
 """Setting name -> (default, validator)."""
 

@@ -412,6 +412,31 @@ class Storage:
             deleted[campaign.name] = count
         return deleted
 
+    def take_lease(self, name: str, holder: str, *, now: float, ttl: float) -> bool:
+        """Take the lease ``name`` for ``holder`` until ``now + ttl`` (epoch seconds) if its task
+        is due (``next_due <= now``) and nobody holds it (or the holder's lease expired: a
+        crashed worker); True when taken. One ``BEGIN IMMEDIATE`` transaction, so of several
+        processes asking at once exactly one gets it."""
+        with self._write() as conn:
+            conn.execute("INSERT OR IGNORE INTO leases (name) VALUES (?)", [name])
+            taken = conn.execute(
+                "UPDATE leases SET holder = ?, held_until = ? WHERE name = ? AND next_due <= ? "
+                "AND (holder IS NULL OR held_until <= ?)",
+                [holder, now + ttl, name, now, now],
+            ).rowcount
+        return bool(taken)
+
+    def finish_lease(self, name: str, holder: str, *, next_due: float) -> bool:
+        """Release ``holder``'s lease ``name`` and set when its task is next due; False when
+        ``holder`` no longer held it (it expired and another took it)."""
+        with self._write() as conn:
+            released = conn.execute(
+                "UPDATE leases SET holder = NULL, held_until = 0, next_due = ? "
+                "WHERE name = ? AND holder = ?",
+                [next_due, name, holder],
+            ).rowcount
+        return bool(released)
+
     def list_campaigns(self) -> list[StoredCampaign]:
         rows = self.db.execute(f"{_CAMPAIGN_SELECT} ORDER BY campaigns.name")
         return [_campaign_from_row(row) for row in rows.fetchall()]

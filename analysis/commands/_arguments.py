@@ -17,6 +17,7 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_ALPHA = 0.05
 DEFAULT_CHUNK_SIZE = 50_000
 DEFAULT_POSTPROCESS = "base"
+DEFAULT_TOP = 20
 
 
 def positive_int(text: str) -> int:
@@ -44,13 +45,7 @@ def add_database_arguments(
     not at all when other sources are given.
     """
     if repeatable:
-        parser.add_argument(
-            "--db",
-            action="append",
-            default=None,
-            metavar="PATH",
-            help="a collector's SQLite database; repeat for several shards of the campaign",
-        )
+        add_db_argument(parser)
     else:
         parser.add_argument(
             "--db",
@@ -61,6 +56,29 @@ def add_database_arguments(
         "--campaign",
         required=required,
         help="the campaign's name" if required else "take the mechanism and n from this campaign",
+    )
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    """--db PATH, repeatable (a list, empty when not given): one spelling in every command that
+    reads stored reports (shards of a campaign: docs/scale-out.md)."""
+    parser.add_argument(
+        "--db",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a collector's SQLite database (read only); repeat for several shards",
+    )
+
+
+def add_parquet_argument(parser: argparse.ArgumentParser) -> None:
+    """--parquet DIR, repeatable (a list, empty when not given)."""
+    parser.add_argument(
+        "--parquet",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a Parquet export (ldp-collector export); repeat for several, with or without --db",
     )
 
 
@@ -141,6 +159,34 @@ def resolve_format(args: argparse.Namespace, *, terminal: bool | None = None) ->
         except (AttributeError, ValueError):
             terminal = False
     args.format = choices[0] if terminal else "json"
+
+
+def add_top_argument(parser: argparse.ArgumentParser, *, where: str = "") -> None:
+    """--top N: one meaning in every command, show (or ask about) the N largest items.
+
+    Stored as None when not given (so a command can tell it was not asked for); read it with
+    :func:`top_of`. The significance test of each shown item is separate: Bonferroni over every
+    item of the domain at ``--alpha``, whatever N.
+    """
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"the N largest items, largest first (default {DEFAULT_TOP}){where}; each shown "
+        "item's significance is tested over every item (Bonferroni, --alpha)",
+    )
+
+
+def top_of(args: argparse.Namespace) -> int:
+    """The --top of ``args``: the N given, else :data:`DEFAULT_TOP` (a ValueError naming it
+    when N < 1)."""
+    top = getattr(args, "top", None)
+    if top is None:
+        return DEFAULT_TOP
+    if top < 1:
+        raise ValueError(f"--top must be a positive integer; got {top!r}")
+    return int(top)
 
 
 def add_alpha_argument(parser: argparse.ArgumentParser, *, help: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis.commands._arguments import positive_int
+from analysis.commands._arguments import add_parquet_argument, positive_int
 from analysis.progress import progress_enabled
 from analysis.sharded import Sources
 from analysis.sources import DEFAULT_SPLIT_EVERY
@@ -18,13 +18,7 @@ from analysis.sources import DEFAULT_SPLIT_EVERY
 
 def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     """--parquet (repeated), --dask, --partitions, --split-every."""
-    parser.add_argument(
-        "--parquet",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a Parquet export (ldp-collector export); repeat for several, with or without --db",
-    )
+    add_parquet_argument(parser)
     parser.add_argument(
         "--dask",
         default=None,

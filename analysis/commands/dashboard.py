@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any
 
+from analysis.commands._arguments import add_db_argument, add_parquet_argument
 from collector.server import GunicornApp
 
 TOKEN_VARIABLE = "LDP_ADMIN_TOKEN"
@@ -42,20 +43,8 @@ def register(subparsers: Any) -> None:
             f"the admin token from the environment variable {TOKEN_VARIABLE}."
         ),
     )
-    parser.add_argument(
-        "--db",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a collector's SQLite database (read only); repeat for several shards",
-    )
-    parser.add_argument(
-        "--parquet",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a Parquet export (ldp-collector export); repeat for several, with or without --db",
-    )
+    add_db_argument(parser)
+    add_parquet_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8050, help="port (0: a free one; default 8050)")
     parser.add_argument("--threads", type=int, default=4, help="threads serving requests (4)")

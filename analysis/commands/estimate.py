@@ -13,9 +13,11 @@ the campaign is large. A campaign with fewer reports than its ``min_batch_size``
 (exit status 2, one line naming the campaign, n and the minimum). Categorical campaigns print
 ``{"campaign", "n", "mechanism", "items": [{"value", "frequency", "std_error", "ci_low",
 "ci_high"}], "postprocessing", ...}`` (docs/architecture.md); numeric campaigns print the mean
-with its standard error. ``--top N`` lists the N most frequent items with their Bonferroni
-significance (``analysis.heavy_hitters``). Several ``--db``, any ``--parquet`` export or
-``--dask`` merge the sources' statistics, each report id counted once (docs/scale-out.md).
+with its standard error. Frequencies list the ``--top N`` largest items (default 20), largest
+first, each with its significance test (Bonferroni over every item, ``analysis.heavy_hitters``);
+without ``--top``, a domain of at most 20 items is listed whole, in its own order.
+Several ``--db``, any ``--parquet`` export or ``--dask`` merge the sources' statistics, each
+report id counted once (docs/scale-out.md).
 ``--since DAY --until DAY`` keep the reports of those UTC days (inclusive; the collector stores
 the day each report arrived); ``--by day`` prints one estimate per day with its standard errors
 (a day below ``min_batch_size`` shows its n and no estimate). Both work over several sources
@@ -43,9 +45,10 @@ from analysis.commands._arguments import (
     add_format_argument,
     add_postprocess_arguments,
     add_source_arguments,
+    add_top_argument,
     add_window_arguments,
     non_negative_int,
-    positive_int,
+    top_of,
 )
 from analysis.commands._shards import add_shard_arguments, sources_of, uses_shards
 from analysis.dataset import StoredCampaign, load_campaign
@@ -53,8 +56,9 @@ from analysis.documents import daily_series_document, frequency_document, mean_d
 from analysis.estimation import DocumentedEstimate, MeanEstimate, json_safe
 from analysis.loading import check_window, database_days, estimable_candidates, load_estimate
 from analysis.postprocess import postprocess
-from analysis.progress import add_quiet_argument
+from analysis.progress import add_quiet_argument, progress
 from analysis.sharded import sharded_days, sharded_estimate
+from analysis.text_tables import aligned, format_number
 
 FORMATS = ("table", "json", "csv")
 
@@ -72,16 +76,10 @@ def register(subparsers: Any) -> None:
     add_shard_arguments(parser)
     add_format_argument(parser, FORMATS)
     add_postprocess_arguments(parser)
-    parser.add_argument(
-        "--top",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="only the N most frequent items, each tested against zero (Bonferroni over all)",
-    )
+    add_top_argument(parser, where=" of a fixed domain")
     add_alpha_argument(
         parser,
-        help="family-wise false-positive rate of the --top significance tests (default 0.05)",
+        help="family-wise false-positive rate of the significance tests (default 0.05)",
     )
     add_window_arguments(parser)
     add_quiet_argument(parser)
@@ -210,16 +208,16 @@ def format_answers(answers: Mapping[str, Any]) -> str:
     if "range" in answers:
         r = answers["range"]
         lines.append(
-            f"range [{r['lo']}, {r['hi']}): {_format_number(r['frequency'])} "
-            f"(std error {_format_number(r['std_error'])})"
+            f"range [{r['lo']}, {r['hi']}): {format_number(r['frequency'])} "
+            f"(std error {format_number(r['std_error'])})"
         )
     for row in answers.get("quantiles", []):
         interval = (
-            f" [{_format_number(row['ci_low'])}, {_format_number(row['ci_high'])}]"
+            f" [{format_number(row['ci_low'])}, {format_number(row['ci_high'])}]"
             if "ci_low" in row
             else ""
         )
-        lines.append(f"quantile {row['q']:g}: {_format_number(row['value'])}{interval}")
+        lines.append(f"quantile {row['q']:g}: {format_number(row['value'])}{interval}")
     if "marginal" in answers:
         m = answers["marginal"]
         lines.append(f"marginal of {', '.join(m['attributes'])}:")
@@ -228,14 +226,14 @@ def format_answers(answers: Mapping[str, Any]) -> str:
         for cell in np.ndindex(frequencies.shape):  # a 2-way marginal: one line per cell
             label = ",".join(str(i) for i in cell)
             interval = (
-                f" [{_format_number(float(np.asarray(low)[cell]))}, "
-                f"{_format_number(float(np.asarray(high)[cell]))}]"
+                f" [{format_number(float(np.asarray(low)[cell]))}, "
+                f"{format_number(float(np.asarray(high)[cell]))}]"
                 if low is not None
                 else ""
             )
             lines.append(
-                f"  {label:>8} {_format_number(float(frequencies[cell])):>12} "
-                f"{_format_number(float(std_errors[cell])):>12}{interval}"
+                f"  {label:>8} {format_number(float(frequencies[cell])):>12} "
+                f"{format_number(float(std_errors[cell])):>12}{interval}"
             )
     return "".join(line + "\n" for line in lines)
 
@@ -252,16 +250,6 @@ def load_sharded_estimate(args: argparse.Namespace) -> tuple[StoredCampaign, Any
 
 
 # ---- output ---------------------------------------------------------------------------------
-
-
-def _format_number(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.6f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
-    return str(value)
 
 
 def _item_columns(document: Mapping[str, Any]) -> list[str]:
@@ -289,7 +277,7 @@ def table_head(campaign: str, document: Mapping[str, Any]) -> str:
     mechanism = mechanism if isinstance(mechanism, dict) else {}
     head = (
         f"campaign {campaign}  n={document.get('n')}  "
-        f"mechanism {mechanism.get('mechanism')} (epsilon {mechanism.get('epsilon')})"
+        f"mechanism {mechanism.get('mechanism')} (epsilon {_epsilon(mechanism)})"
     )
     if isinstance(document.get("postprocessing"), str):
         head += f"  postprocessing {document['postprocessing']}"
@@ -298,28 +286,24 @@ def table_head(campaign: str, document: Mapping[str, Any]) -> str:
     return head
 
 
+def _epsilon(config: Mapping[str, Any]) -> Any:
+    """The config's ``epsilon``, else the mechanism's own per-report epsilon (RAPPOR's comes
+    from f, p and q)."""
+    if "epsilon" in config:
+        return config["epsilon"]
+    try:
+        from client_sdk.mechanisms import mechanism_from_config
+
+        return f"{mechanism_from_config(dict(config)).privacy_epsilon:.4g}"
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def format_table(document: Mapping[str, Any]) -> str:
     """A plain-text table for people: a header line, then aligned columns."""
     head = table_head(document["campaign"], document)
     columns, rows = _rows(document)
-    cells = [[_format_number(v) for v in row] for row in rows]
-    widths = [
-        max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)
-    ]
-    lines = [
-        head,
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(columns, widths, strict=True))
-        ),
-    ]
-    for row in cells:
-        lines.append(
-            "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w)
-                for i, (v, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
+    lines = [head, aligned(columns, rows)]
     central = document.get("central")
     if central:
         lines.append(
@@ -329,6 +313,11 @@ def format_table(document: Mapping[str, Any]) -> str:
             f"{central['local_epsilon']:.4g}"
         )
         lines.append(f"one report per device per batch: {central['one_report_per_device']}")
+    if "top" in document and document["domain_size"] > len(document["items"]):
+        lines.append(
+            f"the {len(document['items'])} largest of {document['domain_size']} items "
+            f"(--top {document['domain_size']} for every one)"
+        )
     if "top" in document:
         lines.append(
             f"significant: raw estimate above z={document['bonferroni_z']:.3f} standard errors "
@@ -378,8 +367,9 @@ def daily_series(args: argparse.Namespace) -> dict[str, Any]:
             since=since,
             until=until,
         )
+    days = progress(points, desc=f"{campaign.name} by day", unit="day", quiet=args.quiet)
     return daily_series_document(
-        campaign, points, since=since, until=until, confidence=args.confidence
+        campaign, days, since=since, until=until, confidence=args.confidence
     )
 
 
@@ -421,29 +411,12 @@ def write_series(document: Mapping[str, Any], fmt: str) -> None:
             )
         sys.stdout.write(out.getvalue())
         return
-    mechanism = document["mechanism"]
+    n = sum(int(entry["n"]) for entry in document["days"])
     head = (
-        f"campaign {document['campaign']}  by day  mechanism {mechanism.get('mechanism')} "
-        f"(epsilon {mechanism.get('epsilon')})  {round(100 * document['confidence'], 4):g}% "
-        f"intervals  (days below min_batch_size {document['min_batch_size']} show n only)"
+        f"{table_head(document['campaign'], {**document, 'n': n})}  by day "
+        f"(days below min_batch_size {document['min_batch_size']} show n only)"
     )
-    sys.stdout.write(_aligned(head, columns, rows))
-
-
-def _aligned(head: str, columns: list[str], rows: list[list[Any]]) -> str:
-    cells = [[_format_number(v) for v in row] for row in rows]
-    widths = [
-        max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)
-    ]
-    lines = [head]
-    for row in [columns, *cells]:
-        lines.append(
-            "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w)
-                for i, (v, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-    return "\n".join(lines) + "\n"
+    sys.stdout.write(head + "\n" + aligned(columns, rows) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -460,6 +433,7 @@ def run(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size,
             since=args.since,
             until=args.until,
+            quiet=args.quiet,
         )
     if isinstance(result, DocumentedEstimate):
         if args.postprocess != "base" or args.top is not None:
@@ -502,7 +476,12 @@ def run(args: argparse.Namespace) -> int:
         result = postprocess(
             result, args.postprocess, campaign.mechanism, replicates=args.replicates, seed=args.seed
         )
-    document = frequency_document(campaign, result, top=args.top, alpha=args.alpha)
+    # A domain that fits in the default --top is shown whole, in its own order; otherwise (or
+    # when --top is given) the N largest, largest first, each with its significance test.
+    top: int | None = min(top_of(args), len(result.frequencies))
+    if args.top is None and top == len(result.frequencies):
+        top = None
+    document = frequency_document(campaign, result, top=top, alpha=args.alpha)
     write_document(with_central(document, args, campaign), args.format)
     return 0
 

@@ -43,6 +43,8 @@ from analysis.commands._arguments import (
     add_central_arguments,
     add_database_arguments,
     add_format_argument,
+    add_top_argument,
+    top_of,
 )
 from analysis.dataset import count_reports, load_campaign
 from analysis.gap import (
@@ -75,7 +77,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--mechanism", help="a mechanism config as JSON")
     parser.add_argument("--n", type=int, help="number of users (reports)")
-    add_database_arguments(parser, required=False)
+    add_database_arguments(parser, required=False, repeatable=True)
     add_central_arguments(
         parser,
         delta_help=f"delta of the Gaussian baseline and the shuffle bound (default "
@@ -101,9 +103,7 @@ def register(subparsers: Any) -> None:
         "lognormal[:SIGMA] (numbers)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
-    parser.add_argument(
-        "--top", type=int, default=10, help="heavy hitters: the k of the top-k question (10)"
-    )
+    add_top_argument(parser, where=": heavy hitters, the k of the top-k question")
     parser.add_argument(
         "--threshold",
         type=float,
@@ -130,15 +130,16 @@ def register(subparsers: Any) -> None:
 
 def gap_document(args: argparse.Namespace) -> dict[str, Any]:
     """The figures ``gap`` prints, from the parsed arguments (ValueError on bad input)."""
-    from_db = args.db is not None or args.campaign is not None
+    from_db = bool(args.db) or args.campaign is not None
     if from_db and (args.mechanism is not None or args.n is not None):
         raise ValueError("give either --mechanism and --n, or --db and --campaign, not both")
+    db = _one_database(args)
     if from_db:
-        if args.db is None or args.campaign is None:
+        if db is None or args.campaign is None:
             raise ValueError("--db and --campaign go together")
-        campaign = load_campaign(args.db, args.campaign)
+        campaign = load_campaign(db, args.campaign)
         mechanism = campaign.mechanism
-        n = count_reports(args.db, args.campaign)
+        n = count_reports(db, args.campaign)
         if n < 1:
             raise ValueError(f"campaign {args.campaign!r} has no reports yet")
     else:
@@ -153,10 +154,10 @@ def gap_document(args: argparse.Namespace) -> dict[str, Any]:
     if not 0 < args.delta < 1:
         raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
     batch_sizes, delta = None, args.delta
-    if from_db and campaign.shuffle is not None:
+    if db is not None and campaign.shuffle is not None:
         from collector.storage import Storage
 
-        with Storage(args.db, create=False) as storage:
+        with Storage(db, create=False) as storage:
             batch_sizes = tuple(storage.batch_sizes(args.campaign)) or None
         delta = float(campaign.shuffle["delta"])  # the campaign's central target
     options = _options(args, batch_sizes, delta)
@@ -185,10 +186,19 @@ def gap_document(args: argparse.Namespace) -> dict[str, Any]:
     return json_safe(document)
 
 
+def _one_database(args: argparse.Namespace) -> str | None:
+    """The one --db of ``gap`` (it reads a campaign's n and shuffled batches), or None."""
+    if len(args.db) > 1:
+        raise ValueError(
+            f"gap reads one database (its n and shuffled batches); got {len(args.db)} --db"
+        )
+    return str(args.db[0]) if args.db else None
+
+
 def _options(
     args: argparse.Namespace, batch_sizes: tuple[int, ...] | None, delta: float
 ) -> GapOptions:
-    for name in ("top", "vocabulary", "repetitions"):
+    for name in ("vocabulary", "repetitions"):
         value = getattr(args, name)
         if value < 1 or (name == "vocabulary" and value < 2):
             raise ValueError(f"--{name} must be a positive integer; got {value!r}")
@@ -199,7 +209,7 @@ def _options(
     return GapOptions(
         delta=delta,
         neighbouring=args.neighbouring,
-        top=args.top,
+        top=top_of(args),
         threshold=args.threshold,
         vocabulary=args.vocabulary,
         repetitions=args.repetitions,

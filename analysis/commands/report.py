@@ -28,7 +28,9 @@ from analysis.commands._arguments import (
     add_format_argument,
     add_postprocess_arguments,
     add_source_arguments,
+    add_top_argument,
     add_window_arguments,
+    top_of,
 )
 from analysis.commands._shards import add_shard_arguments, uses_shards
 from analysis.gap import DEFAULT_DELTA
@@ -48,7 +50,7 @@ def register(subparsers: Any) -> None:
     add_shard_arguments(parser)
     parser.add_argument("--out", required=True, help="the HTML file to write")
     add_postprocess_arguments(parser)
-    parser.add_argument("--top", type=int, default=20, help="items shown (default 20)")
+    add_top_argument(parser, where=" in the tables and figures")
     add_alpha_argument(parser, help="significance level (0.05)")
     add_central_arguments(
         parser,
@@ -73,8 +75,6 @@ def run(args: argparse.Namespace) -> int:
     from analysis.loading import load_estimate
     from analysis.report import build_report, render_html
 
-    if args.top < 1:
-        raise ValueError(f"--top must be a positive integer; got {args.top!r}")
     if not 0 < args.delta < 1:
         raise ValueError(f"--delta must be in (0, 1); got {args.delta!r}")
     if not args.db and not args.parquet:
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
                 chunk_size=args.chunk_size,
                 since=args.since,
                 until=args.until,
+                quiet=args.quiet,
             )
         bar.update()
         batch_sizes = batch_credentials = None
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             method=args.postprocess,
             delta=args.delta,
             neighbouring=args.neighbouring,
-            top=args.top,
+            top=top_of(args),
             alpha=args.alpha,
             replicates=args.replicates,
             seed=args.seed,

@@ -9,12 +9,14 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from analysis import cli as analyze
 from analysis import demo
+from analysis.commands._arguments import DEFAULT_TOP, top_of
 from client_sdk._version import __version__
 from collector import cli as collector
 from shuffler import cli as shuffler
@@ -78,6 +80,61 @@ def test_postprocess_top_and_format_mean_the_same(command: str) -> None:
     assert asked.format == "json"
     assert _parse(command, ["--campaign", "c", "--db", "a.db", "--top", "5"]).top == 5
     assert _parse(command, ["--campaign", "c", "--db", "a.db", "--quiet"]).quiet
+
+
+SHARED = ("--db", "--parquet", "--top", "--postprocess", "--format", "--quiet")
+"""The flags several ``ldp-analyze`` commands share (``--quiet`` also ``ldp-demo``'s)."""
+
+
+def _shared_actions() -> dict[str, dict[str, argparse.Action]]:
+    """flag -> command -> its action, over every ``ldp-analyze`` command and ``ldp-demo``."""
+    found: dict[str, dict[str, argparse.Action]] = {}
+    programs = (("ldp-analyze", analyze.build_parser), ("ldp-demo", demo.build_parser))
+    for program, build in programs:
+        for path, parser in _every_parser(build(), program):
+            for action in parser._actions:
+                for flag in action.option_strings:
+                    if flag in SHARED and (program == "ldp-analyze" or flag == "--quiet"):
+                        found.setdefault(flag, {})[path] = action
+    return found
+
+
+def _parsing(action: argparse.Action) -> tuple[Any, ...]:
+    """What decides how a flag parses: its action, destination, default, type, arity, choices
+    (--format's: the people's format first, then the others, json among them)."""
+    choices = None if action.choices is None else list(action.choices)
+    if action.dest == "format":
+        assert choices is not None and "json" in choices and choices[0] in ("table", "text")
+        choices = None
+    return (type(action), action.dest, repr(action.default), action.type, action.nargs, choices)
+
+
+@pytest.mark.parametrize("flag", SHARED)
+def test_a_shared_flag_parses_the_same_in_every_command_that_takes_it(flag: str) -> None:
+    commands = _shared_actions()[flag]
+    assert len(commands) >= 2, (flag, list(commands))
+    parsing = {path: _parsing(action) for path, action in commands.items()}
+    assert len({repr(value) for value in parsing.values()}) == 1, parsing
+
+
+def test_top_has_one_meaning_and_one_default() -> None:
+    commands = _shared_actions()["--top"]
+    assert set(commands) == {"ldp-analyze estimate", "ldp-analyze report", "ldp-analyze gap"}
+    for path, action in commands.items():
+        assert action.help is not None
+        assert action.help.startswith(f"the N largest items, largest first (default {DEFAULT_TOP})")
+        command = path.split()[1]
+        base = [*REQUIRED.get(command, []), "--campaign", "c", "--db", "a.db"]
+        parser = analyze.build_parser()
+        assert top_of(parser.parse_args([command, *base])) == DEFAULT_TOP == 20, path
+        assert top_of(parser.parse_args([command, *base, "--top", "5"])) == 5, path
+        with pytest.raises(ValueError, match="--top must be a positive integer; got 0"):
+            top_of(parser.parse_args([command, *base, "--top", "0"]))
+    dbs = ["--db", "a.db", "--db", "b.db"]
+    for command in ("estimate", "report", "dashboard", "gap"):
+        campaign = [] if command in ("dashboard", "gap") else ["--campaign", "c"]
+        assert _parse(command, [*campaign, *dbs]).db == ["a.db", "b.db"], command
+        assert _parse(command, campaign).db == [], command
 
 
 @pytest.mark.parametrize("program", PARSERS)
@@ -178,3 +235,26 @@ def test_report_reads_several_databases_like_estimate(
     reported = json.loads(captured.out)
     assert reported["n"] == estimated["n"] == 1000  # the copy's reports are the same reports
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_estimate_shows_the_20_largest_of_40_screens_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "screens.db"
+    screens = [f"screen-{i:02d}" for i in range(40)]
+    counts = np.arange(40, 0, -1) * 10  # screen-00 the most visited
+    document = {"name": "screens", "mechanism": {"mechanism": "grr", "epsilon": 4.0, "k": 40}}
+    store_campaign(path, {**document, "domain": screens}, np.repeat(np.arange(40), counts), 5)
+    argv = ["estimate", "--db", str(path), "--campaign", "screens"]
+    assert analyze.main([*argv, "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["top"] == len(shown["items"]) == DEFAULT_TOP and shown["domain_size"] == 40
+    frequencies = [item["frequency"] for item in shown["items"]]
+    assert frequencies == sorted(frequencies, reverse=True)
+    assert analyze.main([*argv, "--format", "json", "--top", "40"]) == 0
+    every = json.loads(capsys.readouterr().out)["items"]
+    assert sorted(item["value"] for item in every) == screens
+    assert [item["value"] for item in every[:DEFAULT_TOP]] == [i["value"] for i in shown["items"]]
+    assert analyze.main([*argv, "--format", "table"]) == 0
+    table = capsys.readouterr().out
+    assert "the 20 largest of 40 items (--top 40 for every one)" in table

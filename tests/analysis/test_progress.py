@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import io
+import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
+from analysis import cli as analyze
+from analysis import demo, loading
 from analysis import progress as progress_module
 from analysis.progress import add_quiet_argument, progress, progress_enabled, steps
+from tests.analysis.conftest import store_campaign
 
 
 class _Terminal(io.StringIO):
@@ -44,3 +51,41 @@ def test_quiet_flag() -> None:
     parser = argparse.ArgumentParser()
     add_quiet_argument(parser)
     assert parser.parse_args(["--quiet"]).quiet and not parser.parse_args([]).quiet
+
+
+@pytest.fixture
+def screens(tmp_path: Path) -> Path:
+    path = tmp_path / "collector.db"
+    config = {"mechanism": "grr", "epsilon": 2.0, "k": 3}
+    document = {"name": "screens", "mechanism": config, "domain": ["a", "b", "c"]}
+    store_campaign(path, document, np.repeat(np.arange(3), [300, 200, 100]), 3)
+    return path
+
+
+@pytest.mark.parametrize(
+    "extra, desc", [(["--by", "day"], "screens by day"), ([], "screens")], ids=["by-day", "whole"]
+)
+def test_estimate_draws_its_bar_at_a_terminal_and_quiet_stops_it(
+    screens: Path,
+    extra: list[str],
+    desc: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`estimate` (the chunks it reads) and `estimate --by day` (the days it estimates) draw a
+    bar on a terminal's stderr, and none with --quiet; stdout stays the JSON alone."""
+    monkeypatch.setattr(loading, "PROGRESS_MIN_REPORTS", 1)  # a bar even for 600 reports
+    argv = ["estimate", "--db", str(screens), "--campaign", "screens", "--format", "json", *extra]
+    for quiet, drawn in ((False, True), (True, False)):
+        terminal = _Terminal()
+        monkeypatch.setattr(progress_module.sys, "stderr", terminal)
+        assert analyze.main([*argv, *(["--quiet"] if quiet else [])]) == 0
+        json.loads(capsys.readouterr().out)
+        assert (desc in terminal.getvalue()) is drawn, (quiet, terminal.getvalue())
+
+
+def test_demo_takes_quiet() -> None:
+    parser = demo.build_parser()
+    assert parser.parse_args(["--quiet"]).quiet and not parser.parse_args([]).quiet
+    assert "quiet" in inspect.signature(demo.run_demo).parameters
+    assert "quiet" in inspect.signature(demo.feed_collector).parameters

@@ -29,6 +29,7 @@ import numpy as np
 from analysis.kinds._common.marginals import CONSISTENCY_ROUNDS, MarginalEstimate, project_onto
 from analysis.postprocess.bootstrap import DEFAULT_REPLICATES
 from analysis.streaming import ReportSource, aggregate, json_safe
+from analysis.text_tables import cell_table
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.fourier import Fourier
 from client_sdk.mechanisms.multi import Marginal
@@ -196,10 +197,7 @@ class FourierEstimate(MarginalEstimate):
         lines = [f"n = {self.n}; Fourier marginals of order {m.order} over {m.d} attributes"]
         for table in self.to_dict()["tables"]:
             lines.append(f"{', '.join(table['attributes'])}:")
-            f = np.asarray(table["frequencies"], dtype=np.float64)
-            se = np.asarray(table["std_errors"], dtype=np.float64)
-            for cell in np.ndindex(f.shape):
-                lines.append(f"  {','.join(map(str, cell)):>6} {f[cell]:>10.4f} {se[cell]:>10.4f}")
+            lines.append(cell_table(table))
         return "\n".join(lines)
 
 

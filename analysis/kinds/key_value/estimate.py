@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
+from analysis.text_tables import INTERVAL_COLUMNS, aligned
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.pckv import PCKV
 
@@ -60,15 +61,23 @@ class KeyValueEstimate:
         )
 
     def format_table(self) -> str:
+        columns = ["key", *INTERVAL_COLUMNS, "mean", "std_error", "ci_low", "ci_high"]
+        rows = [
+            [
+                key["key"],
+                key["frequency"],
+                key["frequency_std_error"],
+                *key["frequency_ci"],
+                key["mean"],
+                key["mean_std_error"],
+                *key["mean_ci"],
+            ]
+            for key in self.to_dict()["keys"]
+        ]
         lines = [
             f"n = {self.n}; PCKV-{'UE' if self.mechanism.get('variant') == 'ue' else 'GRR'}",
-            f"{'key':>6} {'frequency':>10} {'std_error':>10} {'mean':>8} {'std_error':>10}",
+            aligned(columns, rows),
         ]
-        for i in range(self.frequencies.size):
-            lines.append(
-                f"{i:>6} {self.frequencies[i]:>10.4f} {self.frequency_std_errors[i]:>10.4f} "
-                f"{self.means[i]:>8.4f} {self.mean_std_errors[i]:>10.4f}"
-            )
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 

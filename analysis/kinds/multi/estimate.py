@@ -52,6 +52,7 @@ import numpy.typing as npt
 from analysis.kinds._common.marginals import CONSISTENCY_ROUNDS, MarginalEstimate, project_onto
 from analysis.postprocess.bootstrap import DEFAULT_REPLICATES
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
+from analysis.text_tables import INTERVAL_COLUMNS, aligned, cell_table, interval_cells
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.multi import Marginal, Multi
 from client_sdk.mechanisms.simplex import project_simplex
@@ -636,21 +637,11 @@ class MultiEstimate(MarginalEstimate):
         lines = [f"n = {self.n}; protocol {self.oracle.protocol}"]
         for entry in document["marginals"]:
             lines.append(f"{entry['attribute']}:")
-            for item in entry["items"]:
-                lines.append(
-                    f"  {item['value']:>6} {item['frequency']:>10.4f} {item['std_error']:>10.4f}"
-                )
-        for table in document.get("tables", []):  # cell, frequency, std error, interval
+            rows = [[item["value"], *interval_cells(item)] for item in entry["items"]]
+            lines.append(aligned(["value", *INTERVAL_COLUMNS], rows, indent="  "))
+        for table in document.get("tables", []):
             lines.append(f"table {', '.join(table['attributes'])}:")
-            f = np.asarray(table["frequencies"], dtype=np.float64)
-            se = np.asarray(table["std_errors"], dtype=np.float64)
-            low = np.asarray(table["ci_low"], dtype=np.float64)
-            high = np.asarray(table["ci_high"], dtype=np.float64)
-            for cell in np.ndindex(f.shape):
-                lines.append(
-                    f"  {','.join(map(str, cell)):>8} {f[cell]:>10.4f} {se[cell]:>10.4f} "
-                    f"[{low[cell]:.4f}, {high[cell]:.4f}]"
-                )
+            lines.append(cell_table(table))
         return "\n".join(lines)
 
 

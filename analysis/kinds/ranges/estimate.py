@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from analysis.streaming import ReportSource, aggregate, json_safe, z_value
+from analysis.text_tables import INTERVAL_COLUMNS, aligned, interval_cells
 from client_sdk.mechanisms.base import AggregateStatistic, FloatArray
 from client_sdk.mechanisms.hierarchical import RangeMechanism, first_at_least
 
@@ -131,12 +132,11 @@ class RangeEstimate:
         )
 
     def format_table(self, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> str:
+        rows = [[item["value"], *interval_cells(item)] for item in self.to_dict()["items"]]
         lines = [
             f"n = {self.n}; {self.oracle.description}",
-            f"{'item':>8} {'frequency':>10} {'std_error':>10}",
+            aligned(["item", *INTERVAL_COLUMNS], rows),
         ]
-        for i, (f, se) in enumerate(zip(self.frequencies, self.std_errors, strict=True)):
-            lines.append(f"{i:>8} {f:>10.4f} {se:>10.4f}")
         text = ", ".join(
             f"p{100 * q:g} = {self.quantile(q)} {list(self.quantile_interval(q))}"
             for q in quantiles

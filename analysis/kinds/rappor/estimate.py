@@ -43,6 +43,7 @@ import scipy.linalg
 import scipy.sparse
 
 from analysis.streaming import ReportSource, aggregate, z_value
+from analysis.text_tables import INTERVAL_COLUMNS, aligned, interval_cells
 from client_sdk.mechanisms.base import AggregateStatistic, Reports, WireFormatError
 from client_sdk.mechanisms.rappor import RAPPOR
 
@@ -661,14 +662,11 @@ def decode_files(
 def format_table(estimate: RapporEstimate) -> str:
     """A plain-text table of every candidate, then the summary and the note."""
     out = io.StringIO()
-    width = max(5, *(len(v) for v in estimate.candidates))
-    out.write(f"{'value':<{width}}  {'frequency':>10}  {'std_error':>10}  significant\n")
-    for i, value in enumerate(estimate.candidates):
-        se = estimate.std_errors[i]
-        se_text = f"{se:10.5f}" if math.isfinite(se) else f"{'-':>10}"
-        mark = "yes" if estimate.significant[i] else "no"
-        out.write(f"{value:<{width}}  {estimate.frequencies[i]:10.5f}  {se_text}  {mark}\n")
     summary = estimate.to_dict()
+    rows = [
+        [item["value"], *interval_cells(item), item["significant"]] for item in summary["items"]
+    ]
+    out.write(aligned(["value", *INTERVAL_COLUMNS, "significant"], rows) + "\n")
     out.write(
         f"\nn = {estimate.n}; {summary['detected']} of {len(estimate.candidates)} candidates "
         f"significant (Bonferroni, alpha = {estimate.alpha}, z > {estimate.critical_z:.3f})\n"

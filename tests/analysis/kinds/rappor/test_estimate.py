@@ -381,7 +381,8 @@ def test_cli_table(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -
     )  # fmt: skip
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["value", "frequency", "std_error", "significant"]
+    columns = ["value", "frequency", "std_error", "ci_low", "ci_high", "significant"]
+    assert lines[0].split() == columns  # the interval columns of every estimate table
     assert lines[1].split()[0] == "alpha" and lines[1].split()[-1] == "yes"
     assert lines[4].split()[0] == "delta" and lines[4].split()[-1] == "no"
     assert "cannot be found" in out
