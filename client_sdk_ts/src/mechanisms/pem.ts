@@ -7,17 +7,9 @@ import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { bernoulli, uniformBelow } from "../samplers.js";
 import { type KeyedSource, largestThreshold, requireKeys } from "../memoization.js";
-import { checkKeys, configEpsilon, configInt, stringValues } from "./fields.js";
-import {
-  RESERVED,
-  configPermanent,
-  countReserved,
-  isWellFormed,
-  memoLabel,
-  representable,
-  typeName,
-  wordSource,
-} from "./string-support.js";
+import { checkKeys, configEpsilon, configInt, configPermanent, stringValues, typeName, wordSource } from "./fields.js";
+import { widestInt } from "../wire.js";
+import { RESERVED, countReserved, isWellFormed, memoLabel, representable, stringMemoKeys } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** The hash family's prime P = 2^31 - 1. */
@@ -58,6 +50,7 @@ function parseAlphabet(value: unknown): string[] | undefined {
 
 export class Pem implements Mechanism<string, PemReport> {
   readonly name = "pem";
+  readonly valueKind = "string";
   readonly epsilon: number;
   readonly maxLength: number;
   readonly alphabet?: readonly string[];
@@ -76,7 +69,13 @@ export class Pem implements Mechanism<string, PemReport> {
   readonly memo?: { readonly permanentKeep: bigint; readonly again: bigint };
   /** The device's level comes from its keyed source (a simulation without keys draws a level
    * per report from the words). */
-  readonly usesKeys = true;
+  readonly usesDeviceChoices = true;
+  /** Under ``"longitudinal"``: each string's (seed, y) memoized. */
+  readonly memoized: boolean;
+  /** Memoized: epsilon_permanent, what all reports of one string reveal (its PRR). */
+  readonly epsilonInf?: number;
+  /** Memoized, the PRR's hash seed goes with every report of a string: a pseudonym. */
+  readonly deterministicPseudonym: boolean;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "pem", FIELDS, ["alphabet", "longitudinal"]);
@@ -102,7 +101,22 @@ export class Pem implements Mechanism<string, PemReport> {
     if (permanent !== undefined) {
       const permanentKeep = keepThreshold(permanent, this.g);
       this.memo = { permanentKeep, again: againThreshold(permanentKeep, this.epsilon, this.g) };
+      this.epsilonInf = permanent;
     }
+    this.memoized = this.deterministicPseudonym = this.memo !== undefined;
+  }
+
+  memoKeys(values: readonly string[], keys: KeyedSource): string[] {
+    return stringMemoKeys(values, keys, this.name, (v) => this.encode(v));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): { level: number; seed: number[]; y: number } {
+    return {
+      level: widestInt(0, this.levels),
+      seed: new Array<number>(this.chunkCount(this.levels - 1) + 1).fill(PRIME - 1),
+      y: widestInt(0, this.g),
+    };
   }
 
   /** b_i: the prefix bits of level i. */
