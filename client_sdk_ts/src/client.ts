@@ -184,6 +184,10 @@ export class TelemetryClient {
   readonly #closed = new Set<string>();
   readonly #dropped = new Map<string, Map<string, number>>();
   readonly #clipped = new Map<string, number>();
+  /** Per campaign, the values a string mechanism sent as its reserved symbol (counts only). */
+  readonly #reserved = new Map<string, number>();
+  /** Per campaign, what the mechanism's `deviceCounters` counted (never sent). */
+  readonly #counters = new Map<string, Map<string, number>>();
   #outbox: Queued[] = [];
   /** Segments whose stored text is out of date (written, or deleted when empty, by the next persist). */
   readonly #dirty = new Set<number>();
@@ -602,6 +606,14 @@ export class TelemetryClient {
         payloads = payloads.map((payload) => sealPayload(payload, sealing, nonces));
       }
       if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
+      const reserved = info.mechanism.reservedCount?.(encoded) ?? 0;
+      if (reserved) this.#reserved.set(campaign, (this.#reserved.get(campaign) ?? 0) + reserved);
+      const counts = info.mechanism.deviceCounters?.(encoded) ?? {};
+      for (const [counter, count] of Object.entries(counts)) {
+        const mine = this.#counters.get(campaign) ?? new Map<string, number>();
+        mine.set(counter, (mine.get(counter) ?? 0) + count);
+        this.#counters.set(campaign, mine);
+      }
       const ids = new Uint8Array(16 * payloads.length);
       globalThis.crypto.getRandomValues(ids);
       const segment = this.#nextSegment++;
@@ -619,6 +631,15 @@ export class TelemetryClient {
     return this.#outbox.filter((q) => campaign === undefined || q.campaign === campaign).length;
   }
 
+  /**
+   * What this client counted about the values it randomized for `campaign` since it started
+   * (the mechanism's `deviceCounters`; kept on the device, never sent): for `pckv`,
+   * `pckv_records_over_padding`, the records whose keys the estimates under-count.
+   */
+  counters(campaign: string): Record<string, number> {
+    return Object.fromEntries(this.#counters.get(campaign) ?? []);
+  }
+
   /** What this client noticed, as counts and messages (never a value). */
   status(): {
     queued: Record<string, number>;
@@ -627,6 +648,8 @@ export class TelemetryClient {
     consecutive_failures: number;
     dropped: Record<string, Record<string, number>>;
     clipped: Record<string, number>;
+    reserved_values: Record<string, number>;
+    counters: Record<string, Record<string, number>>;
     changed_campaigns: Record<string, { accepted: string; served: string }>;
     storage: { kind: string; persistent: boolean; error: string | null };
   } {
@@ -639,6 +662,8 @@ export class TelemetryClient {
       consecutive_failures: this.#failures,
       dropped: Object.fromEntries([...this.#dropped].map(([c, r]) => [c, Object.fromEntries(r)])),
       clipped: Object.fromEntries(this.#clipped),
+      reserved_values: Object.fromEntries(this.#reserved),
+      counters: Object.fromEntries([...this.#counters].map(([c, counts]) => [c, Object.fromEntries(counts)])),
       changed_campaigns: Object.fromEntries(this.#changed),
       storage: { kind: this.storage.kind, persistent: this.#storageError === null && this.storage.kind !== "memory", error: this.#storageError },
     };

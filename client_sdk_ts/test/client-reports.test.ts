@@ -1,8 +1,8 @@
 /**
  * TelemetryClient with a campaign of every mechanism the device registry builds, plain and
  * memoized: with the same device secret and words as the Python client, the queued payloads,
- * the epsilon the ledger charges for each report and a memoized campaign's memo keys are
- * Python's (test/fixtures/make_client_reports.py ran Python's TelemetryClient and wrote
+ * the epsilon the ledger charges for each report, a memoized campaign's memo keys and what
+ * `status()` counts (reserved strings, pckv's counters) are Python's (test/fixtures/make_client_reports.py ran Python's TelemetryClient and wrote
  * test/fixtures/client-reports.json).
  */
 import assert from "node:assert/strict";
@@ -23,6 +23,7 @@ interface ClientCase {
   values: unknown[];
   payloads: unknown[];
   charges: number[];
+  status: { reserved_values: Record<string, number>; counters: Record<string, Record<string, number>> };
   memo_keys: string[] | null;
   epsilon: number;
   epsilon_inf: number | null;
@@ -104,6 +105,10 @@ describe("every mechanism through the client: the Python client's payloads and c
       const ledger = JSON.parse((await storage.get("ledger")) as string) as { rows: { memo_key?: string }[] };
       const stored = ledger.rows.map((row) => row.memo_key).filter((key) => key !== undefined);
       assert.deepEqual(stored, c.memo_keys === null ? [] : [...new Set(c.memo_keys)]);
+      // what the device counted: strings sent as the reserved symbol, pckv's records over padding
+      const { reserved_values, counters } = client.status();
+      assert.deepEqual({ reserved_values, counters }, c.status);
+      assert.deepEqual(client.counters(name), c.status.counters[name] ?? {});
     });
   }
 

@@ -59,6 +59,13 @@ export interface Mechanism<Value = unknown, Report = unknown> {
   readonly deterministicPseudonym?: boolean;
   /** Memoized mechanisms: the ledger's key of each value's memoized draw (a keyed hash, never the value). */
   memoKeys?(values: readonly Value[], keys: KeyedSource): string[];
+  /**
+   * String mechanisms of a `max_length` (cms, hcms, pem, sfp): how many of `values` they
+   * randomize as the reserved symbol (Python: `count_reserved`); the client counts them.
+   */
+  reservedCount?(values: readonly Value[]): number;
+  /** What the device counts about its own values, kept on the device (Python: `device_counters`). */
+  deviceCounters?(values: readonly Value[]): Readonly<Record<string, number>>;
 }
 
 /** Builds a mechanism from its canonical config, or throws naming the field at fault. */
