@@ -104,6 +104,8 @@ interface Campaign {
   readonly keyed: boolean;
 }
 
+/** The most candidates a string campaign's domain lists (Python: `campaign.MAX_CANDIDATES`). */
+const MAX_CANDIDATES = 10_000;
 const VALUE_KINDS: ReadonlySet<string> = new Set<ValueKind>(["category", "number", "string", "record"]);
 
 /** An upload or fetch that did not complete (kept for `status()`, never thrown to the app). */
@@ -384,6 +386,17 @@ export class TelemetryClient {
       }
     } else if (kind === "number" && document.domain !== null) {
       throw new Error(`campaign ${document.name}: domain must be absent for the numeric mechanism ${mechanismName}`);
+    } else if (kind === "string" && document.domain !== null) {
+      if (mechanism.discovery !== undefined) {
+        throw new Error(
+          `campaign ${document.name}: domain must be absent for the discovery mechanism ${mechanismName} (it finds the frequent strings itself)`,
+        );
+      }
+      if (document.domain.length < 1 || document.domain.length > MAX_CANDIDATES) {
+        throw new Error(
+          `campaign ${document.name}: domain (the candidate list of the string mechanism ${mechanismName}) must be absent or 1 to ${MAX_CANDIDATES} strings; got ${document.domain.length}`,
+        );
+      }
     } else if (kind === "record" && document.domain !== null) {
       throw new Error(
         `campaign ${document.name}: domain must be absent for the multi-attribute mechanism ${mechanismName} (each attribute's labels are in its config)`,

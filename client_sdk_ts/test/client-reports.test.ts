@@ -184,6 +184,36 @@ describe("bad input names the field and the value's type, never the value", () =
   }
 });
 
+describe("the domain as the mechanism's value kind wants it (Python: campaign.check_domain)", () => {
+  /** A served document of `mechanism` (canonical JSON text) with `domain`, its config_id computed. */
+  function documentOf(name: string, mechanism: string, domain: readonly string[] | null): string {
+    const content = `{"domain":${JSON.stringify(domain)},"mechanism":${mechanism},"min_batch_size":100,"policy":null}`;
+    const id = configId(JSON.parse(content)); // no integral float in these configs
+    return `{"name":"${name}","protocol":1,"mechanism":${mechanism},"domain":${JSON.stringify(domain)},"policy":null,"min_batch_size":100,"config_id":"${id}"}`;
+  }
+  const PEM = '{"epsilon":4.5,"final_weight":1,"g":56,"max_length":4,"mechanism":"pem","start_bits":7,"step_bits":4}';
+  const CMS = '{"epsilon":4.5,"hashes":4,"m":64,"max_length":16,"mechanism":"cms","seed":0}';
+  const MULTI = '{"attributes":[{"k":2,"name":"a"}],"epsilon":2.5,"mechanism":"multi","protocol":"spl"}';
+
+  test("a discovery mechanism's campaign has no domain; a sketch's is a candidate list; a record mechanism's none", () => {
+    const policy = new PrivacyPolicy({ max_epsilon: 5 });
+    assert.throws(
+      () => new TelemetryClient("http://127.0.0.1:9", { policy, campaigns: [documentOf("pem", PEM, ["home"])] }),
+      /domain must be absent for the discovery mechanism pem/,
+    );
+    assert.doesNotThrow(() => new TelemetryClient("http://127.0.0.1:9", { policy, campaigns: [documentOf("pem", PEM, null)] }));
+    assert.doesNotThrow(() => new TelemetryClient("http://127.0.0.1:9", { policy, campaigns: [documentOf("cms", CMS, ["home", "mail"])] }));
+    assert.throws(
+      () => new TelemetryClient("http://127.0.0.1:9", { policy, campaigns: [documentOf("cms", CMS, [])] }),
+      /must be absent or 1 to 10000 strings; got 0/,
+    );
+    assert.throws(
+      () => new TelemetryClient("http://127.0.0.1:9", { policy, campaigns: [documentOf("multi", MULTI, ["a"])] }),
+      /domain must be absent for the multi-attribute mechanism multi/,
+    );
+  });
+});
+
 describe("a report spends the mechanism's own epsilon", () => {
   // sfp spends epsilon_word + epsilon_fragment = (1.53 - 0.3·1.53) + 0.3·1.53 = 1.5300000000000002
   // in floats (Python: SFP.privacy_epsilon), one ulp above the config's epsilon

@@ -52,6 +52,7 @@ function parseAlphabet(value: unknown): string[] | undefined {
 export class Pem implements Mechanism<string, PemReport> {
   readonly name = "pem";
   readonly valueKind = "string";
+  readonly discovery = "prefixes";
   readonly epsilon: number;
   readonly maxLength: number;
   readonly alphabet?: readonly string[];

@@ -31,6 +31,7 @@ export interface SfpReport {
 export class Sfp implements Mechanism<string, SfpReport> {
   readonly name = "sfp";
   readonly valueKind = "string";
+  readonly discovery = "fragments";
   readonly epsilon: number;
   /** The epsilon one report spends (plain configs; Python: `privacy_epsilon`). */
   readonly privacyEpsilon?: number;

@@ -35,6 +35,11 @@ export interface Mechanism<Value = unknown, Report = unknown> {
    * `largest_wire_payload`): a shuffled campaign's sealed envelopes are all padded to its length.
    */
   largestWirePayload(): unknown;
+  /**
+   * String mechanisms that find the frequent strings themselves (pem: prefixes, sfp: fragments;
+   * Python: `discovery`): their campaign has no domain (no candidate list).
+   */
+  readonly discovery?: "prefixes" | "fragments";
   /** The epsilon one report spends (Python: `privacy_epsilon`); absent: the config's `epsilon`. */
   readonly privacyEpsilon?: number;
   /**
