@@ -14,7 +14,7 @@
 import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocument } from "./config.js";
 import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismFromConfig } from "./mechanisms/registry.js";
-import type { Mechanism, MechanismConfig } from "./mechanisms/types.js";
+import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
 import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
@@ -35,15 +35,6 @@ const MAX_RETRY_AFTER = 120;
 export const KEEPALIVE_BYTES = 64 * 1024;
 const PROBLEM_PREFIX = "urn:ldp-telemetry:problem:";
 const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
-
-/** What the app records for each mechanism the client runs (Python: `Mechanism.value_kind`). */
-const VALUE_KINDS: Readonly<Record<string, "category" | "number" | "string" | "keyvalue">> = {
-  grr: "category", sue: "category", oue: "category", ss: "category", olh: "category", blh: "category", hr: "category",
-  rappor: "string",
-  duchi: "number", piecewise: "number", hybrid: "number", laplace: "number", gaussian: "number", square_wave: "number",
-  cms: "string", hcms: "string", sfp: "string", pem: "string",
-  pckv: "keyvalue",
-};
 
 /** A queued report: its id, campaign and config, and the randomized payload (never a raw value). */
 interface Queued {
@@ -105,20 +96,17 @@ interface Campaign {
   readonly mechanism: Mechanism;
   /** How a shuffled campaign's payloads are sealed (`null`: not shuffled). */
   readonly sealing: SealingKey | null;
-  readonly kind: (typeof VALUE_KINDS)[string];
+  readonly kind: ValueKind;
   readonly index: ReadonlyMap<string, number>;
+  /** Memoized responses: `perturb` needs the keyed source, the ledger charges epsilon_inf per memo key. */
+  readonly memoized: boolean;
   /** Whether `perturb` takes the device's keyed source (memoized draws, per-campaign device choices). */
   readonly keyed: boolean;
 }
 
-/** Mechanisms whose devices make per-campaign choices from the keyed source (Python: `uses_device_choices`). */
-const DEVICE_CHOICES: ReadonlySet<string> = new Set(["pem", "multi", "fourier", "hierarchical"]);
-
-/** Whether a config asks for memoized (permanent) responses (Python: `is_memoized`). */
-function memoizedConfig(config: CampaignDocument["mechanism"]): boolean {
-  if (Object.hasOwn(config, "longitudinal") || config.mechanism === "rappor") return true;
-  return (config.mechanism === "dbitflip" || config.mechanism === "onebitmean") && config.memoize !== false;
-}
+/** The most candidates a string campaign's domain lists (Python: `campaign.MAX_CANDIDATES`). */
+const MAX_CANDIDATES = 10_000;
+const VALUE_KINDS: ReadonlySet<string> = new Set<ValueKind>(["category", "number", "string", "record"]);
 
 /** An upload or fetch that did not complete (kept for `status()`, never thrown to the app). */
 class UploadError extends Error {
@@ -198,6 +186,10 @@ export class TelemetryClient {
   readonly #closed = new Set<string>();
   readonly #dropped = new Map<string, Map<string, number>>();
   readonly #clipped = new Map<string, number>();
+  /** Per campaign, the values a string mechanism sent as its reserved symbol (counts only). */
+  readonly #reserved = new Map<string, number>();
+  /** Per campaign, what the mechanism's `deviceCounters` counted (never sent). */
+  readonly #counters = new Map<string, Map<string, number>>();
   #outbox: Queued[] = [];
   /** Segments whose stored text is out of date (written, or deleted when empty, by the next persist). */
   readonly #dirty = new Set<number>();
@@ -357,18 +349,21 @@ export class TelemetryClient {
     const document = parseCampaignDocument(input, name);
     const config = document.mechanism;
     const mechanismName = config.mechanism;
-    const kind = Object.hasOwn(VALUE_KINDS, mechanismName) ? VALUE_KINDS[mechanismName] : undefined;
-    const memoized = memoizedConfig(config);
-    if (kind === undefined) {
+    const mechanism = this.#mechanisms(config);
+    // What the client does is the mechanism's to say (Python: value_kind, is_memoized,
+    // uses_device_choices): an app's own factory that states none of it is refused here.
+    const kind = mechanism.valueKind;
+    if (!VALUE_KINDS.has(kind)) {
       throw new Error(
-        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)} is not supported by the TelemetryClient in this version of ldp-telemetry`,
+        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)} states no value kind the TelemetryClient records ` +
+          `(valueKind is ${describe(kind)}; expected one of ${[...VALUE_KINDS].join(", ")})`,
       );
     }
-    const mechanism = this.#mechanisms(config);
-    if (memoized && (mechanism.memoKeys === undefined || mechanism.epsilonInf === undefined)) {
+    const memoized = mechanism.memoized === true;
+    if (memoized && (typeof mechanism.memoKeys !== "function" || typeof mechanism.epsilonInf !== "number")) {
       throw new Error(
-        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)} (memoized) is not supported by the TelemetryClient ` +
-          "in this version of ldp-telemetry: its memo keys, which the ledger charges epsilon_inf by, are not ported",
+        `campaign ${document.name}: mechanism ${JSON.stringify(mechanismName)} is memoized but states no memoKeys and epsilonInf, ` +
+          "which the ledger charges epsilon_inf by",
       );
     }
     let sealing: SealingKey | null = null;
@@ -384,12 +379,28 @@ export class TelemetryClient {
       const size = plaintextSize(document.name, document.configId, largest.call(mechanism));
       sealing = { publicKey: document.publicKey.key, keyId: document.publicKey.key_id, campaign: document.name, configId: document.configId, size };
     }
+    // the domain as the value kind wants it (Python: campaign.check_domain)
     if (kind === "category") {
       if (document.domain === null || document.domain.length !== config.k) {
         throw new Error(`campaign ${document.name}: domain must have k=${String(config.k)} labels`);
       }
     } else if (kind === "number" && document.domain !== null) {
       throw new Error(`campaign ${document.name}: domain must be absent for the numeric mechanism ${mechanismName}`);
+    } else if (kind === "string" && document.domain !== null) {
+      if (mechanism.discovery !== undefined) {
+        throw new Error(
+          `campaign ${document.name}: domain must be absent for the discovery mechanism ${mechanismName} (it finds the frequent strings itself)`,
+        );
+      }
+      if (document.domain.length < 1 || document.domain.length > MAX_CANDIDATES) {
+        throw new Error(
+          `campaign ${document.name}: domain (the candidate list of the string mechanism ${mechanismName}) must be absent or 1 to ${MAX_CANDIDATES} strings; got ${document.domain.length}`,
+        );
+      }
+    } else if (kind === "record" && document.domain !== null) {
+      throw new Error(
+        `campaign ${document.name}: domain must be absent for the multi-attribute mechanism ${mechanismName} (each attribute's labels are in its config)`,
+      );
     }
     return {
       document,
@@ -397,7 +408,8 @@ export class TelemetryClient {
       sealing,
       kind,
       index: new Map((document.domain ?? []).map((label, i) => [label, i])),
-      keyed: memoized || DEVICE_CHOICES.has(mechanismName),
+      memoized,
+      keyed: memoized || mechanism.usesDeviceChoices === true,
     };
   }
 
@@ -409,8 +421,9 @@ export class TelemetryClient {
     if (typeof epsilon !== "number" || typeof delta !== "number") {
       throw new Error(`campaign ${campaign.document.name}: mechanism.epsilon must be a number; got ${describe(epsilon)}`);
     }
-    const epsilonInf = campaign.mechanism.memoKeys === undefined ? undefined : campaign.mechanism.epsilonInf;
-    return epsilonInf === undefined ? { mechanism: config.mechanism, epsilon, delta } : { mechanism: config.mechanism, epsilon, delta, epsilonInf };
+    const claim = { mechanism: config.mechanism, epsilon, delta };
+    if (!campaign.memoized) return claim;
+    return { ...claim, epsilonInf: campaign.mechanism.epsilonInf as number, pseudonymous: campaign.mechanism.deterministicPseudonym === true };
   }
 
   #checkPolicy(campaign: Campaign): void {
@@ -531,9 +544,11 @@ export class TelemetryClient {
       case "string":
         if (typeof value !== "string") throw new TypeError(`${at} of string campaign ${name} must be a string`);
         return value;
-      case "keyvalue":
+      case "record":
+        // the mechanism checks the record's fields (multi, fourier: attribute -> label; pckv:
+        // key index -> number), naming the position and the field, never a value
         if (value === null || typeof value !== "object" || Array.isArray(value)) {
-          throw new TypeError(`${at} of campaign ${name} must be an object {key index: number}`);
+          throw new TypeError(`${at} of campaign ${name} must be an object (a record of the fields its mechanism states)`);
         }
         return value;
     }
@@ -584,7 +599,7 @@ export class TelemetryClient {
         // multi, fourier and hierarchical their per-campaign choices (client.py `_produce_reports`)
         const keys = info.keyed ? new DeviceKeys(this.#secret as Uint8Array, memoScope(campaign, info.document.mechanismJson)) : undefined;
         reports = info.mechanism.perturb(encoded, keys === undefined ? { rng: this.#rng } : { rng: this.#rng, keys });
-        if (keys !== undefined) memoKeys = info.mechanism.memoKeys?.(encoded, keys);
+        if (keys !== undefined && info.memoized) memoKeys = (info.mechanism.memoKeys as NonNullable<Mechanism["memoKeys"]>)(encoded, keys);
       } catch (error) {
         throw new TypeError(`campaign ${campaign}: ${(error as Error).message}`);
       }
@@ -604,6 +619,14 @@ export class TelemetryClient {
         payloads = payloads.map((payload) => sealPayload(payload, sealing, nonces));
       }
       if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
+      const reserved = info.mechanism.reservedCount?.(encoded) ?? 0;
+      if (reserved) this.#reserved.set(campaign, (this.#reserved.get(campaign) ?? 0) + reserved);
+      const counts = info.mechanism.deviceCounters?.(encoded) ?? {};
+      for (const [counter, count] of Object.entries(counts)) {
+        const mine = this.#counters.get(campaign) ?? new Map<string, number>();
+        mine.set(counter, (mine.get(counter) ?? 0) + count);
+        this.#counters.set(campaign, mine);
+      }
       const ids = new Uint8Array(16 * payloads.length);
       globalThis.crypto.getRandomValues(ids);
       const segment = this.#nextSegment++;
@@ -621,6 +644,15 @@ export class TelemetryClient {
     return this.#outbox.filter((q) => campaign === undefined || q.campaign === campaign).length;
   }
 
+  /**
+   * What this client counted about the values it randomized for `campaign` since it started
+   * (the mechanism's `deviceCounters`; kept on the device, never sent): for `pckv`,
+   * `pckv_records_over_padding`, the records whose keys the estimates under-count.
+   */
+  counters(campaign: string): Record<string, number> {
+    return Object.fromEntries(this.#counters.get(campaign) ?? []);
+  }
+
   /** What this client noticed, as counts and messages (never a value). */
   status(): {
     queued: Record<string, number>;
@@ -629,6 +661,8 @@ export class TelemetryClient {
     consecutive_failures: number;
     dropped: Record<string, Record<string, number>>;
     clipped: Record<string, number>;
+    reserved_values: Record<string, number>;
+    counters: Record<string, Record<string, number>>;
     changed_campaigns: Record<string, { accepted: string; served: string }>;
     storage: { kind: string; persistent: boolean; error: string | null };
   } {
@@ -641,6 +675,8 @@ export class TelemetryClient {
       consecutive_failures: this.#failures,
       dropped: Object.fromEntries([...this.#dropped].map(([c, r]) => [c, Object.fromEntries(r)])),
       clipped: Object.fromEntries(this.#clipped),
+      reserved_values: Object.fromEntries(this.#reserved),
+      counters: Object.fromEntries([...this.#counters].map(([c, counts]) => [c, Object.fromEntries(counts)])),
       changed_campaigns: Object.fromEntries(this.#changed),
       storage: { kind: this.storage.kind, persistent: this.#storageError === null && this.storage.kind !== "memory", error: this.#storageError },
     };

@@ -202,8 +202,12 @@ export function longitudinal<Report>(
 ): Mechanism<number, Report> {
   return {
     name: inner.name,
+    valueKind: inner.valueKind,
+    memoized: true,
     privacyEpsilon: epsilons.report,
     epsilonInf: epsilons.permanent,
+    // L-LH resends the permanent report's hash seed: a pseudonym of (device, campaign, value)
+    deterministicPseudonym: chain.kind === "l-lh",
     memoKeys(values, keys) {
       const x = checkValues(values);
       const source = requireKeys(keys, inner.name);
@@ -218,7 +222,7 @@ export function longitudinal<Report>(
     toWire(reports) {
       return inner.toWire(reports);
     },
-    ...(inner.largestWirePayload === undefined ? {} : { largestWirePayload: () => (inner.largestWirePayload as () => unknown)() }),
+    largestWirePayload: () => inner.largestWirePayload(),
   };
 }
 

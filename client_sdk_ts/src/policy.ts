@@ -67,6 +67,8 @@ export interface PrivacyClaim {
   readonly delta: number;
   /** A memoized mechanism's epsilon_inf (what unlimited reports of one value reveal). */
   readonly epsilonInf?: number;
+  /** A memoized mechanism whose reports of one value carry a deterministic pseudonym (L-LH's seed, memoized PEM's, dBitFlip's buckets). */
+  readonly pseudonymous?: boolean;
 }
 
 /** What the app allows, whatever the collector serves (Python: `PrivacyPolicy`). */
@@ -133,11 +135,14 @@ export class PrivacyPolicy {
     if (!(claim.epsilon <= this.max_epsilon)) {
       throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
     }
+    if (!(claim.delta <= this.max_delta)) {
+      throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);
+    }
     if (claim.epsilonInf !== undefined && !(claim.epsilonInf <= this.max_epsilon_inf)) {
       throw new PolicyViolation(campaign, "max_epsilon_inf", claim.epsilonInf, this.max_epsilon_inf);
     }
-    if (!(claim.delta <= this.max_delta)) {
-      throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);
+    if (claim.pseudonymous === true && !this.allow_pseudonymous_memoization) {
+      throw new PolicyViolation(campaign, "allow_pseudonymous_memoization", true, false);
     }
   }
 

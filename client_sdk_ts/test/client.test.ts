@@ -42,6 +42,8 @@ function testMechanism(config: MechanismConfig): Mechanism<number, number> {
       });
     },
     toWire: (reports) => [...reports],
+    valueKind: "category",
+    largestWirePayload: () => Number(k) - 1,
   };
 }
 
@@ -441,7 +443,12 @@ describe("shuffled campaigns", () => {
 
   test("a mechanism that does not bound its payloads cannot be sealed: refused naming it", () => {
     assert.throws(
-      () => new TelemetryClient("http://127.0.0.1:9", { campaigns: [shuffledText()], mechanisms: testMechanism }),
+      () =>
+        new TelemetryClient("http://127.0.0.1:9", {
+          campaigns: [shuffledText()],
+          // an app's own factory whose mechanism states no bound (JavaScript callers are not type-checked)
+          mechanisms: (config) => ({ ...testMechanism(config), largestWirePayload: undefined }) as unknown as Mechanism,
+        }),
       /mechanism "grr" does not bound its wire payloads/,
     );
   });

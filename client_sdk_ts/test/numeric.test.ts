@@ -124,9 +124,9 @@ test("bad configs are refused naming the mechanism and the field", () => {
     [{ mechanism: "onebitmean", epsilon: 1, lower: 0, upper: 1, memoize: "yes" }, /onebitmean: config\.memoize must be true or false, got string/],
     [{ mechanism: "hierarchical", epsilon: 1, k: 8, variant: "wavelet" }, /hierarchical: config\.variant must be "haar"/],
     [{ mechanism: "hierarchical", epsilon: 1, k: 1 }, /hierarchical: config\.k must be an integer in \[2, 2048\], got number/],
-    [{ mechanism: "fourier", epsilon: 1, attributes: [{ name: "a", k: 3 }] }, /fourier: config\.attributes\[0\]\.k must be 2/],
-    [{ mechanism: "fourier", epsilon: 1, attributes: [{ name: "a", kind: "x" }] }, /fourier: config\.attributes\[0\] has unknown field\(s\) kind/],
-    [{ mechanism: "fourier", epsilon: 1, attributes: "a,b" }, /fourier: config\.attributes must be a list of 1 to 64 entries, got string/],
+    [{ mechanism: "fourier", epsilon: 1, attributes: [{ name: "a", k: 3 }] }, /attributes\[0\]\.k must be 2 \(Fourier marginals are over binary attributes\); got 3/],
+    [{ mechanism: "fourier", epsilon: 1, attributes: [{ name: "a", kind: "x" }] }, /attributes\[0\] has unknown field\(s\) kind/],
+    [{ mechanism: "fourier", epsilon: 1, attributes: "a,b" }, /attributes must be a list of 1 to 64 \{name, k\}; got string/],
   ];
   for (const [config, message] of cases) {
     assert.throws(() => mechanismFromConfig(config as never), message, JSON.stringify(config));
@@ -150,8 +150,8 @@ test("bad values are refused naming the index and the type, never the value", ()
     [() => scalar.perturb(SECRET as never, words()), /values must be an array, got number/],
     [() => vector.perturb([[SECRET, 0]], words()), /values\[0\] must be an array of 3 numbers, got an array of length 2/],
     [() => vector.perturb([[0, { v: SECRET }, 0]], words()), /values\[0\]\[1\] must be a finite number, got object/],
-    [() => fourierMechanism.perturb([{ wifi: `x${SECRET}`, dark: 1 }], words()), /values\[0\]\.wifi \(a string\) must be one of its 2 labels/],
-    [() => fourierMechanism.perturb([{ wifi: "on", dark: SECRET }], words()), /values\[0\]\.dark \(a number\) must be an integer in \[0, 2\)/],
+    [() => fourierMechanism.perturb([{ wifi: `x${SECRET}`, dark: 1 }], words()), /values\[0\], attribute "wifi" \(a string\) must be one of its 2 labels/],
+    [() => fourierMechanism.perturb([{ wifi: "on", dark: SECRET }], words()), /values\[0\], attribute "dark" \(a number\) must be an integer in \[0, 2\)/],
     [() => fourierMechanism.perturb([{ wifi: "on" }], words()), /values\[0\] misses attribute "dark"/],
   ];
   for (const [call, message] of expectations) {

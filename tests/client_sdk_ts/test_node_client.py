@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from analysis import estimate
 from analysis.dataset import count_reports, iter_report_chunks, load_campaign
@@ -117,3 +118,98 @@ def test_node_devices_record_a_memoized_campaign_to_a_real_collector(
     assert outcome["acknowledged"] == MEMOIZED_DEVICES, outcome
     assert outcome["left"] == 0 and outcome["status"]["last_error"] is None, outcome
     check_estimate(collector.db, MEMOIZED, truth, MEMOIZED_DEVICES)
+
+
+OS = ["android", "ios", "web"]
+FLEETS: list[dict[str, Any]] = [
+    {
+        "name": "ts-multi",
+        "mechanism": {
+            "mechanism": "multi",
+            "epsilon": 3.0,
+            "protocol": "smp",
+            "attributes": [
+                {"name": "os", "k": 3, "labels": OS},
+                {"name": "theme", "k": 2, "labels": ["light", "dark"]},
+            ],
+        },
+        "min_batch_size": 100,
+    },
+    {
+        "name": "ts-range",
+        "mechanism": {"mechanism": "hierarchical", "epsilon": 3.0, "k": 4},
+        "domain": ["light", "dark", "system", "contrast"],
+        "min_batch_size": 100,
+    },
+    {
+        "name": "ts-memo-pem",
+        "mechanism": {
+            "mechanism": "pem",
+            "epsilon": 4.0,
+            "max_length": 4,
+            "start_bits": 7,
+            "step_bits": 4,
+            "g": 56,
+            "final_weight": 1,
+            "longitudinal": {"epsilon_permanent": 6.0},
+        },
+        "min_batch_size": 100,
+    },
+]
+FLEET_DEVICES = 600
+
+
+def fleet_values(campaign: dict[str, Any], n: int) -> tuple[list[Any], np.ndarray | None]:
+    """What each device of a fleet records, and the truth its estimate must find (multi: the
+    frequencies of ``os``; hierarchical: of the domain; pem: none, its reports are counted)."""
+    mechanism = campaign["mechanism"]["mechanism"]
+    counts = [round(w * n) for w in WEIGHTS]
+    if mechanism == "multi":
+        os_counts = [counts[0], counts[1], n - counts[0] - counts[1]]
+        values = [
+            {"os": label, "theme": "dark" if i % 3 else "light"}
+            for label, c in zip(OS, os_counts, strict=True)
+            for i in range(c)
+        ]
+        return values, np.array(os_counts) / n
+    if mechanism == "hierarchical":
+        return population(campaign, n)
+    return [["home", "mail", "abc", ""][i % 4] for i in range(n)], None
+
+
+@pytest.mark.parametrize("fleet", FLEETS, ids=[f["name"] for f in FLEETS])
+def test_node_devices_record_every_kind_of_campaign_to_a_real_collector(
+    fleet: dict[str, Any], ts_build: Path, collector: CollectorProcess, tmp_path: Path
+) -> None:
+    """Node devices, each with its own device secret, record a multi-attribute campaign (SMP: the
+    device's attribute from its keyed source), a range campaign (the device's level) and a
+    memoized PEM campaign (the device's level; each string's permanent response): the collector
+    stores every report once and the estimate finds the truth within its error bars."""
+    served = collector.create_campaign(fleet)
+    values, truth = fleet_values(fleet, FLEET_DEVICES)
+    job = {
+        "package": str(ts_build / "src" / "index.js"),
+        "url": collector.url,
+        "campaign": served["name"],
+        "state": str(tmp_path / "device"),
+        "values": values,
+        "seed": "7e" * 32,
+        "devices": True,
+        # memoized PEM sends each string's permanent hash seed: a pseudonym the app must allow
+        "policy": {"allow_pseudonymous_memoization": True},
+    }
+    outcome = run_node(job)
+    assert outcome["recorded"] == FLEET_DEVICES, outcome
+    assert outcome["acknowledged"] == FLEET_DEVICES, outcome
+    assert outcome["left"] == 0 and outcome["status"]["last_error"] is None, outcome
+    name = fleet["name"]
+    assert count_reports(collector.db, name) == FLEET_DEVICES
+    spec = load_campaign(collector.db, name)
+    result = estimate(spec.mechanism, iter_report_chunks(collector.db, name, chunk_size=5000))
+    if truth is None:
+        return  # pem: the heavy hitters of 600 devices are too few to test a discovery against
+    if fleet["mechanism"]["mechanism"] == "multi":
+        marginal = result.marginal("os")
+        assert_within_z(marginal.frequencies, truth, marginal.std_errors, z=5.0, what="os")
+    else:
+        assert_within_z(result.frequencies, truth, result.std_errors, z=5.0, what="frequencies")

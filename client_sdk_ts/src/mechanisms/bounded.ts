@@ -5,7 +5,9 @@
  * coordinate sampling (Wang et al., ICDE 2019, Algorithm 4; docs/protocol.md, "Numbers").
  */
 import { sampleSubsets } from "../samplers.js";
-import { CryptoWordSource, type WordSource } from "../words.js";
+import { widestInt } from "../wire.js";
+import type { WordSource } from "../words.js";
+import { plainWordSource, typeName } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** The largest epsilon a mechanism is built with (client_sdk/mechanisms/_validation.py). */
@@ -13,13 +15,18 @@ export const MAX_EPSILON = 40;
 /** The largest vector dimension (client_sdk/mechanisms/numeric_checks.py). */
 export const MAX_DIM = 1 << 16;
 
-/** A JavaScript type name for error messages: never the value of a private input. */
-export function typeName(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "array";
-  if (typeof value === "number" && !Number.isFinite(value)) return Number.isNaN(value) ? "NaN" : "an infinite number";
-  return typeof value;
+/** An honest report falls outside a noise mechanism's plausible range with at most this
+ * probability (Python: `_wire.IMPLAUSIBLE_PROBABILITY`). */
+export const IMPLAUSIBLE_PROBABILITY = 2 ** -64;
+/** Integers a signed payload may hold: |x| < 2^53 (Python: `_wire.SIGNED_WIRE_LIMIT`). */
+const SIGNED_WIRE_LIMIT = 2 ** 53;
+
+/** The widest integer of the plausible range [low, high], clipped to the signed wire limit
+ * (Python: `widest_int(*plausible_range)` of laplace and gaussian). */
+export function widestPlausible(low: number, high: number): number {
+  return widestInt(Math.max(1 - SIGNED_WIRE_LIMIT, low), Math.min(SIGNED_WIRE_LIMIT - 1, high) + 1);
 }
+
 
 /** Config field access that names the mechanism and the field at fault. */
 export class ConfigReader {
@@ -120,16 +127,7 @@ export function checkVectorValues(values: unknown, dim: number): number[][] {
   });
 }
 
-/** The word source of a call: the caller's, or the platform CSPRNG. */
-export function wordSource(options: PerturbOptions | undefined): WordSource {
-  return options?.rng ?? new CryptoWordSource();
-}
 
-/** The word source of a mechanism without per-device draws, which refuses a keyed source. */
-export function plainWordSource(options: PerturbOptions | undefined, name: string): WordSource {
-  if (options?.keys !== undefined) throw new TypeError(`${name} is not memoized; it takes no keys`);
-  return wordSource(options);
-}
 
 /** clip(x, low, high) as numpy's `np.clip`. */
 export function clip(x: number, low: number, high: number): number {
@@ -165,6 +163,7 @@ export type BoundedReport = number | Array<[number, number]>;
  * chosen coordinates in row order.
  */
 export class BoundedMechanism implements Mechanism<number | readonly number[], BoundedReport> {
+  readonly valueKind = "number";
   readonly lower: number;
   readonly upper: number;
   readonly dim: number | null;
@@ -209,6 +208,13 @@ export class BoundedMechanism implements Mechanism<number | readonly number[], B
     const chosen = vectors.flatMap((row, i) => (coordinates[i] as number[]).map((c) => this.toUnit(row[c] as number)));
     const outputs = this.kernel.sample(rng, chosen);
     return coordinates.map((row, i) => row.map((c, j): [number, number] => [c, outputs[i * k + j] as number]));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`): an output, or k (coordinate, output) pairs. */
+  largestWirePayload(): number | [number, number][] {
+    const widest = widestInt(0, this.kernel.outputSize);
+    if (this.dim === null) return widest;
+    return Array.from({ length: this.sampledCoordinates }, (): [number, number] => [widestInt(0, this.dim as number), widest]);
   }
 
   toWire(reports: readonly BoundedReport[]): unknown[] {

@@ -36,7 +36,7 @@ import {
   uniformBelowBits,
 } from "../samplers.js";
 import { bitsText, encodeBitRow, encodePackedRow, packBits, unpackBits, widestInt } from "../wire.js";
-import { CryptoWordSource, type WordSource } from "../words.js";
+import type { WordSource } from "../words.js";
 import {
   categoryValues,
   checkKeys,
@@ -45,22 +45,21 @@ import {
   configInt,
   configNumber,
   configObject,
+  configPermanent,
+  refuseKeys,
   rowsPerChunk,
   stringValues,
+  wordSource,
 } from "./fields.js";
+import { nextDown } from "../exact-math.js";
+import { logInt } from "./correctly-rounded.js";
 import type { Mechanism, MechanismConfig, MechanismFactory, PerturbOptions } from "./types.js";
 
 const ONE = new Rational(1n);
 /** Largest k of a bit-row oracle and of the hashed ones (Python: `check_bit_vector_k`, `MAX_K`). */
 const MAX_K = 2 ** 53 - 1;
 
-function rngOf(options: PerturbOptions | undefined): WordSource {
-  return options?.rng ?? new CryptoWordSource();
-}
 
-function refuseKeys(options: PerturbOptions | undefined, name: string): void {
-  if (options?.keys !== undefined) throw new TypeError(`${name} is not memoized; it takes no keys`);
-}
 
 /** Ranges over rows in chunks of `step`. */
 function* chunks(n: number, step: number): Generator<[number, number]> {
@@ -132,6 +131,7 @@ export function randomizedResponseChainThreshold(permanentKeep: Rational, size: 
 /** k-ary randomized response: keep = one word, other = `uniformBelow(k - 1)` (drawn even for k = 2). */
 export class GRR implements Mechanism<number, number> {
   readonly name = "grr";
+  readonly valueKind = "category";
   readonly keepThreshold: bigint;
 
   constructor(
@@ -143,13 +143,13 @@ export class GRR implements Mechanism<number, number> {
 
   perturb(values: readonly number[], options?: PerturbOptions): number[] {
     refuseKeys(options, this.name);
-    return keepOrOther(rngOf(options), categoryValues(values, this.k), this.keepThreshold, this.k, true);
+    return keepOrOther(wordSource(options), categoryValues(values, this.k), this.keepThreshold, this.k, true);
   }
 
   /** The same distribution from fewer words (Python: `perturb_compact`; multi's units use it). */
   perturbCompact(values: readonly number[], options?: PerturbOptions): number[] {
     refuseKeys(options, this.name);
-    return keepOrOtherCompact(rngOf(options), categoryValues(values, this.k), this.keepThreshold, this.k);
+    return keepOrOtherCompact(wordSource(options), categoryValues(values, this.k), this.keepThreshold, this.k);
   }
 
   /** The widest payload (Python: `largest_wire_payload`): sealed envelopes are padded to it. */
@@ -164,16 +164,10 @@ export class GRR implements Mechanism<number, number> {
 
 // ---- sue, oue --------------------------------------------------------------------------------
 
-/** The float64 just below a positive finite x (Python: `math.nextafter(x, 0.0)`). */
-function nextDown(x: number): number {
-  const view = new DataView(new ArrayBuffer(8));
-  view.setFloat64(0, x);
-  view.setBigUint64(0, view.getBigUint64(0) - 1n);
-  return view.getFloat64(0);
-}
 
 /** Unary encoding: every bit `bernoulliLazy(T_q)`, then bit x `bernoulliLazy(T_p)`; packed rows. */
 export class UnaryEncoding implements Mechanism<number, Uint8Array> {
+  readonly valueKind = "category";
   readonly thresholds: readonly [bigint, bigint];
 
   constructor(
@@ -206,7 +200,7 @@ export class UnaryEncoding implements Mechanism<number, Uint8Array> {
   perturb(values: readonly number[], options?: PerturbOptions): Uint8Array[] {
     refuseKeys(options, this.name);
     const x = categoryValues(values, this.k);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const [p, q] = this.thresholds;
     const out: Uint8Array[] = [];
     for (const [start, stop] of chunks(x.length, rowsPerChunk(this.k))) {
@@ -229,7 +223,7 @@ export class UnaryEncoding implements Mechanism<number, Uint8Array> {
   perturbCompact(values: readonly number[], options?: PerturbOptions): Uint8Array[] {
     refuseKeys(options, this.name);
     const x = categoryValues(values, this.k);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const [p, q] = this.thresholds;
     const width = Math.ceil(this.k / 8);
     const padMask = (0xff << (8 * width - this.k)) & 0xff;
@@ -303,6 +297,7 @@ function comb(n: number, r: number): bigint {
 /** Subset selection: exactly d ones, x a member with probability p = d e^eps/(d e^eps + k - d). */
 export class SubsetSelection implements Mechanism<number, Uint8Array> {
   readonly name = "ss";
+  readonly valueKind = "category";
   readonly includeThreshold: bigint;
 
   constructor(
@@ -327,7 +322,7 @@ export class SubsetSelection implements Mechanism<number, Uint8Array> {
   perturb(values: readonly number[], options?: PerturbOptions): Uint8Array[] {
     refuseKeys(options, this.name);
     const x = categoryValues(values, this.k);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const { k, d } = this;
     const include = bernoulli(rng, this.includeThreshold, x.length);
     const complement = 2 * d > k;
@@ -405,6 +400,7 @@ export interface HashedReport {
 
 /** Local hashing (OLH: g buckets; BLH: g = 2): a uniform seed, then randomized response over [g]. */
 export class LocalHashing implements Mechanism<number, HashedReport> {
+  readonly valueKind = "category";
   readonly keepThreshold: bigint;
 
   constructor(
@@ -419,7 +415,7 @@ export class LocalHashing implements Mechanism<number, HashedReport> {
   perturb(values: readonly number[], options?: PerturbOptions): HashedReport[] {
     refuseKeys(options, this.name);
     const x = categoryValues(values, this.k);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const seeds = uniformBelow(rng, SEED_SPACE, x.length);
     const hashed = x.map((v, i) => localHash(seeds[i]!, v, this.g));
     const y = keepOrOther(rng, hashed, this.keepThreshold, this.g);
@@ -434,7 +430,7 @@ export class LocalHashing implements Mechanism<number, HashedReport> {
   perturbCompact(values: readonly number[], options?: PerturbOptions): HashedReport[] {
     refuseKeys(options, this.name);
     const x = categoryValues(values, this.k);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const aLessOne = uniformBelowBits(rng, HASH_PRIME - 1, x.length);
     const b = uniformBelowBits(rng, HASH_PRIME, x.length);
     const seeds = aLessOne.map((a, i) => BigInt(a) * PRIME + BigInt(b[i]!));
@@ -484,6 +480,7 @@ function fwht(values: number[]): number[] {
 /** Hadamard response over B blocks of b - 1 symbols (b = 2^bitlen(⌈k/B⌉)). */
 export class HadamardResponse implements Mechanism<number, number> {
   readonly name = "hr";
+  readonly valueKind = "category";
   readonly blockSize: number;
   readonly keepThreshold: bigint;
 
@@ -529,7 +526,7 @@ export class HadamardResponse implements Mechanism<number, number> {
   perturb(values: readonly number[], options?: PerturbOptions): number[] {
     refuseKeys(options, this.name);
     const x = categoryValues(values, this.k);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const b = this.blockSize;
     const n = x.length;
     const keep = bernoulli(rng, this.keepThreshold, n);
@@ -563,6 +560,9 @@ export class HadamardResponse implements Mechanism<number, number> {
 
 // ---- dbitflip ----------------------------------------------------------------------------------
 
+const DBITFLIP_BUCKETS = "dbitflip/buckets";
+const DBITFLIP_BITS = "dbitflip/bits";
+
 export interface BucketReport {
   buckets: number[];
   bits: boolean[];
@@ -571,6 +571,7 @@ export interface BucketReport {
 /** dBitFlip (Ding, Kulkarni & Yekhanin, NeurIPS 2017): d of k buckets, one bit each. */
 export class DBitFlip implements Mechanism<number, BucketReport> {
   readonly name = "dbitflip";
+  readonly valueKind = "category";
   readonly thresholds: readonly [bigint, bigint];
 
   constructor(
@@ -584,6 +585,44 @@ export class DBitFlip implements Mechanism<number, BucketReport> {
     this.thresholds = [high, WORD_SPAN - high];
   }
 
+  /** Memoized (the default): the buckets and each pattern's bits come from the keyed source. */
+  get memoized(): boolean {
+    return this.memoize;
+  }
+
+  /** Memoized, every report of a value is the same report, its buckets the device's: a pseudonym. */
+  get deterministicPseudonym(): boolean {
+    return this.memoize;
+  }
+
+  /**
+   * eps for d >= 2, eps/2 for d = 1, exact for the implemented p and q (Ding, Kulkarni &
+   * Yekhanin, NeurIPS 2017; Python: `DBitFlip.privacy_epsilon`, the same float).
+   */
+  get privacyEpsilon(): number {
+    const [p, q] = this.thresholds.map(thresholdProbability) as [Rational, Rational];
+    const perBit = logInt(p.num * q.den) - logInt(q.num * p.den);
+    return perBit * Math.min(this.d, 2);
+  }
+
+  /** Unlimited reports of one memoized pattern reveal one report's epsilon. */
+  get epsilonInf(): number {
+    return this.privacyEpsilon;
+  }
+
+  /** The d buckets of this device in this campaign (sorted), from the keyed source. */
+  deviceBuckets(keys: KeyedSource): number[] {
+    return sampleSubsets(keys.source(DBITFLIP_BUCKETS, 0), 1, this.k, this.d)[0]!;
+  }
+
+  /** The ledger's key of each value: its pattern (the value if one of the device's buckets, else k). */
+  memoKeys(values: readonly number[], keys: KeyedSource): string[] {
+    const x = categoryValues(values, this.k);
+    const source = requireKeys(keys, this.name);
+    const buckets = this.deviceBuckets(source);
+    return x.map((v) => source.key(DBITFLIP_BITS, buckets.includes(v) ? v : this.k));
+  }
+
   #bits(words: BigUint64Array, buckets: readonly number[], v: number): boolean[] {
     const [high, low] = this.thresholds;
     return buckets.map((bucket, i) => words[i]! < (bucket === v ? high : low));
@@ -593,15 +632,15 @@ export class DBitFlip implements Mechanism<number, BucketReport> {
     const x = categoryValues(values, this.k);
     if (this.memoize) {
       const keys = requireKeys(options?.keys, this.name);
-      const buckets = sampleSubsets(keys.source("dbitflip/buckets", 0), 1, this.k, this.d)[0]!;
+      const buckets = this.deviceBuckets(keys);
       return x.map((v) => {
         const pattern = buckets.includes(v) ? v : this.k;
-        const words = keys.source("dbitflip/bits", pattern).words(this.d);
+        const words = keys.source(DBITFLIP_BITS, pattern).words(this.d);
         return { buckets: [...buckets], bits: this.#bits(words, buckets, v) };
       });
     }
     refuseKeys(options, `${this.name} with memoize=false`);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const buckets = sampleSubsets(rng, x.length, this.k, this.d);
     const words = rng.words(x.length * this.d);
     return x.map((v, r) => ({
@@ -650,6 +689,9 @@ export interface RapporReport {
 /** RAPPOR (Erlingsson, Pihur & Korolova, CCS 2014), the reference encoder's derivation. */
 export class Rappor implements Mechanism<string, RapporReport> {
   readonly name = "rappor";
+  readonly valueKind = "string";
+  /** Every report of a string derives from its permanent response (Python: `RAPPOR.memoized`). */
+  readonly memoized = true;
   readonly fTimes128: number;
   readonly irrThresholds: readonly [bigint, bigint];
 
@@ -736,7 +778,7 @@ export class Rappor implements Mechanism<string, RapporReport> {
   perturb(values: readonly string[], options?: PerturbOptions): RapporReport[] {
     const strings = stringValues(values);
     const keys = requireKeys(options?.keys, this.name);
-    const rng = rngOf(options);
+    const rng = wordSource(options);
     const cohort = this.cohort(keys);
     const secret = keys.referenceSecret;
     const encoderId = new TextEncoder().encode(keys.scope);
@@ -861,15 +903,9 @@ function oracleFactory(name: string): MechanismFactory {
   return (config: MechanismConfig): Mechanism => {
     checkKeys(config, name, ["epsilon", ...ORACLE_FIELDS[name]!], ["longitudinal"]);
     const epsilon = configEpsilon(config);
-    if (config.longitudinal === undefined) return buildOracle(config, name, epsilon) as Mechanism;
-    const settings = configObject(config, "longitudinal");
-    const unknown = Object.keys(settings).filter((key) => key !== "epsilon_permanent" && key !== "allow_pseudonym");
-    if (unknown.length > 0) throw new TypeError(`longitudinal has unknown field(s) ${unknown.sort().join(", ")}`);
-    configBool(settings, "allow_pseudonym", false);
-    const permanent = configEpsilon(settings, "epsilon_permanent");
-    if (permanent < epsilon) {
-      throw new RangeError("longitudinal.epsilon_permanent must be >= epsilon (one report can never reveal more than all reports)");
-    }
+    const permanent = configPermanent(config, epsilon, ["allow_pseudonym"]);
+    if (permanent === undefined) return buildOracle(config, name, epsilon) as Mechanism;
+    configBool(configObject(config, "longitudinal"), "allow_pseudonym", false);
     const inner = buildOracle(config, name, permanent);
     const chain = chainOf(inner, expRational(epsilon));
     return longitudinal(inner as Mechanism<number, unknown>, chain, (values) => categoryValues(values, inner.k), {

@@ -45,3 +45,13 @@ export function log(y: number): number {
   }
   return new Rational(2n * sum + BigInt(e) * LN2, unit).toNumber();
 }
+
+/** Python's `math.log` of a positive integer below 2^1024: ln of its nearest double. */
+export function logInt(n: bigint): number {
+  return log(Number(n));
+}
+
+/** ln of a positive fraction as Python's `log_fraction` (memoization.py): ln num - ln den. */
+export function logFraction(value: Rational): number {
+  return logInt(value.num) - logInt(value.den);
+}

@@ -3,12 +3,32 @@
  * `client_sdk.mechanisms._validation`). Errors name the field and the value's type, never a
  * private input's value.
  */
-import type { MechanismConfig } from "./types.js";
+import { CryptoWordSource, type WordSource } from "../words.js";
+import type { MechanismConfig, PerturbOptions } from "./types.js";
 
-function typeName(value: unknown): string {
+/** The type of a value for an error message (never the value: it may be a private input). */
+export function typeName(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "array";
+  if (typeof value === "number" && !Number.isFinite(value)) return Number.isNaN(value) ? "NaN" : "an infinite number";
   return typeof value;
+}
+
+/** The report's word source: the caller's, else the platform CSPRNG. */
+export function wordSource(options: PerturbOptions | undefined): WordSource {
+  return options?.rng ?? new CryptoWordSource();
+}
+
+/** Refuses the device's keyed source where a mechanism has no memoized or per-device draw
+ * (Python's plain perturb takes no ``permanent``): a caller passing one expects memoization. */
+export function refuseKeys(options: PerturbOptions | undefined, name: string): void {
+  if (options?.keys !== undefined) throw new TypeError(`${name} is not memoized; it takes no keys`);
+}
+
+/** The word source of a mechanism without per-device draws, which refuses a keyed source. */
+export function plainWordSource(options: PerturbOptions | undefined, name: string): WordSource {
+  refuseKeys(options, name);
+  return wordSource(options);
 }
 
 /** Refuses missing and unknown keys of a config, naming them. */
@@ -70,6 +90,23 @@ export function configObject(config: Readonly<Record<string, unknown>>, field: s
   return value as Readonly<Record<string, unknown>>;
 }
 
+/** The ``"longitudinal"`` field's epsilon_permanent (at least epsilon), or undefined; `optional`: the
+ * other fields it may have (a frequency oracle's `allow_pseudonym`). */
+export function configPermanent(config: MechanismConfig, epsilon: number, optional: readonly string[] = []): number | undefined {
+  if (config.longitudinal === undefined) return undefined;
+  const settings = configObject(config, "longitudinal");
+  const unknown = Object.keys(settings).filter((key) => key !== "epsilon_permanent" && !optional.includes(key));
+  if (unknown.length > 0) throw new TypeError(`longitudinal has unknown field(s) ${unknown.sort().join(", ")}`);
+  const permanent = configEpsilon(settings, "epsilon_permanent");
+  if (permanent < epsilon) {
+    throw new RangeError(
+      "longitudinal.epsilon_permanent must be >= epsilon (one report can never reveal more than all reports); " +
+        `got ${permanent} < ${epsilon}`,
+    );
+  }
+  return permanent;
+}
+
 /** Categorical inputs: integers in [0, k). The error names the index and the type only. */
 export function categoryValues(values: readonly unknown[], k: number, field = "values"): number[] {
   if (!Array.isArray(values)) throw new TypeError(`${field} must be an array of integers; got ${typeName(values)}`);
@@ -89,6 +126,20 @@ export function stringValues(values: readonly unknown[], field = "values"): stri
     if (typeof value !== "string") throw new TypeError(`${field}[${i}] must be a string; got ${typeName(value)}`);
     return value;
   });
+}
+
+const UTF8 = new TextEncoder();
+
+/** The first of `payloads` with the longest compact JSON in UTF-8 (Python:
+ * `max(payloads, key=wire_length)`): the widest report of a mechanism with several parts. */
+export function widestPayload<T>(payloads: readonly T[]): T {
+  let best = payloads[0] as T;
+  let bestLength = -1;
+  for (const payload of payloads) {
+    const length = UTF8.encode(JSON.stringify(payload)).length;
+    if (length > bestLength) [best, bestLength] = [payload, length];
+  }
+  return best;
 }
 
 /** Python's `max(1, CHUNK_BITS // bits)` rows per chunk of about 2^23 bits. */

@@ -10,9 +10,13 @@
  */
 import { discreteGaussian, discreteGaussianAtLeast, MAX_GAUSSIAN_T } from "../sampling.js";
 import { randomizedRound } from "../samplers.js";
-import { ConfigReader, MAX_DIM, checkScalarValues, checkVectorValues, clip, plainWordSource } from "./bounded.js";
+import { ConfigReader, IMPLAUSIBLE_PROBABILITY, MAX_DIM, checkScalarValues, checkVectorValues, clip, widestPlausible } from "./bounded.js";
+import { log } from "./correctly-rounded.js";
 import { gridSteps } from "./piecewise.js";
-import { checkKeys } from "./fields.js";
+import {
+  checkKeys,
+  plainWordSource,
+} from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const SIGMA_GRID_BITS = 22;
@@ -131,6 +135,7 @@ type GaussianReport = number | number[];
 
 class Gaussian implements Mechanism<number | readonly number[], GaussianReport> {
   readonly name = "gaussian";
+  readonly valueKind = "number";
   readonly lower: number | null = null;
   readonly upper: number | null = null;
   readonly dim: number | null = null;
@@ -223,6 +228,23 @@ class Gaussian implements Mechanism<number | readonly number[], GaussianReport> 
       out.push(snapped.slice(i, i + dim).map((a, j) => a + Number(noise[i + j])));
     }
     return out;
+  }
+
+  /**
+   * The widest index of the plausible range (per coordinate): the grid [0, N] or the clipped
+   * ball's [-largest, largest], widened by M = ceil(sigma sqrt(2 ln(2/p))), the subgaussian
+   * tail bound at p = 2^-64 (per coordinate: 2^-64/dim) (Python: `DiscreteGaussian.magnitude_bound`).
+   */
+  largestWirePayload(): number | number[] {
+    const sigma2 = Number(this.t * this.m);
+    const margin = (p: number): number => Math.max(0, Math.ceil(Math.sqrt(2.0 * sigma2 * log(2 / p))));
+    if (this.dim === null) {
+      const m = margin(IMPLAUSIBLE_PROBABILITY);
+      return widestPlausible(-m, (this.gridSteps as number) + m);
+    }
+    const m = margin(IMPLAUSIBLE_PROBABILITY / this.dim);
+    const largest = Math.ceil(((this.clipNorm as number) / this.gridStep) * (1 + 2 ** -40));
+    return new Array<number>(this.dim).fill(widestPlausible(-(largest + m), largest + m));
   }
 
   toWire(reports: readonly GaussianReport[]): unknown[] {

@@ -12,8 +12,13 @@ import { Rational, probabilityThreshold } from "../rational.js";
 import { bernoulli, uniformBelow } from "../samplers.js";
 import type { KeyedSource } from "../memoization.js";
 import type { WordSource } from "../words.js";
-import { ConfigReader, wordSource } from "./bounded.js";
-import { categoryValues } from "./fields.js";
+import { ConfigReader } from "./bounded.js";
+import { widestInt } from "../wire.js";
+import {
+  categoryValues,
+  widestPayload,
+  wordSource,
+} from "./fields.js";
 import { GRR, UnaryEncoding } from "./categorical.js";
 import { checkKeys } from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
@@ -74,6 +79,9 @@ type RangeReport = [number, unknown];
 
 class Hierarchical implements Mechanism<number, RangeReport> {
   readonly name = "hierarchical";
+  readonly valueKind = "category";
+  /** The level: one per device and campaign from the keyed source. */
+  readonly usesDeviceChoices = true;
   readonly k: number;
   readonly branching: number;
   readonly height: number;
@@ -110,6 +118,11 @@ class Hierarchical implements Mechanism<number, RangeReport> {
     return out;
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): a level and its oracle's widest report. */
+  largestWirePayload(): RangeReport {
+    return [widestInt(1, this.height + 1), widestPayload(this.oracles.map((o) => o.largestWirePayload()))];
+  }
+
   toWire(reports: readonly RangeReport[]): unknown[] {
     return reports.map(([level, payload]) => [level, payload]);
   }
@@ -117,6 +130,9 @@ class Hierarchical implements Mechanism<number, RangeReport> {
 
 class HaarWavelet implements Mechanism<number, RangeReport> {
   readonly name = "hierarchical";
+  readonly valueKind = "category";
+  /** The level: one per device and campaign from the keyed source. */
+  readonly usesDeviceChoices = true;
   readonly k: number;
   readonly height: number;
   readonly keepThreshold: bigint;
@@ -153,6 +169,11 @@ class HaarWavelet implements Mechanism<number, RangeReport> {
       const sentMinus = keep[i] ? truthMinus : 1 - truthMinus;
       return [level, 2 * row + (1 - sentMinus)];
     });
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`): a level and 2·row + sign. */
+  largestWirePayload(): RangeReport {
+    return [widestInt(1, this.height + 1), widestInt(0, 1 << this.height)];
   }
 
   toWire(reports: readonly RangeReport[]): unknown[] {

@@ -5,12 +5,16 @@
  * Laplace of scale t/s, s/t the largest fraction with t <= 2^40 at most eps/N (Canonne, Kamath
  * & Steinke, NeurIPS 2020), so the mechanism is exactly (N s/t)-LDP with N s/t <= eps.
  */
-import { Rational } from "../rational.js";
+import { Rational, expDouble } from "../rational.js";
+import { log } from "./correctly-rounded.js";
 import { MAX_LAPLACE_DENOMINATOR, discreteLaplace, floorFraction } from "../sampling.js";
 import { randomizedRound } from "../samplers.js";
-import { ConfigReader, checkScalarValues, clip, plainWordSource } from "./bounded.js";
+import { ConfigReader, IMPLAUSIBLE_PROBABILITY, checkScalarValues, clip, widestPlausible } from "./bounded.js";
 import { DEFAULT_GRID_STEPS, gridSteps } from "./piecewise.js";
-import { checkKeys } from "./fields.js";
+import {
+  checkKeys,
+  plainWordSource,
+} from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** Largest noise scale in grid steps (laplace.py `MAX_NOISE_SCALE`). */
@@ -18,6 +22,7 @@ const MAX_NOISE_SCALE = 2 ** 36;
 
 class Laplace implements Mechanism<number, number> {
   readonly name = "laplace";
+  readonly valueKind = "number";
   readonly lower: number;
   readonly upper: number;
   readonly gridSteps: number;
@@ -50,6 +55,18 @@ class Laplace implements Mechanism<number, number> {
     const snapped = randomizedRound(rng, position, this.gridSteps);
     const noise = discreteLaplace(rng, this.t, this.s, snapped.length);
     return snapped.map((a, i) => a + Number(noise[i]));
+  }
+
+  /**
+   * The widest index of the plausible range [-M, N + M], M the least integer with
+   * P[|noise| > M] <= 2^-64: M + 1 >= scale ln(2/((1 + r) p)), r = e^(-1/scale)
+   * (Python: `DiscreteLaplace.magnitude_bound`, the same floats).
+   */
+  largestWirePayload(): number {
+    const scale = new Rational(this.t, this.s).toNumber();
+    const ratio = expDouble(-1.0 / scale);
+    const margin = Math.max(0, Math.ceil(scale * log(2 / ((1 + ratio) * IMPLAUSIBLE_PROBABILITY))));
+    return widestPlausible(-margin, this.gridSteps + margin);
   }
 
   toWire(reports: readonly number[]): unknown[] {

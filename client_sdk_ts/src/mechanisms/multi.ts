@@ -7,25 +7,23 @@
 import { deviceChoice } from "../memoization.js";
 import { Rational, expDouble, thresholdProbability } from "../rational.js";
 import { bernoulliBytes, bernoulliLazy, randomBits, uniformBelow32, uniformBelowBits } from "../samplers.js";
-import { base64Url } from "../wire.js";
+import { base64Url, bitsText, widestInt } from "../wire.js";
+import { type Attribute, encodeRecord, parseAttributes } from "./attributes.js";
 import type { WordSource } from "../words.js";
 import { HASH_PRIME, UnaryEncoding, keepOrOtherCompact, keepThreshold, localHash } from "./categorical.js";
 import { log } from "./correctly-rounded.js";
-import { checkKeys, configEpsilon } from "./fields.js";
-import { typeName, wordSource } from "./string-support.js";
+import {
+  checkKeys,
+  configEpsilon,
+  typeName,
+  widestPayload,
+  wordSource,
+} from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const PROTOCOLS = ["spl", "smp", "rsfd"];
 const TABLE_ORACLES = ["grr", "oue", "olh"];
-const MAX_ATTRIBUTES = 64;
-const MAX_K = 1 << 12;
 const FIELDS = ["epsilon", "attributes", "protocol"];
-
-interface Attribute {
-  readonly name: string;
-  readonly k: number;
-  readonly labels?: ReadonlyMap<string, number>;
-}
 
 /** One unit's oracle as its compact sampler needs it. */
 type Oracle =
@@ -111,34 +109,9 @@ function calibrateRsfd(epsilon: number, ks: readonly number[]): number {
   return low;
 }
 
-function parseAttributes(value: unknown): Attribute[] {
-  if (!Array.isArray(value) || value.length < 1 || value.length > MAX_ATTRIBUTES) {
-    throw new TypeError(`attributes must be a list of 1 to ${MAX_ATTRIBUTES} {name, k}; got ${typeName(value)}`);
-  }
-  const names = new Set<string>();
-  return value.map((entry: unknown, index) => {
-    if (entry === null || typeof entry !== "object" || Array.isArray(entry)) {
-      throw new TypeError(`attributes[${index}] must be an object {name, k}; got ${typeName(entry)}`);
-    }
-    const { name, k, labels, ...rest } = entry as Record<string, unknown>;
-    if (Object.keys(rest).length > 0) throw new RangeError(`attributes[${index}] has an unknown field`);
-    if (typeof name !== "string" || name === "" || names.has(name)) {
-      throw new TypeError(`attributes[${index}].name must be a distinct non-empty string; got ${typeName(name)}`);
-    }
-    names.add(name);
-    if (typeof k !== "number" || !Number.isSafeInteger(k) || k < 2 || k > MAX_K) {
-      throw new RangeError(`attributes[${index}].k must be an integer in [2, ${MAX_K}]; got ${typeName(k)}`);
-    }
-    if (labels === undefined || labels === null) return { name, k };
-    if (!Array.isArray(labels) || labels.length !== k || !labels.every((l) => typeof l === "string") || new Set(labels).size !== k) {
-      throw new RangeError(`attributes[${index}].labels must be ${k} distinct strings; got ${typeName(labels)}`);
-    }
-    return { name, k, labels: new Map((labels as string[]).map((l, i) => [l, i])) };
-  });
-}
-
 export class Multi implements Mechanism<MultiRecord, MultiReport> {
   readonly name = "multi";
+  readonly valueKind = "record";
   readonly epsilon: number;
   readonly protocol: "spl" | "smp" | "rsfd";
   readonly attributes: readonly Attribute[];
@@ -147,7 +120,7 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
   readonly oracles: readonly Oracle[];
   /** SMP's and RS+FD's unit comes from the device's keyed source (Python:
    * ``uses_device_choices``; a simulation without keys draws a unit per report). */
-  readonly usesKeys = true;
+  readonly usesDeviceChoices = true;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "multi", FIELDS, ["marginals", "table_oracles"]);
@@ -199,43 +172,6 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
     }
   }
 
-  /** A record's indices in the config's attribute order (errors name the position and the
-   * attribute, never the value). */
-  indices(record: unknown, position: number): number[] {
-    if (Array.isArray(record)) {
-      if (record.length !== this.attributes.length) {
-        throw new RangeError(`values[${position}] must hold ${this.attributes.length} indices; got ${record.length}`);
-      }
-      return record.map((v: unknown, j) => {
-        const a = this.attributes[j] as Attribute;
-        if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0 || v >= a.k) {
-          throw new RangeError(`values[${position}][${j}] (${a.name}, a ${typeName(v)}) must be an integer in [0, ${a.k})`);
-        }
-        return v;
-      });
-    }
-    if (record === null || typeof record !== "object") {
-      throw new TypeError(`values[${position}] must be an object attribute -> value; got ${typeName(record)}`);
-    }
-    const fields = record as Record<string, unknown>;
-    const unknown = Object.keys(fields).filter((n) => !this.attributes.some((a) => a.name === n));
-    if (unknown.length > 0) {
-      throw new RangeError(
-        `values[${position}] has unknown attribute(s); the attributes are ${this.attributes.map((a) => a.name).join(", ")}`,
-      );
-    }
-    return this.attributes.map((a) => {
-      if (!Object.hasOwn(fields, a.name)) throw new RangeError(`values[${position}] misses attribute ${JSON.stringify(a.name)}`);
-      const v = fields[a.name];
-      const code = a.labels !== undefined ? (typeof v === "string" ? a.labels.get(v) : undefined) : v;
-      if (typeof code !== "number" || !Number.isSafeInteger(code) || code < 0 || code >= a.k) {
-        const what = a.labels !== undefined ? `one of its ${a.k} labels` : `an integer in [0, ${a.k})`;
-        throw new RangeError(`values[${position}], attribute ${JSON.stringify(a.name)} (a ${typeName(v)}) must be ${what}`);
-      }
-      return code;
-    });
-  }
-
   /** Unit j's cell of a record: row-major over the unit's attributes. */
   #cell(x: readonly number[], j: number): number {
     return (this.units[j] as number[]).reduce((cell, a) => cell * (this.attributes[a] as Attribute).k + (x[a] as number), 0);
@@ -243,7 +179,7 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
 
   perturb(values: readonly MultiRecord[], options?: PerturbOptions): MultiReport[] {
     if (!Array.isArray(values)) throw new TypeError(`values must be an array of records; got ${typeName(values)}`);
-    const x = values.map((record, position) => this.indices(record, position));
+    const x = values.map((record, position) => encodeRecord(this.attributes, record, position));
     const rng = wordSource(options);
     const n = x.length;
     if (this.protocol === "spl") {
@@ -275,6 +211,13 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
     return out;
   }
 
+  /** The widest payload (Python: `largest_wire_payload`): every unit's widest report, or
+   * SMP's widest unit and its widest report. */
+  largestWirePayload(): unknown {
+    const reports = this.oracles.map(largestUnitPayload);
+    return this.protocol === "smp" ? [widestInt(0, this.units.length), widestPayload(reports)] : reports;
+  }
+
   toWire(reports: readonly MultiReport[]): unknown[] {
     return reports.map((report) => {
       if (this.protocol === "smp") {
@@ -284,6 +227,12 @@ export class Multi implements Mechanism<MultiRecord, MultiReport> {
       return (report as readonly UnitReport[]).map(unitPayload);
     });
   }
+}
+
+function largestUnitPayload(o: Oracle): unknown {
+  if (o.name === "grr") return widestInt(0, o.k);
+  if (o.name === "oue") return bitsText(o.k);
+  return { seed: "0".repeat(16), y: widestInt(0, o.g) };
 }
 
 function unitPayload(report: UnitReport): unknown {

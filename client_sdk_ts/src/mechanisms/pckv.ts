@@ -7,9 +7,15 @@
 import type { WordSource } from "../words.js";
 import { Rational, WORD_SPAN, expDouble, probabilityThreshold } from "../rational.js";
 import { bernoulliLazy, randomBits, uniformBelow } from "../samplers.js";
-import { base64Url, packBits } from "../wire.js";
-import { checkKeys, configEpsilon, configInt } from "./fields.js";
-import { refuseKeys, typeName, wordSource } from "./string-support.js";
+import { base64Url, bitsText, packBits, widestInt } from "../wire.js";
+import {
+  checkKeys,
+  configEpsilon,
+  configInt,
+  refuseKeys,
+  typeName,
+  wordSource,
+} from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const MAX_K = 1 << 16;
@@ -42,13 +48,13 @@ export type PckvReport = number | readonly [Uint8Array, Uint8Array];
 
 export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
   readonly name = "pckv";
+  readonly valueKind = "record";
   readonly epsilon: number;
   readonly k: number;
   readonly padding: number;
   readonly ue: boolean;
   /** (keep key, keep sign, other key nonzero) thresholds, rounded towards less information. */
   readonly thresholds: readonly [bigint, bigint, bigint];
-  readonly usesKeys = false;
 
   constructor(config: MechanismConfig) {
     if (config.padding === undefined) throw new TypeError(`config for "pckv" is missing padding: ${PADDING_ADVICE}`);
@@ -175,6 +181,11 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
       }
     }
     return out;
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): number | [string, string] {
+    return this.ue ? [bitsText(this.keys), bitsText(this.keys)] : widestInt(0, 2 * this.keys);
   }
 
   toWire(reports: readonly PckvReport[]): (number | [string, string])[] {

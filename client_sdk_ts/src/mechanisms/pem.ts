@@ -4,20 +4,13 @@
  * (docs/protocol.md, "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/pem.py).
  */
 import type { WordSource } from "../words.js";
-import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
-import { bernoulli, uniformBelow } from "../samplers.js";
-import { type KeyedSource, largestThreshold, requireKeys } from "../memoization.js";
-import { checkKeys, configEpsilon, configInt, stringValues } from "./fields.js";
-import {
-  RESERVED,
-  configPermanent,
-  countReserved,
-  isWellFormed,
-  memoLabel,
-  representable,
-  typeName,
-  wordSource,
-} from "./string-support.js";
+import { expRational, thresholdProbability } from "../rational.js";
+import { uniformBelow } from "../samplers.js";
+import { type KeyedSource, requireKeys } from "../memoization.js";
+import { checkKeys, configEpsilon, configInt, configPermanent, stringValues, typeName, wordSource } from "./fields.js";
+import { widestInt } from "../wire.js";
+import { RESERVED, countReserved, isWellFormed, memoLabel, representable, stringMemoKeys } from "./string-support.js";
+import { keepOrOther, keepThreshold, randomizedResponseChainThreshold } from "./categorical.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** The hash family's prime P = 2^31 - 1. */
@@ -58,6 +51,8 @@ function parseAlphabet(value: unknown): string[] | undefined {
 
 export class Pem implements Mechanism<string, PemReport> {
   readonly name = "pem";
+  readonly valueKind = "string";
+  readonly discovery = "prefixes";
   readonly epsilon: number;
   readonly maxLength: number;
   readonly alphabet?: readonly string[];
@@ -76,7 +71,13 @@ export class Pem implements Mechanism<string, PemReport> {
   readonly memo?: { readonly permanentKeep: bigint; readonly again: bigint };
   /** The device's level comes from its keyed source (a simulation without keys draws a level
    * per report from the words). */
-  readonly usesKeys = true;
+  readonly usesDeviceChoices = true;
+  /** Under ``"longitudinal"``: each string's (seed, y) memoized. */
+  readonly memoized: boolean;
+  /** Memoized: epsilon_permanent, what all reports of one string reveal (its PRR). */
+  readonly epsilonInf?: number;
+  /** Memoized, the PRR's hash seed goes with every report of a string: a pseudonym. */
+  readonly deterministicPseudonym: boolean;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "pem", FIELDS, ["alphabet", "longitudinal"]);
@@ -101,8 +102,25 @@ export class Pem implements Mechanism<string, PemReport> {
     const permanent = configPermanent(config, this.epsilon);
     if (permanent !== undefined) {
       const permanentKeep = keepThreshold(permanent, this.g);
-      this.memo = { permanentKeep, again: againThreshold(permanentKeep, this.epsilon, this.g) };
+      // the instantaneous step is L-GRR over the g buckets (Python's `MemoizedPEM._again_threshold`)
+      const again = randomizedResponseChainThreshold(thresholdProbability(permanentKeep), this.g, expRational(this.epsilon));
+      this.memo = { permanentKeep, again };
+      this.epsilonInf = permanent;
     }
+    this.memoized = this.deterministicPseudonym = this.memo !== undefined;
+  }
+
+  memoKeys(values: readonly string[], keys: KeyedSource): string[] {
+    return stringMemoKeys(values, keys, this.name, (v) => this.encode(v));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): { level: number; seed: number[]; y: number } {
+    return {
+      level: widestInt(0, this.levels),
+      seed: new Array<number>(this.chunkCount(this.levels - 1) + 1).fill(PRIME - 1),
+      y: widestInt(0, this.g),
+    };
   }
 
   /** b_i: the prefix bits of level i. */
@@ -228,41 +246,4 @@ export class Pem implements Mechanism<string, PemReport> {
       return { level: r.level, seed: [...r.seed.slice(0, count), r.seed[r.seed.length - 1] as number], y: r.y };
     });
   }
-}
-
-/** T_keep = e^eps/(e^eps + g - 1), rounded down. */
-function keepThreshold(epsilon: number, g: number): bigint {
-  const e = expRational(epsilon);
-  return probabilityThreshold(e.div(e.add(BigInt(g - 1))), "down");
-}
-
-/** (P', Q') of randomized response over g symbols at keep p1 then keep p2 (``compose_keep``). */
-function composeKeep(p1: Rational, p2: Rational, g: number): [Rational, Rational] {
-  const one = new Rational(1n);
-  const q1 = one.sub(p1).div(BigInt(g - 1));
-  const q2 = one.sub(p2).div(BigInt(g - 1));
-  return [p1.mul(p2).add(one.sub(p1).mul(q2)), q1.mul(p2).add(one.sub(q1).mul(q2))];
-}
-
-/** The instantaneous keep threshold T2: the largest with P'/Q' <= e^eps
- * (Python's ``MemoizedPEM._again_threshold``). */
-function againThreshold(permanentKeep: bigint, epsilon: number, g: number): bigint {
-  const p1 = thresholdProbability(permanentKeep);
-  const ratio = (threshold: bigint): Rational => {
-    const [big, small] = composeKeep(p1, thresholdProbability(threshold), g);
-    return big.div(small);
-  };
-  const low = (WORD_SPAN + BigInt(g) - 1n) / BigInt(g);
-  return largestThreshold(ratio, low, MAX_WORD, expRational(epsilon));
-}
-
-/** keep_or_other over [size]: n keep words, then (size > 2) n uniform others skipping the value. */
-function keepOrOther(rng: WordSource, values: readonly number[], threshold: bigint, size: number): number[] {
-  const keep = bernoulli(rng, threshold, values.length);
-  if (size === 2) return values.map((v, i) => (keep[i] ? v : 1 - v));
-  const other = uniformBelow(rng, size - 1, values.length).map(Number);
-  return values.map((v, i) => {
-    const o = other[i] as number;
-    return keep[i] ? v : o + (o >= v ? 1 : 0);
-  });
 }

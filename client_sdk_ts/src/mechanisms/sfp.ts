@@ -10,9 +10,10 @@ import { expRational } from "../rational.js";
 import { uniformBelow32 } from "../samplers.js";
 import type { WordSource } from "../words.js";
 import { HadamardResponse } from "./categorical.js";
-import { checkKeys, configEpsilon, configInt, configNumber, stringValues } from "./fields.js";
+import { checkKeys, configEpsilon, configInt, configNumber, configPermanent, refuseKeys, stringValues, wordSource } from "./fields.js";
 import { Hcms } from "./sketch.js";
-import { configPermanent, countReserved, refuseKeys, representable, seededKey, wordSource } from "./string-support.js";
+import { countReserved, representable, seededKey, stringMemoKeys } from "./string-support.js";
+import { widestInt } from "../wire.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 /** Fragments: 256 tags times 256 bytes. */
@@ -29,9 +30,13 @@ export interface SfpReport {
 
 export class Sfp implements Mechanism<string, SfpReport> {
   readonly name = "sfp";
+  readonly valueKind = "string";
+  readonly discovery = "fragments";
   readonly epsilon: number;
   /** The epsilon one report spends (plain configs; Python: `privacy_epsilon`). */
   readonly privacyEpsilon?: number;
+  /** Memoized: what all reports of one string reveal, its two PRRs (Python: `epsilon_inf`). */
+  readonly epsilonInf?: number;
   readonly maxLength: number;
   readonly seed: number;
   readonly share: number;
@@ -41,8 +46,9 @@ export class Sfp implements Mechanism<string, SfpReport> {
   readonly fragment: HadamardResponse;
   /** Memoized: the fragment's instantaneous step (the mixture chain at epsilon_fragment). */
   readonly chain?: BatchChain<number>;
-  /** Whether perturb needs the device's keyed source (memoized configs). */
-  readonly usesKeys: boolean;
+  /** Under ``"longitudinal"``: the offset is the device's, the word's sign and the fragment's
+   * response memoized per string. */
+  readonly memoized: boolean;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "sfp", FIELDS, ["longitudinal"]);
@@ -71,11 +77,26 @@ export class Sfp implements Mechanism<string, SfpReport> {
       this.word = new Hcms(config, { shape, permanent: permanent - share * permanent });
       this.fragment = new HadamardResponse(share * permanent, FRAGMENTS, blocks);
       this.chain = mixtureChain(this.fragment, FRAGMENTS, this.fragment.columnProfile(), expRational(epsilonFragment));
+      // the plain SFP's privacy_epsilon at epsilon_permanent (the PRRs' guarantee)
+      this.epsilonInf = permanent - share * permanent + share * permanent;
     }
-    this.usesKeys = this.chain !== undefined;
+    this.memoized = this.chain !== undefined;
     // Python's `privacy_epsilon`: the word's part plus the fragment's, which in floats can
     // exceed `epsilon` by an ulp (and then fails a policy whose max_epsilon is `epsilon`)
     if (permanent === undefined) this.privacyEpsilon = this.epsilon - epsilonFragment + epsilonFragment;
+  }
+
+  memoKeys(values: readonly string[], keys: KeyedSource): string[] {
+    return stringMemoKeys(values, keys, this.name, (v) => representable(v, this.maxLength));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): { offset: number; word: number; fragment: number } {
+    return {
+      offset: widestInt(0, this.maxLength),
+      word: this.word.largestWirePayload(),
+      fragment: this.fragment.largestWirePayload(),
+    };
   }
 
   /** 256·tag + the byte at ``offset`` of raw padded with zeros, tag = the one-byte keyed

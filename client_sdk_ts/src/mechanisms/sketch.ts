@@ -6,19 +6,10 @@
 import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { bernoulliLazy, uniformBelow32 } from "../samplers.js";
-import { base64Url, packBits } from "../wire.js";
+import { base64Url, bitsText, packBits, widestInt } from "../wire.js";
 import { type KeyedSource, deviceChoice, largestThreshold, requireKeys } from "../memoization.js";
-import { checkKeys, configEpsilon, configInt, stringValues } from "./fields.js";
-import {
-  configPermanent,
-  countReserved,
-  memoLabel,
-  parity,
-  refuseKeys,
-  representable,
-  sketchBucket,
-  wordSource,
-} from "./string-support.js";
+import { checkKeys, configEpsilon, configInt, configPermanent, refuseKeys, stringValues, wordSource } from "./fields.js";
+import { countReserved, memoLabel, parity, representable, sketchBucket, stringMemoKeys } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const SKETCH_FIELDS = ["epsilon", "m", "hashes", "max_length", "seed"];
@@ -76,12 +67,15 @@ export interface CmsReport {
 /** Count-mean sketch: a row, then the m signs of the value's one-hot column, each flipped. */
 export class Cms implements Mechanism<string, CmsReport> {
   readonly name = "cms";
+  readonly valueKind = "string";
   readonly shape: SketchShape;
   readonly flipThreshold: bigint;
   /** With ``"longitudinal"``: the permanent flip threshold and the flip-again keep threshold. */
   readonly memo?: { readonly permanentFlip: bigint; readonly keep: bigint };
-  /** Whether perturb needs the device's keyed source (memoized configs). */
-  readonly usesKeys: boolean;
+  /** Under ``"longitudinal"``: the row is the device's, each string's m signs memoized. */
+  readonly memoized: boolean;
+  /** Memoized: epsilon_permanent, what all reports of one string reveal (its PRR). */
+  readonly epsilonInf?: number;
 
   constructor(config: MechanismConfig) {
     this.shape = sketchShape(config);
@@ -90,8 +84,18 @@ export class Cms implements Mechanism<string, CmsReport> {
     if (permanent !== undefined) {
       const permanentFlip = flipThreshold(permanent, 2);
       this.memo = { permanentFlip, keep: flipAgainThreshold(permanentFlip, this.shape.epsilon, 2) };
+      this.epsilonInf = permanent;
     }
-    this.usesKeys = this.memo !== undefined;
+    this.memoized = this.memo !== undefined;
+  }
+
+  memoKeys(values: readonly string[], keys: KeyedSource): string[] {
+    return stringMemoKeys(values, keys, this.name, (v) => representable(v, this.shape.maxLength));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`). */
+  largestWirePayload(): { row: number; bits: string } {
+    return { row: widestInt(0, this.shape.hashes), bits: bitsText(this.shape.m) };
   }
 
   perturb(values: readonly string[], options?: PerturbOptions): CmsReport[] {
@@ -152,19 +156,34 @@ export class Cms implements Mechanism<string, CmsReport> {
 /** Hadamard count-mean sketch: a row, a Hadamard column and one flipped sign (an integer). */
 export class Hcms implements Mechanism<string, number> {
   readonly name: string = "hcms";
+  readonly valueKind = "string";
   readonly shape: SketchShape;
   readonly flipThreshold: bigint;
   readonly memo?: { readonly permanentFlip: bigint; readonly keep: bigint };
-  /** Whether perturb needs the device's keyed source (memoized configs). */
-  readonly usesKeys: boolean;
+  /** Under ``"longitudinal"``: the row and column are the device's, each string's sign memoized. */
+  readonly memoized: boolean;
+  /** Memoized: epsilon_permanent, what all reports of one string reveal (its PRR). */
+  readonly epsilonInf?: number;
 
   /** From a config, or (``part``: SFP's word sketch) from parsed fields and epsilon_permanent. */
   constructor(config: MechanismConfig, part?: { shape: SketchShape; permanent: number | undefined }) {
     this.shape = part?.shape ?? sketchShape(config);
     this.flipThreshold = flipThreshold(this.shape.epsilon, 1);
     const permanent = part === undefined ? configPermanent(config, this.shape.epsilon) : part.permanent;
-    if (permanent !== undefined) this.memo = hcmsMemo(permanent, this.shape.epsilon);
-    this.usesKeys = this.memo !== undefined;
+    if (permanent !== undefined) {
+      this.memo = hcmsMemo(permanent, this.shape.epsilon);
+      this.epsilonInf = permanent;
+    }
+    this.memoized = this.memo !== undefined;
+  }
+
+  memoKeys(values: readonly string[], keys: KeyedSource): string[] {
+    return stringMemoKeys(values, keys, this.name, (v) => representable(v, this.shape.maxLength));
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`): an integer below 2·hashes·m. */
+  largestWirePayload(): number {
+    return widestInt(0, 2 * this.shape.hashes * this.shape.m);
   }
 
   perturb(values: readonly string[], options?: PerturbOptions): number[] {

@@ -6,9 +6,13 @@
  */
 import { roundHalfEven } from "../exact-math.js";
 import { expDouble } from "../rational.js";
-import { ConfigReader, checkScalarValues, clip, plainWordSource } from "./bounded.js";
+import { widestInt } from "../wire.js";
+import { ConfigReader, checkScalarValues, clip } from "./bounded.js";
 import { PiecewiseKernel } from "./piecewise.js";
-import { checkKeys } from "./fields.js";
+import {
+  checkKeys,
+  plainWordSource,
+} from "./fields.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const EMS_GRID = 1024;
@@ -22,6 +26,7 @@ export function squareWaveB(epsilon: number): number {
 
 class SquareWave implements Mechanism<number, number> {
   readonly name = "square_wave";
+  readonly valueKind = "number";
   readonly kernel: PiecewiseKernel;
   readonly lower: number;
   readonly upper: number;
@@ -43,6 +48,11 @@ class SquareWave implements Mechanism<number, number> {
     const half = (this.upper - this.lower) / 2;
     const t = checkScalarValues(values).map((x) => clip((x - mid) / half, -1, 1));
     return this.kernel.sample(plainWordSource(options, this.name), t);
+  }
+
+  /** The widest payload (Python: `largest_wire_payload`): an output of the kernel. */
+  largestWirePayload(): number {
+    return widestInt(0, this.kernel.outputSize);
   }
 
   toWire(reports: readonly number[]): unknown[] {

@@ -1,53 +1,21 @@
 /**
- * What the string mechanisms (cms, hcms, pem, sfp) share, with multi and pckv for the first part:
- * the word source of a perturb call, the type of a value for errors, the ``"longitudinal"``
- * field, a value's UTF-8 bytes or the reserved symbol, the memo labels of memoized draws and the
- * sketch hash (docs/protocol.md, "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py).
+ * What the string mechanisms (cms, hcms, pem, sfp) share: a value's UTF-8 bytes or the reserved
+ * symbol, the memo labels and memo keys of memoized draws and the sketch hash (docs/protocol.md,
+ * "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py). Config fields, value checks,
+ * error type names and the word source of a perturb call are fields.ts's.
  */
 import { blake2b } from "@noble/hashes/blake2b";
 import { toHex } from "../wire.js";
-import { CryptoWordSource, type WordSource } from "../words.js";
-import { configEpsilon, configObject } from "./fields.js";
-import type { MechanismConfig, PerturbOptions } from "./types.js";
+import { type KeyedSource, requireKeys } from "../memoization.js";
+import { stringValues } from "./fields.js";
 
 /** The reserved symbol: the single byte 0xFF (no UTF-8 text holds it), sent in place of a
  * value the mechanism cannot carry (too long, outside the alphabet, not valid Unicode). */
 export const RESERVED: Uint8Array = Uint8Array.of(0xff);
 
-/** The report's word source: the caller's, else the platform CSPRNG. */
-export function wordSource(options: PerturbOptions | undefined): WordSource {
-  return options?.rng ?? new CryptoWordSource();
-}
 
-/** Refuses the device's keyed source where a mechanism has no memoized or per-device draw
- * (Python's plain perturb takes no ``permanent``): a caller passing one expects memoization. */
-export function refuseKeys(options: PerturbOptions | undefined, name: string): void {
-  if (options?.keys !== undefined) throw new TypeError(`${name} is not memoized; it takes no keys`);
-}
 
-/** The type of a value for an error message (never the value: it may be private). */
-export function typeName(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "array";
-  if (typeof value === "number" && !Number.isFinite(value)) return `non-finite number`;
-  return typeof value;
-}
 
-/** The ``"longitudinal"`` field's epsilon_permanent (at least epsilon), or undefined. */
-export function configPermanent(config: MechanismConfig, epsilon: number): number | undefined {
-  if (config.longitudinal === undefined) return undefined;
-  const settings = configObject(config, "longitudinal");
-  const unknown = Object.keys(settings).filter((key) => key !== "epsilon_permanent");
-  if (unknown.length > 0) throw new TypeError(`longitudinal has unknown field(s) ${unknown.sort().join(", ")}`);
-  const permanent = configEpsilon(settings, "epsilon_permanent");
-  if (permanent < epsilon) {
-    throw new RangeError(
-      "longitudinal.epsilon_permanent must be >= epsilon (one report can never reveal more than all reports); " +
-        `got ${permanent} < ${epsilon}`,
-    );
-  }
-  return permanent;
-}
 
 /** Whether a JS string is well-formed UTF-16 (no lone surrogate: Python could not encode it). */
 export function isWellFormed(value: string): boolean {
@@ -87,6 +55,18 @@ export function countReserved(values: readonly string[], maxLength: number, alph
 /** The keyed-source label of a string's memoized draw: the namespace, ``string:``, its hex. */
 export function memoLabel(namespace: string, raw: Uint8Array): string {
   return `${namespace}string:${toHex(raw)}`;
+}
+
+/** The ledger's key of each string's permanent response (Python: `MemoizedStrings.memo_keys`):
+ * `keys.key(memo_label("", raw), 0)` of the bytes the mechanism randomizes (never the string). */
+export function stringMemoKeys(
+  values: readonly string[],
+  keys: KeyedSource,
+  name: string,
+  encode: (value: string) => Uint8Array,
+): string[] {
+  const source = requireKeys(keys, name);
+  return stringValues(values).map((value) => source.key(memoLabel("", encode(value)), 0));
 }
 
 /** ``seed`` as 8 bytes big-endian after a key prefix (the sketch's and the SFP tag's keys). */
