@@ -98,11 +98,12 @@ function importedNames(code, names, exportsOf, bridge) {
 }
 
 /**
- * In a chunk, a module the entry holds becomes a view of the entry's copy (`used`: the names
- * each lent module gives; absent: leave it an external `ldp-lent:<index>` to learn them); the
- * categorical oracles come from their chunk.
+ * In a chunk, a module the entry lends becomes a view of the entry's copy (`slots`: the index in
+ * `__ldpModules` of each name it borrows, by module index; null: leave every lendable module an
+ * external `ldp-lent:<index>`, to learn what the chunk imports); the categorical oracles come
+ * from their chunk.
  */
-function borrow(bridge, used, categoricalFile) {
+function borrow(bridge, slots, categoricalFile) {
   return {
     name: "ldp-borrow",
     setup(build) {
@@ -111,15 +112,16 @@ function borrow(bridge, used, categoricalFile) {
         if (args.pluginData?.usual || args.kind === "entry-point") return undefined;
         const path = await resolveAsUsual(build, args);
         if (path === null) return undefined;
-        if (bridge.includes(path)) return used === null ? { path: `ldp-lent:${bridge.indexOf(path)}`, external: true } : { path, namespace: "ldp-borrowed" };
+        const index = bridge.indexOf(path);
+        if (index >= 0 && slots === null) return { path: `ldp-lent:${index}`, external: true };
+        if (index >= 0 && slots.has(index)) return { path, namespace: "ldp-borrowed" };
         if (categoricalFile !== null && path === CHUNKS.categorical) return { path: `./${categoricalFile}`, external: true };
         return undefined;
       });
       build.onLoad({ filter: /.*/, namespace: "ldp-borrowed" }, (args) => {
-        const index = bridge.indexOf(args.path);
-        const names = [...(used.get(index) ?? [])];
+        const names = [...slots.get(bridge.indexOf(args.path))];
         return {
-          contents: `import { __ldpModules as m } from "${ENTRY_SPECIFIER}";\nexport const { ${names.join(", ")} } = m[${index}];\n`,
+          contents: `import { __ldpModules as m } from "${ENTRY_SPECIFIER}";\nexport const ${names.map(([name, slot]) => `${name} = m[${slot}]`).join(", ")};\n`,
           loader: "js",
           resolveDir: dirname(args.path),
         };
@@ -134,13 +136,15 @@ export async function buildBrowser() {
   const placeholders = Object.fromEntries(Object.keys(CHUNKS).map((chunk) => [chunk, `${chunk}.js`]));
   // 1. what the entry holds, and what of it the chunks use: the modules it lends them
   const held = await inputsOf({ entryPoints: [join(src, "browser.ts")], plugins: [chunkImports(placeholders)] });
+  // the config readers every mechanism group uses: in the entry once rather than in each chunk
+  held.add(join(src, "mechanisms", "fields.ts"));
   const shared = new Set();
   for (const file of Object.values(CHUNKS)) for (const path of await inputsOf({ entryPoints: [file] })) if (held.has(path)) shared.add(path);
   const bridge = [...shared].filter((path) => LEND(path)).sort();
   const exportsOf = new Map();
   for (const path of bridge) exportsOf.set(path, await exportNames(path));
-  // which names of each lent module the chunks use (the entry lends only those)
-  const used = new Map();
+  // which names of each lendable module each chunk imports
+  const needs = {};
   for (const [chunk, file] of Object.entries(CHUNKS)) {
     const trial = await esbuild.build({
       ...COMMON,
@@ -149,11 +153,28 @@ export async function buildBrowser() {
       outdir: "/tmp/ldp-unused",
       plugins: [borrow(bridge, null, chunk === "categorical" ? null : "categorical.js")],
     });
-    for (const output of trial.outputFiles) importedNames(output.text, used, exportsOf, bridge);
+    needs[chunk] = new Map();
+    for (const output of trial.outputFiles) importedNames(output.text, needs[chunk], exportsOf, bridge);
   }
+  // What the entry lends: of this package's modules, what any chunk needs (one copy of each
+  // class); of a library's, what the categorical chunk needs (the entry's page needs them
+  // anyway), and a chunk needing more of such a module bundles its own copy.
+  const lentNames = bridge.map((path, i) => {
+    if (path.includes("/node_modules/")) return new Set(needs.categorical.get(i) ?? []);
+    return new Set(Object.values(needs).flatMap((byModule) => [...(byModule.get(i) ?? [])]));
+  });
+  const flat = bridge.flatMap((path, i) => [...lentNames[i]].sort().map((name) => ({ module: i, name })));
+  const slotsOf = (chunk) => {
+    const slots = new Map();
+    for (const [i, wanted] of needs[chunk]) {
+      if (![...wanted].every((name) => lentNames[i].has(name))) continue;
+      slots.set(i, new Map([...wanted].map((name) => [name, flat.findIndex((f) => f.module === i && f.name === name)])));
+    }
+    return slots;
+  };
   // 2. the chunks, each importing the lent modules from the entry
   const names = {};
-  const meta = { entry: "browser.js", chunks: {}, lent: Object.fromEntries(bridge.map((path, i) => [relative(pkg, path), [...(used.get(i) ?? [])].sort()])) };
+  const meta = { entry: "browser.js", chunks: {}, lent: Object.fromEntries(bridge.map((path, i) => [relative(pkg, path), [...lentNames[i]].sort()])) };
   for (const [chunk, file] of Object.entries(CHUNKS)) {
     const result = await esbuild.build({
       ...COMMON,
@@ -161,7 +182,7 @@ export async function buildBrowser() {
       outdir: chunkDir,
       entryNames: "[name]-[hash]",
       metafile: true,
-      plugins: [borrow(bridge, used, chunk === "categorical" ? null : (names.categorical ?? null))],
+      plugins: [borrow(bridge, slotsOf(chunk), chunk === "categorical" ? null : (names.categorical ?? null))],
     });
     const [output, info] = Object.entries(result.metafile.outputs).find(([path]) => path.endsWith(".js"));
     names[chunk] = output.split("/").pop();
@@ -173,13 +194,12 @@ export async function buildBrowser() {
   }
   // 3. the entry, with its dynamic imports pointing at the chunks and the lent modules exported
   const lines = [`export * from "./browser.ts";`];
-  const lent = bridge.map((path, i) => {
-    const names = [...(used.get(i) ?? [])];
-    lines.push(`import { ${names.map((name) => `${name} as m${i}_${name}`).join(", ")} } from ${JSON.stringify(path)};`);
-    return `{ ${names.map((name) => `${name}: m${i}_${name}`).join(", ")} }`;
+  bridge.forEach((path, i) => {
+    const names = [...lentNames[i]].sort();
+    if (names.length) lines.push(`import { ${names.map((name) => `${name} as m${i}_${name}`).join(", ")} } from ${JSON.stringify(path)};`);
   });
   lines.push(`/** What the chunks under browser/ borrow (scripts/build-browser.mjs); internal, not API. */`);
-  lines.push(`export const __ldpModules = [${lent.join(", ")}];`);
+  lines.push(`export const __ldpModules = [${flat.map(({ module, name }) => `m${module}_${name}`).join(", ")}];`);
   const entry = await esbuild.build({
     ...COMMON,
     stdin: { contents: lines.join("\n"), resolveDir: src, sourcefile: "browser-entry.js", loader: "js" },

@@ -7,7 +7,10 @@ entry and the categorical chunk, nothing else."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.server
+import json
 import os
 import subprocess
 import threading
@@ -171,3 +174,34 @@ def test_browser_bundle_loads_a_group_when_first_needed(page_server: PageServer)
     assert outcome["after"] == "duchi" and outcome["wire"] == 1
     loaded = sorted(chunk_of(path) for path in page_server.scripts()[1:])
     assert loaded == ["categorical", "numeric"], page_server.scripts()
+
+
+def test_browser_sealing_chunk_seals_what_the_collector_opens(
+    page_server: PageServer, ts_build: Path
+) -> None:
+    """The sealing chunk, loaded on its own with what it borrows from the entry, seals a payload
+    that the collector's private key opens (libsodium's sealed box, padded to the campaign's
+    size)."""
+    nacl_public = pytest.importorskip("nacl.public")
+    secret = nacl_public.PrivateKey(bytes(range(32)))
+    public = bytes(secret.public_key)
+    key_id = hashlib.sha256(public).hexdigest()[:16]
+    meta = json.loads((ts_build / "browser-meta.json").read_text())
+    job = {
+        "chunk": "/" + meta["chunks"]["sealing"]["file"],
+        "publicKey": base64.urlsafe_b64encode(public).rstrip(b"=").decode(),
+        "keyId": key_id,
+    }
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(f"{page_server.origin}/")
+            page.wait_for_function("document.getElementById('state').textContent === 'ready'")
+            envelope = page.evaluate("job => window.sealOne(job)", job)
+        finally:
+            browser.close()
+    sealed = base64.urlsafe_b64decode(envelope["sealed"] + "=" * (-len(envelope["sealed"]) % 4))
+    plaintext = nacl_public.SealedBox(secret).decrypt(sealed)
+    assert envelope["key_id"] == key_id and len(plaintext) == 200
+    assert json.loads(plaintext)["payload"] == [1, 0, 1]
