@@ -36,6 +36,7 @@ const DYNAMIC = [
   { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
 ];
 const COMMON = {
+  absWorkingDir: pkg, // the metafile's paths are relative to it
   bundle: true,
   format: "esm",
   minify: true,
@@ -72,6 +73,12 @@ function chunkImports(names) {
       });
     },
   };
+}
+
+/** Minified bytes of each module in an output (esbuild's metafile), largest first. */
+function inputBytes(output) {
+  const rows = Object.entries(output.inputs).filter(([, input]) => input.bytesInOutput > 0);
+  return Object.fromEntries(rows.sort((a, b) => b[1].bytesInOutput - a[1].bytesInOutput).map(([path, input]) => [path.replace(/^.*node_modules\//, ""), input.bytesInOutput]));
 }
 
 /** The absolute paths of the modules a bundle of `entry` includes (with `plugins`). */
@@ -189,7 +196,7 @@ export async function buildBrowser() {
     meta.chunks[chunk] = {
       file: `browser/${names[chunk]}`,
       imports: info.imports.filter((i) => i.external).map((i) => i.path),
-      inputs: Object.keys(info.inputs).filter((path) => info.inputs[path].bytesInOutput > 0),
+      inputs: inputBytes(info),
     };
   }
   // 3. the entry, with its dynamic imports pointing at the chunks and the lent modules exported
@@ -208,7 +215,7 @@ export async function buildBrowser() {
     plugins: [chunkImports(names)],
   });
   const [, entryInfo] = Object.entries(entry.metafile.outputs).find(([path]) => path.endsWith("browser.js"));
-  meta.entryInputs = Object.keys(entryInfo.inputs).filter((path) => entryInfo.inputs[path].bytesInOutput > 0);
+  meta.entryInputs = inputBytes(entryInfo);
   writeFileSync(join(out, "browser-meta.json"), JSON.stringify(meta, null, 2) + "\n");
   return meta;
 }
