@@ -28,6 +28,16 @@ export const CHUNKS = {
   strings: join(src, "mechanisms", "strings.ts"),
   sealing: join(src, "sealing.ts"),
 };
+/**
+ * What each chunk exports: what the loader (or the client) takes from it, and what later chunks
+ * import from it (found by the build); the rest of its module is left out when nothing uses it.
+ */
+const CHUNK_EXPORTS = {
+  categorical: ["CATEGORICAL_FACTORIES"],
+  numeric: ["NUMERIC_FACTORIES"],
+  strings: ["STRINGS_FACTORIES"],
+  sealing: ["sealPayload"],
+};
 /** Which dynamic `import()` of which module loads which chunk. */
 const DYNAMIC = [
   { importer: join(src, "mechanisms", "loader.ts"), path: "./categorical.js", chunk: "categorical" },
@@ -150,8 +160,9 @@ export async function buildBrowser() {
   const bridge = [...shared].filter((path) => LEND(path)).sort();
   const exportsOf = new Map();
   for (const path of bridge) exportsOf.set(path, await exportNames(path));
-  // which names of each lendable module each chunk imports
+  // which names of each lendable module each chunk imports, and of the categorical chunk
   const needs = {};
+  const chunkExports = Object.fromEntries(Object.entries(CHUNK_EXPORTS).map(([chunk, names]) => [chunk, new Set(names)]));
   for (const [chunk, file] of Object.entries(CHUNKS)) {
     const trial = await esbuild.build({
       ...COMMON,
@@ -161,7 +172,12 @@ export async function buildBrowser() {
       plugins: [borrow(bridge, null, chunk === "categorical" ? null : "categorical.js")],
     });
     needs[chunk] = new Map();
-    for (const output of trial.outputFiles) importedNames(output.text, needs[chunk], exportsOf, bridge);
+    for (const output of trial.outputFiles) {
+      importedNames(output.text, needs[chunk], exportsOf, bridge);
+      for (const match of output.text.matchAll(/import\s*\{([^}]*)\}\s*from\s*"\.\/categorical\.js"/g)) {
+        for (const part of match[1].split(",")) if (part.trim()) chunkExports.categorical.add(part.trim().split(/\s+as\s+/)[0]);
+      }
+    }
   }
   // What the entry lends: of this package's modules, what any chunk needs (one copy of each
   // class); of a library's, what the categorical chunk needs (the entry's page needs them
@@ -185,9 +201,9 @@ export async function buildBrowser() {
   for (const [chunk, file] of Object.entries(CHUNKS)) {
     const result = await esbuild.build({
       ...COMMON,
-      entryPoints: { [chunk]: file },
+      stdin: { contents: `export { ${[...chunkExports[chunk]].sort().join(", ")} } from ${JSON.stringify(file)};`, resolveDir: dirname(file), sourcefile: `${chunk}.js`, loader: "js" },
       outdir: chunkDir,
-      entryNames: "[name]-[hash]",
+      entryNames: `${chunk}-[hash]`,
       metafile: true,
       plugins: [borrow(bridge, slotsOf(chunk), chunk === "categorical" ? null : (names.categorical ?? null))],
     });
