@@ -10,7 +10,9 @@
 // lends it to the chunks: the entry exports the shared modules' namespaces as `__ldpModules`
 // (an internal export, not API), and each chunk imports them from "../browser.js" instead of
 // carrying a copy. Numeric and string mechanisms that reuse a categorical oracle import it from
-// the categorical chunk. A build's facts go to dist/browser-meta.json for `npm run size`.
+// the categorical chunk; dbitflip and RAPPOR (in categorical.ts too) are a chunk of their own,
+// which bundles the few helpers of that module it uses. A build's facts go to
+// dist/browser-meta.json for `npm run size`.
 import * as esbuild from "esbuild";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -24,6 +26,7 @@ const chunkDir = join(out, "browser");
 /** The chunks, in build order (a later chunk may import an earlier one), and their sources. */
 export const CHUNKS = {
   categorical: join(src, "mechanisms", "categorical.ts"),
+  "rappor-dbitflip": join(src, "mechanisms", "rappor-dbitflip.ts"),
   numeric: join(src, "mechanisms", "numeric.ts"),
   strings: join(src, "mechanisms", "strings.ts"),
   sealing: join(src, "sealing.ts"),
@@ -32,8 +35,14 @@ export const CHUNKS = {
  * What each chunk exports: what the loader (or the client) takes from it, and what later chunks
  * import from it (found by the build); the rest of its module is left out when nothing uses it.
  */
+/**
+ * The chunks that import the categorical oracles from the categorical chunk; rappor-dbitflip
+ * bundles the few helpers of categorical.ts it uses (the oracle factories are pure calls).
+ */
+const BORROWS_CATEGORICAL = new Set(["numeric", "strings"]);
 const CHUNK_EXPORTS = {
   categorical: ["CATEGORICAL_FACTORIES"],
+  "rappor-dbitflip": ["RAPPOR_DBITFLIP_FACTORIES"],
   numeric: ["NUMERIC_FACTORIES"],
   strings: ["STRINGS_FACTORIES"],
   sealing: ["sealPayload"],
@@ -41,6 +50,7 @@ const CHUNK_EXPORTS = {
 /** Which dynamic `import()` of which module loads which chunk. */
 const DYNAMIC = [
   { importer: join(src, "mechanisms", "loader.ts"), path: "./categorical.js", chunk: "categorical" },
+  { importer: join(src, "mechanisms", "loader.ts"), path: "./rappor-dbitflip.js", chunk: "rappor-dbitflip" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./numeric.js", chunk: "numeric" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./strings.js", chunk: "strings" },
   { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
@@ -75,7 +85,7 @@ function chunkImports(names) {
   return {
     name: "ldp-chunk-imports",
     setup(build) {
-      build.onResolve({ filter: /^\.\/(categorical|numeric|strings|sealing)\.js$/ }, (args) => {
+      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|sealing)\.js$/ }, (args) => {
         if (args.kind !== "dynamic-import") return undefined;
         const target = DYNAMIC.find((d) => d.importer === args.importer && d.path === args.path);
         if (target === undefined) throw new Error(`${relative(pkg, args.importer)} imports ${args.path} dynamically: scripts/build-browser.mjs does not know that chunk`);
@@ -169,7 +179,7 @@ export async function buildBrowser() {
       entryPoints: [file],
       write: false,
       outdir: "/tmp/ldp-unused",
-      plugins: [borrow(bridge, null, chunk === "categorical" ? null : "categorical.js")],
+      plugins: [borrow(bridge, null, BORROWS_CATEGORICAL.has(chunk) ? "categorical.js" : null)],
     });
     needs[chunk] = new Map();
     for (const output of trial.outputFiles) {
@@ -205,7 +215,7 @@ export async function buildBrowser() {
       outdir: chunkDir,
       entryNames: `${chunk}-[hash]`,
       metafile: true,
-      plugins: [borrow(bridge, slotsOf(chunk), chunk === "categorical" ? null : (names.categorical ?? null))],
+      plugins: [borrow(bridge, slotsOf(chunk), BORROWS_CATEGORICAL.has(chunk) ? names.categorical : null)],
     });
     const [output, info] = Object.entries(result.metafile.outputs).find(([path]) => path.endsWith(".js"));
     names[chunk] = output.split("/").pop();

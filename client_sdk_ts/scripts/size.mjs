@@ -49,6 +49,8 @@ export function figures(meta = readMeta()) {
   return {
     entry,
     chunks,
+    /** A page recording campaigns of one mechanism group (its chunk and what it imports). */
+    group_pages: Object.fromEntries(local.map((name) => [name, page([name])])),
     pages: {
       categorical: page(["categorical"]),
       every_local_mechanism: page(local),
@@ -74,7 +76,13 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       `a page recording one categorical campaign loads ${kb(categorical.gzip)} gzip; ` +
         `one with every local mechanism ${kb(local.gzip)}; with sealing ${kb(sealed.gzip)}`,
     );
-    const met = categorical.gzip <= TARGET ? "met" : "NOT met";
-    console.log(`target (client and a campaign's local mechanism, at most ${kb(TARGET)} gzip): ${met} by the categorical page`);
+    const groups = Object.entries(result.group_pages);
+    console.log(`a page recording campaigns of one group loads: ${groups.map(([name, p]) => `${name} ${kb(p.gzip)}`).join(", ")}`);
+    const within = groups.filter(([, p]) => p.gzip <= TARGET).map(([name]) => name);
+    const over = groups.filter(([, p]) => p.gzip > TARGET).map(([name]) => name);
+    console.log(
+      `target (the client and a campaign's local mechanism, at most ${kb(TARGET)} gzip): met by ${within.join(", ") || "no group"}` +
+        (over.length ? `; NOT met by ${over.join(", ")}` : ""),
+    );
   }
 }

@@ -151,11 +151,27 @@ def test_browser_bundle_records_and_flushes_across_origins(
         collector.stop()
 
 
-def test_browser_bundle_loads_a_group_when_first_needed(page_server: PageServer) -> None:
+@pytest.mark.parametrize(
+    ("config", "chunks"),
+    [
+        # the numeric chunk imports the categorical one (hierarchical reuses its oracles)
+        (
+            {"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 10.0},
+            ["categorical", "numeric"],
+        ),
+        # dbitflip and rappor are a chunk of their own, apart from the oracles
+        (
+            {"mechanism": "dbitflip", "epsilon": 1.0, "k": 8, "d": 2, "memoize": False},
+            ["rappor-dbitflip"],
+        ),
+    ],
+    ids=["duchi", "dbitflip"],
+)
+def test_browser_bundle_loads_a_group_when_first_needed(
+    page_server: PageServer, config: dict[str, Any], chunks: list[str]
+) -> None:
     """``mechanismFromConfig`` of the browser bundle builds the mechanisms of loaded groups only;
-    ``loadMechanism`` loads a numeric one's chunk (with the categorical chunk it imports: the
-    hierarchical mechanism reuses its oracles), and no other chunk is fetched."""
-    config = {"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 10.0}
+    ``loadMechanism`` loads the config's chunk (and what it imports), no other."""
     errors: list[str] = []
     with playwright_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -171,9 +187,9 @@ def test_browser_bundle_loads_a_group_when_first_needed(page_server: PageServer)
     assert errors == []
     assert before == ["/browser.js"], before
     assert "its code is not loaded in this bundle yet" in outcome["before"]
-    assert outcome["after"] == "duchi" and outcome["wire"] == 1
+    assert outcome["after"] == config["mechanism"] and outcome["wire"] == 1
     loaded = sorted(chunk_of(path) for path in page_server.scripts()[1:])
-    assert loaded == ["categorical", "numeric"], page_server.scripts()
+    assert loaded == chunks, page_server.scripts()
 
 
 def test_browser_sealing_chunk_seals_what_the_collector_opens(

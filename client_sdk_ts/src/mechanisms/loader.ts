@@ -13,6 +13,7 @@ import type { Mechanism, MechanismConfig, MechanismFactory } from "./types.js";
 export type GroupLoader = () => Promise<Readonly<Record<string, MechanismFactory>>>;
 
 const categorical: GroupLoader = () => import("./categorical.js").then((group) => group.CATEGORICAL_FACTORIES);
+const rapporDbitflip: GroupLoader = () => import("./rappor-dbitflip.js").then((group) => group.RAPPOR_DBITFLIP_FACTORIES);
 const numeric: GroupLoader = () => import("./numeric.js").then((group) => group.NUMERIC_FACTORIES);
 const strings: GroupLoader = () => import("./strings.js").then((group) => group.STRINGS_FACTORIES);
 
@@ -25,8 +26,8 @@ export const MECHANISM_GROUPS: Readonly<Record<string, GroupLoader>> = {
   olh: categorical,
   blh: categorical,
   hr: categorical,
-  dbitflip: categorical,
-  rappor: categorical,
+  dbitflip: rapporDbitflip,
+  rappor: rapporDbitflip,
   duchi: numeric,
   piecewise: numeric,
   hybrid: numeric,

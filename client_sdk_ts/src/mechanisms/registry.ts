@@ -1,5 +1,5 @@
 /** The device registry: a mechanism name to its factory (Python: `client_sdk.mechanisms.registry`). */
-import { CATEGORICAL_FACTORIES } from "./categorical.js";
+import { CATEGORICAL_FACTORIES, RAPPOR_DBITFLIP_FACTORIES } from "./categorical.js";
 import { mechanismName, registerFactories } from "./loader.js";
 import { NUMERIC_FACTORIES } from "./numeric.js";
 import { STRINGS_FACTORIES } from "./strings.js";
@@ -7,6 +7,7 @@ import type { Mechanism, MechanismConfig, MechanismFactory } from "./types.js";
 
 export const FACTORIES: Readonly<Record<string, MechanismFactory>> = {
   ...CATEGORICAL_FACTORIES,
+  ...RAPPOR_DBITFLIP_FACTORIES,
   ...NUMERIC_FACTORIES,
   ...STRINGS_FACTORIES,
 };
