@@ -29,6 +29,7 @@ export const CHUNKS = {
   "rappor-dbitflip": join(src, "mechanisms", "rappor-dbitflip.ts"),
   numeric: join(src, "mechanisms", "numeric.ts"),
   strings: join(src, "mechanisms", "strings.ts"),
+  "multi-fourier-hierarchical": join(src, "mechanisms", "multi-fourier-hierarchical.ts"),
   sealing: join(src, "sealing.ts"),
 };
 /**
@@ -39,12 +40,13 @@ export const CHUNKS = {
  * The chunks that import the categorical oracles from the categorical chunk; rappor-dbitflip
  * bundles the few helpers of categorical.ts it uses (the oracle factories are pure calls).
  */
-const BORROWS_CATEGORICAL = new Set(["numeric", "strings"]);
+const BORROWS_CATEGORICAL = new Set(["numeric", "strings", "multi-fourier-hierarchical"]);
 const CHUNK_EXPORTS = {
   categorical: ["CATEGORICAL_FACTORIES"],
   "rappor-dbitflip": ["RAPPOR_DBITFLIP_FACTORIES"],
   numeric: ["NUMERIC_FACTORIES"],
   strings: ["STRINGS_FACTORIES"],
+  "multi-fourier-hierarchical": ["MULTI_FOURIER_HIERARCHICAL_FACTORIES"],
   sealing: ["sealPayload"],
 };
 /** Which dynamic `import()` of which module loads which chunk. */
@@ -53,6 +55,7 @@ const DYNAMIC = [
   { importer: join(src, "mechanisms", "loader.ts"), path: "./rappor-dbitflip.js", chunk: "rappor-dbitflip" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./numeric.js", chunk: "numeric" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./strings.js", chunk: "strings" },
+  { importer: join(src, "mechanisms", "loader.ts"), path: "./multi-fourier-hierarchical.js", chunk: "multi-fourier-hierarchical" },
   { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
 ];
 const COMMON = {
@@ -85,7 +88,7 @@ function chunkImports(names) {
   return {
     name: "ldp-chunk-imports",
     setup(build) {
-      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|sealing)\.js$/ }, (args) => {
+      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing)\.js$/ }, (args) => {
         if (args.kind !== "dynamic-import") return undefined;
         const target = DYNAMIC.find((d) => d.importer === args.importer && d.path === args.path);
         if (target === undefined) throw new Error(`${relative(pkg, args.importer)} imports ${args.path} dynamically: scripts/build-browser.mjs does not know that chunk`);

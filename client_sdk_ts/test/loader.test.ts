@@ -60,7 +60,7 @@ describe("loading mechanism groups", () => {
   test("each group's module defines exactly the names the loader maps to it", async () => {
     const groups = new Map<GroupLoader, string[]>();
     for (const [name, group] of Object.entries(MECHANISM_GROUPS)) groups.set(group, [...(groups.get(group) ?? []), name]);
-    assert.equal(groups.size, 4);
+    assert.equal(groups.size, 5);
     for (const [group, names] of groups) assert.deepEqual(Object.keys(await group()).sort(), names.sort());
   });
 

@@ -152,23 +152,27 @@ def test_browser_bundle_records_and_flushes_across_origins(
 
 
 @pytest.mark.parametrize(
-    ("config", "chunks"),
+    ("config", "value", "chunks"),
     [
-        # the numeric chunk imports the categorical one (hierarchical reuses its oracles)
-        (
-            {"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 10.0},
-            ["categorical", "numeric"],
-        ),
+        ({"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 10.0}, 5, ["numeric"]),
         # dbitflip and rappor are a chunk of their own, apart from the oracles
         (
             {"mechanism": "dbitflip", "epsilon": 1.0, "k": 8, "d": 2, "memoize": False},
+            5,
             ["rappor-dbitflip"],
         ),
+        # hierarchical builds its levels' oracles from the categorical chunk (perturbing needs
+        # the device's keyed source, which the client passes: here it is only built)
+        (
+            {"mechanism": "hierarchical", "epsilon": 2.0, "k": 12},
+            None,
+            ["categorical", "multi-fourier-hierarchical"],
+        ),
     ],
-    ids=["duchi", "dbitflip"],
+    ids=["duchi", "dbitflip", "hierarchical"],
 )
 def test_browser_bundle_loads_a_group_when_first_needed(
-    page_server: PageServer, config: dict[str, Any], chunks: list[str]
+    page_server: PageServer, config: dict[str, Any], value: int | None, chunks: list[str]
 ) -> None:
     """``mechanismFromConfig`` of the browser bundle builds the mechanisms of loaded groups only;
     ``loadMechanism`` loads the config's chunk (and what it imports), no other."""
@@ -181,13 +185,15 @@ def test_browser_bundle_loads_a_group_when_first_needed(
             page.goto(f"{page_server.origin}/")
             page.wait_for_function("document.getElementById('state').textContent === 'ready'")
             before = list(page_server.scripts())
-            outcome = page.evaluate("config => window.loadOne(config)", config)
+            job = {"config": config, "value": value}
+            outcome = page.evaluate("job => window.loadOne(job)", job)
         finally:
             browser.close()
     assert errors == []
     assert before == ["/browser.js"], before
     assert "its code is not loaded in this bundle yet" in outcome["before"]
-    assert outcome["after"] == config["mechanism"] and outcome["wire"] == 1
+    assert outcome["after"] == config["mechanism"]
+    assert outcome["wire"] == (None if value is None else 1)
     loaded = sorted(chunk_of(path) for path in page_server.scripts()[1:])
     assert loaded == chunks, page_server.scripts()
 

@@ -16,6 +16,8 @@ const categorical: GroupLoader = () => import("./categorical.js").then((group) =
 const rapporDbitflip: GroupLoader = () => import("./rappor-dbitflip.js").then((group) => group.RAPPOR_DBITFLIP_FACTORIES);
 const numeric: GroupLoader = () => import("./numeric.js").then((group) => group.NUMERIC_FACTORIES);
 const strings: GroupLoader = () => import("./strings.js").then((group) => group.STRINGS_FACTORIES);
+const multiFourierHierarchical: GroupLoader = () =>
+  import("./multi-fourier-hierarchical.js").then((group) => group.MULTI_FOURIER_HIERARCHICAL_FACTORIES);
 
 /** Every mechanism a device can randomize, and the group whose module holds its factory. */
 export const MECHANISM_GROUPS: Readonly<Record<string, GroupLoader>> = {
@@ -35,12 +37,12 @@ export const MECHANISM_GROUPS: Readonly<Record<string, GroupLoader>> = {
   gaussian: numeric,
   onebitmean: numeric,
   square_wave: numeric,
-  hierarchical: numeric,
-  fourier: numeric,
+  hierarchical: multiFourierHierarchical,
+  fourier: multiFourierHierarchical,
   cms: strings,
   hcms: strings,
   pem: strings,
-  multi: strings,
+  multi: multiFourierHierarchical,
   pckv: strings,
   sfp: strings,
 };

@@ -1,6 +1,7 @@
 /** The device registry: a mechanism name to its factory (Python: `client_sdk.mechanisms.registry`). */
 import { CATEGORICAL_FACTORIES, RAPPOR_DBITFLIP_FACTORIES } from "./categorical.js";
 import { mechanismName, registerFactories } from "./loader.js";
+import { MULTI_FOURIER_HIERARCHICAL_FACTORIES } from "./multi-fourier-hierarchical.js";
 import { NUMERIC_FACTORIES } from "./numeric.js";
 import { STRINGS_FACTORIES } from "./strings.js";
 import type { Mechanism, MechanismConfig, MechanismFactory } from "./types.js";
@@ -10,6 +11,7 @@ export const FACTORIES: Readonly<Record<string, MechanismFactory>> = {
   ...RAPPOR_DBITFLIP_FACTORIES,
   ...NUMERIC_FACTORIES,
   ...STRINGS_FACTORIES,
+  ...MULTI_FOURIER_HIERARCHICAL_FACTORIES,
 };
 // Whoever imports the registry has every group loaded: the client builds their mechanisms at once.
 registerFactories(FACTORIES);
