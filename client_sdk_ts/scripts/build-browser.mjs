@@ -7,12 +7,13 @@
 //
 // esbuild's own --splitting would put the code the entry shares with a group (the samplers, the
 // words, SHA-256) in further chunks that every page fetches; here the entry holds that code and
-// lends it to the chunks: the entry exports the shared modules' namespaces as `__ldpModules`
-// (an internal export, not API), and each chunk imports them from "../browser.js" instead of
-// carrying a copy. Numeric and string mechanisms that reuse a categorical oracle import it from
-// the categorical chunk; dbitflip and RAPPOR (in categorical.ts too) are a chunk of their own,
-// which bundles the few helpers of that module it uses. A build's facts go to
-// dist/browser-meta.json for `npm run size`.
+// lends it to the chunks: the entry exports what the chunks use of the modules it holds as
+// `__ldpModules` (one array; an internal export, not API), and each chunk takes it from
+// "../browser.js" instead of carrying a copy. The string mechanisms and multi, fourier and
+// hierarchical, which reuse categorical oracles, import them from the categorical chunk;
+// dbitflip and RAPPOR (in categorical.ts too) are a chunk of their own, which bundles the few
+// helpers of that module it uses. A build's facts go to dist/browser-meta.json for
+// `npm run size`.
 import * as esbuild from "esbuild";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
