@@ -1,8 +1,9 @@
 """record() latency of the browser bundle in headless system Chromium (for scripts/bench.mjs).
 
-Serves dist/browser.js and a page from a loopback port, pins a campaign (grr, else duchi, else
-the first categorical or numeric mechanism the bundle registers), records RECORDS values one
-record() at a time with IndexedDB storage, and prints p50/p99 in milliseconds. Needs Playwright
+Serves dist/browser.js, its chunks (dist/browser/) and a page from a loopback port, pins a
+campaign (grr, else duchi), records RECORDS values one record() at a time with IndexedDB storage,
+and prints p50/p99 in milliseconds (the first record waits for the mechanism's chunk, loaded
+from the loopback server). Needs Playwright
 (the Python package) and /usr/bin/chromium; exits 1 saying which is missing.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
 RECORDS = 1000
-DIST = Path(__file__).resolve().parents[1] / "dist" / "browser.js"
+DIST = Path(__file__).resolve().parents[1] / "dist"
 
 PAGE = """<!doctype html><meta charset="utf-8"><script type="module">
 import * as sdk from "/browser.js";
@@ -24,7 +25,7 @@ const configs = {
   duchi: ['{"epsilon":1.0,"lower":0.0,"mechanism":"duchi","upper":10.0}', null, () => 4.5],
 };
 window.bench = async (records) => {
-  const name = Object.keys(configs).find((m) => m in sdk.FACTORIES);
+  const name = Object.keys(configs).find((m) => m in sdk.MECHANISM_GROUPS);
   if (name === undefined) return { error: "the bundle registers neither grr nor duchi" };
   const [text, domain, value] = configs[name];
   const content = { mechanism: sdk.parseJson(text), domain, policy: null, min_batch_size: 100 };
@@ -54,13 +55,12 @@ def main() -> int:
     except ImportError:
         print("Playwright (the Python package) is not installed", file=sys.stderr)
         return 1
-    if not Path(CHROMIUM).exists() or not DIST.exists():
-        print(f"needs {CHROMIUM} and {DIST} (npm run build)", file=sys.stderr)
+    if not Path(CHROMIUM).exists() or not (DIST / "browser.js").exists():
+        print(f"needs {CHROMIUM} and {DIST / 'browser.js'} (npm run build)", file=sys.stderr)
         return 1
-    files = {
-        "/": (PAGE.encode(), "text/html"),
-        "/browser.js": (DIST.read_bytes(), "text/javascript"),
-    }
+    files = {"/": (PAGE.encode(), "text/html")}
+    for script in [DIST / "browser.js", *(DIST / "browser").glob("*.js")]:
+        files["/" + script.relative_to(DIST).as_posix()] = (script.read_bytes(), "text/javascript")
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

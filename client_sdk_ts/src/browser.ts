@@ -1,10 +1,7 @@
-/** The browser bundle's entry (dist/browser.js): the package's exports without Node's folder storage. */
-export { CryptoWordSource, HmacWordSource, type WordSource } from "./words.js";
-export { FACTORIES, mechanismFromConfig } from "./mechanisms/registry.js";
-export type { Mechanism, MechanismConfig, MechanismFactory, PerturbOptions } from "./mechanisms/types.js";
-export { canonicalJson, configId, JsonFloat, parseCampaignDocument, parseJson, PROTOCOL_VERSION, pythonFloatRepr } from "./config.js";
-export type { BudgetPolicy, CampaignDocument } from "./config.js";
-export { DEFAULT_POLICY, PolicyViolation, PrivacyPolicy, type PrivacyPolicyOptions } from "./policy.js";
-export { BudgetExceededError } from "./ledger.js";
-export { TelemetryClient, type LastError, type TelemetryClientOptions } from "./client.js";
-export { IndexedDBStorage, MemoryStorage, type StateStorage } from "./storage.js";
+/**
+ * The browser bundle's entry (dist/browser.js): the package's exports without Node's folder
+ * storage. Each mechanism group is a chunk loaded when a campaign first needs it, so
+ * `mechanismFromConfig` here builds the mechanisms of loaded groups (`loadMechanism` loads one).
+ */
+export * from "./exports.js";
+export { mechanismFromLoaded as mechanismFromConfig } from "./mechanisms/loader.js";

@@ -13,12 +13,12 @@
  */
 import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocument } from "./config.js";
 import { BudgetExceededError, BudgetLedger } from "./ledger.js";
-import { mechanismFromConfig } from "./mechanisms/registry.js";
+import { mechanismNowOrLater } from "./mechanisms/loader.js";
 import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
 import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
-import { plaintextSize, type SealingKey, sealPayload } from "./sealing.js";
+import { plaintextSize, type SealingKey } from "./sealing-size.js";
 import { CryptoWordSource, type WordSource } from "./words.js";
 
 export { BudgetExceededError, PolicyViolation };
@@ -71,8 +71,11 @@ export interface TelemetryClientOptions {
   flushDeadline?: number;
   /** Accept plain http to hosts that are not loopback. */
   allowInsecureHttp?: boolean;
-  /** The mechanism factory (default: {@link mechanismFromConfig}, this package's registry). */
-  mechanisms?: (config: MechanismConfig) => Mechanism;
+  /**
+   * The mechanism factory (default: this package's, which loads a mechanism group's code the
+   * first time a campaign needs it; in Node through index.ts every group is loaded already).
+   */
+  mechanisms?: (config: MechanismConfig) => Mechanism | Promise<Mechanism>;
   /** `fetch` to use (default: the global one). */
   fetch?: typeof fetch;
   /** Unix seconds (tests inject one). */
@@ -174,7 +177,7 @@ export class TelemetryClient {
   readonly retries: number;
   readonly flushDeadline: number;
   readonly #fetch: typeof fetch;
-  readonly #mechanisms: (config: MechanismConfig) => Mechanism;
+  readonly #mechanisms: (config: MechanismConfig) => Mechanism | Promise<Mechanism>;
   readonly #rng: WordSource;
   /** The device secret (Python: `secrets_store`): stored beside the ledger, never sent. */
   #secret: Uint8Array | null = null;
@@ -232,21 +235,32 @@ export class TelemetryClient {
     this.#fetch = fetcher.bind(globalThis);
     this.#rng = options.rng ?? new CryptoWordSource();
     this.#clock = options.clock ?? (() => Date.now() / 1000);
-    this.#mechanisms = options.mechanisms ?? mechanismFromConfig;
+    this.#mechanisms = options.mechanisms ?? mechanismNowOrLater;
     const campaigns = options.campaigns ?? [];
     if (!Array.isArray(campaigns)) throw new TypeError(`campaigns must be an array of campaign documents; got ${describe(campaigns)}`);
-    campaigns.forEach((input, i) => {
-      let campaign: Campaign;
-      try {
-        campaign = this.#verify(input);
-      } catch (error) {
-        throw new Error(`campaigns[${i}]: ${(error as Error).message}`);
-      }
+    const pin = (campaign: Campaign, i: number): void => {
       this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
       if (this.#pinned.has(campaign.document.name)) throw new Error(`campaigns[${i}]: campaign ${campaign.document.name} is pinned twice`);
       this.#pinned.set(campaign.document.name, campaign);
+    };
+    // A pinned campaign whose mechanism's code is still loading (a browser chunk) is checked
+    // before any operation runs; a failed check then rejects every operation.
+    const loading: Promise<void>[] = [];
+    campaigns.forEach((input, i) => {
+      const at = (error: unknown): Error => new Error(`campaigns[${i}]: ${(error as Error).message}`);
+      let verified: Campaign | Promise<Campaign>;
+      try {
+        verified = this.#verify(input);
+      } catch (error) {
+        throw at(error);
+      }
+      if (verified instanceof Promise) {
+        loading.push(verified.then((campaign) => pin(campaign, i), (error: unknown) => Promise.reject(at(error))));
+      } else {
+        pin(verified, i);
+      }
     });
-    this.#ready = this.#load();
+    this.#ready = loading.length ? Promise.all(loading).then(() => this.#load()) : this.#load();
     this.#ready.catch(() => undefined);
     const target = globalThis as { addEventListener?: (type: string, listener: () => void) => void };
     if ((options.flushOnPagehide ?? true) && typeof target.addEventListener === "function" && typeof (globalThis as { document?: unknown }).document === "object") {
@@ -345,11 +359,16 @@ export class TelemetryClient {
 
   // ---- campaigns ---------------------------------------------------------------------------
 
-  #verify(input: string | object, name?: string): Campaign {
+  /** A campaign document checked, with its mechanism: at once when the mechanism's code is loaded. */
+  #verify(input: string | object, name?: string): Campaign | Promise<Campaign> {
     const document = parseCampaignDocument(input, name);
+    const mechanism = this.#mechanisms(document.mechanism);
+    return mechanism instanceof Promise ? mechanism.then((built) => this.#verified(document, built)) : this.#verified(document, mechanism);
+  }
+
+  #verified(document: CampaignDocument, mechanism: Mechanism): Campaign {
     const config = document.mechanism;
     const mechanismName = config.mechanism;
-    const mechanism = this.#mechanisms(config);
     // What the client does is the mechanism's to say (Python: value_kind, is_memoized,
     // uses_device_choices): an app's own factory that states none of it is refused here.
     const kind = mechanism.valueKind;
@@ -469,10 +488,10 @@ export class TelemetryClient {
     if (pinned !== undefined && !refresh) {
       campaign = pinned;
     } else if (cached !== undefined && !refresh) {
-      campaign = this.#verify(cached, name);
+      campaign = await this.#verify(cached, name);
     } else {
-      campaign = this.#verify(await this.#fetchCampaign(name), name);
-      const accepted = pinned?.document.configId ?? (cached === undefined ? undefined : this.#verify(cached, name).document.configId);
+      campaign = await this.#verify(await this.#fetchCampaign(name), name);
+      const accepted = pinned?.document.configId ?? (cached === undefined ? undefined : (await this.#verify(cached, name)).document.configId);
       if (accepted !== undefined && accepted !== campaign.document.configId) {
         (this.#ledger as BudgetLedger).note(name, `campaign changed: config_id ${accepted} -> ${campaign.document.configId}; refused until the app accepts it`);
         this.#changed.set(name, { accepted, served: campaign.document.configId });
@@ -490,7 +509,7 @@ export class TelemetryClient {
   /** Accept the configuration the collector serves now for `name` (the app's decision; noted in the log). */
   acceptCampaignChange(name: string): Promise<void> {
     return this.#serial(async () => {
-      const campaign = this.#verify(await this.#fetchCampaign(name), name);
+      const campaign = await this.#verify(await this.#fetchCampaign(name), name);
       this.#checkPolicy(campaign);
       (this.#ledger as BudgetLedger).note(name, `campaign change accepted: config_id -> ${campaign.document.configId}`);
       this.#changed.delete(name);
@@ -574,8 +593,11 @@ export class TelemetryClient {
     if (!Array.isArray(values)) return Promise.reject(new TypeError(`values must be an array; got ${describe(values)}`));
     return this.#serial(async () => {
       let info: Campaign;
+      let seal: typeof import("./sealing.js").sealPayload | undefined;
       try {
         info = await this.#campaign(campaign);
+        // sealing's code (X25519, XSalsa20-Poly1305) is a chunk of its own, for shuffled campaigns only
+        if (info.sealing !== null) seal = (await import("./sealing.js")).sealPayload;
       } catch (error) {
         if (error instanceof PolicyViolation) throw error;
         const reason =
@@ -616,7 +638,9 @@ export class TelemetryClient {
         // Nonces and ephemeral keys from the platform CSPRNG, never the injected source: two
         // devices seeded alike would share nonces, and the collector would keep one report.
         const nonces = new CryptoWordSource();
-        payloads = payloads.map((payload) => sealPayload(payload, sealing, nonces));
+        const sealWith = seal;
+        if (sealWith === undefined) throw new Error(`campaign ${campaign}: sealing's code is not loaded`);
+        payloads = payloads.map((payload) => sealWith(payload, sealing, nonces));
       }
       if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
       const reserved = info.mechanism.reservedCount?.(encoded) ?? 0;

@@ -4,7 +4,7 @@
  * {@link PolicyViolation} naming the field and both numbers.
  */
 import { type BudgetPolicy, budgetPolicy, describe } from "./config.js";
-import { FACTORIES } from "./mechanisms/registry.js";
+import { MECHANISM_GROUPS } from "./mechanisms/loader.js";
 
 /** A campaign weaker than the app's {@link PrivacyPolicy}; nothing was randomized. */
 export class PolicyViolation extends Error {
@@ -101,7 +101,7 @@ export class PrivacyPolicy {
       if (!Array.isArray(allowed) || !allowed.every((name) => typeof name === "string")) {
         throw new TypeError(`allowed_mechanisms must be an array of mechanism names; got ${describe(allowed)}`);
       }
-      const unknown = allowed.filter((name) => !Object.hasOwn(FACTORIES, name) && !KNOWN_MECHANISMS.has(name));
+      const unknown = allowed.filter((name) => !Object.hasOwn(MECHANISM_GROUPS, name) && !KNOWN_MECHANISMS.has(name));
       if (unknown.length) {
         throw new RangeError(
           `allowed_mechanisms: unknown mechanism name(s) ${unknown.map((n) => JSON.stringify(n)).join(", ")}; ` +

@@ -15,7 +15,10 @@ import { pow } from "@noble/curves/abstract/modular";
 import { blake2b } from "@noble/hashes/blake2b";
 import { sha256 } from "@noble/hashes/sha256";
 import { bytesToHex } from "@noble/hashes/utils";
+import { header, type SealingKey } from "./sealing-size.js";
 import type { WordSource } from "./words.js";
+
+export { plaintextSize, type SealingKey } from "./sealing-size.js";
 
 /** A sealed box is its plaintext plus 48 bytes: the ephemeral public key and the MAC. */
 export const SEAL_OVERHEAD = 48;
@@ -75,29 +78,9 @@ export function sealBox(plaintext: Uint8Array, publicKey: Uint8Array, ephemeralS
   return out;
 }
 
-/** The plaintext up to its payload's text. */
-function header(campaign: string, configId: string, nonce: string): string {
-  return `{"campaign":${JSON.stringify(campaign)},"config_id":${JSON.stringify(configId)},"nonce":"${nonce}","payload":`;
-}
-
-/** The bytes every plaintext of a campaign is padded to: header, the largest payload, the brace. */
-export function plaintextSize(campaign: string, configId: string, largestPayload: unknown): number {
-  const encoder = new TextEncoder();
-  return encoder.encode(header(campaign, configId, "0".repeat(32))).length + encoder.encode(JSON.stringify(largestPayload)).length + 1;
-}
-
 /** A nonce of 128 bits: two words, each as 16 hex digits big-endian. */
 export function nonceOf(words: WordSource): string {
   return Array.from(words.words(2), (word) => word.toString(16).padStart(16, "0")).join("");
-}
-
-/** What sealing one campaign's payloads needs (the campaign document's `public_key`). */
-export interface SealingKey {
-  readonly publicKey: string;
-  readonly keyId: string;
-  readonly campaign: string;
-  readonly configId: string;
-  readonly size: number;
 }
 
 /**

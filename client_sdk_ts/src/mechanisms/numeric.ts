@@ -1,9 +1,7 @@
-/** Device factories of this group (duchi, piecewise, hybrid, laplace, gaussian, onebitmean, square_wave, hierarchical, fourier), by mechanism name. */
+/** Device factories of this group (duchi, piecewise, hybrid, laplace, gaussian, onebitmean, square_wave), by mechanism name. */
 import { duchi } from "./duchi.js";
-import { fourier } from "./fourier.js";
 import { gaussian } from "./gaussian.js";
 import { hybrid } from "./hybrid.js";
-import { hierarchical } from "./hierarchical.js";
 import { laplace } from "./laplace.js";
 import { oneBitMean } from "./onebitmean.js";
 import { piecewise } from "./piecewise.js";
@@ -18,6 +16,4 @@ export const NUMERIC_FACTORIES: Readonly<Record<string, MechanismFactory>> = {
   gaussian,
   onebitmean: oneBitMean,
   square_wave: squareWave,
-  hierarchical,
-  fourier,
 };

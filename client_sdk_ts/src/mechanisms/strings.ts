@@ -1,5 +1,4 @@
-/** Device factories of this group (cms, hcms, pem, sfp, multi, pckv), by mechanism name. */
-import { Multi } from "./multi.js";
+/** Device factories of this group (cms, hcms, pem, sfp, pckv), by mechanism name. */
 import { Pckv } from "./pckv.js";
 import { Pem } from "./pem.js";
 import { Sfp } from "./sfp.js";
@@ -10,7 +9,6 @@ export const STRINGS_FACTORIES: Readonly<Record<string, MechanismFactory>> = {
   cms: (config) => new Cms(config),
   hcms: (config) => new Hcms(config),
   pem: (config) => new Pem(config),
-  multi: (config) => new Multi(config),
   pckv: (config) => new Pckv(config),
   sfp: (config) => new Sfp(config),
 };
