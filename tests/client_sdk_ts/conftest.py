@@ -93,7 +93,11 @@ def stale() -> bool:
     if not built.exists() or not (DIST / "src" / "index.js").exists():
         return True
     sources = [*(TS_DIR / "src").rglob("*.ts"), *(TS_DIR / "test").rglob("*.ts")]
-    sources += [TS_DIR / "package.json", TS_DIR / "tsconfig.json"]
+    sources += [
+        *(TS_DIR / "scripts").glob("*.mjs"),
+        TS_DIR / "package.json",
+        TS_DIR / "tsconfig.json",
+    ]
     return max(p.stat().st_mtime for p in sources) > built.stat().st_mtime
 
 
