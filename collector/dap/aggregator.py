@@ -455,17 +455,18 @@ def drive(
     send: Send,
     *,
     job_size: int = 1000,
+    max_jobs: int | None = None,
     now: float | None = None,
 ) -> dict[str, int]:
-    """Aggregate every pending report of ``task`` with the Helper, ``job_size`` a job; first
-    re-send the jobs a crash or a failed request left unfinished, and apply the retention
-    (:func:`forget_expired`). Counts of reports ``aggregated`` and ``rejected``;
-    ``RuntimeError`` if the Helper does not answer a job (it stays pending and is re-sent,
-    identically, by the next run)."""
+    """Aggregate every pending report of ``task`` with the Helper, ``job_size`` a job (at most
+    ``max_jobs`` jobs; None: all); first re-send the jobs a crash or a failed request left
+    unfinished, and apply the retention (:func:`forget_expired`). Counts of reports
+    ``aggregated`` and ``rejected``, and of ``jobs``; ``RuntimeError`` if the Helper does not
+    answer a job (it stays pending and is re-sent, identically, by the next run)."""
     tid = task.spec.task_id_text
     forget_expired(conn, task, now=now)
     totals = {"aggregated": 0, "rejected": 0, "jobs": 0}
-    while True:
+    while max_jobs is None or totals["jobs"] < max_jobs:
         row = conn.execute(
             "SELECT job_id, request FROM dap_jobs WHERE task_id = ? AND state = 'sent' "
             "ORDER BY rowid LIMIT 1",
@@ -486,6 +487,7 @@ def drive(
                 f"{body[:300]!r}"
             )
         _finish_job(conn, task, job_id, request, body, totals)
+    return totals
 
 
 def _new_job(

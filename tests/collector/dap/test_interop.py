@@ -75,7 +75,11 @@ def parties(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Parties]:
         for name in ("leader", "helper"):
             started.append(
                 CollectorProcess(
-                    tmp / f"{name}.db", workers=1, log_dir=tmp, extra_args=["--dap-interop"]
+                    tmp / f"{name}.db",
+                    workers=1,
+                    log_dir=tmp,
+                    # The Leader's driver inside serve, at the old interop thread's pace.
+                    extra_args=["--dap-interop", "--dap-drive-interval", "0.5"],
                 ).start()
             )
         for role in ("client", "collector"):
