@@ -51,7 +51,7 @@ from collector.process import CollectorProcess
 TIME_PRECISION = 3600
 AGGREGATOR_TOKEN = "bench-aggregator-token-" + "a" * 16
 COLLECTOR_TOKEN = "bench-collector-token-" + "c" * 16
-UPLOAD_MEDIA = {"Content-Type": "application/dap-upload-req"}
+UPLOAD_MEDIA = {"Content-Type": UploadRequest.MEDIA_TYPE}
 
 
 def _cli(*args: str) -> str:
