@@ -209,10 +209,13 @@ def upload(
         for report in request.reports:
             meta = report.report_metadata
             error: ReportError | None = None
+            cause: ReportError | None = None  # what the metrics count, when not the error
             if report.leader_encrypted_input_share.config_id != task.hpke_config.id:
                 error = ReportError.HPKE_UNKNOWN_CONFIG_ID
             elif (error := _time_error(task, meta.time, now)) is not None:
                 pass
+            elif (cause := task.spec.window_error(meta.time)) is not None:
+                error = ReportError.REPORT_DROPPED  # DAP-18's answer at upload, outside the window
             elif _collected(conn, tid, meta.time):
                 error = ReportError.BATCH_COLLECTED
             else:
@@ -225,7 +228,7 @@ def upload(
                     error = ReportError.REPORT_REPLAYED
             if error is not None:
                 refused.append(ReportUploadStatus(meta.report_id, error))
-                _count_error(conn, tid, error)
+                _count_error(conn, tid, cause or error)
     return UploadErrors(tuple(refused))
 
 
@@ -343,6 +346,8 @@ def helper_init(
                 errors[rid] = ReportError.REPORT_REPLAYED
             elif (time_error := _time_error(task, meta.time, now)) is not None:
                 errors[rid] = time_error
+            elif (window_error := spec.window_error(meta.time)) is not None:
+                errors[rid] = window_error
             elif _collected(conn, tid, meta.time):
                 errors[rid] = ReportError.BATCH_COLLECTED
             elif share.encrypted_input_share.config_id != task.hpke_config.id:

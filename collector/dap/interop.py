@@ -140,6 +140,12 @@ def spec_from_interop(document: Any) -> TaskSpec:
     # Required even of the Client (the design's older text has none): DAP-18 binds it into
     # every AAD, so a guess would only make the aggregators' decryption fail later.
     min_batch_size = number(document, "min_batch_size")
+    # The task's validity window (seconds), enforced by the aggregators (TaskSpec.window_error).
+    window = {
+        name: number(document, name)
+        for name in ("task_start", "task_end")
+        if document.get(name) is not None
+    }
     return TaskSpec.from_json(
         {
             "task_id": _text(document, "task_id"),
@@ -149,6 +155,7 @@ def spec_from_interop(document: Any) -> TaskSpec:
             "vdaf": vdaf_from_interop(document.get("vdaf")),
             "min_batch_size": min_batch_size,
             "time_precision": time_precision,
+            **window,
         }
     )
 
