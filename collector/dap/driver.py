@@ -8,8 +8,9 @@ A background task of the workers (``collector.leases``) with one lease per Leade
 workers at once), so no job is sent twice by two drivers. (A job sent twice would still count
 nothing twice: jobs are stored before they are sent and the Helper answers a re-sent job with
 the same bytes; the lease saves the Helper the work.) One run drives at most
-:data:`MAX_JOBS_PER_RUN` jobs of :data:`JOB_SIZE` reports, so it ends well within the lease's
-time to live; a task with more to do is due again at once.
+:data:`MAX_JOBS_PER_RUN` jobs of :data:`JOB_SIZE` reports and renews the lease
+(:data:`LEASE_SECONDS`) after each job; a task with more to do is due again at once. A worker
+that dies while driving loses the lease when it runs out; another then re-sends its job.
 
 A failed run (the Helper unreachable, or answering with an error) is logged and retried with
 exponential backoff, ``interval * 2**failures`` capped at :data:`MAX_BACKOFF_SECONDS`; the
@@ -51,8 +52,11 @@ logger = logging.getLogger(__name__)
 JOB_SIZE = 1000
 """Reports per aggregation job (``ldp-collector dap drive --job-size``'s default)."""
 MAX_JOBS_PER_RUN = 10
-"""Jobs per run of one task: with the Helper's 30 s timeout per job, a run ends well within
-the lease's ten minutes."""
+"""Jobs per run of one task (others may then have their turn); a task with more is due again
+at once."""
+LEASE_SECONDS = 120.0
+"""A task's lease, renewed after each job: longer than one job takes (the Helper's timeout is
+30 s), and how long a task waits after a worker died driving it."""
 MAX_BACKOFF_SECONDS = 300.0
 DRIVER_JOBS, DRIVER_FAILURES = "driver_jobs", "driver_failures"
 CONSECUTIVE_FAILURES = "driver_consecutive_failures"
@@ -104,14 +108,21 @@ def drive_task(
     interval: float,
     job_size: int = JOB_SIZE,
     max_jobs: int = MAX_JOBS_PER_RUN,
+    keep_lease: Callable[[], bool] = lambda: True,
 ) -> tuple[dict[str, int], float]:
-    """One run of a task's driver: its totals (``aggregator.drive``'s, and ``failed``: 0 or 1)
-    and when it is next due. A failure is logged, counted and backed off, never raised."""
+    """One run of a task's driver, job by job (``keep_lease`` renews the lease after each; the
+    run stops if it was lost): its totals (``aggregator.drive``'s, and ``failed``: 0 or 1) and
+    when it is next due. A failure is logged, counted and backed off, never raised."""
+    totals = {"aggregated": 0, "rejected": 0, "jobs": 0}
     try:
         task = aggregator.load_task(conn, task_id, "leader")
-        totals = aggregator.drive(conn, task, send, job_size=job_size, max_jobs=max_jobs)
+        for _ in range(max_jobs):
+            step = aggregator.drive(conn, task, send, job_size=job_size, max_jobs=1)
+            totals = {name: totals[name] + step[name] for name in totals}
+            if not step["jobs"] or not keep_lease():
+                break
     except Exception as error:  # the Helper down, an error answer, a locked database...
-        failures = _record(conn, task_id, jobs=0, failed=True)
+        failures = _record(conn, task_id, jobs=totals["jobs"], failed=True)
         delay = backoff(interval, failures)
         logger.warning(
             "dap task %s: aggregation failed (%s: %s); %d failure(s) in a row, retry in %.0f s",
@@ -121,7 +132,7 @@ def drive_task(
             failures,
             delay,
         )
-        return {"aggregated": 0, "rejected": 0, "jobs": 0, "failed": 1}, now + delay
+        return {**totals, "failed": 1}, now + delay
     if totals["jobs"] or _failures(conn, task_id):  # an idle run writes nothing
         _record(conn, task_id, jobs=totals["jobs"], failed=False)
     more = totals["jobs"] >= max_jobs  # a full run: the next one is due at once
@@ -137,9 +148,11 @@ def drive_due_tasks(
     interval: float,
     job_size: int = JOB_SIZE,
     max_jobs: int = MAX_JOBS_PER_RUN,
+    clock: Callable[[], float] = time.time,
 ) -> dict[str, dict[str, int]]:
     """Drive, for ``holder``, every Leader task that is due and that no other worker drives:
-    task id -> its run's totals (:func:`drive_task`). Tasks not run here are left out."""
+    task id -> its run's totals (:func:`drive_task`). Tasks not run here are left out.
+    ``clock`` renews the leases during a run."""
     conn = storage.db.conn
     task_ids = [
         row[0]
@@ -149,15 +162,19 @@ def drive_due_tasks(
     ]
     driven: dict[str, dict[str, int]] = {}
     for task_id in task_ids:
+        name = lease_name(task_id)
 
-        def work(task_id: str = task_id) -> tuple[dict[str, int], float]:
+        def work(task_id: str = task_id, name: str = name) -> tuple[dict[str, int], float]:
+            def keep_lease() -> bool:
+                return storage.renew_lease(name, holder, now=clock(), ttl=LEASE_SECONDS)
+
             return drive_task(
                 conn, task_id, send, now=now, interval=interval, job_size=job_size,
-                max_jobs=max_jobs,
+                max_jobs=max_jobs, keep_lease=keep_lease,
             )  # fmt: skip
 
         ran = run_if_due(
-            storage, lease_name(task_id), holder, now=now, work=work, retry_at=now + interval
+            storage, name, holder, now=now, work=work, retry_at=now + interval, ttl=LEASE_SECONDS
         )
         if ran is not None:
             driven[task_id] = ran
@@ -186,4 +203,6 @@ class DriveWorker(LeaseWorker):
         self.send = send
 
     def work(self, storage: Storage, now: float) -> dict[str, dict[str, int]]:
-        return drive_due_tasks(storage, self.holder, self.send, now=now, interval=self.interval)
+        return drive_due_tasks(
+            storage, self.holder, self.send, now=now, interval=self.interval, clock=self.clock
+        )

@@ -135,6 +135,35 @@ def test_a_full_run_is_due_again_at_once(pair: InProcessPair, tmp_path: Path) ->
     assert sum(run[tid]["aggregated"] for run in runs if run) == 7
 
 
+def test_a_long_run_keeps_its_lease_and_a_dead_workers_lease_runs_out(
+    pair: InProcessPair, tmp_path: Path
+) -> None:
+    assert pair.upload(pair.reports([1] * 6)).status == ()
+    now = [100.0]
+    other: list[dict[str, Any]] = []
+
+    def slow(method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        now[0] += 100.0  # each job takes 100 s: three outlast the lease's first 120 s
+        other.append(driver.drive_due_tasks(second, "b", pair.send, now=now[0], interval=1.0))
+        return pair.send(method, url, body, headers)
+
+    db = _config(pair, tmp_path)["DB"]
+    with Storage(db) as first, Storage(db) as second:
+        run = driver.drive_due_tasks(
+            first, "a", slow, now=now[0], interval=1.0, job_size=2, clock=lambda: now[0]
+        )
+        assert run[pair.spec.task_id_text]["jobs"] == 3
+        assert other == [{}, {}, {}]  # renewed after each job: never taken from "a"
+        # A worker that died holding the lease: the task waits until the lease runs out.
+        name = driver.lease_name(pair.spec.task_id_text)
+        assert first.take_lease(name, "dead", now=now[0] + 1, ttl=driver.LEASE_SECONDS)
+        ends = now[0] + 1 + driver.LEASE_SECONDS
+        assert driver.drive_due_tasks(second, "b", pair.send, now=ends - 1, interval=1.0) == {}
+        idle = driver.drive_due_tasks(second, "b", pair.send, now=ends, interval=1.0)
+        assert idle == {pair.spec.task_id_text: {"aggregated": 0, "rejected": 0, "jobs": 0,
+                                                 "failed": 0}}  # fmt: skip
+
+
 def test_serve_refuses_bad_driver_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
