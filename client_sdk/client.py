@@ -1128,7 +1128,7 @@ class TelemetryClient:
                 response = self._session.post(
                     url,
                     data=body,
-                    headers={"Content-Type": "application/dap-upload-req"},
+                    headers={"Content-Type": UploadRequest.MEDIA_TYPE},
                     timeout=_within(self.timeout, remaining),
                 )
             except requests.RequestException as error:

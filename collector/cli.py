@@ -28,11 +28,12 @@ from typing import Any
 
 from client_sdk._extras import closed_pipe
 from client_sdk._version import __version__
-from collector import retention
+from collector import leases, retention
 from collector.cli_checks import check_database_path, check_port_free, database_error_message
 from collector.cors import cors_origin
 from collector.dap import cli as dap_cli
 from collector.dap.aggregator import DapProblem
+from collector.dap.driver import DriveWorker
 from collector.lifecycle import default_policy_warnings
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dap-interop",
         action="store_true",
         help="TESTS ONLY: serve the DAP interop test API (/internal/test/*), which provisions "
-        "tasks without credentials, and drive Leader tasks (docs/dap.md, Interop)",
+        "tasks without credentials (docs/dap.md, Interop); needs --dap-drive-interval above 0",
     )
     serve.add_argument(
         "--retention-interval",
@@ -98,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="seconds between cleanups of raw reports past their campaign's retention_days, "
         f"run by one worker at a time (default {ENV_PREFIX}RETENTION_INTERVAL or 3600; 0: off)",
+    )
+    serve.add_argument(
+        "--dap-drive-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between runs of the DAP Leader's aggregation driver: every Leader task's "
+        "pending reports are aggregated with its Helper, one worker at a time per task, a "
+        "failing Helper retried with backoff (default "
+        f"{ENV_PREFIX}DAP_DRIVE_INTERVAL or 2; 0: off, drive with `ldp-collector dap drive`)",
     )
     serve.set_defaults(handler=_serve)
 
@@ -348,9 +359,11 @@ def _serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name} must be at least 1; got {getattr(args, name)}")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in [0, 65535]; got {args.port}")
-    interval = args.retention_interval
-    if interval is not None and not 0 <= interval < float("inf"):
-        raise ValueError(f"--retention-interval must be >= 0 seconds; got {interval}")
+    for flag in ("retention_interval", "dap_drive_interval"):
+        interval = getattr(args, flag)
+        if interval is not None and not 0 <= interval < float("inf"):
+            name = "--" + flag.replace("_", "-")
+            raise ValueError(f"{name} must be >= 0 seconds; got {interval}")
 
     if not args.create and _is_new_database(args.db):
         raise ValueError(
@@ -370,7 +383,14 @@ def _serve(args: argparse.Namespace) -> int:
     }
     if args.retention_interval is not None:
         settings["RETENTION_INTERVAL"] = args.retention_interval
+    if args.dap_drive_interval is not None:
+        settings["DAP_DRIVE_INTERVAL"] = args.dap_drive_interval
     app = create_app(settings)
+    if args.dap_interop and not app.config["DAP_DRIVE_INTERVAL"]:
+        raise ValueError(
+            "--dap-interop needs the Leader's driver: --dap-drive-interval (or "
+            f"{ENV_PREFIX}DAP_DRIVE_INTERVAL) must be above 0"
+        )
     host = f"[{args.host}]" if ":" in args.host else args.host
     options: dict[str, Any] = {
         "bind": f"{host}:{args.port}",
@@ -386,9 +406,12 @@ def _serve(args: argparse.Namespace) -> int:
         "loglevel": args.log_level,
         "proc_name": "ldp-collector",
         "when_ready": _announce(args),
-        # The retention cleanup: a thread per worker, one cleaning at a time (a database lease);
-        # never a thread in the master, which forks the workers (collector.retention).
-        "post_worker_init": retention.post_worker_init(app.config),
+        # The retention cleanup and the DAP driver: threads per worker, one running each task
+        # at a time (database leases); never a thread in the master, which forks the workers
+        # (collector.leases).
+        "post_worker_init": leases.post_worker_init(
+            app.config, [retention.RetentionWorker, DriveWorker]
+        ),
         # gunicorn >= 25.1 opens an unauthenticated control socket at one fixed path per user:
         # the collector needs none, and two collectors on a host would take each other's.
         "control_socket_disable": True,

@@ -10,6 +10,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from collector import metrics as _metrics
+from collector.dap.driver import CONSECUTIVE_FAILURES, DRIVER_FAILURES, DRIVER_JOBS
 from collector.dbguard import space_probe, write_probe
 from collector.problems import Problem
 from collector.storage import RETENTION_COUNTER
@@ -162,9 +163,34 @@ def _dap(conn: Any) -> list[Any]:
         "SELECT task_id, state, count(*) FROM dap_reports GROUP BY task_id, state"
     ):
         reports.add_metric([task, state], n)
+    driver: dict[str, Any] = {
+        DRIVER_JOBS: CounterMetricFamily(
+            "ldp_dap_driver_jobs",
+            "Aggregation jobs the Leader's driver in serve finished, per task.",
+            labels=["task"],
+        ),
+        DRIVER_FAILURES: CounterMetricFamily(
+            "ldp_dap_driver_failures",
+            "Failed runs of the Leader's driver in serve (the Helper unreachable or refusing).",
+            labels=["task"],
+        ),
+        CONSECUTIVE_FAILURES: GaugeMetricFamily(
+            "ldp_dap_driver_consecutive_failures",
+            "Failed runs of the Leader's driver since its last success (0: healthy).",
+            labels=["task"],
+        ),
+    }
+    failing: dict[str, int] = {}
     for task, reason, n in conn.execute("SELECT task_id, reason, value FROM dap_counters"):
-        refused.add_metric([task, reason], n)
-    return [reports, refused]
+        if reason == CONSECUTIVE_FAILURES:
+            failing[task] = n
+        elif reason in driver:
+            driver[reason].add_metric([task], n)
+        else:
+            refused.add_metric([task, reason], n)
+    for (task,) in conn.execute("SELECT task_id FROM dap_tasks WHERE role = 'leader'"):
+        driver[CONSECUTIVE_FAILURES].add_metric([task], failing.get(task, 0))
+    return [reports, refused, *driver.values()]
 
 
 @bp.record_once

@@ -26,6 +26,9 @@ variable                      meaning                                           
 ``LDP_RETENTION_INTERVAL``    seconds between retention cleanups in ``serve``   3600
                               (``retention_days``; ``--retention-interval``),
                               0=off
+``LDP_DAP_DRIVE_INTERVAL``    seconds between the DAP Leader's aggregation      2
+                              runs in ``serve`` (``--dap-drive-interval``),
+                              0=off (``ldp-collector dap drive`` then)
 ``LDP_ALLOW_READABLE_DB``     1: serve a database other users may read (it      0
                               holds the private keys; collector.dbguard)
 ============================  ================================================  ==============
@@ -128,6 +131,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "ALLOW_READABLE_DB": (False, _flag),
     "TODAY": (None, _optional_date),
     "RETENTION_INTERVAL": (3600.0, _non_negative_float),
+    "DAP_DRIVE_INTERVAL": (2.0, _non_negative_float),
 }
 """Setting name -> (default, validator)."""
 

@@ -437,6 +437,16 @@ class Storage:
             ).rowcount
         return bool(released)
 
+    def renew_lease(self, name: str, holder: str, *, now: float, ttl: float) -> bool:
+        """Extend ``holder``'s lease ``name`` to ``now + ttl`` (a long task, between its
+        steps); False when ``holder`` no longer held it."""
+        with self._write() as conn:
+            renewed = conn.execute(
+                "UPDATE leases SET held_until = ? WHERE name = ? AND holder = ?",
+                [now + ttl, name, holder],
+            ).rowcount
+        return bool(renewed)
+
     def list_campaigns(self) -> list[StoredCampaign]:
         rows = self.db.execute(f"{_CAMPAIGN_SELECT} ORDER BY campaigns.name")
         return [_campaign_from_row(row) for row in rows.fetchall()]

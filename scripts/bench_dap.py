@@ -51,7 +51,7 @@ from collector.process import CollectorProcess
 TIME_PRECISION = 3600
 AGGREGATOR_TOKEN = "bench-aggregator-token-" + "a" * 16
 COLLECTOR_TOKEN = "bench-collector-token-" + "c" * 16
-UPLOAD_MEDIA = {"Content-Type": "application/dap-upload-req"}
+UPLOAD_MEDIA = {"Content-Type": UploadRequest.MEDIA_TYPE}
 
 
 def _cli(*args: str) -> str:
@@ -72,9 +72,15 @@ class Pair:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.leader = CollectorProcess(tmp / "leader.db", workers=2, log_dir=tmp).start()
+        # serve's own driver off: the benchmark drives, and times, the aggregation itself.
+        off = ["--dap-drive-interval", "0"]
+        self.leader = CollectorProcess(
+            tmp / "leader.db", workers=2, log_dir=tmp, extra_args=off
+        ).start()
         try:
-            self.helper = CollectorProcess(tmp / "helper.db", workers=1, log_dir=tmp).start()
+            self.helper = CollectorProcess(
+                tmp / "helper.db", workers=1, log_dir=tmp, extra_args=off
+            ).start()
         except BaseException:
             self.leader.stop()
             raise

@@ -209,10 +209,13 @@ def upload(
         for report in request.reports:
             meta = report.report_metadata
             error: ReportError | None = None
+            cause: ReportError | None = None  # what the metrics count, when not the error
             if report.leader_encrypted_input_share.config_id != task.hpke_config.id:
                 error = ReportError.HPKE_UNKNOWN_CONFIG_ID
             elif (error := _time_error(task, meta.time, now)) is not None:
                 pass
+            elif (cause := task.spec.window_error(meta.time)) is not None:
+                error = ReportError.REPORT_DROPPED  # DAP-18's answer at upload, outside the window
             elif _collected(conn, tid, meta.time):
                 error = ReportError.BATCH_COLLECTED
             else:
@@ -225,7 +228,7 @@ def upload(
                     error = ReportError.REPORT_REPLAYED
             if error is not None:
                 refused.append(ReportUploadStatus(meta.report_id, error))
-                _count_error(conn, tid, error)
+                _count_error(conn, tid, cause or error)
     return UploadErrors(tuple(refused))
 
 
@@ -343,6 +346,8 @@ def helper_init(
                 errors[rid] = ReportError.REPORT_REPLAYED
             elif (time_error := _time_error(task, meta.time, now)) is not None:
                 errors[rid] = time_error
+            elif (window_error := spec.window_error(meta.time)) is not None:
+                errors[rid] = window_error
             elif _collected(conn, tid, meta.time):
                 errors[rid] = ReportError.BATCH_COLLECTED
             elif share.encrypted_input_share.config_id != task.hpke_config.id:
@@ -455,17 +460,18 @@ def drive(
     send: Send,
     *,
     job_size: int = 1000,
+    max_jobs: int | None = None,
     now: float | None = None,
 ) -> dict[str, int]:
-    """Aggregate every pending report of ``task`` with the Helper, ``job_size`` a job; first
-    re-send the jobs a crash or a failed request left unfinished, and apply the retention
-    (:func:`forget_expired`). Counts of reports ``aggregated`` and ``rejected``;
-    ``RuntimeError`` if the Helper does not answer a job (it stays pending and is re-sent,
-    identically, by the next run)."""
+    """Aggregate every pending report of ``task`` with the Helper, ``job_size`` a job (at most
+    ``max_jobs`` jobs; None: all); first re-send the jobs a crash or a failed request left
+    unfinished, and apply the retention (:func:`forget_expired`). Counts of reports
+    ``aggregated`` and ``rejected``, and of ``jobs``; ``RuntimeError`` if the Helper does not
+    answer a job (it stays pending and is re-sent, identically, by the next run)."""
     tid = task.spec.task_id_text
     forget_expired(conn, task, now=now)
     totals = {"aggregated": 0, "rejected": 0, "jobs": 0}
-    while True:
+    while max_jobs is None or totals["jobs"] < max_jobs:
         row = conn.execute(
             "SELECT job_id, request FROM dap_jobs WHERE task_id = ? AND state = 'sent' "
             "ORDER BY rowid LIMIT 1",
@@ -486,6 +492,7 @@ def drive(
                 f"{body[:300]!r}"
             )
         _finish_job(conn, task, job_id, request, body, totals)
+    return totals
 
 
 def _new_job(

@@ -8,13 +8,19 @@ from typing import Any
 
 import requests
 from flask import Blueprint, Response, current_app, request
+from werkzeug.http import parse_options_header
 
 from client_sdk.dap.messages import (
     AggregateShare,
+    AggregateShareReq,
+    AggregationJobContinueReq,
+    AggregationJobInitReq,
     AggregationJobResp,
+    CollectionJobReq,
     CollectionJobResp,
     HpkeConfigList,
     UploadErrors,
+    UploadRequest,
 )
 from collector.dap import aggregator
 from collector.dap.aggregator import DapProblem
@@ -69,6 +75,20 @@ def _id(text: str, field: str) -> bytes:
         raise DapProblem(400, "invalidMessage", str(error)) from None
 
 
+def _message_body(media_type: str) -> bytes:
+    """The request's body, a DAP message whose ``Content-Type`` must be ``media_type``
+    (DAP-18's ``application/ppm-dap;message=NAME``; the type and parameter names are
+    case-insensitive, other parameters such as ``version`` are allowed, RFC 9110 8.3.1).
+    Otherwise 415 ``invalidMessage`` naming the header and the value received."""
+    header = request.headers.get("Content-Type")
+    expected_type, expected = parse_options_header(media_type)
+    received_type, received = parse_options_header(header or "")
+    if received_type.lower() != expected_type or received.get("message") != expected["message"]:
+        got = "none" if header is None else repr(header[:100])
+        raise DapProblem(415, "invalidMessage", f"Content-Type must be {media_type}; got {got}")
+    return _read_body()
+
+
 def _binary(body: bytes, media_type: str, status: int = 200) -> Response:
     return Response(body, status=status, mimetype=media_type)
 
@@ -98,7 +118,7 @@ def hpke_config() -> Response:
 @bp.route("/tasks/<task_id>/reports", methods=["PUT", "POST"])
 def upload(task_id: str) -> Response:
     task = _task(task_id, "leader", None)
-    body = _read_body()
+    body = _message_body(UploadRequest.MEDIA_TYPE)
     with write_turn():
         errors = aggregator.upload(get_storage().db.conn, task, body)
     return _binary(errors.encode(), UploadErrors.MEDIA_TYPE)
@@ -108,7 +128,7 @@ def upload(task_id: str) -> Response:
 def aggregation_job_init(task_id: str, job_id: str) -> Response:
     task = _task(task_id, "helper", "aggregator_token")
     job = _id(job_id, "aggregation job id")
-    body = _read_body()
+    body = _message_body(AggregationJobInitReq.MEDIA_TYPE)
     with write_turn():
         answer = aggregator.helper_init(get_storage().db.conn, task, job, body)
     return _binary(answer, AggregationJobResp.MEDIA_TYPE)
@@ -126,13 +146,14 @@ def aggregation_job_other(task_id: str, job_id: str) -> Response:
         raise DapProblem(404, "unrecognizedAggregationJob", f"no aggregation job {job_id!r}")
     if request.method == "DELETE":
         return Response(status=204)  # Prio3 jobs finish in one step: nothing left to abandon
+    _message_body(AggregationJobContinueReq.MEDIA_TYPE)
     raise DapProblem(400, "stepMismatch", "Prio3 jobs finish at initialization: no step 1")
 
 
 @bp.post("/tasks/<task_id>/aggregate_shares")
 def aggregate_shares(task_id: str) -> Response:
     task = _task(task_id, "helper", "aggregator_token")
-    body = _read_body()
+    body = _message_body(AggregateShareReq.MEDIA_TYPE)
     with write_turn():
         answer = aggregator.aggregate_share(get_storage().db.conn, task, body)
     return _binary(answer, AggregateShare.MEDIA_TYPE)
@@ -142,7 +163,7 @@ def aggregate_shares(task_id: str) -> Response:
 def collection_job_create(task_id: str, job_id: str) -> Response:
     task = _task(task_id, "leader", "collector_token")
     job = _id(job_id, "collection job id")
-    body = _read_body()
+    body = _message_body(CollectionJobReq.MEDIA_TYPE)
     with write_turn():
         aggregator.create_collection(get_storage().db.conn, task, job, body)
     return Response(status=201)

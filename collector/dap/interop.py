@@ -4,8 +4,9 @@ serves it for DAP-18): ``POST /internal/test/ready``, ``/internal/test/endpoint_
 
 Registered only by ``ldp-collector serve --dap-interop`` (``create_app({"DAP_INTEROP": True})``):
 ``add_task`` provisions a task with no credential at all, so it is never on in production
-(docs/dap.md, "Interop"). With it, each worker runs the Leader's aggregation driver in a thread,
-as an interop Leader must aggregate on its own.
+(docs/dap.md, "Interop"). An interop Leader must aggregate on its own: ``serve``'s driver
+(``collector.dap.driver``) does, for these tasks as for every Leader task, so ``serve`` refuses
+``--dap-interop`` with the driver off.
 
 The JSON formats (numbers of VDAF parameters and measurements as base-10 strings, binary values
 as unpadded base64url, times in seconds) are translated here, Flask-free, for the Collector's and
@@ -14,22 +15,16 @@ the Client's interop apps too (``analysis.dap_interop``).
 
 from __future__ import annotations
 
-import logging
-import os
 import sqlite3
-import threading
-import time
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from flask import Blueprint, Flask, Response, jsonify, request
 
 from client_sdk.dap.hpke import generate_key_pair
 from client_sdk.dap.messages import HpkeConfig, HpkeConfigList, Interval
 from client_sdk.sqlite import immediate
 from collector.dap import aggregator
-from collector.dap.api import send
 from collector.dap.task import AggregatorTask, TaskSpec, b64decode
-from collector.storage import Storage
 from collector.web import get_storage, write_turn
 
 __all__ = [
@@ -43,15 +38,12 @@ __all__ = [
     "vdaf_from_interop",
 ]
 
-logger = logging.getLogger(__name__)
-
 bp = Blueprint("dap_interop", __name__, url_prefix="/internal/test")
 
 # The interop API has no task_info; Janus's interop binaries all use this one, and the task
 # configuration bound into every HPKE AAD must be byte-identical on every party.
 INTEROP_TASK_INFO = "task-info"
 TIME_INTERVAL, LEADER_SELECTED = 1, 2
-DRIVE_EVERY = 0.5  # seconds between the interop Leader's aggregation passes
 DAP_ENDPOINT = "/dap/"
 
 
@@ -148,6 +140,12 @@ def spec_from_interop(document: Any) -> TaskSpec:
     # Required even of the Client (the design's older text has none): DAP-18 binds it into
     # every AAD, so a guess would only make the aggregators' decryption fail later.
     min_batch_size = number(document, "min_batch_size")
+    # The task's validity window (seconds), enforced by the aggregators (TaskSpec.window_error).
+    window = {
+        name: number(document, name)
+        for name in ("task_start", "task_end")
+        if document.get(name) is not None
+    }
     return TaskSpec.from_json(
         {
             "task_id": _text(document, "task_id"),
@@ -157,6 +155,7 @@ def spec_from_interop(document: Any) -> TaskSpec:
             "vdaf": vdaf_from_interop(document.get("vdaf")),
             "min_batch_size": min_batch_size,
             "time_precision": time_precision,
+            **window,
         }
     )
 
@@ -272,49 +271,8 @@ def _hpke_config_without_task_id() -> Response | None:
     return Response(body, mimetype=HpkeConfigList.MEDIA_TYPE)
 
 
-# -- the interop Leader's aggregation driver
-
-
-def _drive_forever(path: str, busy_timeout: float) -> None:
-    """Aggregate every Leader task's pending reports with its Helper, every ``DRIVE_EVERY``
-    seconds (``aggregator.drive``: jobs are stored before they are sent and the Helper answers
-    a re-sent job with the same bytes, so several workers driving at once count nothing twice)."""
-    with Storage(path, create=False, busy_timeout=busy_timeout) as storage:
-        conn = storage.db.conn
-        while True:
-            try:
-                tasks = conn.execute("SELECT task_id FROM dap_tasks WHERE role = 'leader'")
-                for (task_id,) in tasks.fetchall():
-                    aggregator.drive(conn, aggregator.load_task(conn, task_id, "leader"), send)
-            except Exception as error:  # the Helper down or not provisioned yet: next pass
-                logger.warning("dap interop driver: %s: %s", type(error).__name__, error)
-            time.sleep(DRIVE_EVERY)
-
-
-_driver_pid: int | None = None
-_driver_lock = threading.Lock()
-
-
-def _start_driver() -> None:
-    """One driver thread per worker process, started at its first request (workers are forked
-    after the app is built, and a thread does not survive a fork)."""
-    global _driver_pid
-    with _driver_lock:
-        if _driver_pid == os.getpid():
-            return
-        _driver_pid = os.getpid()
-        app = current_app
-        thread = threading.Thread(
-            target=_drive_forever,
-            args=(app.config["DB"], app.config["BUSY_TIMEOUT"]),
-            name="dap-interop-driver",
-            daemon=True,
-        )
-        thread.start()
-
-
 def init_app(app: Flask) -> None:
-    """Serve the interop test API on ``app`` and drive its Leader tasks."""
+    """Serve the interop test API on ``app`` (its Leader tasks are driven by ``serve``'s
+    driver, ``collector.dap.driver``, as every Leader task is)."""
     app.register_blueprint(bp)
-    app.before_request(_start_driver)
     app.before_request(_hpke_config_without_task_id)

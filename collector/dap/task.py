@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from client_sdk.dap.campaign import vdaf_from_config
-from client_sdk.dap.messages import TASK_ID_SIZE, HpkeConfig, TaskConfiguration
+from client_sdk.dap.messages import TASK_ID_SIZE, HpkeConfig, ReportError, TaskConfiguration
 from client_sdk.dap.upload import task_configuration
 from client_sdk.randomness import RandomSource
 from client_sdk.sampling import MAX_GAUSSIAN_T, DiscreteGaussian, DiscreteLaplace
@@ -48,6 +48,17 @@ def _positive_int(document: dict[str, Any], name: str, default: int | None = Non
     return value
 
 
+def _optional_time(document: dict[str, Any], name: str) -> int | None:
+    value = document.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(
+            f"task {name} must be a non-negative integer (POSIX seconds); got {value!r}"
+        )
+    return value
+
+
 def signed(value: int, modulus: int) -> int:
     """A field element as a signed integer: above p/2 it is negative (noise can take a count
     below zero, and Janus users asked for such counts decoded right, janus#1959)."""
@@ -63,7 +74,9 @@ class TaskSpec:
     (docs/math/dap-noise.md). ``report_expiry`` (seconds, default 7 days): a report whose time
     unit ended longer ago is refused, and its anti-replay id may be forgotten after that plus
     ``clock_skew``; ``clock_skew`` (seconds, default one ``time_precision``): how far ahead of
-    an aggregator's clock a report's time may be."""
+    an aggregator's clock a report's time may be. ``task_start`` / ``task_end`` (POSIX
+    seconds, optional): the task's validity window, DAP-18's ``task_interval``; a report whose
+    time is before the start, or at or after the end, is refused."""
 
     task_id: bytes
     task_info: str
@@ -75,6 +88,8 @@ class TaskSpec:
     dp: str = "none"
     report_expiry: int = REPORT_EXPIRY
     clock_skew: int | None = None
+    task_start: int | None = None
+    task_end: int | None = None
 
     @classmethod
     def from_json(cls, document: Any) -> TaskSpec:
@@ -106,6 +121,8 @@ class TaskSpec:
                 if document.get("clock_skew") is None
                 else _positive_int(document, "clock_skew")
             ),
+            task_start=_optional_time(document, "task_start"),
+            task_end=_optional_time(document, "task_end"),
         )
         spec.build_vdaf()  # refuse a bad vdaf or dp now, naming the field
         spec.noise()  # a dp the exact samplers cannot serve is refused now too
@@ -113,6 +130,14 @@ class TaskSpec:
             raise ValueError(
                 f"task report_expiry must be at least two time_precision units "
                 f"({2 * spec.time_precision} s); got {spec.report_expiry}"
+            )
+        if (
+            spec.task_start is not None
+            and spec.task_end is not None
+            and spec.task_end <= spec.task_start
+        ):
+            raise ValueError(
+                f"task task_end must be after task_start ({spec.task_start}); got {spec.task_end}"
             )
         return spec
 
@@ -127,6 +152,9 @@ class TaskSpec:
     def to_json(self) -> dict[str, Any]:
         document = asdict(self)
         document["task_id"] = b64encode(self.task_id)
+        for name in ("task_start", "task_end"):  # absent, as in tasks stored before them
+            if document[name] is None:
+                del document[name]
         return document
 
     @property
@@ -162,6 +190,17 @@ class TaskSpec:
     def expired(self, unit: int, now: float) -> bool:
         """A report of time ``unit``: its whole time unit ended ``report_expiry`` ago."""
         return (unit + 1) * self.time_precision + self.report_expiry <= now
+
+    def window_error(self, unit: int) -> ReportError | None:
+        """DAP-18, "Input Share Validation": a report of time ``unit`` (the start of its time
+        unit) before ``task_start`` is ``task_not_started``, at or after ``task_end``
+        ``task_expired``; None inside the window (or without one)."""
+        seconds = unit * self.time_precision
+        if self.task_start is not None and seconds < self.task_start:
+            return ReportError.TASK_NOT_STARTED
+        if self.task_end is not None and seconds >= self.task_end:
+            return ReportError.TASK_EXPIRED
+        return None
 
     def forgettable(self, unit: int, now: float) -> bool:
         """A report id of time ``unit`` may leave the anti-replay record: a replay would be

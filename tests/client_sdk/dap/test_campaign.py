@@ -310,7 +310,7 @@ class ScriptedLeader(requests.Session):
 
 def errors(*refused: tuple[bytes, ReportError]) -> tuple[int, bytes, str]:
     body = UploadErrors(tuple(ReportUploadStatus(rid, e) for rid, e in refused)).encode()
-    return 200, body, "application/dap-upload-errors"
+    return 200, body, UploadErrors.MEDIA_TYPE
 
 
 def scripted_client(tmp_path: Path, leader: ScriptedLeader) -> TelemetryClient:
@@ -345,7 +345,7 @@ def test_upload_errors_keep_too_early_and_drop_what_can_never_be_delivered(
         assert client.flush() == 1 and client.pending() == 0
     url, media, request = leader.uploads[0]
     assert url == f"{LEADER_URL}tasks/{b64encode(bytes(range(32)))}/reports"
-    assert media == "application/dap-upload-req"
+    assert media == UploadRequest.MEDIA_TYPE  # DAP-18's: the Leader refuses any other
     assert [r.report_metadata.report_id.hex() for r in request.reports] == ids
 
 

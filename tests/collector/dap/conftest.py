@@ -137,11 +137,19 @@ class DapServers:
         self.helper.stop()
 
 
-def start_servers(tmp: Path) -> DapServers:
-    """A Leader and a Helper (one gunicorn worker each) and the three HPKE key files."""
-    leader = CollectorProcess(tmp / "leader.db", workers=1, log_dir=tmp).start()
+def start_servers(tmp: Path, *, drive_interval: float = 0, leader_workers: int = 1) -> DapServers:
+    """A Leader and a Helper (gunicorn; one Helper worker) and the three HPKE key files. The
+    Leader's driver inside ``serve`` is off unless ``drive_interval`` is given: most tests
+    drive with ``ldp-collector dap drive`` and count what each run did (``test_driver.py``
+    runs the one in ``serve``)."""
+    driver = ["--dap-drive-interval", str(drive_interval)]
+    leader = CollectorProcess(
+        tmp / "leader.db", workers=leader_workers, log_dir=tmp, extra_args=driver
+    ).start()
     try:
-        helper = CollectorProcess(tmp / "helper.db", workers=1, log_dir=tmp).start()
+        helper = CollectorProcess(
+            tmp / "helper.db", workers=1, log_dir=tmp, extra_args=driver
+        ).start()
     except BaseException:
         leader.stop()
         raise

@@ -154,7 +154,8 @@ def test_leader_killed_after_the_helper_answered_its_aggregate_share(tmp_path: P
             f"{b64encode(os.urandom(16))}"
         )
         headers = {"Authorization": f"Bearer {COLLECTOR_TOKEN}"}
-        assert requests.put(url, data=req.encode(), headers=headers, timeout=30).status_code == 201
+        media = {**headers, "Content-Type": req.MEDIA_TYPE}
+        assert requests.put(url, data=req.encode(), headers=media, timeout=30).status_code == 201
         proxy.hold = "/aggregate_shares"
         poll = threading.Thread(target=_poll_quietly, args=(url, headers), daemon=True)
         poll.start()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from client_sdk.dap.messages import ReportError
+from client_sdk.dap.messages import AggregationJobInitReq, ReportError, UploadRequest
 from client_sdk.dap.upload import prepare_report
 from collector.dap.task import b64encode
 from collector.process import entry_point
@@ -102,7 +102,10 @@ def test_job_resent_after_a_lost_answer_is_counted_once(dap_pair: DapPair) -> No
         f"{dap_pair.helper.url}/dap/tasks/{dap_pair.spec.task_id_text}/aggregation_jobs/"
         f"{b64encode(job_id)}"
     )
-    headers = {"Authorization": f"Bearer {AGGREGATOR_TOKEN}"}
+    headers = {
+        "Authorization": f"Bearer {AGGREGATOR_TOKEN}",
+        "Content-Type": AggregationJobInitReq.MEDIA_TYPE,
+    }
     first = requests.put(url, data=request, headers=headers, timeout=30)
     second = requests.put(url, data=request, headers=headers, timeout=30)
     assert first.status_code == second.status_code == 200
@@ -140,6 +143,7 @@ def test_sum_and_malformed_upload(dap_pair: DapPair) -> None:
     answer = requests.post(
         f"{dap_pair.leader_dap}/tasks/{dap_pair.spec.task_id_text}/reports",
         data=b"\x00\x01",
+        headers={"Content-Type": UploadRequest.MEDIA_TYPE},
         timeout=30,
     )
     assert answer.status_code == 400

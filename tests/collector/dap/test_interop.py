@@ -27,6 +27,7 @@ from flask import Flask
 from client_sdk.dap.messages import HpkeConfigList
 from collector import create_app
 from collector.process import CollectorProcess, ServerProcess
+from tests.collector.dap.test_e2e import refused
 
 TIME_PRECISION = 3600
 VERIFY_KEY_SIZE = 32  # Prio3 with XofTurboShake128
@@ -75,7 +76,11 @@ def parties(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Parties]:
         for name in ("leader", "helper"):
             started.append(
                 CollectorProcess(
-                    tmp / f"{name}.db", workers=1, log_dir=tmp, extra_args=["--dap-interop"]
+                    tmp / f"{name}.db",
+                    workers=1,
+                    log_dir=tmp,
+                    # The Leader's driver inside serve, at the old interop thread's pace.
+                    extra_args=["--dap-interop", "--dap-drive-interval", "0.5"],
                 ).start()
             )
         for role in ("client", "collector"):
@@ -93,9 +98,15 @@ def parties(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Parties]:
 
 
 def provision(
-    parties: Parties, vdaf: dict[str, str], *, min_batch_size: int, collector_token: str = ""
+    parties: Parties,
+    vdaf: dict[str, str],
+    *,
+    min_batch_size: int,
+    collector_token: str = "",
+    window: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The runner's task set-up; the common fields of the task (the upload's too)."""
+    """The runner's task set-up; the common fields of the task (the upload's too). ``window``:
+    ``task_start`` / ``task_end`` given to the aggregators' ``add_task``."""
     task_id = b64(os.urandom(32))
     aggregator_token, token = b64(os.urandom(16)), b64(os.urandom(16))
     endpoints = {}
@@ -130,6 +141,7 @@ def provision(
             "vdaf_verify_key": verify_key,
             "collector_hpke_config": added["collector_hpke_config"],
             "max_batch_query_count": 1,
+            **(window or {}),
         }
         if role == "leader":
             body["collector_authentication_token"] = token
@@ -268,6 +280,42 @@ def test_design_cases_future_report_and_late_report(parties: Parties) -> None:
         {"task_id": common["task_id"], "agg_param": "", "query": current_batch()},
     )
     assert overlap["status"] == "error" and "batchOverlap" in overlap["error"], overlap
+
+
+def test_the_task_window_of_add_task_is_enforced(parties: Parties) -> None:
+    """``task_start`` / ``task_end`` of ``add_task`` reach the aggregators: reports outside
+    are refused (``report_dropped`` at upload, DAP-18) and counted by cause; those inside are
+    collected."""
+    unit = int(time.time()) // TIME_PRECISION
+    start, end = (unit - 6) * TIME_PRECISION, (unit - 4) * TIME_PRECISION
+    common = provision(
+        parties,
+        {"type": "Prio3Count"},
+        min_batch_size=2,
+        window={"task_start": start, "task_end": end},
+    )
+    for when, status in ((start - 1, "error"), (start + 5, "success"), (end - 5, "success")):
+        answer = call(parties.client, "upload", {**common, "measurement": "1", "time": when})
+        assert answer["status"] == status, (when, answer)
+    now = call(parties.client, "upload", {**common, "measurement": "1"})  # after task_end
+    assert now["status"] == "error" and "report_dropped" in now["error"], now
+    assert refused(parties.leader.url, common["task_id"]) == {
+        "task_not_started": 1,
+        "task_expired": 1,
+    }
+    query = {"type": 1, "batch_interval_start": start, "batch_interval_duration": end - start}
+    begun = call(
+        parties.collector,
+        "collection_start",
+        {"task_id": common["task_id"], "agg_param": "", "query": query},
+    )
+    assert begun["status"] == "success", begun
+    deadline = time.monotonic() + POLL_TIMEOUT
+    poll = {"status": "in progress"}
+    while poll["status"] == "in progress" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        poll = call(parties.collector, "collection_poll", {"handle": begun["handle"]})
+    assert (poll["status"], poll["result"], poll["report_count"]) == ("complete", "2", 2), poll
 
 
 def test_wrong_collector_token_is_refused_by_the_leader(parties: Parties) -> None:

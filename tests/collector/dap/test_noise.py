@@ -90,7 +90,8 @@ def test_a_collection_is_noised_once_across_polls_and_a_leader_crash(own_dap_pai
         f"{b64encode(os.urandom(16))}"
     )
     headers = {"Authorization": f"Bearer {COLLECTOR_TOKEN}"}
-    assert requests.put(url, data=req.encode(), headers=headers, timeout=30).status_code == 201
+    media = {**headers, "Content-Type": req.MEDIA_TYPE}
+    assert requests.put(url, data=req.encode(), headers=media, timeout=30).status_code == 201
     first = requests.get(url, headers=headers, timeout=60)
     assert first.status_code == 200
     assert requests.post(url, headers=headers, timeout=60).content == first.content
