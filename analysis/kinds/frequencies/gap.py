@@ -421,16 +421,17 @@ def _measured_trust_models(
             [run_dap(counts, task, rng=rng) for _ in range(options.repetitions)],
             dap_variance(task, n),
         ),
-        "secure_aggregation_gaussian": (
-            [run_dap(counts, gaussian, rng=rng) for _ in range(options.repetitions)],
-            dap_variance(gaussian, n),
-        ),
         "curator": (
             [
                 run_central_laplace(counts, epsilon, neighbouring=options.neighbouring, rng=rng)
                 for _ in range(options.repetitions)
             ],
             central_laplace_variance(epsilon, n, options.neighbouring),
+        ),
+        # drawn last, so the other models' seeded draws are those they had without it
+        "secure_aggregation_gaussian": (
+            [run_dap(counts, gaussian, rng=rng) for _ in range(options.repetitions)],
+            dap_variance(gaussian, n),
         ),
     }
     for name, (estimates, expected) in runs.items():
