@@ -764,6 +764,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --dap: randomized response on each device before sharding, at this epsilon",
     )
+    parser.add_argument(
+        "--dp",
+        default=None,
+        metavar="NOISE",
+        help='with --dap: the aggregators\' noise, "laplace:EPSILON" (the default, at --epsilon), '
+        '"gaussian:RHO" (the discrete Gaussian, rho-zCDP) or "none"',
+    )
     parser.add_argument("--json", action="store_true", help="with --dap: print one JSON document")
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated population")
     parser.add_argument("--clients", type=int, default=4, help="client processes (4)")
@@ -822,11 +829,13 @@ def _optional_path(text: str) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     options = vars(args)
-    dap, as_json, local_epsilon = (options.pop(k) for k in ("dap", "json", "local_epsilon"))
+    dap, as_json, local_epsilon, dp = (
+        options.pop(k) for k in ("dap", "json", "local_epsilon", "dp")
+    )
     if dap:
-        return _main_dap(args, local_epsilon=local_epsilon, as_json=as_json)
-    if as_json or local_epsilon is not None:
-        print("ldp-demo: error: --json and --local-epsilon go with --dap", file=sys.stderr)
+        return _main_dap(args, local_epsilon=local_epsilon, dp=dp, as_json=as_json)
+    if as_json or local_epsilon is not None or dp is not None:
+        print("ldp-demo: error: --json, --local-epsilon and --dp go with --dap", file=sys.stderr)
         return 2
     collector, campaign = options.pop("collector"), options.pop("campaign")
     reports_per_device = options.pop("reports_per_device")
@@ -880,7 +889,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _main_dap(args: argparse.Namespace, *, local_epsilon: float | None, as_json: bool) -> int:
+def _main_dap(
+    args: argparse.Namespace, *, local_epsilon: float | None, dp: str | None, as_json: bool
+) -> int:
     """``ldp-demo --dap`` (``analysis.demo_dap``)."""
     from analysis.demo_dap import dap_lines, run_dap_demo
 
@@ -896,6 +907,7 @@ def _main_dap(args: argparse.Namespace, *, local_epsilon: float | None, as_json:
             devices=1_000 if args.devices is None else args.devices,
             epsilon=args.epsilon,
             local_epsilon=local_epsilon,
+            dp=dp,
             seed=args.seed,
             clients=args.clients,
             keep=args.keep,

@@ -4,11 +4,14 @@
    DAP Leader and the Helper, each with its own SQLite database.
 2. A Histogram task (one bucket per label) provisioned on both through ``ldp-collector dap
    keygen`` and ``dap task add``, each Aggregator adding discrete Laplace noise at ``epsilon``
-   (``dp = "laplace:EPSILON"``, docs/math/dap-noise.md); its campaign document (the task's
-   public part and both HPKE keys) is what the app pins.
+   (``dp = "laplace:EPSILON"``, docs/math/dap-noise.md), or the noise ``dp`` names (``--dp
+   gaussian:RHO``: the discrete Gaussian, rho-zCDP); its campaign document (the task's public
+   part and both HPKE keys) is what the app pins.
 3. A simulated fleet (a Zipf population over the labels) through the real ``TelemetryClient``
    (``clients`` of them, each with its own ``state_dir``, in threads), whose ``PrivacyPolicy``
-   trusts exactly these two Aggregators: each value sharded with Prio3, both shares sealed,
+   trusts exactly these two Aggregators and sets its central ceiling at the task's epsilon
+   (a Gaussian task's at the policy's ``max_central_delta``): each value sharded with Prio3,
+   both shares sealed,
    queued and uploaded to the Leader. With ``--local-epsilon``, each value is first randomized
    on the device (k-ary randomized response: a local guarantee too).
 4. ``ldp-collector dap drive`` aggregates with the Helper; the Collector role
@@ -37,7 +40,13 @@ import numpy as np
 
 from analysis.demo_population import zipf_population
 from client_sdk import PrivacyPolicy, TelemetryClient
-from client_sdk.dap.campaign import b64encode, dap_campaign_document, dap_object
+from client_sdk.dap.campaign import (
+    DapCampaign,
+    b64encode,
+    dap_campaign_document,
+    dap_object,
+    dp_parameter,
+)
 from client_sdk.dap.messages import Interval
 
 __all__ = ["CAMPAIGN_NAME", "dap_lines", "run_dap_demo"]
@@ -53,12 +62,15 @@ def run_dap_demo(
     labels: int = 8,
     epsilon: float = 1.0,
     local_epsilon: float | None = None,
+    dp: str | None = None,
     seed: int = 0,
     clients: int = 2,
     keep: bool = False,
     workdir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the whole DAP pipeline (module docstring); the result document ``--json`` prints."""
+    """Run the whole DAP pipeline (module docstring); the result document ``--json`` prints.
+    ``dp``: the task's noise (``"laplace:EPSILON"``, ``"gaussian:RHO"`` or ``"none"``); ``None``
+    is ``"laplace:<epsilon>"``."""
     from analysis.dap_collect import collect
     from analysis.dap_local import for_campaign
     from collector.dap.cli import read_key
@@ -71,6 +83,8 @@ def run_dap_demo(
         )
     if labels < 2:
         raise ValueError(f"labels must be at least 2; got {labels}")
+    dp = f"laplace:{epsilon}" if dp is None else dp
+    dp_parameter(dp, "dp")  # a bad --dp is refused before any process starts
     started = time.perf_counter()
     root = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="ldp-demo-dap-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -93,7 +107,7 @@ def run_dap_demo(
                 },
                 "min_batch_size": MIN_BATCH_SIZE,
                 "time_precision": TIME_PRECISION,
-                "dp": f"laplace:{epsilon}",
+                "dp": dp,
             }
             task_file = root / "task.json"
             task_file.write_text(json.dumps(task), encoding="utf-8")
@@ -121,14 +135,18 @@ def run_dap_demo(
                 domain=domain,
                 local=local,
             )
-            # The app's policy: these two Aggregators, by URL and key, and the central ceiling.
-            policy = {
+            # The app's policy: these two Aggregators, by URL and key, and the central ceiling
+            # (the task's epsilon; a Gaussian task's at the policy's max_central_delta).
+            policy: dict[str, Any] = {
                 "trusted_aggregators": {
                     spec.leader: b64encode(keys["leader"].public_key),
                     spec.helper: b64encode(keys["helper"].public_key),
                 },
-                "max_central_epsilon": epsilon,
             }
+            campaign = DapCampaign.from_document(document, name=CAMPAIGN_NAME)
+            central = campaign.central_epsilon_at(PrivacyPolicy().max_central_delta)
+            if math.isfinite(central):
+                policy["max_central_epsilon"] = central
             upload_started = time.perf_counter()
             shards = np.array_split(values, clients)
             # Threads, not processes: sharding is milliseconds a report, while a spawned
@@ -201,8 +219,14 @@ def dap_lines(result: dict[str, Any]) -> list[str]:
         f"DAP: {result['accepted']} of {result['devices']} devices' reports accepted by the "
         f"Leader, {result['report_count']} aggregated and collected "
         f"({result['total_seconds']:.1f} s, uploads {result['upload_seconds']:.1f} s).",
-        f"Central epsilon {result['epsilon']} ({result['dp']}): {result['assumes']}.",
     ]
+    if result.get("rho") is not None:
+        lines.append(
+            f"Central {result['rho']:g}-zCDP ({result['dp']}), epsilon {result['epsilon']:.4g} "
+            f"at delta {result['delta']:g}: {result['assumes']}."
+        )
+    else:
+        lines.append(f"Central epsilon {result['epsilon']} ({result['dp']}): {result['assumes']}.")
     if result.get("local_epsilon") is not None:
         lines.append(
             f"Local epsilon {result['local_epsilon']}: randomized response on each device "

@@ -46,7 +46,8 @@ What happens to a value:
 Secure-aggregation campaigns (a document with a ``"dap"`` object, docs/dap.md): the app's
 policy must trust both Aggregators by URL and key (``PrivacyPolicy.check_dap``); ``record``
 shards the value with Prio3 and seals both shares (``client_sdk.dap.upload.prepare_report``),
-the ledger charges min(local, central) epsilon per report, and only the encoded ``Report``
+the ledger charges min(local, central) epsilon per report (a ``gaussian`` task's central
+epsilon at the policy's ``max_central_delta``), and only the encoded ``Report``
 enters the outbox; ``flush`` posts them to the Leader with the same retries, and maps DAP's
 per-report errors to keep (``report_too_early``), delivered (``report_replayed``: a retry) or
 dropped (the others, counted as ``dap:<error>``).
@@ -825,10 +826,14 @@ class TelemetryClient:
         ids = [r.report_metadata.report_id.hex() for r in reports]
         policy = self.policy.effective_budget(campaign.policy)
         if policy is not None:
+            # a gaussian task's rho-zCDP is charged as its epsilon at the app's delta; the ledger
+            # adds epsilons (basic composition: k reports are (k eps, k delta)-DP), a valid but
+            # looser account than the k rho-zCDP that rho's additivity gives
+            charge = campaign.charge_at(self.policy.max_central_delta)
             self._ledger.authorize_many(
                 campaign.name,
                 policy,
-                [Charge(epsilon=campaign.charge, report={"dap_report": i}) for i in ids],
+                [Charge(epsilon=charge, report={"dap_report": i}) for i in ids],
             )
         rows = [
             (report_id, json.dumps(b64encode(report.encode())))

@@ -46,7 +46,12 @@ URL -> HPKE public key, unpadded base64url); :meth:`PrivacyPolicy.check_dap` ref
 anything is sharded, a campaign naming another Aggregator or another key, the same Aggregator
 twice, or whose guarantee is too weak: its local epsilon (``local`` randomized response,
 infinite without) must be within ``max_epsilon``, or its central epsilon (the Aggregators'
-noise, infinite for ``dp = "none"``) within ``max_central_epsilon``.
+noise, infinite for ``dp = "none"``) within ``max_central_epsilon``. The central ceiling is one
+(epsilon, delta) statement for every kind of noise: ``"laplace:EPSILON"`` is pure EPSILON-DP;
+``"gaussian:RHO"`` (the discrete Gaussian, rho-zCDP) is held to it through its epsilon at
+``max_central_delta`` (Canonne, Kamath, Steinke 2020, Corollary 13;
+``client_sdk.zcdp.zcdp_epsilon``), so the app states no second, zCDP ceiling that could
+disagree with the first.
 
 Budgets. A campaign may carry a budget (``{"epsilon_per_report", "reports_per_period",
 "period_seconds"}``); the app's ``budget`` is the most it grants. Where both exist the stricter
@@ -132,7 +137,9 @@ class PrivacyPolicy:
     :param max_central_epsilon: the largest central epsilon of a shuffled batch the app accepts
         in exchange for a local epsilon above ``max_epsilon`` (``None``: shuffled campaigns are
         held to ``max_epsilon`` like any other; module docstring).
-    :param max_central_delta: the largest central delta of a shuffled batch.
+    :param max_central_delta: the largest central delta of a shuffled batch, and the delta at
+        which a secure-aggregation task's zCDP guarantee (``"gaussian:RHO"``) is converted to
+        the epsilon held to ``max_central_epsilon`` and charged to the ledger.
     :param max_shuffled_epsilon: the largest local epsilon of one report of a shuffled campaign
         accepted under the central ceiling.
     :param trusted_aggregators: DAP Aggregators the app trusts, endpoint URL (as in the task,
@@ -279,7 +286,7 @@ class PrivacyPolicy:
         local = campaign.local_epsilon
         if local <= self.max_epsilon:
             return  # the local guarantee alone is within the app's limit
-        central = math.inf if campaign.central_epsilon is None else float(campaign.central_epsilon)
+        central = campaign.central_epsilon_at(self.max_central_delta)
         if self.max_central_epsilon is None:
             raise PolicyViolation(
                 name,
@@ -290,12 +297,14 @@ class PrivacyPolicy:
                 "max_epsilon needs the app's max_central_epsilon",
             )
         if not central <= self.max_central_epsilon:
+            note = "the central epsilon of the Aggregators' noise (dp); infinite for dp none"
+            if campaign.central_rho is not None:
+                note = (
+                    f"dp {campaign.document['dap']['dp']} is {float(campaign.central_rho):g}-zCDP, "
+                    f"epsilon {central:.6g} at max_central_delta {self.max_central_delta:g}"
+                )
             raise PolicyViolation(
-                name,
-                "max_central_epsilon",
-                central,
-                self.max_central_epsilon,
-                note="the central epsilon of the Aggregators' noise (dp); infinite for dp none",
+                name, "max_central_epsilon", central, self.max_central_epsilon, note=note
             )
 
     def allows(self, mechanism: str) -> bool:

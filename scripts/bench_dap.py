@@ -336,13 +336,18 @@ def bench_accuracy(sizes: Sequence[int], seed: int) -> list[dict[str, Any]]:
             "n": n,
             "local_epsilon_shuffled": exact["shuffled"]["local_epsilon"],
         }
-        for name in TRUST_MODELS:
+        # the DAP row's discrete Gaussian alternative at the same (epsilon, delta)
+        named = [(name, exact[name], measured[name]) for name in TRUST_MODELS]
+        gaussian = exact["secure_aggregation"]["gaussian"]
+        named.append(("dap_gaussian", gaussian, measured["secure_aggregation"]["gaussian"]))
+        row["dap_gaussian_rho"] = gaussian["rho"]
+        for name, figures, observed in named:
             row[name] = {
-                "std_error": exact[name]["std_error"],
-                "measured_rmse": math.sqrt(measured[name]["mse"]),
-                "expected_rmse": math.sqrt(measured[name]["expected"]),
-                "share_of_gap_closed": exact[name]["share_of_gap_closed"],
-                "std_error_over_curator": exact[name]["std_error_over_curator"],
+                "std_error": figures["std_error"],
+                "measured_rmse": math.sqrt(observed["mse"]),
+                "expected_rmse": math.sqrt(observed["expected"]),
+                "share_of_gap_closed": figures["share_of_gap_closed"],
+                "std_error_over_curator": figures["std_error_over_curator"],
             }
         rows.append(row)
     return rows
@@ -422,7 +427,7 @@ def _print(out: dict[str, Any]) -> None:
     for row in out["accuracy"]:
         print(f"  n = {row['n']:,} (shuffled: OLH at local epsilon "
               f"{row['local_epsilon_shuffled']:.2f})")  # fmt: skip
-        for name in ("local", "shuffled", "secure_aggregation", "curator"):
+        for name in ("local", "shuffled", "secure_aggregation", "dap_gaussian", "curator"):
             figures = row[name]
             print(
                 f"    {name:<19} exact {figures['std_error']:.3e}  measured "

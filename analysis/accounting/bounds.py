@@ -16,15 +16,15 @@ from scipy import special
 
 from analysis.accounting._validation import check_count, check_delta, check_epsilon
 
+# The Renyi orders and the RDP -> (epsilon, delta) conversion are the SDK's (one definition: the
+# device converts a zCDP task's guarantee with them, docs/math/dap-noise.md); re-exported here.
+from client_sdk.zcdp import DEFAULT_ORDERS as DEFAULT_ORDERS
+from client_sdk.zcdp import rdp_to_epsilon as rdp_to_epsilon
+
 FloatArray = npt.NDArray[np.float64]
 
 Claim = tuple[float, float, int]
 """(epsilon, delta, count): ``count`` mechanisms that are each (epsilon, delta)-DP."""
-
-DEFAULT_ORDERS: FloatArray = np.unique(
-    np.concatenate([1 + np.arange(1, 100) / 100, np.geomspace(2, 1e5, 400)])
-)
-"""Renyi orders for the RDP bound: dense near 1 (large compositions) and geometric above."""
 
 
 def _check_claims(claims: Sequence[Claim]) -> list[Claim]:
@@ -131,27 +131,3 @@ def kov_epsilon(epsilon0: float, delta0: float, count: int, delta: float) -> flo
         else:
             hi = mid - 1
     return (count - 2 * lo) * epsilon0
-
-
-def rdp_to_epsilon(orders: npt.ArrayLike, rdp: npt.ArrayLike, delta: float) -> float:
-    """Convert an RDP curve to epsilon at ``delta``, minimised over the orders.
-
-    eps = rdp(alpha) + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1) (Balle, Barthe,
-    Gaboardi, Hsu, Sato, AISTATS 2020; Canonne, Kamath, Steinke Prop. 12), with the KL shortcut
-    eps = 0 when delta >= sqrt(1 - e^{-rdp}) (Bretagnolle-Huber), as in dp_accounting.
-    """
-    delta = check_delta(delta)
-    a = np.asarray(orders, dtype=np.float64)
-    r = np.asarray(rdp, dtype=np.float64)
-    if a.shape != r.shape or a.ndim != 1 or a.size == 0:
-        raise ValueError(f"orders and rdp must be 1-D of the same length; got {a.shape}, {r.shape}")
-    if np.any(a <= 1):
-        raise ValueError(f"orders must be > 1; got {a[a <= 1][0]!r}")
-    if delta == 0:
-        return 0.0 if np.all(r == 0) else math.inf
-    with np.errstate(over="ignore", invalid="ignore"):
-        eps = r + np.log1p(-1 / a) - (math.log(delta) + np.log(a)) / (a - 1)
-        kl_ok = delta**2 + np.expm1(-r) > 0
-    eps = np.where(kl_ok, 0.0, eps)
-    eps = np.where(np.isnan(eps), math.inf, eps)
-    return float(max(0.0, np.min(eps)))

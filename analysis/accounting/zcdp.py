@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from analysis.accounting._validation import check_count, check_delta, check_epsilon, check_positive
-from analysis.accounting.bounds import DEFAULT_ORDERS, rdp_to_epsilon
+from client_sdk.zcdp import DEFAULT_ORDERS, zcdp_epsilon
 
 __all__ = ["Zcdp"]
 
@@ -49,9 +49,27 @@ class Zcdp:
     def epsilon_at(self, delta: float) -> float:
         """The smallest epsilon with (epsilon, delta)-DP found over the Renyi orders:
         eps = alpha rho + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1) (CKS 2020,
-        Corollary 13, solved for epsilon; :func:`~analysis.accounting.bounds.rdp_to_epsilon`)."""
-        delta = check_delta(delta)
-        return rdp_to_epsilon(DEFAULT_ORDERS, DEFAULT_ORDERS * self.rho, delta)
+        Corollary 13, solved for epsilon; :func:`client_sdk.zcdp.zcdp_epsilon`, the conversion a
+        device's policy applies too)."""
+        return zcdp_epsilon(self.rho, check_delta(delta))
+
+    @classmethod
+    def at_epsilon(cls, epsilon: float, delta: float) -> Zcdp:
+        """The largest rho whose :meth:`epsilon_at` ``delta`` is at most ``epsilon``: the least
+        noise a zCDP mechanism needs for (epsilon, delta)-DP by this conversion. Bisection
+        (relative 1e-12) from Bun & Steinke's rho, (sqrt(ln(1/delta) + eps) - sqrt(ln(1/delta)))^2,
+        which their looser bound eps = rho + 2 sqrt(rho ln(1/delta)) already meets."""
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta, allow_zero=False)
+        log_inverse = -math.log(delta)
+        low = (math.sqrt(log_inverse + epsilon) - math.sqrt(log_inverse)) ** 2
+        high = 2 * epsilon
+        while zcdp_epsilon(high, delta) <= epsilon:  # only for a delta near 1
+            low, high = high, 2 * high
+        while high - low > 1e-12 * low:
+            middle = (low + high) / 2
+            low, high = (middle, high) if zcdp_epsilon(middle, delta) <= epsilon else (low, middle)
+        return cls(low)
 
     def delta_at(self, epsilon: float) -> float:
         """delta(eps) <= min over alpha of exp((alpha-1)(alpha rho - eps)) / (alpha-1) *

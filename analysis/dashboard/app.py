@@ -402,9 +402,10 @@ def central_gap(state: CampaignState) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=64)
 def _trust_models(config: str, n: int) -> dict[str, Any]:
-    """The shuffled and secure-aggregation (DAP) models beside the local one at this n and the
-    mechanism's epsilon (``analysis.kinds.frequencies.gap.trust_models``; the shuffled one for
-    one batch of n). Cached by (config, n): the calibration of the shuffled epsilon takes a
+    """The shuffled and secure-aggregation (DAP: Laplace, and its Gaussian alternative at the
+    same epsilon and the gap's delta) models beside the local one at this n and the mechanism's
+    epsilon (``analysis.kinds.frequencies.gap.trust_models``; the shuffled one for one batch of
+    n). Cached by (config, n): the calibration of the shuffled epsilon takes a
     fraction of a second, and n only changes when reports arrive."""
     from analysis.gap import GapOptions
     from analysis.kinds.frequencies.gap import trust_models
@@ -420,6 +421,11 @@ def _trust_models(config: str, n: int) -> dict[str, Any]:
     dap = models["secure_aggregation"]
     out["secure_aggregation_std_error"] = dap["std_error"]
     out["secure_aggregation_share_of_gap_closed"] = dap["share_of_gap_closed"]
+    # the same DAP pair with discrete Gaussian noise at the same (epsilon, delta)
+    gaussian = dap["gaussian"]
+    out["secure_aggregation_gaussian_rho"] = gaussian["rho"]
+    out["secure_aggregation_gaussian_std_error"] = gaussian["std_error"]
+    out["secure_aggregation_gaussian_share_of_gap_closed"] = gaussian["share_of_gap_closed"]
     return out
 
 

@@ -40,10 +40,12 @@ from client_sdk.dap.upload import DapTask, task_configuration
 from client_sdk.mechanisms import Mechanism, mechanism_from_config
 from client_sdk.mechanisms._validation import check_int, describe, shape_of
 from client_sdk.vdaf import Prio3, Prio3Count, Prio3Histogram, Prio3Sum, Prio3SumVec
+from client_sdk.zcdp import zcdp_epsilon
 
 __all__ = [
     "DAP_CAMPAIGN_FIELDS",
     "DAP_FIELDS",
+    "DP_FORMS",
     "VDAF_PARAMETERS",
     "DapCampaign",
     "b64decode",
@@ -51,7 +53,7 @@ __all__ = [
     "dap_campaign_content",
     "dap_campaign_document",
     "dap_object",
-    "dp_epsilon",
+    "dp_parameter",
     "hpke_config_from_json",
     "hpke_config_to_json",
     "vdaf_from_config",
@@ -134,19 +136,24 @@ def vdaf_from_config(vdaf: Any, field: str = "vdaf") -> Prio3[Any, Any]:
     return built
 
 
-def dp_epsilon(dp: Any, field: str = "dp") -> Fraction | None:
-    """Each Aggregator's epsilon of ``"laplace:EPSILON"``; ``None`` for ``"none"``
-    (docs/math/dap-noise.md); ``ValueError`` naming the field for anything else."""
+DP_FORMS = '"none", "laplace:EPSILON" or "gaussian:RHO" (EPSILON, RHO > 0)'
+"""The DP strategies of a DAP task (docs/math/dap-noise.md)."""
+
+
+def dp_parameter(dp: Any, field: str = "dp") -> tuple[str, Fraction | None]:
+    """A task's ``dp``: ``("none", None)``, ``("laplace", EPSILON)`` (each Aggregator's discrete
+    Laplace, epsilon-DP) or ``("gaussian", RHO)`` (each Aggregator's discrete Gaussian,
+    rho-zCDP); ``ValueError`` naming the field for anything else (docs/math/dap-noise.md)."""
     if dp == "none":
-        return None
+        return "none", None
     kind, _, value = dp.partition(":") if isinstance(dp, str) else ("", "", "")
     try:
-        epsilon = Fraction(value)
+        parameter = Fraction(value)
     except (ValueError, ZeroDivisionError):
-        epsilon = Fraction(0)
-    if kind != "laplace" or epsilon <= 0:
-        raise ValueError(f'{field} must be "none" or "laplace:EPSILON" (EPSILON > 0); got {dp!r}')
-    return epsilon
+        parameter = Fraction(0)
+    if kind not in ("laplace", "gaussian") or parameter <= 0:
+        raise ValueError(f"{field} must be {DP_FORMS}; got {dp!r}")
+    return kind, parameter
 
 
 def hpke_config_to_json(config: HpkeConfig) -> dict[str, Any]:
@@ -260,6 +267,7 @@ class _Dap:
     time_precision: int
     dp: str
     central_epsilon: Fraction | None
+    central_rho: Fraction | None
     leader_hpke_config: HpkeConfig
     helper_hpke_config: HpkeConfig
 
@@ -304,6 +312,7 @@ def _parse_dap(dap: Any) -> _Dap:
         raise ValueError(f"dap.task_info must be text; got {describe(task_info)}")
     vdaf = vdaf_from_config(dap["vdaf"], "dap.vdaf")
     kind = dap["vdaf"]["type"]
+    dp_kind, dp_value = dp_parameter(dap["dp"], "dap.dp")
     return _Dap(
         task_id=b64decode(dap["task_id"], "dap.task_id", TASK_ID_SIZE),
         task_info=task_info,
@@ -315,7 +324,8 @@ def _parse_dap(dap: Any) -> _Dap:
         min_batch_size=check_int(dap["min_batch_size"], "dap.min_batch_size", minimum=1),
         time_precision=check_int(dap["time_precision"], "dap.time_precision", minimum=1),
         dp=str(dap["dp"]),
-        central_epsilon=dp_epsilon(dap["dp"], "dap.dp"),
+        central_epsilon=dp_value if dp_kind == "laplace" else None,
+        central_rho=dp_value if dp_kind == "gaussian" else None,
         leader_hpke_config=hpke_config_from_json(
             dap["leader_hpke_config"], "dap.leader_hpke_config"
         ),
@@ -330,8 +340,9 @@ class DapCampaign:
     """A verified secure-aggregation campaign (module docstring), as the client uses it.
 
     ``task`` is what ``prepare_report`` needs; ``local`` the ``grr`` randomizing a histogram
-    index or a count's bit before sharding (``None``: none); ``central_epsilon`` the
-    Aggregators' noise (``None``: ``dp = "none"``).
+    index or a count's bit before sharding (``None``: none); the Aggregators' noise is
+    ``central_epsilon`` (``dp = "laplace:EPSILON"``) or ``central_rho`` (``"gaussian:RHO"``),
+    both ``None`` for ``dp = "none"``.
     """
 
     name: str
@@ -342,6 +353,7 @@ class DapCampaign:
     leader: str
     helper: str
     central_epsilon: Fraction | None
+    central_rho: Fraction | None
     local: Mechanism | None
     domain: tuple[str, ...] | None
     policy: dict[str, Any] | None
@@ -377,7 +389,7 @@ class DapCampaign:
         policy = document.get("policy")
         budget = None if policy is None else BudgetPolicy.from_dict(policy)
         if budget is not None:
-            _check_budget_reachable(budget, local, dap.central_epsilon)
+            _check_budget_reachable(budget, local, dap.central_epsilon, dap.central_rho)
         parse_metadata(document)
         content = dap_campaign_content(
             dap=document["dap"],
@@ -407,6 +419,7 @@ class DapCampaign:
             leader=dap.leader,
             helper=dap.helper,
             central_epsilon=dap.central_epsilon,
+            central_rho=dap.central_rho,
             local=local,
             domain=domain,
             policy=None if budget is None else budget.to_dict(),
@@ -418,12 +431,21 @@ class DapCampaign:
         """The local guarantee of one report (infinite without ``local``)."""
         return math.inf if self.local is None else float(self.local.privacy_epsilon)
 
-    @property
-    def charge(self) -> float:
+    def central_epsilon_at(self, delta: float) -> float:
+        """The Aggregators' central epsilon of one collection at ``delta``: ``EPSILON`` for
+        ``laplace`` (pure DP, any delta), rho-zCDP converted at ``delta`` for ``gaussian``
+        (:func:`client_sdk.zcdp.zcdp_epsilon`), infinite for ``none``."""
+        if self.central_epsilon is not None:
+            return float(self.central_epsilon)
+        if self.central_rho is not None:
+            return zcdp_epsilon(float(self.central_rho), delta)
+        return math.inf
+
+    def charge_at(self, delta: float) -> float:
         """What one report costs the device's ledger: the smaller of its local epsilon and the
-        Aggregators' central epsilon (docs/dap.md, "What record does")."""
-        central = math.inf if self.central_epsilon is None else float(self.central_epsilon)
-        return min(self.local_epsilon, central)
+        Aggregators' central epsilon at ``delta``, the app's ``max_central_delta`` (docs/dap.md,
+        "What record does")."""
+        return min(self.local_epsilon, self.central_epsilon_at(delta))
 
     def measurements(self, values: Sequence[Any]) -> tuple[list[Any], int]:
         """The Prio3 measurements of recorded values (before ``local``, which randomizes a
@@ -482,11 +504,16 @@ def _clip(value: Any, top: int, where: str) -> tuple[int, int]:
 
 
 def _check_budget_reachable(
-    budget: BudgetPolicy, local: Mechanism | None, central: Fraction | None
+    budget: BudgetPolicy, local: Mechanism | None, central: Fraction | None, rho: Fraction | None
 ) -> None:
     """Refuse a budget no report can meet: the ledger charges each report the smaller of its
-    local and central epsilon (:attr:`DapCampaign.charge`) and refuses one above
-    ``epsilon_per_report``, so such a campaign would collect nothing."""
+    local and central epsilon (:meth:`DapCampaign.charge_at`) and refuses one above
+    ``epsilon_per_report``, so such a campaign would collect nothing. A ``gaussian`` task's
+    central epsilon depends on the device's ``max_central_delta`` (any epsilon > 0 is reached at
+    some delta), so only the laplace or local part is checked here; the device refuses the
+    reports its own delta makes too dear (``BudgetExceededError``)."""
+    if rho is not None:
+        return
     charge = min(
         math.inf if local is None else float(local.privacy_epsilon),
         math.inf if central is None else float(central),

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
-from client_sdk.dap.campaign import vdaf_from_config
+from client_sdk.dap.campaign import dp_parameter, vdaf_from_config
 from client_sdk.dap.messages import TASK_ID_SIZE, HpkeConfig, ReportError, TaskConfiguration
 from client_sdk.dap.upload import task_configuration
 from client_sdk.randomness import RandomSource
@@ -21,7 +21,6 @@ __all__ = ["AggregatorTask", "TaskSpec", "b64decode", "b64encode", "signed"]
 
 VDAF_TYPES = ("count", "sum", "histogram", "sumvec")
 ROLES = ("leader", "helper")
-DP_FORMS = '"none", "laplace:EPSILON" or "gaussian:RHO" (EPSILON, RHO > 0)'
 REPORT_EXPIRY = 7 * 86400  # seconds a report may wait from its time to its aggregation
 
 
@@ -210,17 +209,9 @@ class TaskSpec:
     # -- differential privacy (docs/math/dap-noise.md)
 
     def dp_parameter(self) -> tuple[str, Fraction | None]:
-        """``("none", None)``, ``("laplace", EPSILON)`` or ``("gaussian", RHO)``."""
-        if self.dp == "none":
-            return "none", None
-        kind, _, value = self.dp.partition(":")
-        try:
-            parameter = Fraction(value)
-        except (ValueError, ZeroDivisionError):
-            parameter = Fraction(0)
-        if kind not in ("laplace", "gaussian") or parameter <= 0:
-            raise ValueError(f"task dp must be {DP_FORMS}; got {self.dp!r}")
-        return kind, parameter
+        """``("none", None)``, ``("laplace", EPSILON)`` or ``("gaussian", RHO)``: the device's
+        parser (``client_sdk.dap.campaign.dp_parameter``), one definition for every party."""
+        return dp_parameter(self.dp, "task dp")
 
     def epsilon(self) -> Fraction | None:
         """The pure epsilon of ``dp = "laplace:EPS"`` (one collection); ``None`` otherwise."""

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 
 import numpy as np
 import pytest
 
 from analysis.demo import main
+from client_sdk.sampling import DiscreteGaussian
+from client_sdk.zcdp import zcdp_epsilon
 from collector.process import entry_point
 
 
@@ -39,8 +42,41 @@ def test_ldp_demo_dap_json_with_local_randomization() -> None:
     assert set(result["guarantees"]) == {"local", "central"}
 
 
+def test_ldp_demo_dap_with_the_discrete_gaussian() -> None:
+    """--dp gaussian:RHO: the devices' policy accepts the task at its epsilon at delta 1e-6
+    (client_sdk.zcdp), the Aggregators add the discrete Gaussian, the Collector states rho."""
+    done = subprocess.run(
+        [
+            *entry_point("ldp-demo", "analysis.demo"),
+            "--dap", "--json", "--devices", "300", "--dp", "gaussian:1/20",
+            "--clients", "2", "--seed", "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["devices"] == result["accepted"] == result["report_count"] == 300
+    assert result["dp"] == "gaussian:1/20" and result["rho"] == 0.05
+    assert result["epsilon"] == zcdp_epsilon(0.05, 1e-6) and result["delta"] == 1e-6
+    # each aggregator: N_Z(0, sigma^2), sigma^2 = Delta_2^2 / (2 rho) = 2 / 0.1 = 20
+    noise = DiscreteGaussian.at_least(20.0)
+    assert noise.sigma2 == 20
+    truth, estimate = np.array(result["truth"]), np.array(result["estimate"])
+    errors = np.array(result["std_errors"])
+    assert errors == pytest.approx(math.sqrt(2 * noise.variance()), rel=1e-12)
+    # within 6 standard errors in every bucket (a false failure below 8 * 2e-9)
+    assert np.all(np.abs(estimate - truth) <= 6 * errors)
+
+
 def test_dap_only_options_need_dap(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--json"]) == 2
-    assert "--json and --local-epsilon go with --dap" in capsys.readouterr().err
+    assert "--json, --local-epsilon and --dp go with --dap" in capsys.readouterr().err
+    assert main(["--dp", "gaussian:0.1"]) == 2
+    assert "go with --dap" in capsys.readouterr().err
+    assert main(["--dap", "--dp", "gaussian:-1"]) == 2  # refused before any process starts
+    err = capsys.readouterr().err
+    assert "dp must be" in err and "'gaussian:-1'" in err
     assert main(["--dap", "--shuffle"]) == 2
     assert "--dap runs its own Leader and Helper" in capsys.readouterr().err

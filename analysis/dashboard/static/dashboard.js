@@ -30,6 +30,12 @@
     shuffled_share_of_gap_closed: "shuffled: share of the log gap to the curator closed",
     secure_aggregation_std_error: "secure aggregation (DAP, two aggregators) standard error",
     secure_aggregation_share_of_gap_closed: "secure aggregation: share of the log gap closed",
+    secure_aggregation_gaussian_rho:
+      "secure aggregation, discrete Gaussian: rho (zCDP) for the same epsilon at delta",
+    secure_aggregation_gaussian_std_error:
+      "secure aggregation, discrete Gaussian standard error (same epsilon, delta)",
+    secure_aggregation_gaussian_share_of_gap_closed:
+      "secure aggregation, discrete Gaussian: share of the log gap closed",
     reason: "not available",
   };
 

@@ -72,6 +72,8 @@ __all__ = [
     "central_gaussian_variance",
     "central_geometric_variance",
     "central_laplace_variance",
+    "dap_gaussian_rho",
+    "dap_gaussian_task",
     "dap_noise",
     "dap_task",
     "dap_variance",
@@ -168,6 +170,28 @@ def dap_task(vdaf: Mapping[str, Any], epsilon: float) -> TaskSpec:
     and ``noise_std_error`` are the ones the aggregators use (``collector.dap.task``), so the
     secure-aggregation column is the real task's noise, not a second formula. The endpoints are
     placeholders: nothing is sent."""
+    return _dap_spec(vdaf, f"laplace:{_rational_epsilon(epsilon)}")
+
+
+def dap_gaussian_rho(epsilon: float, delta: float) -> Fraction:
+    """The rho of the Gaussian alternative at (epsilon, delta): the largest rho whose zCDP
+    conversion is within epsilon at delta (``analysis.accounting.Zcdp.at_epsilon``: CKS 2020,
+    Corollary 13, the conversion a device's policy applies), rounded *down* to a fraction of
+    denominator at most 10^9 (less rho is more noise: the guarantee holds)."""
+    from analysis.accounting import Zcdp
+
+    rho = Zcdp.at_epsilon(check_epsilon(epsilon), delta).rho
+    return floor_fraction(Fraction(rho), 10**9)
+
+
+def dap_gaussian_task(vdaf: Mapping[str, Any], epsilon: float, delta: float) -> TaskSpec:
+    """The DAP task of ``vdaf`` with ``"dp": "gaussian:RHO"`` at the same (epsilon, delta)
+    (:func:`dap_gaussian_rho`): each aggregator's discrete Gaussian of sigma^2 at least
+    Delta_2^2 / (2 rho), as ``collector.dap.task`` draws it (docs/math/dap-noise.md)."""
+    return _dap_spec(vdaf, f"gaussian:{dap_gaussian_rho(epsilon, delta)}")
+
+
+def _dap_spec(vdaf: Mapping[str, Any], dp: str) -> TaskSpec:
     from client_sdk.dap.messages import TASK_ID_SIZE
     from collector.dap.task import TaskSpec
 
@@ -179,7 +203,7 @@ def dap_task(vdaf: Mapping[str, Any], epsilon: float) -> TaskSpec:
         vdaf=dict(vdaf),
         min_batch_size=1,
         time_precision=1,
-        dp=f"laplace:{_rational_epsilon(epsilon)}",
+        dp=dp,
     )
 
 

@@ -27,14 +27,18 @@ each model side by side: **local** (the campaign's oracle at that epsilon), **sh
 column above), **secure aggregation** (a DAP task of Prio3Histogram whose two aggregators each
 add discrete Laplace noise of scale Delta/epsilon, Cook 2024: epsilon-DP if either aggregator is
 honest) and the **trusted curator** (Laplace; the geometric curator beside it), each with the
-share of the log distance from local to the curator it closes. Measured: the local and shuffled
-columns as above, the DAP noise drawn by the task's own sampler, the curator run on the truth.
+share of the log distance from local to the curator it closes. The DAP model also states its
+**Gaussian alternative** at the same (epsilon, delta): the task with ``"dp": "gaussian:RHO"``, RHO
+the largest rho whose zCDP guarantee converts to epsilon at delta (Canonne, Kamath, Steinke 2020,
+Corollary 13), each aggregator adding the discrete Gaussian of sigma^2 >= Delta_2^2 / (2 rho)
+(``secure_aggregation.gaussian``). Measured: the local and shuffled columns as above, the DAP
+noise (both tasks) drawn by the task's own sampler, the curator run on the truth.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +49,7 @@ from analysis.kinds._common.gap import (
     central_gaussian_variance,
     central_geometric_variance,
     central_laplace_variance,
+    dap_gaussian_task,
     dap_task,
     dap_variance,
     empirical_gap,
@@ -61,6 +66,10 @@ from analysis.kinds.frequencies.estimate import FrequencyEstimate, estimate_freq
 from client_sdk.amplification import calibrate_local_epsilon
 from client_sdk.mechanisms import mechanism_from_config
 from client_sdk.mechanisms.base import FrequencyOracle, Mechanism
+from client_sdk.sampling import DiscreteGaussian
+
+if TYPE_CHECKING:
+    from collector.dap.task import TaskSpec
 
 __all__ = [
     "TRUST_MODELS",
@@ -197,6 +206,7 @@ def trust_models(
     epsilon = _central_epsilon(oracle, column)
     local = at_epsilon(oracle, epsilon)
     task = dap_task(histogram_vdaf(oracle.k), epsilon)
+    gaussian = dap_gaussian_task(histogram_vdaf(oracle.k), epsilon, options.delta)
     v_local = local.variance_per_user() / n
     v_curator = central_laplace_variance(epsilon, n, options.neighbouring)
     shuffled: dict[str, Any]
@@ -233,6 +243,7 @@ def trust_models(
                 "noise": f"discrete Laplace of scale {task.sensitivity()}/epsilon from each "
                 "of the two aggregators",
                 **_figures(dap_variance(task, n), v_local, v_curator),
+                "gaussian": _gaussian_alternative(gaussian, n, options.delta, v_local, v_curator),
             },
             "curator": {
                 "trusts": "one curator with every raw value",
@@ -242,6 +253,31 @@ def trust_models(
                 "geometric_variance": central_geometric_variance(epsilon, n, options.neighbouring),
             },
         },
+    }
+
+
+def _gaussian_alternative(
+    task: TaskSpec, n: int, delta: float, local: float, curator: float
+) -> dict[str, Any]:
+    """The DAP row's Gaussian alternative (module docstring): its rho, the epsilon that rho
+    gives at delta, each aggregator's sigma, and the figures of the Collector's result."""
+    from analysis.accounting import Zcdp
+
+    rho = task.rho()
+    noise = task.noise()
+    assert rho is not None and isinstance(noise, DiscreteGaussian)
+    return {
+        "dp": task.dp,
+        "rho": float(rho),
+        "delta": delta,
+        "epsilon_at_delta": Zcdp(float(rho)).epsilon_at(delta),
+        "guarantee": "rho-zCDP, so (epsilon, delta)-DP, against the Collector and either "
+        "aggregator",
+        "noise": f"discrete Gaussian of sigma^2 = {noise.sigma2} (at least Delta_2^2 / (2 rho) = "
+        f"{task.l2_sensitivity_squared()}/(2 rho)) from each of the two aggregators",
+        "sigma2": noise.sigma2,
+        "sigma": math.sqrt(noise.sigma2),
+        **_figures(dap_variance(task, n), local, curator),
     }
 
 
@@ -379,6 +415,7 @@ def _measured_trust_models(
         }
         out["shuffled"] = {"applies": False, "reason": column["reason"]}
     task = dap_task(histogram_vdaf(oracle.k), epsilon)
+    gaussian = dap_gaussian_task(histogram_vdaf(oracle.k), epsilon, options.delta)
     runs = {
         "secure_aggregation": (
             [run_dap(counts, task, rng=rng) for _ in range(options.repetitions)],
@@ -391,10 +428,16 @@ def _measured_trust_models(
             ],
             central_laplace_variance(epsilon, n, options.neighbouring),
         ),
+        # drawn last, so the other models' seeded draws are those they had without it
+        "secure_aggregation_gaussian": (
+            [run_dap(counts, gaussian, rng=rng) for _ in range(options.repetitions)],
+            dap_variance(gaussian, n),
+        ),
     }
     for name, (estimates, expected) in runs.items():
         mse, error = _mse_and_error(np.asarray(estimates), frequencies)
         out[name] = {"mse": mse, "mse_std_error": error, "expected": expected}
+    out["secure_aggregation"]["gaussian"] = out.pop("secure_aggregation_gaussian")
     return out
 
 

@@ -372,11 +372,17 @@ def _trust_models_html(trust: Mapping[str, Any] | None) -> list[str]:
     if not trust:
         return []
     models = trust["models"]
-    rows = [
-        {"model": TRUST_MODEL_LABELS[name], **models[name]}
-        for name in TRUST_MODEL_LABELS
-        if models[name].get("applies", True)
-    ]
+    rows = []
+    for name in TRUST_MODEL_LABELS:
+        if models[name].get("applies", True):
+            rows.append({"model": TRUST_MODEL_LABELS[name], **models[name]})
+        gaussian = models[name].get("gaussian") if name == "secure_aggregation" else None
+        if gaussian:
+            label = (
+                f"secure aggregation, discrete Gaussian (rho {fmt_number(gaussian['rho'])}, "
+                f"the same epsilon at delta {gaussian['delta']:g})"
+            )
+            rows.append({"model": label, "trusts": models[name]["trusts"], **gaussian})
     return [
         f"<h3>Three trust models at the same central epsilon = "
         f"{fmt_number(trust['central_epsilon'])}</h3>",
@@ -393,8 +399,11 @@ def _trust_models_html(trust: Mapping[str, Any] | None) -> list[str]:
         '<p class="note">Exact. Secure aggregation: Prio3 shares of each report go to two '
         "aggregators, each adding its own discrete Laplace noise to the sum (Cook 2024; "
         "docs/math/dap-noise.md): the release is epsilon-DP if either one is honest, at "
-        "sqrt(2) times the geometric curator's error. The gap closed is on a log scale, from "
-        "the local model (0%) to the curator (100%).</p>",
+        "sqrt(2) times the geometric curator's error. Its discrete Gaussian alternative (zCDP, "
+        "Canonne, Kamath, Steinke 2020) at the same (epsilon, delta) costs more for one "
+        "collection of a histogram; it wins when a report touches many coordinates or over "
+        "many collections. The gap closed is on a log scale, from the local model (0%) to the "
+        "curator (100%).</p>",
     ]
 
 

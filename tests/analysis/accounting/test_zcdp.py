@@ -38,6 +38,17 @@ def test_delta_at_inverts_epsilon_at(rho: float) -> None:
     assert Zcdp(rho).delta_at(0.0) <= 1.0
 
 
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 4.0])
+@pytest.mark.parametrize("delta", [1e-3, 1e-6, 1e-10])
+def test_at_epsilon_is_the_largest_rho_within_epsilon(epsilon: float, delta: float) -> None:
+    """Zcdp.at_epsilon inverts epsilon_at: its rho meets epsilon at delta, 1e-9 more does not,
+    and it is above Bun & Steinke's rho for the same epsilon (their bound is looser)."""
+    rho = Zcdp.at_epsilon(epsilon, delta).rho
+    assert Zcdp(rho).epsilon_at(delta) <= epsilon < Zcdp(rho * (1 + 1e-9)).epsilon_at(delta)
+    log_inverse = math.log(1 / delta)
+    assert rho > (math.sqrt(log_inverse + epsilon) - math.sqrt(log_inverse)) ** 2
+
+
 @pytest.mark.parametrize("sigma2", [(2, 2), (7, 9), (30, 33)])
 def test_discrete_gaussian_curve_is_below_its_zcdp_bound(sigma2: tuple[int, int]) -> None:
     """The sampler's distribution N_Z(0, t*m) against its shift by 1 (sensitivity 1): its
@@ -58,6 +69,8 @@ def test_discrete_gaussian_curve_is_below_its_zcdp_bound(sigma2: tuple[int, int]
     (lambda: Zcdp(math.inf), "rho"),
     (lambda: Zcdp(1.0) * 0, "count"),
     (lambda: Zcdp(1.0).epsilon_at(2.0), "delta"),
+    (lambda: Zcdp.at_epsilon(0.0, 1e-6), "epsilon"),
+    (lambda: Zcdp.at_epsilon(1.0, 0.0), "delta"),
 ])  # fmt: skip
 def test_bad_input_names_the_field(make: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -8,6 +8,7 @@ import math
 import pytest
 from flask.testing import FlaskClient
 
+from analysis.accounting import Zcdp
 from analysis.gap import GapOptions, kind_gap
 from client_sdk.mechanisms import mechanism_from_config
 from tests.analysis.dashboard.conftest import COLORS, sign_in
@@ -31,3 +32,14 @@ def test_the_gap_table_shows_shuffled_and_secure_aggregation(client: FlaskClient
     assert gap["ldp_std_error"] > gap["shuffled_std_error"] > dap > gap["central_laplace_std_error"]
     for key in ("shuffled_share_of_gap_closed", "secure_aggregation_share_of_gap_closed"):
         assert 0 < gap[key] < 1
+    # the DAP pair's discrete Gaussian alternative at the same epsilon and the gap's delta
+    gaussian = models["secure_aggregation"]["gaussian"]
+    assert gap["secure_aggregation_gaussian_rho"] == gaussian["rho"]
+    assert gap["secure_aggregation_gaussian_std_error"] == gaussian["std_error"]
+    share = gap["secure_aggregation_gaussian_share_of_gap_closed"]
+    assert share == gaussian["share_of_gap_closed"]
+    assert Zcdp(gaussian["rho"]).epsilon_at(gap["delta"]) <= 2.0  # the campaign's epsilon
+    # two discrete Gaussians of sigma^2 >= 1/rho over n (their variance within 1e-9 of it here)
+    assert gaussian["std_error"] == pytest.approx(math.sqrt(2 * gaussian["sigma2"]) / n, rel=1e-9)
+    assert gaussian["sigma2"] >= 1 / gaussian["rho"]
+    assert gaussian["std_error"] > dap and 0 < share < gap["secure_aggregation_share_of_gap_closed"]

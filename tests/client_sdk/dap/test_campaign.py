@@ -7,12 +7,14 @@ import copy
 import json
 import math
 import sqlite3
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import requests
+from scipy import optimize
 
 from client_sdk import PolicyViolation, PrivacyPolicy, TelemetryClient, mechanism_from_config
 from client_sdk.budget import BudgetExceededError
@@ -34,6 +36,7 @@ from client_sdk.dap.messages import (
     UploadErrors,
     UploadRequest,
 )
+from client_sdk.zcdp import zcdp_epsilon
 from tests.client_sdk.dap.test_upload import aggregate
 
 LEADER_URL = "https://leader.example/dap/"
@@ -89,7 +92,7 @@ def test_document_round_trip_and_config_id() -> None:
     campaign = verified(json.loads(json.dumps(doc)))
     assert campaign.task.configuration.helper_aggregator_endpoint == HELPER_URL.encode()
     assert campaign.central_epsilon == 1 and campaign.local_epsilon == 2.0
-    assert campaign.charge == 1.0  # the smaller of the two guarantees
+    assert campaign.charge_at(1e-6) == 1.0  # the smaller of the two guarantees
 
 
 @pytest.mark.parametrize(
@@ -100,7 +103,7 @@ def test_document_round_trip_and_config_id() -> None:
         (lambda d: d["dap"].update(extra=1), "unknown \\['extra'\\]"),
         (lambda d: d["dap"]["helper_hpke_config"].update(kem_id=16), "kem_id"),
         (lambda d: d["dap"]["leader_hpke_config"].update(public_key="AAAA"), "32 bytes"),
-        (lambda d: d["dap"].update(dp="gaussian:1"), "dap.dp"),
+        (lambda d: d["dap"].update(dp="gaussian:0"), "dap.dp"),
         (lambda d: d["dap"]["vdaf"].update(type="poplar1"), "dap.vdaf.type"),
         (lambda d: d.update(domain=["a", "b"]), "4 labels"),
         (lambda d: d.update(mechanism={"mechanism": "grr", "epsilon": 1, "k": 4}), "mechanism"),
@@ -215,6 +218,62 @@ def test_a_guarantee_within_a_ceiling_is_required() -> None:
         trusting(allowed_mechanisms={"olh"}).check_dap(local)
 
 
+def _cks_epsilon(rho: float, delta: float) -> float:
+    """Canonne, Kamath, Steinke 2020, Corollary 13 solved for epsilon, minimised over a
+    continuous alpha by scipy (independent of the code's grid of orders)."""
+
+    def epsilon(alpha: float) -> float:
+        return (
+            alpha * rho + math.log1p(-1 / alpha) - (math.log(delta) + math.log(alpha)) / (alpha - 1)
+        )
+
+    best = optimize.minimize_scalar(epsilon, bounds=(1 + 1e-9, 1e6), method="bounded")
+    return float(best.fun)
+
+
+@pytest.mark.parametrize(("rho", "delta"), [(0.125, 1e-6), (0.02, 1e-6), (0.5, 1e-9), (1, 1e-3)])
+def test_a_gaussian_task_is_held_to_the_central_ceiling_at_max_central_delta(
+    rho: float, delta: float
+) -> None:
+    """The boundary of "gaussian:RHO" against (max_central_epsilon, max_central_delta): the
+    converted epsilon is the CKS 2020 one (the grid within 1e-3 of the continuous optimum, and
+    never below it, nor above Bun & Steinke's rho + 2 sqrt(rho ln(1/delta))), accepted at it,
+    refused just below it naming max_central_epsilon."""
+    campaign = verified(document(dp=f"gaussian:{rho}"))
+    assert campaign.central_rho == Fraction(str(rho)) and campaign.central_epsilon is None
+    epsilon = campaign.central_epsilon_at(delta)
+    continuous = _cks_epsilon(rho, delta)
+    assert continuous * (1 - 1e-9) <= epsilon <= continuous * (1 + 1e-3)
+    assert epsilon < rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    trusting(max_central_epsilon=epsilon * (1 + 1e-9), max_central_delta=delta).check_dap(campaign)
+    below = trusting(max_central_epsilon=epsilon * (1 - 1e-9), max_central_delta=delta)
+    with pytest.raises(PolicyViolation, match=f"gaussian:{rho}.*max_central_delta") as caught:
+        below.check_dap(campaign)
+    assert caught.value.field == "max_central_epsilon"
+    assert caught.value.campaign_value == epsilon
+    # the same ceiling at a larger delta: the conversion gives a smaller epsilon, accepted
+    assert campaign.central_epsilon_at(min(0.5, delta * 1000)) < epsilon * (1 - 1e-9)
+    trusting(
+        max_central_epsilon=epsilon * (1 - 1e-9), max_central_delta=min(0.5, delta * 1000)
+    ).check_dap(campaign)
+    # without a central ceiling, only a local guarantee within max_epsilon would do
+    with pytest.raises(PolicyViolation, match="needs the app's max_central_epsilon") as caught:
+        trusting().check_dap(campaign)
+    assert caught.value.field == "max_epsilon"
+
+
+def test_a_gaussian_task_with_local_randomization_needs_no_central_ceiling() -> None:
+    campaign = verified(
+        document(dp="gaussian:0.01", local={"mechanism": "grr", "epsilon": 1, "k": 4})
+    )
+    trusting().check_dap(campaign)  # local epsilon 1 <= max_epsilon 4
+    # the ledger's charge: the smaller guarantee, the central one read at the app's delta
+    central = campaign.central_epsilon_at(1e-6)
+    assert central == zcdp_epsilon(0.01, 1e-6) < 1.0
+    assert campaign.charge_at(1e-6) == central
+    assert campaign.charge_at(1e-20) == 1.0  # at a tiny delta the local epsilon is smaller
+
+
 def test_trusted_aggregators_are_validated() -> None:
     with pytest.raises(ValueError, match="not an http"):
         PrivacyPolicy(trusted_aggregators={"leader.example": b64encode(bytes(32))})
@@ -259,6 +318,43 @@ def test_record_queues_only_sealed_reports_and_charges_the_ledger(tmp_path: Path
         body = UploadRequest(tuple(reports)).encode()
         histogram, n = aggregate(campaign.task, LEADER_PAIR, HELPER_PAIR, body, bytes(32))
         assert n == 3 and sum(histogram) == 3 and all(c >= 0 for c in histogram)
+
+
+def test_a_gaussian_campaign_is_charged_its_epsilon_at_the_apps_delta(tmp_path: Path) -> None:
+    """A budget set in epsilon: each report of a "gaussian:RHO" task costs RHO's epsilon at
+    max_central_delta (the ledger adds epsilons: basic composition). The document's budget
+    cannot be checked without the device's delta, so a device whose delta makes a report too
+    dear refuses it at record, and nothing is queued."""
+    budget = {"epsilon_per_report": 2.5, "reports_per_period": 2, "period_seconds": 86400}
+    doc = document(dp="gaussian:0.125", policy=budget)
+    epsilon = zcdp_epsilon(0.125, 1e-6)  # about 2.42
+    with TelemetryClient(
+        "http://127.0.0.1:9",
+        state_dir=tmp_path / "a",
+        campaigns=[doc],
+        policy=trusting(max_central_epsilon=2.5),
+        retries=0,
+        close_deadline=0.5,
+    ) as client:
+        client.record_many("c", ["a", "b"])
+        spent = [e.epsilon_charged for e in client.privacy_log("c") if e.event is None]
+        assert spent == [epsilon, epsilon]
+        with pytest.raises(BudgetExceededError):  # reports_per_period = 2
+            client.record("c", "c")
+    # at max_central_delta 1e-9 one report is (3.06, 1e-9)-DP: above the 2.5 per report
+    strict = trusting(max_central_epsilon=3.1, max_central_delta=1e-9)
+    assert zcdp_epsilon(0.125, 1e-9) > 2.5
+    with TelemetryClient(
+        "http://127.0.0.1:9",
+        state_dir=tmp_path / "b",
+        campaigns=[doc],
+        policy=strict,
+        retries=0,
+        close_deadline=0.5,
+    ) as client:
+        with pytest.raises(BudgetExceededError):
+            client.record("c", "a")
+        assert client.pending("c") == 0
 
 
 def test_a_plain_http_leader_is_refused_off_loopback(tmp_path: Path) -> None:

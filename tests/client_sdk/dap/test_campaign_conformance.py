@@ -16,12 +16,14 @@ import pytest
 from client_sdk.dap.campaign import DapCampaign, b64encode, dap_campaign_document, dap_object
 from client_sdk.dap.messages import HpkeConfig
 from client_sdk.policy import PolicyViolation, PrivacyPolicy
+from client_sdk.zcdp import zcdp_epsilon
 
 FILE = Path(__file__).parents[3] / "conformance" / "dap_campaigns.json"
 LEADER = "https://leader.example/dap/"
 HELPER = "https://helper.example/dap/"
 LEADER_KEY = bytes(range(32))
 HELPER_KEY = bytes(range(32, 64))
+_DOMAIN = ["light", "dark", "system"]
 
 
 def _task(vdaf: dict[str, Any], dp: str) -> dict[str, Any]:
@@ -52,7 +54,7 @@ def cases() -> dict[str, Any]:
         dap_campaign_document(
             "theme",
             _dap(histogram, "laplace:1"),
-            domain=["light", "dark", "system"],
+            domain=_DOMAIN,
             local={"mechanism": "grr", "epsilon": 2.0, "k": 3},
             policy={"epsilon_per_report": 1.0, "reports_per_period": 4, "period_seconds": 86400},
         ),
@@ -65,7 +67,7 @@ def cases() -> dict[str, Any]:
     invalid = [
         ("config_id", lambda d: d.update(config_id="0" * 32)),
         ("dap", lambda d: d["dap"].update(leader=LEADER.rstrip("/"))),
-        ("dap.dp", lambda d: d["dap"].update(dp="gaussian:0.1")),
+        ("dap.dp", lambda d: d["dap"].update(dp="gaussian:0")),
         ("domain", lambda d: d.update(domain=["light", "dark"])),
         ("local", lambda d: d.update(local={"mechanism": "oue", "epsilon": 2.0, "k": 3})),
         ("mechanism", lambda d: d.update(mechanism={"mechanism": "grr", "epsilon": 1.0, "k": 3})),
@@ -95,6 +97,55 @@ def cases() -> dict[str, Any]:
         ({"trusted_aggregators": trusted, "max_central_epsilon": 40.0}, 2, "max_central_epsilon"),
         ({"trusted_aggregators": trusted, "allowed_mechanisms": ["olh"]}, 0, "allowed_mechanisms"),
     ]
+    # Added with the discrete Gaussian (documents 9 on, policies 10 on; the cases above are
+    # unchanged): a "gaussian:RHO" task is held to max_central_epsilon through its epsilon at
+    # max_central_delta (client_sdk.zcdp.zcdp_epsilon, in "zcdp_epsilons" below). The ceilings
+    # sit 1e-4 from the converted epsilon, far above a port's rounding.
+    gaussian = [
+        dap_campaign_document("theme-zcdp", _dap(histogram, "gaussian:1/8"), domain=_DOMAIN),
+        dap_campaign_document(
+            "opted-in-zcdp",
+            _dap({"type": "count"}, "gaussian:0.02"),
+            local={"mechanism": "grr", "epsilon": 1.0, "k": 2},
+            policy={"epsilon_per_report": 1.0, "reports_per_period": 4, "period_seconds": 86400},
+        ),
+    ]
+    first = len(documents)
+    documents += [{"document": d, "valid": True} for d in gaussian]
+    for dp in ("gaussian:-0.5", "gaussian:", "gaussian:1e", "gauss:0.5"):
+        document = copy.deepcopy(gaussian[0])
+        document["dap"]["dp"] = dp
+        documents.append({"document": document, "valid": False, "field": "dap.dp"})
+    conversions = [(1 / 8, 1e-6), (1 / 8, 1e-9), (0.02, 1e-6), (0.02, 1e-3)]
+    epsilon = {(rho, delta): zcdp_epsilon(rho, delta) for rho, delta in conversions}
+    theme, opted_in = first, first + 1
+    for delta in (1e-6, 1e-9):
+        at = epsilon[(1 / 8, delta)]
+        central = {"trusted_aggregators": trusted, "max_central_delta": delta}
+        policies += [
+            ({**central, "max_central_epsilon": round(at + 1e-4, 4)}, theme, None),
+            ({**central, "max_central_epsilon": round(at - 1e-4, 4)}, theme, "max_central_epsilon"),
+        ]
+    policies += [
+        ({"trusted_aggregators": trusted}, theme, "max_epsilon"),  # no central ceiling
+        # local grr at epsilon 1 is within max_epsilon, whatever the central noise
+        ({"trusted_aggregators": trusted}, opted_in, None),
+        (
+            {"trusted_aggregators": trusted, "max_epsilon": 0.5, "max_central_epsilon": 0.6},
+            opted_in,
+            "max_central_epsilon",  # 0.02-zCDP is epsilon 0.90 at the default delta 1e-6
+        ),
+        (
+            {
+                "trusted_aggregators": trusted,
+                "max_epsilon": 0.5,
+                "max_central_epsilon": 0.6,
+                "max_central_delta": 1e-3,
+            },
+            opted_in,
+            None,  # and 0.53 at 1e-3
+        ),
+    ]
     return {
         "protocol": 1,
         "about": "docs/dap.md, 'The device': documents (valid, or the field refused) and "
@@ -103,6 +154,10 @@ def cases() -> dict[str, Any]:
         "policies": [
             {"policy": policy, "campaign": index, "refused_by": verdict}
             for policy, index, verdict in policies
+        ],
+        "zcdp_epsilons": [
+            {"rho": rho, "delta": delta, "epsilon": epsilon[(rho, delta)]}
+            for rho, delta in conversions
         ],
     }
 
@@ -138,6 +193,14 @@ def test_policies(index: int) -> None:
     with pytest.raises(PolicyViolation) as caught:
         policy.check_dap(campaign)
     assert caught.value.field == case["refused_by"]
+
+
+@pytest.mark.parametrize("index", range(len(cases()["zcdp_epsilons"])))
+def test_zcdp_epsilons(index: int) -> None:
+    """The conversion a port must reproduce (to 1e-6, relative): rho-zCDP's epsilon at delta."""
+    case = json.loads(FILE.read_text(encoding="utf-8"))["zcdp_epsilons"][index]
+    converted = zcdp_epsilon(case["rho"], case["delta"])
+    assert converted == pytest.approx(case["epsilon"], rel=1e-6)
 
 
 if __name__ == "__main__":

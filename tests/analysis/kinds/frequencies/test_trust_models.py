@@ -6,6 +6,10 @@ independently of the code (two independent discrete Laplace draws of scale b = 2
 variance 2 * 2r/(1-r)^2 = 1/sinh^2(epsilon/4), r = exp(-1/b)), and against the task's own
 sampler run many times at a fixed seed (Z standard errors, the standard error from the spread of
 the squared errors). The layout test names the models in the JSON and in the table.
+
+The DAP row's discrete Gaussian alternative is checked the same way: its rho against the CKS 2020
+conversion minimised over a continuous order by scipy (not the code's grid), its variance
+against the discrete Gaussian's pmf summed here, and against the task's sampler.
 """
 
 from __future__ import annotations
@@ -16,10 +20,18 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from scipy import optimize
 
 from analysis import cli
+from analysis.accounting import Zcdp
 from analysis.gap import GapOptions, kind_gap, parse_simulation, simulated_kind_gap
-from analysis.kinds._common.gap import dap_task, dap_variance, histogram_vdaf, run_dap
+from analysis.kinds._common.gap import (
+    dap_gaussian_task,
+    dap_task,
+    dap_variance,
+    histogram_vdaf,
+    run_dap,
+)
 from analysis.kinds.frequencies.gap import TRUST_MODELS
 from client_sdk.amplification import calibrate_local_epsilon
 from client_sdk.mechanisms import mechanism_from_config
@@ -71,6 +83,71 @@ def test_secure_aggregation_variance_against_the_task_sampler() -> None:
     assert float(np.mean(squared)) - dap_variance(task, n) / 2 > Z * std_error
 
 
+def _cks_epsilon(rho: float, delta: float) -> float:
+    """CKS 2020, Corollary 13 solved for epsilon, minimised over a continuous order alpha."""
+
+    def epsilon(alpha: float) -> float:
+        return (
+            alpha * rho + math.log1p(-1 / alpha) - (math.log(delta) + math.log(alpha)) / (alpha - 1)
+        )
+
+    return float(optimize.minimize_scalar(epsilon, bounds=(1 + 1e-9, 1e6), method="bounded").fun)
+
+
+def _discrete_gaussian_variance(sigma2: float) -> float:
+    """Var[N_Z(0, sigma^2)] from its pmf, proportional to exp(-x^2 / (2 sigma^2))."""
+    x = np.arange(-int(40 * math.sqrt(sigma2)) - 10, int(40 * math.sqrt(sigma2)) + 11)
+    weights = np.exp(-(x.astype(np.float64) ** 2) / (2 * sigma2))
+    return float(np.sum(x**2 * weights) / np.sum(weights))
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(0.5, 1e-6), (1.0, 1e-6), (2.0, 1e-9)])
+def test_the_gaussian_alternative_at_the_same_epsilon_and_delta(
+    epsilon: float, delta: float
+) -> None:
+    n = 100_000
+    models = kind_gap(_olh(epsilon), n, GapOptions(delta=delta))["trust_models"]["models"]
+    dap, curator = models["secure_aggregation"], models["curator"]
+    gaussian = dap["gaussian"]
+    rho = gaussian["rho"]
+    assert gaussian["delta"] == delta and gaussian["dp"].startswith("gaussian:")
+    assert float(Fraction(gaussian["dp"].partition(":")[2])) == rho
+    # rho meets (epsilon, delta) by the conversion, and is (within 1e-6) the largest that does
+    assert gaussian["epsilon_at_delta"] == Zcdp(rho).epsilon_at(delta) <= epsilon
+    assert Zcdp(rho * (1 + 1e-6)).epsilon_at(delta) > epsilon
+    # the grid's conversion is the continuous optimum's within 1e-3, and never below it
+    assert _cks_epsilon(rho, delta) <= epsilon <= _cks_epsilon(rho, delta) * (1 + 1e-3)
+    # each aggregator: sigma^2 >= Delta_2^2 / (2 rho) = 1/rho for a histogram, rounded up to
+    # an integer t*m the exact sampler offers (within 1% here)
+    sigma2 = gaussian["sigma2"]
+    assert gaussian["sigma"] == math.sqrt(sigma2)
+    assert 1 / rho <= sigma2 <= (1 / rho + 1) * 1.01
+    # two aggregators' independent draws over n
+    expected = 2 * _discrete_gaussian_variance(sigma2) / n**2
+    assert gaussian["variance"] == pytest.approx(expected, rel=1e-9)
+    assert gaussian["std_error"] == pytest.approx(math.sqrt(expected), rel=1e-9)
+    ratio = math.sqrt(expected / curator["variance"])
+    assert gaussian["std_error_over_curator"] == pytest.approx(ratio, rel=1e-9)
+    # one collection of a histogram: the Gaussian costs more than the Laplace task
+    assert gaussian["variance"] > dap["variance"]
+    assert 0 < gaussian["share_of_gap_closed"] < dap["share_of_gap_closed"]
+
+
+def test_the_gaussian_alternative_against_the_task_sampler() -> None:
+    """The exact variance of the Gaussian task against its sampler (client_sdk.sampling.
+    DiscreteGaussian, as the aggregators call it), 300 runs of k = 100 at seed 11."""
+    n, runs = 1000, 300
+    task = dap_gaussian_task(histogram_vdaf(K), 1.0, 1e-6)
+    counts = np.full(K, n // K)
+    rng = np.random.default_rng(11)
+    errors = np.asarray([run_dap(counts, task, rng=rng) for _ in range(runs)]) - counts / n
+    squared = (errors**2).ravel()
+    std_error = float(np.std(squared, ddof=1) / math.sqrt(squared.size))
+    assert abs(float(np.mean(squared)) - dap_variance(task, n)) < Z * std_error
+    assert abs(float(np.mean(errors))) < Z * math.sqrt(dap_variance(task, n) / errors.size)
+    assert float(np.mean(squared)) - dap_variance(task, n) / 2 > Z * std_error
+
+
 def test_the_models_side_by_side_in_the_json_and_the_table(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -112,6 +189,8 @@ def test_the_models_side_by_side_in_the_json_and_the_table(
     for name in TRUST_MODELS:
         assert f"trust_models.models.{name}.std_error " in table
         assert f"trust_models.models.{name}.share_of_gap_closed " in table
+    for key in ("rho", "sigma", "std_error", "share_of_gap_closed"):
+        assert f"trust_models.models.secure_aggregation.gaussian.{key} " in table
 
 
 def test_the_models_at_a_central_target_and_at_a_stored_campaigns_batches() -> None:
@@ -149,6 +228,9 @@ def test_the_models_measured_in_a_simulation() -> None:
             assert figures["expected"] == pytest.approx(exact[name]["variance"], rel=0.5)
         assert abs(figures["mse"] - figures["expected"]) < Z * figures["mse_std_error"]
     assert measured["secure_aggregation"]["expected"] == exact["secure_aggregation"]["variance"]
+    gaussian = measured["secure_aggregation"]["gaussian"]
+    assert gaussian["expected"] == exact["secure_aggregation"]["gaussian"]["variance"]
+    assert abs(gaussian["mse"] - gaussian["expected"]) < Z * gaussian["mse_std_error"]
     expected = exact["curator"]["variance"]
     tolerance = laplace_mse_tolerance(expected, K * runs)
     assert abs(measured["curator"]["mse"] - expected) < tolerance

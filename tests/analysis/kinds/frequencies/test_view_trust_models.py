@@ -26,8 +26,15 @@ def test_the_report_shows_the_trust_models_side_by_side() -> None:
     heading = page.index("Three trust models at the same central epsilon = 1")
     section = page[heading : page.index("</table>", heading)]
     rows = re.findall(r"<tr>(.*?)</tr>", section)[1:]
-    assert [re.findall(r"<td>(.*?)</td>", row)[0] for row in rows] == list(
-        TRUST_MODEL_LABELS.values()
-    )
+    # the DAP row is followed by its discrete Gaussian alternative at the same (epsilon, delta)
+    gaussian = exact["models"]["secure_aggregation"]["gaussian"]
+    labels = list(TRUST_MODEL_LABELS.values())
+    labels.insert(3, f"secure aggregation, discrete Gaussian (rho {fmt_number(gaussian['rho'])}, ")
+    names = [re.findall(r"<td>(.*?)</td>", row)[0] for row in rows]
+    assert len(names) == len(labels)
+    assert all(name.startswith(label) for name, label in zip(names, labels, strict=True))
+    assert "the same epsilon at delta 1e-06" in names[3]
     errors = [re.findall(r"<td>(.*?)</td>", row)[2] for row in rows]
-    assert errors == [fmt_number(exact["models"][name]["std_error"]) for name in TRUST_MODEL_LABELS]
+    expected = [exact["models"][name]["std_error"] for name in TRUST_MODEL_LABELS]
+    expected.insert(3, gaussian["std_error"])
+    assert errors == [fmt_number(error) for error in expected]
