@@ -11,11 +11,12 @@
  * it (accepted or duplicate), so a retry never stores a report twice. Network errors, 408, 429
  * and 5xx are retried with backoff and jitter, honouring `Retry-After`; other 4xx are not.
  */
+import { shufflePlan } from "./amplification.js";
 import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocument } from "./config.js";
 import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismNowOrLater } from "./mechanisms/loader.js";
 import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
-import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
+import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy, type ShuffledRoute } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
 import { plaintextSize, type SealingKey } from "./sealing-size.js";
@@ -239,7 +240,7 @@ export class TelemetryClient {
     const campaigns = options.campaigns ?? [];
     if (!Array.isArray(campaigns)) throw new TypeError(`campaigns must be an array of campaign documents; got ${describe(campaigns)}`);
     const pin = (campaign: Campaign, i: number): void => {
-      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
+      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId, this.#route(campaign));
       if (this.#pinned.has(campaign.document.name)) throw new Error(`campaigns[${i}]: campaign ${campaign.document.name} is pinned twice`);
       this.#pinned.set(campaign.document.name, campaign);
     };
@@ -387,6 +388,11 @@ export class TelemetryClient {
     }
     let sealing: SealingKey | null = null;
     if (document.shuffle !== null) {
+      try {
+        shufflePlan(document.shuffle); // Python's parse_campaign: ShufflePlan.from_dict
+      } catch (error) {
+        throw new Error(`campaign ${document.name}: ${(error as Error).message}`);
+      }
       const largest = mechanism.largestWirePayload;
       if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
       if (typeof largest !== "function") {
@@ -445,9 +451,14 @@ export class TelemetryClient {
     return { ...claim, epsilonInf: campaign.mechanism.epsilonInf as number, pseudonymous: campaign.mechanism.deterministicPseudonym === true };
   }
 
+  /** How the campaign's reports travel, for the policy's central ceiling (Python: `shuffle`, `through_shuffler`). */
+  #route(campaign: Campaign): ShuffledRoute {
+    return { shuffle: campaign.document.shuffle, throughShuffler: this.shufflerUrl !== null };
+  }
+
   #checkPolicy(campaign: Campaign): void {
     try {
-      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
+      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId, this.#route(campaign));
     } catch (error) {
       if (error instanceof PolicyViolation) (this.#ledger as BudgetLedger).note(campaign.document.name, `campaign refused by the app's policy: ${error.message}`);
       throw error;

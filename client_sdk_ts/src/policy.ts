@@ -4,6 +4,8 @@
  * {@link PolicyViolation} naming the field and both numbers.
  */
 import { type BudgetPolicy, budgetPolicy, describe } from "./config.js";
+import { checkEpsilon, confirmsTarget, formatG, numericalEpsilon, type ShufflePlan, shufflePlan } from "./amplification.js";
+import { pythonFloatRepr } from "./config.js";
 import { MECHANISM_GROUPS } from "./mechanisms/loader.js";
 
 /** A campaign weaker than the app's {@link PrivacyPolicy}; nothing was randomized. */
@@ -40,9 +42,16 @@ export interface PrivacyPolicyOptions {
   pinned_config_ids?: Readonly<Record<string, string>>;
   /** Accept memoized campaigns whose reports carry a deterministic pseudonym (default false). */
   allow_pseudonymous_memoization?: boolean;
-  /** The central ceiling of shuffled campaigns (`null`: shuffled campaigns are held to max_epsilon). */
+  /**
+   * The largest central epsilon of a shuffled batch the app accepts in exchange for a local
+   * epsilon above `max_epsilon` (`null`, the default: shuffled campaigns are held to `max_epsilon`
+   * like any other; see {@link PrivacyPolicy.check}). The same field as Python's, which also
+   * bounds the Aggregators' noise of a secure-aggregation (DAP) campaign.
+   */
   max_central_epsilon?: number | null;
+  /** The largest central delta of a shuffled batch (default 1e-6). */
   max_central_delta?: number;
+  /** The largest local epsilon of one report of a shuffled campaign accepted under the central ceiling (default 10). */
   max_shuffled_epsilon?: number;
 }
 
@@ -90,11 +99,12 @@ export class PrivacyPolicy {
     }
     this.max_epsilon = epsilonOption(options.max_epsilon ?? 4.0, "max_epsilon");
     this.max_epsilon_inf = epsilonOption(options.max_epsilon_inf ?? 8.0, "max_epsilon_inf");
-    this.max_shuffled_epsilon = epsilonOption(options.max_shuffled_epsilon ?? 10.0, "max_shuffled_epsilon");
     this.max_delta = deltaOption(options.max_delta ?? 1e-6, "max_delta", true);
+    // the central ceiling of shuffled campaigns (Python's check_epsilon: at most 40)
+    this.max_shuffled_epsilon = checkEpsilon(options.max_shuffled_epsilon ?? 10.0, "max_shuffled_epsilon");
     this.max_central_delta = deltaOption(options.max_central_delta ?? 1e-6, "max_central_delta", false);
     const central = options.max_central_epsilon ?? null;
-    this.max_central_epsilon = central === null ? null : epsilonOption(central, "max_central_epsilon");
+    this.max_central_epsilon = central === null ? null : checkEpsilon(central, "max_central_epsilon");
     this.budget = options.budget == null ? null : budgetPolicy(options.budget, "budget");
     const allowed = options.allowed_mechanisms ?? null;
     if (allowed !== null) {
@@ -123,8 +133,12 @@ export class PrivacyPolicy {
     Object.freeze(this);
   }
 
-  /** Throw {@link PolicyViolation} when the campaign is weaker than this policy. */
-  check(campaign: string, claim: PrivacyClaim, configId: string): void {
+  /**
+   * Throw {@link PolicyViolation} when the campaign is weaker than this policy. `route`: the
+   * campaign's `shuffle` target, if any, and whether the client sends its reports through a
+   * shuffler (a local epsilon above `max_epsilon` is then judged by {@link checkShuffled}).
+   */
+  check(campaign: string, claim: PrivacyClaim, configId: string, route: ShuffledRoute = NOT_SHUFFLED): void {
     const pinned = Object.hasOwn(this.pinned_config_ids, campaign) ? this.pinned_config_ids[campaign] : undefined;
     if (pinned !== undefined && pinned !== configId) {
       throw new PolicyViolation(campaign, "pinned_config_ids", configId, pinned);
@@ -133,7 +147,10 @@ export class PrivacyPolicy {
       throw new PolicyViolation(campaign, "allowed_mechanisms", claim.mechanism, [...this.allowed_mechanisms].sort());
     }
     if (!(claim.epsilon <= this.max_epsilon)) {
-      throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
+      if (route.shuffle == null || this.max_central_epsilon === null || !route.throughShuffler) {
+        throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
+      }
+      checkShuffled(this, campaign, claim, shufflePlan(route.shuffle));
     }
     if (!(claim.delta <= this.max_delta)) {
       throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);
@@ -167,3 +184,59 @@ export const KNOWN_MECHANISMS: ReadonlySet<string> = new Set([
 
 /** The policy of a client built without one (Python: `DEFAULT_POLICY`). */
 export const DEFAULT_POLICY = new PrivacyPolicy();
+
+// ---- shuffled campaigns: the central ceiling (docs/shuffler.md, "The device's policy") --------
+
+/** How a campaign's reports travel, as {@link PrivacyPolicy.check} reads it (Python: `shuffle`, `through_shuffler`). */
+export interface ShuffledRoute {
+  /** The campaign document's `shuffle` object (`null` or absent: not shuffled). */
+  readonly shuffle?: unknown;
+  /** Whether this client sends the campaign's reports through a shuffler (`shufflerUrl` given). */
+  readonly throughShuffler: boolean;
+}
+
+const NOT_SHUFFLED: ShuffledRoute = { shuffle: null, throughShuffler: false };
+
+/**
+ * A local epsilon above `max_epsilon` bought by shuffling (Python: `PrivacyPolicy._check_central`),
+ * accepted only when it is within `max_shuffled_epsilon`, the mechanism is pure epsilon-LDP and not
+ * memoized (the bound assumes independent reports), the declared target is within
+ * `max_central_epsilon` and `max_central_delta`, and the device's own evaluation of the clone
+ * bound (Feldman, McMillan, Talwar, FOCS 2021; src/amplification.ts) confirms the target at
+ * `min_batch`: the collector's numbers are not trusted.
+ */
+export function checkShuffled(policy: PrivacyPolicy, campaign: string, claim: PrivacyClaim, plan: ShufflePlan): void {
+  const ceiling = policy.max_central_epsilon;
+  if (ceiling === null) throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, policy.max_epsilon);
+  const epsilon = claim.epsilon;
+  if (!(epsilon <= policy.max_shuffled_epsilon)) {
+    throw new PolicyViolation(campaign, "max_shuffled_epsilon", epsilon, policy.max_shuffled_epsilon);
+  }
+  if (claim.delta > 0 || claim.epsilonInf !== undefined) {
+    throw new PolicyViolation(
+      campaign,
+      "max_epsilon",
+      epsilon,
+      policy.max_epsilon,
+      "the amplification bound covers independent pure epsilon-LDP reports only",
+    );
+  }
+  if (!(plan.central_epsilon <= ceiling)) {
+    throw new PolicyViolation(campaign, "max_central_epsilon", plan.central_epsilon, ceiling);
+  }
+  if (!(plan.delta <= policy.max_central_delta)) {
+    throw new PolicyViolation(campaign, "max_central_delta", plan.delta, policy.max_central_delta);
+  }
+  if (!confirmsTarget(plan.central_epsilon, epsilon, plan.min_batch, plan.delta)) {
+    const bound = numericalEpsilon(epsilon, plan.min_batch, plan.delta);
+    throw new PolicyViolation(
+      campaign,
+      "max_central_epsilon",
+      bound,
+      ceiling,
+      `the campaign claims central_epsilon ${pythonFloatRepr(plan.central_epsilon)} for batches of ` +
+        `${plan.min_batch} at local epsilon ${pythonFloatRepr(epsilon)}; the amplification bound gives ` +
+        `${formatG(bound, 4)} at delta ${formatG(plan.delta, 6)}`,
+    );
+  }
+}
