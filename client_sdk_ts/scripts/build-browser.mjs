@@ -1,7 +1,7 @@
 // The browser bundle (issue 24, the bundle size target): dist/browser.js, the entry a page loads
 // (the client, its policy, ledger, outbox and the mechanism loader), and one chunk per mechanism
-// group and for sealing under dist/browser/, each imported by `import()` when a campaign first
-// needs it. A page recording one categorical campaign fetches dist/browser.js and one chunk.
+// group, for sealing and for the shuffle amplification bound under dist/browser/, each imported
+// by `import()` when a campaign first needs it. A page recording one categorical campaign fetches dist/browser.js and one chunk.
 //
 //   node scripts/build-browser.mjs        (npm run build runs it after tsc)
 //
@@ -32,6 +32,7 @@ export const CHUNKS = {
   strings: join(src, "mechanisms", "strings.ts"),
   "multi-fourier-hierarchical": join(src, "mechanisms", "multi-fourier-hierarchical.ts"),
   sealing: join(src, "sealing.ts"),
+  amplification: join(src, "amplification.ts"),
 };
 /**
  * What each chunk exports: what the loader (or the client) takes from it, and what later chunks
@@ -49,6 +50,7 @@ const CHUNK_EXPORTS = {
   strings: ["STRINGS_FACTORIES"],
   "multi-fourier-hierarchical": ["MULTI_FOURIER_HIERARCHICAL_FACTORIES"],
   sealing: ["sealPayload"],
+  amplification: ["AMPLIFICATION"],
 };
 /** Which dynamic `import()` of which module loads which chunk. */
 const DYNAMIC = [
@@ -58,6 +60,7 @@ const DYNAMIC = [
   { importer: join(src, "mechanisms", "loader.ts"), path: "./strings.js", chunk: "strings" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./multi-fourier-hierarchical.js", chunk: "multi-fourier-hierarchical" },
   { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
+  { importer: join(src, "client.ts"), path: "./amplification.js", chunk: "amplification" },
 ];
 const COMMON = {
   absWorkingDir: pkg, // the metafile's paths are relative to it
@@ -89,7 +92,7 @@ function chunkImports(names) {
   return {
     name: "ldp-chunk-imports",
     setup(build) {
-      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing)\.js$/ }, (args) => {
+      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing|amplification)\.js$/ }, (args) => {
         if (args.kind !== "dynamic-import") return undefined;
         const target = DYNAMIC.find((d) => d.importer === args.importer && d.path === args.path);
         if (target === undefined) throw new Error(`${relative(pkg, args.importer)} imports ${args.path} dynamically: scripts/build-browser.mjs does not know that chunk`);

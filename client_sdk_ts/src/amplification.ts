@@ -16,14 +16,14 @@
  * the platforms' exp/log differ by one ulp (JavaScript's Math.exp is not the C library's). A
  * verdict therefore never rests on those last bits: {@link confirmsTarget} accepts only when the
  * figure plus a bound on that difference (`ERROR_ULPS`) meets the target.
+ *
+ * The policy ({@link PrivacyPolicy.check}, policy.ts) uses it through {@link AMPLIFICATION},
+ * registered at import in Node (index.ts) and loaded by the client with a shuffled campaign's
+ * document in browsers (a chunk of its own: pages without shuffled campaigns never fetch it).
  */
 
-/** A campaign's central target under shuffling (Python: `client_sdk.campaign.ShufflePlan`). */
-export interface ShufflePlan {
-  readonly min_batch: number;
-  readonly central_epsilon: number;
-  readonly delta: number;
-}
+import { type Amplification, PolicyViolation, type PrivacyClaim, type PrivacyPolicy, type ShufflePlan } from "./policy.js";
+import { pythonFloatRepr } from "./config.js";
 
 const MAX_EPSILON = 40.0; // Python: client_sdk.mechanisms._validation.MAX_EPSILON
 const MAX_SAFE_INT = Number.MAX_SAFE_INTEGER;
@@ -52,8 +52,17 @@ function describeNumber(value: unknown): string {
   return typeof value === "number" ? String(value) : `a value of type ${typeName(value)}`;
 }
 
-/** `shuffle` of a campaign document validated as Python's `ShufflePlan.from_dict` does. */
-export function shufflePlan(shuffle: unknown): ShufflePlan {
+/** `shuffle` of a campaign document validated as Python's `ShufflePlan.from_dict` does (errors name `campaign` when given). */
+export function shufflePlan(shuffle: unknown, campaign?: string): ShufflePlan {
+  try {
+    return checkShufflePlan(shuffle);
+  } catch (error) {
+    if (campaign === undefined) throw error;
+    throw new Error(`campaign ${campaign}: ${(error as Error).message}`);
+  }
+}
+
+function checkShufflePlan(shuffle: unknown): ShufflePlan {
   if (shuffle === null || typeof shuffle !== "object" || Array.isArray(shuffle)) {
     throw new TypeError(`shuffle must be a JSON object or null; got a value of type ${typeName(shuffle)}`);
   }
@@ -381,3 +390,51 @@ export function formatG(x: number, precision: number): string {
     power < 0 ? `0.${"0".repeat(-power - 1)}${digits}` : `${digits.slice(0, power + 1)}.${digits.slice(power + 1)}`;
   return sign + strip(body);
 }
+
+/**
+ * A local epsilon above `max_epsilon` bought by shuffling (Python: `PrivacyPolicy._check_central`),
+ * accepted only when it is within `max_shuffled_epsilon`, the mechanism is pure epsilon-LDP and not
+ * memoized (the bound assumes independent reports), the declared target is within
+ * `max_central_epsilon` and `max_central_delta`, and the device's own evaluation of the clone
+ * bound (Feldman, McMillan, Talwar, FOCS 2021) confirms the target at
+ * `min_batch`: the collector's numbers are not trusted.
+ */
+export function checkShuffled(policy: PrivacyPolicy, campaign: string, claim: PrivacyClaim, shuffle: unknown): void {
+  const plan = shufflePlan(shuffle);
+  const ceiling = policy.max_central_epsilon;
+  if (ceiling === null) throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, policy.max_epsilon);
+  const epsilon = claim.epsilon;
+  if (!(epsilon <= policy.max_shuffled_epsilon)) {
+    throw new PolicyViolation(campaign, "max_shuffled_epsilon", epsilon, policy.max_shuffled_epsilon);
+  }
+  if (claim.delta > 0 || claim.epsilonInf !== undefined) {
+    throw new PolicyViolation(
+      campaign,
+      "max_epsilon",
+      epsilon,
+      policy.max_epsilon,
+      "the amplification bound covers independent pure epsilon-LDP reports only",
+    );
+  }
+  if (!(plan.central_epsilon <= ceiling)) {
+    throw new PolicyViolation(campaign, "max_central_epsilon", plan.central_epsilon, ceiling);
+  }
+  if (!(plan.delta <= policy.max_central_delta)) {
+    throw new PolicyViolation(campaign, "max_central_delta", plan.delta, policy.max_central_delta);
+  }
+  if (!confirmsTarget(plan.central_epsilon, epsilon, plan.min_batch, plan.delta)) {
+    const bound = numericalEpsilon(epsilon, plan.min_batch, plan.delta);
+    throw new PolicyViolation(
+      campaign,
+      "max_central_epsilon",
+      bound,
+      ceiling,
+      `the campaign claims central_epsilon ${pythonFloatRepr(plan.central_epsilon)} for batches of ` +
+        `${plan.min_batch} at local epsilon ${pythonFloatRepr(epsilon)}; the amplification bound gives ` +
+        `${formatG(bound, 4)} at delta ${formatG(plan.delta, 6)}`,
+    );
+  }
+}
+
+/** What the policy uses of this module (policy.ts, `registerAmplification`). */
+export const AMPLIFICATION: Amplification = { shufflePlan, checkShuffled };

@@ -11,12 +11,20 @@
  * it (accepted or duplicate), so a retry never stores a report twice. Network errors, 408, 429
  * and 5xx are retried with backoff and jitter, honouring `Retry-After`; other 4xx are not.
  */
-import { shufflePlan } from "./amplification.js";
 import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocument } from "./config.js";
 import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismNowOrLater } from "./mechanisms/loader.js";
 import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
-import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy, type ShuffledRoute } from "./policy.js";
+import {
+  amplificationLoaded,
+  DEFAULT_POLICY,
+  PolicyViolation,
+  type PrivacyClaim,
+  PrivacyPolicy,
+  registerAmplification,
+  type ShuffledRoute,
+  shufflePlanOf,
+} from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
 import { plaintextSize, type SealingKey } from "./sealing-size.js";
@@ -150,6 +158,11 @@ export function retryAfterSeconds(value: string | null): number | null {
   if (/^\s*\d+\s*$/.test(value)) return Number(value);
   const date = Date.parse(value);
   return Number.isNaN(date) ? null : Math.max(0, (date - Date.now()) / 1000);
+}
+
+/** The amplification bound's code (a chunk of its own in browsers), registered with the policy once loaded. */
+function loadAmplification(): Promise<void> {
+  return import("./amplification.js").then((module) => registerAmplification(module.AMPLIFICATION));
 }
 
 function sleep(seconds: number): Promise<void> {
@@ -364,7 +377,12 @@ export class TelemetryClient {
   #verify(input: string | object, name?: string): Campaign | Promise<Campaign> {
     const document = parseCampaignDocument(input, name);
     const mechanism = this.#mechanisms(document.mechanism);
-    return mechanism instanceof Promise ? mechanism.then((built) => this.#verified(document, built)) : this.#verified(document, mechanism);
+    // a shuffled campaign's target is checked by the amplification bound: a chunk of its own in browsers
+    const bound = document.shuffle !== null && !amplificationLoaded() ? loadAmplification() : undefined;
+    if (mechanism instanceof Promise || bound !== undefined) {
+      return Promise.all([mechanism, bound]).then(([built]) => this.#verified(document, built));
+    }
+    return this.#verified(document, mechanism);
   }
 
   #verified(document: CampaignDocument, mechanism: Mechanism): Campaign {
@@ -388,11 +406,7 @@ export class TelemetryClient {
     }
     let sealing: SealingKey | null = null;
     if (document.shuffle !== null) {
-      try {
-        shufflePlan(document.shuffle); // Python's parse_campaign: ShufflePlan.from_dict
-      } catch (error) {
-        throw new Error(`campaign ${document.name}: ${(error as Error).message}`);
-      }
+      shufflePlanOf(document.shuffle, document.name); // Python's parse_campaign: ShufflePlan.from_dict
       const largest = mechanism.largestWirePayload;
       if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
       if (typeof largest !== "function") {

@@ -4,8 +4,6 @@
  * {@link PolicyViolation} naming the field and both numbers.
  */
 import { type BudgetPolicy, budgetPolicy, describe } from "./config.js";
-import { checkEpsilon, confirmsTarget, formatG, numericalEpsilon, type ShufflePlan, shufflePlan } from "./amplification.js";
-import { pythonFloatRepr } from "./config.js";
 import { MECHANISM_GROUPS } from "./mechanisms/loader.js";
 
 /** A campaign weaker than the app's {@link PrivacyPolicy}; nothing was randomized. */
@@ -101,10 +99,10 @@ export class PrivacyPolicy {
     this.max_epsilon_inf = epsilonOption(options.max_epsilon_inf ?? 8.0, "max_epsilon_inf");
     this.max_delta = deltaOption(options.max_delta ?? 1e-6, "max_delta", true);
     // the central ceiling of shuffled campaigns (Python's check_epsilon: at most 40)
-    this.max_shuffled_epsilon = checkEpsilon(options.max_shuffled_epsilon ?? 10.0, "max_shuffled_epsilon");
+    this.max_shuffled_epsilon = ceilingOption(options.max_shuffled_epsilon ?? 10.0, "max_shuffled_epsilon");
     this.max_central_delta = deltaOption(options.max_central_delta ?? 1e-6, "max_central_delta", false);
     const central = options.max_central_epsilon ?? null;
-    this.max_central_epsilon = central === null ? null : checkEpsilon(central, "max_central_epsilon");
+    this.max_central_epsilon = central === null ? null : ceilingOption(central, "max_central_epsilon");
     this.budget = options.budget == null ? null : budgetPolicy(options.budget, "budget");
     const allowed = options.allowed_mechanisms ?? null;
     if (allowed !== null) {
@@ -136,7 +134,8 @@ export class PrivacyPolicy {
   /**
    * Throw {@link PolicyViolation} when the campaign is weaker than this policy. `route`: the
    * campaign's `shuffle` target, if any, and whether the client sends its reports through a
-   * shuffler (a local epsilon above `max_epsilon` is then judged by {@link checkShuffled}).
+   * shuffler (a local epsilon above `max_epsilon` is then judged by the central ceiling:
+   * src/amplification.ts, `checkShuffled`).
    */
   check(campaign: string, claim: PrivacyClaim, configId: string, route: ShuffledRoute = NOT_SHUFFLED): void {
     const pinned = Object.hasOwn(this.pinned_config_ids, campaign) ? this.pinned_config_ids[campaign] : undefined;
@@ -150,7 +149,7 @@ export class PrivacyPolicy {
       if (route.shuffle == null || this.max_central_epsilon === null || !route.throughShuffler) {
         throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
       }
-      checkShuffled(this, campaign, claim, shufflePlan(route.shuffle));
+      loadedAmplification().checkShuffled(this, campaign, claim, route.shuffle);
     }
     if (!(claim.delta <= this.max_delta)) {
       throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);
@@ -197,46 +196,49 @@ export interface ShuffledRoute {
 
 const NOT_SHUFFLED: ShuffledRoute = { shuffle: null, throughShuffler: false };
 
+/** A campaign's central target under shuffling (Python: `client_sdk.campaign.ShufflePlan`). */
+export interface ShufflePlan {
+  readonly min_batch: number;
+  readonly central_epsilon: number;
+  readonly delta: number;
+}
+
+/** The amplification bound as the policy uses it (src/amplification.ts, `AMPLIFICATION`). */
+export interface Amplification {
+  /** `shuffle` of a campaign document validated as Python's `ShufflePlan.from_dict` does (errors name the campaign when given). */
+  shufflePlan(shuffle: unknown, campaign?: string): ShufflePlan;
+  /** The central ceiling's check of a shuffled campaign above `max_epsilon` (Python: `_check_central`). */
+  checkShuffled(policy: PrivacyPolicy, campaign: string, claim: PrivacyClaim, shuffle: unknown): void;
+}
+
+let amplification: Amplification | null = null;
+
 /**
- * A local epsilon above `max_epsilon` bought by shuffling (Python: `PrivacyPolicy._check_central`),
- * accepted only when it is within `max_shuffled_epsilon`, the mechanism is pure epsilon-LDP and not
- * memoized (the bound assumes independent reports), the declared target is within
- * `max_central_epsilon` and `max_central_delta`, and the device's own evaluation of the clone
- * bound (Feldman, McMillan, Talwar, FOCS 2021; src/amplification.ts) confirms the target at
- * `min_batch`: the collector's numbers are not trusted.
+ * Make the amplification bound available to the policy: Node's entry (index.ts) does it at
+ * import; in browsers the client loads it with the first shuffled campaign's document.
  */
-export function checkShuffled(policy: PrivacyPolicy, campaign: string, claim: PrivacyClaim, plan: ShufflePlan): void {
-  const ceiling = policy.max_central_epsilon;
-  if (ceiling === null) throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, policy.max_epsilon);
-  const epsilon = claim.epsilon;
-  if (!(epsilon <= policy.max_shuffled_epsilon)) {
-    throw new PolicyViolation(campaign, "max_shuffled_epsilon", epsilon, policy.max_shuffled_epsilon);
-  }
-  if (claim.delta > 0 || claim.epsilonInf !== undefined) {
-    throw new PolicyViolation(
-      campaign,
-      "max_epsilon",
-      epsilon,
-      policy.max_epsilon,
-      "the amplification bound covers independent pure epsilon-LDP reports only",
-    );
-  }
-  if (!(plan.central_epsilon <= ceiling)) {
-    throw new PolicyViolation(campaign, "max_central_epsilon", plan.central_epsilon, ceiling);
-  }
-  if (!(plan.delta <= policy.max_central_delta)) {
-    throw new PolicyViolation(campaign, "max_central_delta", plan.delta, policy.max_central_delta);
-  }
-  if (!confirmsTarget(plan.central_epsilon, epsilon, plan.min_batch, plan.delta)) {
-    const bound = numericalEpsilon(epsilon, plan.min_batch, plan.delta);
-    throw new PolicyViolation(
-      campaign,
-      "max_central_epsilon",
-      bound,
-      ceiling,
-      `the campaign claims central_epsilon ${pythonFloatRepr(plan.central_epsilon)} for batches of ` +
-        `${plan.min_batch} at local epsilon ${pythonFloatRepr(epsilon)}; the amplification bound gives ` +
-        `${formatG(bound, 4)} at delta ${formatG(plan.delta, 6)}`,
-    );
-  }
+export function registerAmplification(bound: Amplification): void {
+  amplification = bound;
+}
+
+/** Whether {@link registerAmplification} has run (else a shuffled campaign waits for its code). */
+export function amplificationLoaded(): boolean {
+  return amplification !== null;
+}
+
+function loadedAmplification(): Amplification {
+  if (amplification === null) throw new Error("the amplification bound is not loaded");
+  return amplification;
+}
+
+/** A campaign document's `shuffle` validated as Python's `ShufflePlan.from_dict` (the field and the value's type named). */
+export function shufflePlanOf(shuffle: unknown, campaign?: string): ShufflePlan {
+  return loadedAmplification().shufflePlan(shuffle, campaign);
+}
+
+/** An epsilon option of the central ceiling: positive, finite and at most 40 (Python's `check_epsilon`). */
+function ceilingOption(value: unknown, field: string): number {
+  const epsilon = epsilonOption(value, field);
+  if (epsilon > 40) throw new RangeError(`${field} must be at most 40; got ${describe(value)}`);
+  return epsilon;
 }

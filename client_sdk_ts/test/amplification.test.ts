@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { cloneDelta, cloneDeltaWithError, confirmsTarget, formatG, lgamma, numericalEpsilon, shufflePlan } from "../src/amplification.js";
+import "../src/index.js"; // registers the bound with the policy, as Node's entry does
 import { PolicyViolation, type PrivacyClaim, PrivacyPolicy, type PrivacyPolicyOptions } from "../src/policy.js";
 
 interface BoundCase {

@@ -144,3 +144,24 @@ describe("a shuffled campaign above max_epsilon", () => {
     assert.throws(() => client([shuffledText("1.0", oneReport)], { shufflerUrl: "http://127.0.0.1:9" }), /shuffle\.min_batch must be an integer in \[2, /);
   });
 });
+
+describe("the browser bundle", () => {
+  test("loads the bound's chunk with a shuffled campaign's document, then checks as Node does", async () => {
+    // dist/browser.js (npm test builds it): the bound is dist/browser/amplification-*.js, fetched
+    // only when a shuffled campaign is verified
+    const bundle = (await import(new URL("../browser.js", import.meta.url).href)) as typeof import("../src/browser.js");
+    const policy = new bundle.PrivacyPolicy({ max_central_epsilon: 1.0 });
+    const options = { policy, shufflerUrl: "http://127.0.0.1:9", retries: 0, rng: new bundle.HmacWordSource(new Uint8Array(32)) };
+    // the chunk is not loaded yet: the pinned campaign's check waits for it, and every operation rejects
+    const refused = new bundle.TelemetryClient("http://127.0.0.1:9", { ...options, campaigns: [shuffledText("9.0")] });
+    await assert.rejects(refused.record("theme", "dark"), (error: Error) => {
+      assert.equal(error.name, "PolicyViolation");
+      assert.match(error.message, /max_central_epsilon is 9 in the campaign, the policy allows 1 \(.*the amplification bound gives 9 at delta 1e-06\)/);
+      return true;
+    });
+    const accepted = new bundle.TelemetryClient("http://127.0.0.1:9", { ...options, campaigns: [shuffledText(CALIBRATED)] });
+    assert.match((await accepted.record("theme", "dark")) ?? "", /^[0-9a-f]{32}$/);
+    // now loaded: checked at construction, as in Node
+    assert.throws(() => new bundle.TelemetryClient("http://127.0.0.1:9", { ...options, campaigns: [shuffledText("9.0")] }), /max_central_epsilon is 9/);
+  });
+});
