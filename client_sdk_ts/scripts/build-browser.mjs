@@ -1,7 +1,8 @@
 // The browser bundle (issue 24, the bundle size target): dist/browser.js, the entry a page loads
 // (the client, its policy, ledger, outbox and the mechanism loader), and one chunk per mechanism
 // group, for sealing and for the shuffle amplification bound under dist/browser/, each imported
-// by `import()` when a campaign first needs it. A page recording one categorical campaign fetches dist/browser.js and one chunk.
+// by `import()` when a campaign first needs it. A page recording one categorical campaign
+// fetches dist/browser.js and one chunk.
 //
 //   node scripts/build-browser.mjs        (npm run build runs it after tsc)
 //
