@@ -1,8 +1,7 @@
 // The browser bundle (issue 24, the bundle size target): dist/browser.js, the entry a page loads
 // (the client, its policy, ledger, outbox and the mechanism loader), and one chunk per mechanism
-// group, for sealing and for the shuffle amplification bound under dist/browser/, each imported
-// by `import()` when a campaign first needs it. A page recording one categorical campaign
-// fetches dist/browser.js and one chunk.
+// group and for sealing under dist/browser/, each imported by `import()` when a campaign first
+// needs it. A page recording one categorical campaign fetches dist/browser.js and one chunk.
 //
 //   node scripts/build-browser.mjs        (npm run build runs it after tsc)
 //
@@ -32,8 +31,9 @@ export const CHUNKS = {
   numeric: join(src, "mechanisms", "numeric.ts"),
   strings: join(src, "mechanisms", "strings.ts"),
   "multi-fourier-hierarchical": join(src, "mechanisms", "multi-fourier-hierarchical.ts"),
-  sealing: join(src, "sealing.ts"),
+  // the shuffle amplification bound, for shuffled campaigns (the policy's central ceiling)
   amplification: join(src, "amplification.ts"),
+  sealing: join(src, "sealing.ts"),
 };
 /**
  * What each chunk exports: what the loader (or the client) takes from it, and what later chunks
@@ -50,8 +50,8 @@ const CHUNK_EXPORTS = {
   numeric: ["NUMERIC_FACTORIES"],
   strings: ["STRINGS_FACTORIES"],
   "multi-fourier-hierarchical": ["MULTI_FOURIER_HIERARCHICAL_FACTORIES"],
-  sealing: ["sealPayload"],
   amplification: ["AMPLIFICATION"],
+  sealing: ["sealPayload"],
 };
 /** Which dynamic `import()` of which module loads which chunk. */
 const DYNAMIC = [
@@ -60,8 +60,8 @@ const DYNAMIC = [
   { importer: join(src, "mechanisms", "loader.ts"), path: "./numeric.js", chunk: "numeric" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./strings.js", chunk: "strings" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./multi-fourier-hierarchical.js", chunk: "multi-fourier-hierarchical" },
-  { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
   { importer: join(src, "client.ts"), path: "./amplification.js", chunk: "amplification" },
+  { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
 ];
 const COMMON = {
   absWorkingDir: pkg, // the metafile's paths are relative to it

@@ -15,16 +15,8 @@ import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocum
 import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismNowOrLater } from "./mechanisms/loader.js";
 import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
-import {
-  amplificationLoaded,
-  DEFAULT_POLICY,
-  PolicyViolation,
-  type PrivacyClaim,
-  PrivacyPolicy,
-  registerAmplification,
-  type ShuffledRoute,
-  shufflePlanOf,
-} from "./policy.js";
+import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
+import { amplificationLoaded, registerAmplification, shufflePlanOf } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
 import { plaintextSize, type SealingKey } from "./sealing-size.js";
@@ -253,7 +245,7 @@ export class TelemetryClient {
     const campaigns = options.campaigns ?? [];
     if (!Array.isArray(campaigns)) throw new TypeError(`campaigns must be an array of campaign documents; got ${describe(campaigns)}`);
     const pin = (campaign: Campaign, i: number): void => {
-      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId, this.#route(campaign));
+      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
       if (this.#pinned.has(campaign.document.name)) throw new Error(`campaigns[${i}]: campaign ${campaign.document.name} is pinned twice`);
       this.#pinned.set(campaign.document.name, campaign);
     };
@@ -460,19 +452,15 @@ export class TelemetryClient {
     if (typeof epsilon !== "number" || typeof delta !== "number") {
       throw new Error(`campaign ${campaign.document.name}: mechanism.epsilon must be a number; got ${describe(epsilon)}`);
     }
-    const claim = { mechanism: config.mechanism, epsilon, delta };
+    // the shuffle target and the route: the policy's central ceiling (Python: shuffle, through_shuffler)
+    const claim = { mechanism: config.mechanism, epsilon, delta, shuffle: campaign.document.shuffle, throughShuffler: this.shufflerUrl !== null };
     if (!campaign.memoized) return claim;
     return { ...claim, epsilonInf: campaign.mechanism.epsilonInf as number, pseudonymous: campaign.mechanism.deterministicPseudonym === true };
   }
 
-  /** How the campaign's reports travel, for the policy's central ceiling (Python: `shuffle`, `through_shuffler`). */
-  #route(campaign: Campaign): ShuffledRoute {
-    return { shuffle: campaign.document.shuffle, throughShuffler: this.shufflerUrl !== null };
-  }
-
   #checkPolicy(campaign: Campaign): void {
     try {
-      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId, this.#route(campaign));
+      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
     } catch (error) {
       if (error instanceof PolicyViolation) (this.#ledger as BudgetLedger).note(campaign.document.name, `campaign refused by the app's policy: ${error.message}`);
       throw error;

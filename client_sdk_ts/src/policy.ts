@@ -76,6 +76,10 @@ export interface PrivacyClaim {
   readonly epsilonInf?: number;
   /** A memoized mechanism whose reports of one value carry a deterministic pseudonym (L-LH's seed, memoized PEM's, dBitFlip's buckets). */
   readonly pseudonymous?: boolean;
+  /** A shuffled campaign's `shuffle` object, its central target (absent or `null`: not shuffled). */
+  readonly shuffle?: unknown;
+  /** Whether this client sends the campaign's reports through a shuffler (`shufflerUrl` given). */
+  readonly throughShuffler?: boolean;
 }
 
 /** What the app allows, whatever the collector serves (Python: `PrivacyPolicy`). */
@@ -132,12 +136,11 @@ export class PrivacyPolicy {
   }
 
   /**
-   * Throw {@link PolicyViolation} when the campaign is weaker than this policy. `route`: the
-   * campaign's `shuffle` target, if any, and whether the client sends its reports through a
-   * shuffler (a local epsilon above `max_epsilon` is then judged by the central ceiling:
+   * Throw {@link PolicyViolation} when the campaign is weaker than this policy (a shuffled
+   * campaign sent through a shuffler may exceed `max_epsilon` under the central ceiling:
    * src/amplification.ts, `checkShuffled`).
    */
-  check(campaign: string, claim: PrivacyClaim, configId: string, route: ShuffledRoute = NOT_SHUFFLED): void {
+  check(campaign: string, claim: PrivacyClaim, configId: string): void {
     const pinned = Object.hasOwn(this.pinned_config_ids, campaign) ? this.pinned_config_ids[campaign] : undefined;
     if (pinned !== undefined && pinned !== configId) {
       throw new PolicyViolation(campaign, "pinned_config_ids", configId, pinned);
@@ -146,10 +149,10 @@ export class PrivacyPolicy {
       throw new PolicyViolation(campaign, "allowed_mechanisms", claim.mechanism, [...this.allowed_mechanisms].sort());
     }
     if (!(claim.epsilon <= this.max_epsilon)) {
-      if (route.shuffle == null || this.max_central_epsilon === null || !route.throughShuffler) {
+      if (claim.shuffle == null || this.max_central_epsilon === null || claim.throughShuffler !== true) {
         throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
       }
-      loadedAmplification().checkShuffled(this, campaign, claim, route.shuffle);
+      loadedAmplification().checkShuffled(this, campaign, claim, claim.shuffle);
     }
     if (!(claim.delta <= this.max_delta)) {
       throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);
@@ -185,16 +188,6 @@ export const KNOWN_MECHANISMS: ReadonlySet<string> = new Set([
 export const DEFAULT_POLICY = new PrivacyPolicy();
 
 // ---- shuffled campaigns: the central ceiling (docs/shuffler.md, "The device's policy") --------
-
-/** How a campaign's reports travel, as {@link PrivacyPolicy.check} reads it (Python: `shuffle`, `through_shuffler`). */
-export interface ShuffledRoute {
-  /** The campaign document's `shuffle` object (`null` or absent: not shuffled). */
-  readonly shuffle?: unknown;
-  /** Whether this client sends the campaign's reports through a shuffler (`shufflerUrl` given). */
-  readonly throughShuffler: boolean;
-}
-
-const NOT_SHUFFLED: ShuffledRoute = { shuffle: null, throughShuffler: false };
 
 /** A campaign's central target under shuffling (Python: `client_sdk.campaign.ShufflePlan`). */
 export interface ShufflePlan {
