@@ -24,8 +24,9 @@
 
 import { type Amplification, PolicyViolation, type PrivacyClaim, type PrivacyPolicy, type ShufflePlan } from "./policy.js";
 import { pythonFloatRepr } from "./config.js";
+import { MAX_EPSILON } from "./mechanisms/bounded.js";
+import { typeName } from "./mechanisms/fields.js";
 
-const MAX_EPSILON = 40.0; // Python: client_sdk.mechanisms._validation.MAX_EPSILON
 const MAX_SAFE_INT = Number.MAX_SAFE_INTEGER;
 const TINY = 1e-300;
 const SPREAD_SD = 13.0;
@@ -42,12 +43,7 @@ const SPREAD_SD = 13.0;
  */
 const ERROR_ULPS = 2 ** 10;
 
-function typeName(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "array";
-  return typeof value;
-}
-
+/** A campaign's number as it is (public), any other value by its type. */
 function describeNumber(value: unknown): string {
   return typeof value === "number" ? String(value) : `a value of type ${typeName(value)}`;
 }

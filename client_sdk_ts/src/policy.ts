@@ -229,7 +229,7 @@ export function shufflePlanOf(shuffle: unknown, campaign?: string): ShufflePlan 
   return loadedAmplification().shufflePlan(shuffle, campaign);
 }
 
-/** An epsilon option of the central ceiling: positive, finite and at most 40 (Python's `check_epsilon`). */
+/** An epsilon option of the central ceiling: positive, finite and at most 40 (Python's `check_epsilon`; MAX_EPSILON of mechanisms/bounded.ts, kept out of the browser entry). */
 function ceilingOption(value: unknown, field: string): number {
   const epsilon = epsilonOption(value, field);
   if (epsilon > 40) throw new RangeError(`${field} must be at most 40; got ${describe(value)}`);
