@@ -31,6 +31,8 @@ export const CHUNKS = {
   numeric: join(src, "mechanisms", "numeric.ts"),
   strings: join(src, "mechanisms", "strings.ts"),
   "multi-fourier-hierarchical": join(src, "mechanisms", "multi-fourier-hierarchical.ts"),
+  // the shuffle amplification bound, for shuffled campaigns (the policy's central ceiling)
+  amplification: join(src, "amplification.ts"),
   sealing: join(src, "sealing.ts"),
 };
 /**
@@ -48,6 +50,7 @@ const CHUNK_EXPORTS = {
   numeric: ["NUMERIC_FACTORIES"],
   strings: ["STRINGS_FACTORIES"],
   "multi-fourier-hierarchical": ["MULTI_FOURIER_HIERARCHICAL_FACTORIES"],
+  amplification: ["AMPLIFICATION"],
   sealing: ["sealPayload"],
 };
 /** Which dynamic `import()` of which module loads which chunk. */
@@ -57,6 +60,7 @@ const DYNAMIC = [
   { importer: join(src, "mechanisms", "loader.ts"), path: "./numeric.js", chunk: "numeric" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./strings.js", chunk: "strings" },
   { importer: join(src, "mechanisms", "loader.ts"), path: "./multi-fourier-hierarchical.js", chunk: "multi-fourier-hierarchical" },
+  { importer: join(src, "client.ts"), path: "./amplification.js", chunk: "amplification" },
   { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
 ];
 const COMMON = {
@@ -89,7 +93,7 @@ function chunkImports(names) {
   return {
     name: "ldp-chunk-imports",
     setup(build) {
-      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing)\.js$/ }, (args) => {
+      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing|amplification)\.js$/ }, (args) => {
         if (args.kind !== "dynamic-import") return undefined;
         const target = DYNAMIC.find((d) => d.importer === args.importer && d.path === args.path);
         if (target === undefined) throw new Error(`${relative(pkg, args.importer)} imports ${args.path} dynamically: scripts/build-browser.mjs does not know that chunk`);

@@ -45,7 +45,8 @@ export function figures(meta = readMeta()) {
     const files = pageFiles(meta, names);
     return { chunks: names, files, gzip: files.reduce((sum, file) => sum + sizes(file).gzip, 0) };
   };
-  const local = Object.keys(meta.chunks).filter((name) => name !== "sealing");
+  // sealing and the shuffle amplification bound serve shuffled campaigns, not a mechanism group
+  const local = Object.keys(meta.chunks).filter((name) => name !== "sealing" && name !== "amplification");
   return {
     entry,
     chunks,

@@ -16,6 +16,7 @@ import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismNowOrLater } from "./mechanisms/loader.js";
 import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
 import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
+import { amplificationLoaded, registerAmplification, shufflePlanOf } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
 import { plaintextSize, type SealingKey } from "./sealing-size.js";
@@ -149,6 +150,11 @@ export function retryAfterSeconds(value: string | null): number | null {
   if (/^\s*\d+\s*$/.test(value)) return Number(value);
   const date = Date.parse(value);
   return Number.isNaN(date) ? null : Math.max(0, (date - Date.now()) / 1000);
+}
+
+/** The amplification bound's code (a chunk of its own in browsers), registered with the policy once loaded. */
+function loadAmplification(): Promise<void> {
+  return import("./amplification.js").then((module) => registerAmplification(module.AMPLIFICATION));
 }
 
 function sleep(seconds: number): Promise<void> {
@@ -363,7 +369,12 @@ export class TelemetryClient {
   #verify(input: string | object, name?: string): Campaign | Promise<Campaign> {
     const document = parseCampaignDocument(input, name);
     const mechanism = this.#mechanisms(document.mechanism);
-    return mechanism instanceof Promise ? mechanism.then((built) => this.#verified(document, built)) : this.#verified(document, mechanism);
+    // a shuffled campaign's target is checked by the amplification bound: a chunk of its own in browsers
+    const bound = document.shuffle !== null && !amplificationLoaded() ? loadAmplification() : undefined;
+    if (mechanism instanceof Promise || bound !== undefined) {
+      return Promise.all([mechanism, bound]).then(([built]) => this.#verified(document, built));
+    }
+    return this.#verified(document, mechanism);
   }
 
   #verified(document: CampaignDocument, mechanism: Mechanism): Campaign {
@@ -387,6 +398,7 @@ export class TelemetryClient {
     }
     let sealing: SealingKey | null = null;
     if (document.shuffle !== null) {
+      shufflePlanOf(document.shuffle, document.name); // Python's parse_campaign: ShufflePlan.from_dict
       const largest = mechanism.largestWirePayload;
       if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
       if (typeof largest !== "function") {
@@ -440,7 +452,8 @@ export class TelemetryClient {
     if (typeof epsilon !== "number" || typeof delta !== "number") {
       throw new Error(`campaign ${campaign.document.name}: mechanism.epsilon must be a number; got ${describe(epsilon)}`);
     }
-    const claim = { mechanism: config.mechanism, epsilon, delta };
+    // the shuffle target and the route: the policy's central ceiling (Python: shuffle, through_shuffler)
+    const claim = { mechanism: config.mechanism, epsilon, delta, shuffle: campaign.document.shuffle, throughShuffler: this.shufflerUrl !== null };
     if (!campaign.memoized) return claim;
     return { ...claim, epsilonInf: campaign.mechanism.epsilonInf as number, pseudonymous: campaign.mechanism.deterministicPseudonym === true };
   }

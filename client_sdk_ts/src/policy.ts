@@ -40,9 +40,16 @@ export interface PrivacyPolicyOptions {
   pinned_config_ids?: Readonly<Record<string, string>>;
   /** Accept memoized campaigns whose reports carry a deterministic pseudonym (default false). */
   allow_pseudonymous_memoization?: boolean;
-  /** The central ceiling of shuffled campaigns (`null`: shuffled campaigns are held to max_epsilon). */
+  /**
+   * The largest central epsilon of a shuffled batch the app accepts in exchange for a local
+   * epsilon above `max_epsilon` (`null`, the default: shuffled campaigns are held to `max_epsilon`
+   * like any other; see {@link PrivacyPolicy.check}). The same field as Python's, which also
+   * bounds the Aggregators' noise of a secure-aggregation (DAP) campaign.
+   */
   max_central_epsilon?: number | null;
+  /** The largest central delta of a shuffled batch (default 1e-6). */
   max_central_delta?: number;
+  /** The largest local epsilon of one report of a shuffled campaign accepted under the central ceiling (default 10). */
   max_shuffled_epsilon?: number;
 }
 
@@ -69,6 +76,10 @@ export interface PrivacyClaim {
   readonly epsilonInf?: number;
   /** A memoized mechanism whose reports of one value carry a deterministic pseudonym (L-LH's seed, memoized PEM's, dBitFlip's buckets). */
   readonly pseudonymous?: boolean;
+  /** A shuffled campaign's `shuffle` object, its central target (absent or `null`: not shuffled). */
+  readonly shuffle?: unknown;
+  /** Whether this client sends the campaign's reports through a shuffler (`shufflerUrl` given). */
+  readonly throughShuffler?: boolean;
 }
 
 /** What the app allows, whatever the collector serves (Python: `PrivacyPolicy`). */
@@ -90,11 +101,12 @@ export class PrivacyPolicy {
     }
     this.max_epsilon = epsilonOption(options.max_epsilon ?? 4.0, "max_epsilon");
     this.max_epsilon_inf = epsilonOption(options.max_epsilon_inf ?? 8.0, "max_epsilon_inf");
-    this.max_shuffled_epsilon = epsilonOption(options.max_shuffled_epsilon ?? 10.0, "max_shuffled_epsilon");
     this.max_delta = deltaOption(options.max_delta ?? 1e-6, "max_delta", true);
+    // the central ceiling of shuffled campaigns (Python's check_epsilon: at most 40)
+    this.max_shuffled_epsilon = ceilingOption(options.max_shuffled_epsilon ?? 10.0, "max_shuffled_epsilon");
     this.max_central_delta = deltaOption(options.max_central_delta ?? 1e-6, "max_central_delta", false);
     const central = options.max_central_epsilon ?? null;
-    this.max_central_epsilon = central === null ? null : epsilonOption(central, "max_central_epsilon");
+    this.max_central_epsilon = central === null ? null : ceilingOption(central, "max_central_epsilon");
     this.budget = options.budget == null ? null : budgetPolicy(options.budget, "budget");
     const allowed = options.allowed_mechanisms ?? null;
     if (allowed !== null) {
@@ -123,7 +135,11 @@ export class PrivacyPolicy {
     Object.freeze(this);
   }
 
-  /** Throw {@link PolicyViolation} when the campaign is weaker than this policy. */
+  /**
+   * Throw {@link PolicyViolation} when the campaign is weaker than this policy (a shuffled
+   * campaign sent through a shuffler may exceed `max_epsilon` under the central ceiling:
+   * src/amplification.ts, `checkShuffled`).
+   */
   check(campaign: string, claim: PrivacyClaim, configId: string): void {
     const pinned = Object.hasOwn(this.pinned_config_ids, campaign) ? this.pinned_config_ids[campaign] : undefined;
     if (pinned !== undefined && pinned !== configId) {
@@ -133,7 +149,10 @@ export class PrivacyPolicy {
       throw new PolicyViolation(campaign, "allowed_mechanisms", claim.mechanism, [...this.allowed_mechanisms].sort());
     }
     if (!(claim.epsilon <= this.max_epsilon)) {
-      throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
+      if (claim.shuffle == null || this.max_central_epsilon === null || claim.throughShuffler !== true) {
+        throw new PolicyViolation(campaign, "max_epsilon", claim.epsilon, this.max_epsilon);
+      }
+      loadedAmplification().checkShuffled(this, campaign, claim, claim.shuffle);
     }
     if (!(claim.delta <= this.max_delta)) {
       throw new PolicyViolation(campaign, "max_delta", claim.delta, this.max_delta);
@@ -167,3 +186,52 @@ export const KNOWN_MECHANISMS: ReadonlySet<string> = new Set([
 
 /** The policy of a client built without one (Python: `DEFAULT_POLICY`). */
 export const DEFAULT_POLICY = new PrivacyPolicy();
+
+// ---- shuffled campaigns: the central ceiling (docs/shuffler.md, "The device's policy") --------
+
+/** A campaign's central target under shuffling (Python: `client_sdk.campaign.ShufflePlan`). */
+export interface ShufflePlan {
+  readonly min_batch: number;
+  readonly central_epsilon: number;
+  readonly delta: number;
+}
+
+/** The amplification bound as the policy uses it (src/amplification.ts, `AMPLIFICATION`). */
+export interface Amplification {
+  /** `shuffle` of a campaign document validated as Python's `ShufflePlan.from_dict` does (errors name the campaign when given). */
+  shufflePlan(shuffle: unknown, campaign?: string): ShufflePlan;
+  /** The central ceiling's check of a shuffled campaign above `max_epsilon` (Python: `_check_central`). */
+  checkShuffled(policy: PrivacyPolicy, campaign: string, claim: PrivacyClaim, shuffle: unknown): void;
+}
+
+let amplification: Amplification | null = null;
+
+/**
+ * Make the amplification bound available to the policy: Node's entry (index.ts) does it at
+ * import; in browsers the client loads it with the first shuffled campaign's document.
+ */
+export function registerAmplification(bound: Amplification): void {
+  amplification = bound;
+}
+
+/** Whether {@link registerAmplification} has run (else a shuffled campaign waits for its code). */
+export function amplificationLoaded(): boolean {
+  return amplification !== null;
+}
+
+function loadedAmplification(): Amplification {
+  if (amplification === null) throw new Error("the amplification bound is not loaded");
+  return amplification;
+}
+
+/** A campaign document's `shuffle` validated as Python's `ShufflePlan.from_dict` (the field and the value's type named). */
+export function shufflePlanOf(shuffle: unknown, campaign?: string): ShufflePlan {
+  return loadedAmplification().shufflePlan(shuffle, campaign);
+}
+
+/** An epsilon option of the central ceiling: positive, finite and at most 40 (Python's `check_epsilon`; MAX_EPSILON of mechanisms/bounded.ts, kept out of the browser entry). */
+function ceilingOption(value: unknown, field: string): number {
+  const epsilon = epsilonOption(value, field);
+  if (epsilon > 40) throw new RangeError(`${field} must be at most 40; got ${describe(value)}`);
+  return epsilon;
+}
