@@ -50,7 +50,7 @@ function checkCurve(values: unknown, field: string): readonly number[] {
   const numbers = Array.from(values as ArrayLike<unknown>);
   numbers.forEach((value, i) => {
     if (typeof value !== "number" || Number.isNaN(value)) {
-      throw new TypeError(`${field}[${i}] must be a number; got ${describe(value)}`);
+      throw new TypeError(`${field}[${i}] must be a number, not NaN; got ${Number.isNaN(value) ? "NaN" : describe(value)}`);
     }
   });
   return numbers as number[];
@@ -61,7 +61,8 @@ function checkCurve(values: unknown, field: string): readonly number[] {
  * orders: eps = rdp(alpha) + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1) (Balle, Barthe,
  * Gaboardi, Hsu, Sato, AISTATS 2020; Canonne, Kamath, Steinke 2020, Prop. 12), with the KL
  * shortcut eps = 0 where delta >= sqrt(1 - e^-rdp) (Bretagnolle-Huber), as Python's
- * `rdp_to_epsilon`. `delta = 0` gives 0 for a curve of zeros, infinity otherwise.
+ * `rdp_to_epsilon`. `delta = 0` gives 0 for a curve of zeros, infinity otherwise. NaN entries
+ * are refused (Python lets a NaN term count as infinity).
  */
 export function rdpToEpsilon(orders: readonly number[] | Float64Array, rdp: readonly number[] | Float64Array, delta: number): number {
   const d = checkDelta(delta);

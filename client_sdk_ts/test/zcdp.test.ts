@@ -101,8 +101,8 @@ test("bad rho, delta and curves are refused naming the field and the type, never
   assert.throws(() => rdpToEpsilon([2, 3], [1], 1e-6), /orders and rdp must be non-empty and of the same length; got 2 and 1/);
   assert.throws(() => rdpToEpsilon([], [], 1e-6), /non-empty/);
   assert.throws(() => rdpToEpsilon([2, 1], [1, 1], 1e-6), /^RangeError: orders\[1\] must be > 1; got a number/);
-  assert.throws(() => rdpToEpsilon([2, NaN], [1, 1], 1e-6), /^TypeError: orders\[1\] must be a number; got a number/);
-  assert.throws(() => rdpToEpsilon([2, 3], [1, "1"] as number[], 1e-6), /^TypeError: rdp\[1\] must be a number; got a string of 1 characters/);
+  assert.throws(() => rdpToEpsilon([2, NaN], [1, 1], 1e-6), /^TypeError: orders\[1\] must be a number, not NaN; got NaN$/);
+  assert.throws(() => rdpToEpsilon([2, 3], [1, "1"] as number[], 1e-6), /^TypeError: rdp\[1\] must be a number, not NaN; got a string of 1 characters$/);
   assert.throws(() => rdpToEpsilon("23" as unknown as number[], [1, 1], 1e-6), /^TypeError: orders must be an array of numbers; got a string/);
 });
 
