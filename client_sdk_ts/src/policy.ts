@@ -47,7 +47,7 @@ export interface PrivacyPolicyOptions {
   /**
    * DAP Aggregators the app trusts: endpoint URL (compared after adding a final `/`) -> X25519
    * HPKE public key (32 bytes, unpadded base64url). Empty (the default): secure-aggregation
-   * campaigns are refused (see {@link PrivacyPolicy.checkDap}).
+   * campaigns are refused (`checkDapPolicy`, src/dap/policy.ts).
    */
   trusted_aggregators?: Readonly<Record<string, string>>;
 }
@@ -127,7 +127,8 @@ export class PrivacyPolicy {
       throw new TypeError(`allow_pseudonymous_memoization must be true or false; got ${describe(pseudonymous)}`);
     }
     this.allow_pseudonymous_memoization = pseudonymous;
-    this.trusted_aggregators = trustedAggregators(options.trusted_aggregators ?? {});
+    // secure aggregation: checked, with the campaign, by src/dap/policy.ts (the DAP code, loaded when needed)
+    this.trusted_aggregators = Object.freeze({ ...options.trusted_aggregators });
     Object.freeze(this);
   }
 
@@ -154,59 +155,6 @@ export class PrivacyPolicy {
     }
   }
 
-  // ---- secure aggregation (docs/dap.md, "The app's policy") ----------------------------------
-
-  /**
-   * Throw {@link PolicyViolation} when the app does not accept this secure-aggregation campaign,
-   * checked before anything is sharded and in Python's order (`PrivacyPolicy.check_dap`): no
-   * trusted Aggregator at all; one party as both; an untrusted Aggregator or key; a pinned
-   * config_id; `local` without grr allowed; neither the local epsilon within `max_epsilon` nor the
-   * central one within `max_central_epsilon`.
-   */
-  checkDap(campaign: DapClaim): void {
-    const name = campaign.name;
-    const trusted = this.trusted_aggregators;
-    if (Object.keys(trusted).length === 0) {
-      throw new PolicyViolation(name, "trusted_aggregators", [campaign.leader, campaign.helper], {}, "the app accepts no secure aggregation");
-    }
-    if (normalUrl(campaign.leader) === normalUrl(campaign.helper) || campaign.leaderKey === campaign.helperKey) {
-      throw new PolicyViolation(name, "trusted_aggregators", campaign.leader, campaign.helper, "the leader and the helper must be two parties: one would hold both shares");
-    }
-    for (const [role, url, key] of [
-      ["leader", campaign.leader, campaign.leaderKey],
-      ["helper", campaign.helper, campaign.helperKey],
-    ] as const) {
-      const normal = normalUrl(url);
-      const expected = Object.hasOwn(trusted, normal) ? trusted[normal] : undefined;
-      if (expected === undefined) throw new PolicyViolation(name, "trusted_aggregators", url, Object.keys(trusted).sort(), `the ${role} is not trusted`);
-      if (key !== expected) throw new PolicyViolation(name, "trusted_aggregators", key, expected, `the ${role} ${url}'s HPKE public key is not the trusted one`);
-    }
-    const pinned = Object.hasOwn(this.pinned_config_ids, name) ? this.pinned_config_ids[name] : undefined;
-    if (pinned !== undefined && pinned !== campaign.configId) throw new PolicyViolation(name, "pinned_config_ids", campaign.configId, pinned);
-    if (campaign.hasLocal && this.allowed_mechanisms !== null && !this.allowed_mechanisms.has("grr")) {
-      throw new PolicyViolation(name, "allowed_mechanisms", "grr", [...this.allowed_mechanisms].sort());
-    }
-    if (campaign.localEpsilon <= this.max_epsilon) return; // the local guarantee alone is within the app's limit
-    if (this.max_central_epsilon === null) {
-      throw new PolicyViolation(
-        name,
-        "max_epsilon",
-        campaign.localEpsilon,
-        this.max_epsilon,
-        "a secure-aggregation campaign without local randomization within max_epsilon needs the app's max_central_epsilon",
-      );
-    }
-    if (!(campaign.centralEpsilon <= this.max_central_epsilon)) {
-      throw new PolicyViolation(
-        name,
-        "max_central_epsilon",
-        campaign.centralEpsilon,
-        this.max_central_epsilon,
-        "the central epsilon of the Aggregators' noise (dp); infinite for dp none",
-      );
-    }
-  }
-
   /** The stricter of the campaign's budget and the app's, field by field (Python: `effective_budget`). */
   effectiveBudget(campaign: BudgetPolicy | null): BudgetPolicy | null {
     const ours = this.budget;
@@ -217,46 +165,6 @@ export class PrivacyPolicy {
       period_seconds: Math.max(campaign.period_seconds, ours.period_seconds),
     };
   }
-}
-
-/**
- * What {@link PrivacyPolicy.checkDap} reads of a secure-aggregation campaign (a `DapCampaign`,
- * src/dap/campaign.ts, whose code is a chunk of its own in browsers).
- */
-export interface DapClaim {
-  readonly name: string;
-  readonly configId: string;
-  readonly leader: string;
-  readonly helper: string;
-  /** Each Aggregator's HPKE public key as the document writes it (unpadded base64url). */
-  readonly leaderKey: string;
-  readonly helperKey: string;
-  readonly hasLocal: boolean;
-  /** `local`'s epsilon (`Infinity` without it). */
-  readonly localEpsilon: number;
-  /** The Aggregators' noise epsilon (`Infinity` for `dp = "none"`). */
-  readonly centralEpsilon: number;
-}
-
-/** An Aggregator's endpoint as the policy compares it: with one final `/`. */
-function normalUrl(url: string): string {
-  return `${url.replace(/\/+$/, "")}/`;
-}
-
-/** `trusted_aggregators` checked: http(s) URL -> 32-byte key in unpadded base64url (43 characters). */
-function trustedAggregators(trusted: unknown): Readonly<Record<string, string>> {
-  if (trusted === null || typeof trusted !== "object" || Array.isArray(trusted)) {
-    throw new TypeError(`trusted_aggregators must map Aggregator URLs to HPKE public keys; got ${describe(trusted)}`);
-  }
-  const out: Record<string, string> = {};
-  for (const [url, key] of Object.entries(trusted as Record<string, unknown>)) {
-    if (!url.startsWith("https://") && !url.startsWith("http://")) throw new TypeError(`trusted_aggregators: a key is not an http(s) URL (${describe(url)})`);
-    if (typeof key !== "string" || !/^[A-Za-z0-9_-]{43}$/.test(key)) {
-      throw new TypeError(`trusted_aggregators[${JSON.stringify(url)}] must be a 32-byte X25519 key in unpadded base64url; got ${describe(key)}`);
-    }
-    out[normalUrl(url)] = key;
-  }
-  return Object.freeze(out);
 }
 
 /** Every mechanism name of the protocol (docs/protocol.md), registered here or not yet. */

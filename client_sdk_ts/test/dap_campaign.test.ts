@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 
 import { canonicalJson, JsonFloat, type JsonValue, parseJson, toPlain } from "../src/config.js";
 import { parseDapCampaign } from "../src/dap/campaign.js";
+import { checkDapPolicy } from "../src/dap/policy.js";
 import { mechanismFromConfig } from "../src/mechanisms/registry.js";
 import { PolicyViolation, PrivacyPolicy, type PrivacyPolicyOptions } from "../src/policy.js";
 import { fromHex } from "../src/wire.js";
@@ -75,10 +76,10 @@ POLICIES.forEach((c, index) => {
     const campaign = parseDapCampaign(document, String(document.name));
     const policy = new PrivacyPolicy(toPlain(c.policy) as PrivacyPolicyOptions);
     if (c.refused_by === null) {
-      policy.checkDap(campaign);
+      checkDapPolicy(policy, campaign);
       return;
     }
-    assert.throws(() => policy.checkDap(campaign), (error: Error) => error instanceof PolicyViolation && error.field === c.refused_by);
+    assert.throws(() => checkDapPolicy(policy, campaign), (error: Error) => error instanceof PolicyViolation && error.field === c.refused_by);
   });
 });
 
@@ -116,6 +117,15 @@ test("a bad value is refused naming its position and type, never echoing it", ()
   assert.throws(() => count?.measurements([2]), /position 0 \(a number\).*must be true or false/);
   assert.throws(() => sum?.measurements([1.5]), /position 0 \(a number\).*must be an integer/);
   assert.throws(() => sum?.measurements([new JsonFloat(1)]), /must be an integer/);
+});
+
+test("a malformed trusted_aggregators is refused naming the field, never echoing a key", () => {
+  const theme = parseDapCampaign((DOCUMENTS[0] as DocumentCase).document, "theme");
+  assert.throws(() => checkDapPolicy(new PrivacyPolicy({ trusted_aggregators: { "ftp://leader.example/": "x".repeat(43) } }), theme), /trusted_aggregators: a key is not an http\(s\) URL/);
+  assert.throws(
+    () => checkDapPolicy(new PrivacyPolicy({ trusted_aggregators: { "https://leader.example/dap/": "secret-but-short" } }), theme),
+    (e: Error) => /trusted_aggregators\["https:\/\/leader.example\/dap\/"\] must be a 32-byte X25519 key.*a string of 16 characters/.test(e.message) && !e.message.includes("secret"),
+  );
 });
 
 test("documents refused as Python refuses them: gaussian dp, a sum with local, a weak budget", () => {

@@ -10,13 +10,13 @@
  * value), and {@link DapCampaign.measurements} turns recorded values into Prio3 measurements.
  */
 import { type BudgetPolicy, budgetPolicy, CAMPAIGN_NAME_PATTERN, canonicalJson, configId, describe, JsonFloat, type JsonValue, parseJson, MAX_DOCUMENT_BYTES, PROTOCOL_VERSION } from "../config.js";
-import type { DapClaim } from "../policy.js";
 import { Prio3, Prio3Count, Prio3Histogram, Prio3Sum, Prio3SumVec } from "../vdaf/prio3.js";
 import { base64Url } from "../wire.js";
 import { HpkeError, X25519_KEY_SIZE, checkSuite } from "./hpke.js";
 import type { Mechanism } from "../mechanisms/types.js";
 import type { WordSource } from "../words.js";
 import { BatchMode, type HpkeConfig, TASK_ID_SIZE, encodeReport } from "./messages.js";
+import type { DapClaim } from "./policy.js";
 import { type DapTask, type PrepareOptions, prepareReport, vdafConfiguration } from "./upload.js";
 
 /** The fields of a campaign's `dap` object: the task file's, then both Aggregators' keys. */
