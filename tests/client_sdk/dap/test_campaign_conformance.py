@@ -169,7 +169,7 @@ def cases() -> dict[str, Any]:
         ({"trusted_aggregators": trusted, "max_central_epsilon": 40.0}, 2, "max_central_epsilon"),
         ({"trusted_aggregators": trusted, "allowed_mechanisms": ["olh"]}, 0, "allowed_mechanisms"),
     ]
-    recorded = [
+    recorded: list[tuple[dict[str, Any], list[Any]]] = [
         (valid[0], ["dark", "light", "system", "dark", "dark", "light"]),
         (valid[1], [True, False, 1]),
         (valid[2], [30, 2000, -5, 1440]),
