@@ -380,7 +380,7 @@ export class TelemetryClient {
   /** A campaign document checked, with its mechanism: at once when the mechanism's code is loaded. */
   #verify(input: string | object, name?: string): Entry | Promise<Entry> {
     // a secure-aggregation campaign has a "dap" key (no other document has one, at any depth)
-    if (typeof input === "string" ? /"dap"\s*:/.test(input) : "dap" in input) {
+    if (typeof input === "string" ? /"dap"\s*:/.test(input) : "dap" in Object(input)) {
       return import("./dap/driver.js").then((dap) => dap.dapEntry(input, name, this.#mechanisms, this.#allowInsecure));
     }
     const document = parseCampaignDocument(input, name);

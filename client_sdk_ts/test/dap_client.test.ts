@@ -221,3 +221,10 @@ test("count and sum campaigns: the value's type is checked naming its position; 
   // each charged the central epsilon 0.5 (no local)
   assert.deepEqual((await device.privacyLog("minutes")).map((row) => row.epsilon), [0.5, 0.5, 0.5]);
 });
+
+test("only a document with a \"dap\" key is read as a secure-aggregation campaign", () => {
+  // a label or a metadata text mentioning "dap" is not one; null is refused as before, by type
+  const regular = `{"name":"notes","protocol":1,"mechanism":{"epsilon":1.0,"k":2,"mechanism":"grr"},"domain":["dap","\\"dap\\": no"],"policy":null,"min_batch_size":100,"config_id":"0"}`;
+  assert.throws(() => client({ fetch: leader([]).fetch, campaigns: [regular] }), /campaigns\[0\]: campaign notes: config_id does not match its content/);
+  assert.throws(() => client({ fetch: leader([]).fetch, campaigns: [null as unknown as string] }), /campaigns\[0\]: a campaign document must be a JSON object; got null/);
+});
