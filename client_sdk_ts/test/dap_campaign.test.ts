@@ -2,7 +2,9 @@
  * Secure-aggregation campaigns against conformance/dap_campaigns.json (written by the Python
  * SDK's tests/client_sdk/dap/test_campaign_conformance.py): every document's verdict (valid,
  * or refused naming the field), every PrivacyPolicy verdict (accepted, or the field of the
- * PolicyViolation), and the reports `record` makes of values with fixed randomness, byte for byte.
+ * PolicyViolation), every zCDP conversion it lists; and conformance/dap_campaign_reports.json
+ * (tests/client_sdk/dap/test_campaign_reports.py): the reports `record` makes of values with
+ * fixed randomness, byte for byte.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -10,8 +12,9 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { canonicalJson, JsonFloat, type JsonValue, parseJson, toPlain } from "../src/config.js";
+import { canonicalJson, configId, JsonFloat, type JsonValue, parseJson, toPlain } from "../src/config.js";
 import { parseDapCampaign } from "../src/dap/campaign.js";
+import { zcdpEpsilon } from "../src/dap/zcdp.js";
 import { checkDapPolicy } from "../src/dap/policy.js";
 import { mechanismFromConfig } from "../src/mechanisms/registry.js";
 import { PolicyViolation, PrivacyPolicy, type PrivacyPolicyOptions } from "../src/policy.js";
@@ -19,8 +22,9 @@ import { fromHex } from "../src/wire.js";
 import { HmacWordSource } from "../src/words.js";
 
 // dist/test/ -> the repository's conformance/ folder
-const FILE = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "conformance", "dap_campaigns.json");
-const DATA = parseJson(readFileSync(FILE, "utf-8")) as Record<string, JsonValue>;
+const CONFORMANCE = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "conformance");
+const DATA = parseJson(readFileSync(resolve(CONFORMANCE, "dap_campaigns.json"), "utf-8")) as Record<string, JsonValue>;
+const REPORT_DATA = parseJson(readFileSync(resolve(CONFORMANCE, "dap_campaign_reports.json"), "utf-8")) as Record<string, JsonValue>;
 
 interface DocumentCase {
   document: Record<string, JsonValue>;
@@ -33,23 +37,24 @@ interface PolicyCase {
   refused_by: string | null;
 }
 interface ReportCase {
-  campaign: string;
+  document: Record<string, JsonValue>;
   values: unknown[];
   words_key: string;
   now: number;
   measurements: unknown[];
   clipped: number;
-  reports: { report_id: string; rand: string; leader_ephemeral_ikm: string; helper_ephemeral_ikm: string; report: string }[];
+  reports: { report_id: string; rand: string; leader_ephemeral_ikm: string; helper_ephemeral_ikm: string; payload: string }[];
 }
 
 const DOCUMENTS = DATA.documents as unknown as DocumentCase[];
 const POLICIES = DATA.policies as unknown as PolicyCase[];
-const REPORTS = DATA.reports as unknown as ReportCase[];
+const REPORTS = REPORT_DATA.cases as unknown as ReportCase[];
+const ZCDP = (DATA.zcdp_epsilons ?? []) as unknown as { rho: JsonValue; delta: JsonValue; epsilon: JsonValue }[];
 
 test("the conformance file holds valid and invalid documents, policies and reports", () => {
   assert.ok(DOCUMENTS.filter((c) => c.valid).length >= 3 && DOCUMENTS.some((c) => !c.valid));
   assert.ok(POLICIES.length >= 10);
-  assert.deepEqual(REPORTS.map((r) => r.campaign).sort(), ["minutes", "opted-in", "theme"]);
+  assert.deepEqual(REPORTS.map((r) => r.document.name).sort(), ["minutes", "opted-in", "theme"]);
 });
 
 DOCUMENTS.forEach((c, index) => {
@@ -83,10 +88,17 @@ POLICIES.forEach((c, index) => {
   });
 });
 
+ZCDP.forEach((c, index) => {
+  test(`zCDP conversion ${index}: Python's epsilon to 1e-6, relative`, () => {
+    const [rho, delta, epsilon] = [Number(c.rho), Number(c.delta), Number(c.epsilon)];
+    assert.ok(Math.abs(zcdpEpsilon(rho, delta) - epsilon) <= 1e-6 * epsilon, `${zcdpEpsilon(rho, delta)} vs ${epsilon}`);
+  });
+});
+
 for (const c of REPORTS) {
-  test(`record's reports for ${c.campaign} are Python's, byte for byte`, async () => {
-    const document = DOCUMENTS.map((d) => d.document).find((d) => d.name === c.campaign) as Record<string, JsonValue>;
-    const campaign = parseDapCampaign(document, c.campaign);
+  const name = String(c.document.name);
+  test(`record's reports for ${name} are Python's, byte for byte`, async () => {
+    const campaign = parseDapCampaign(c.document, name);
     const local = campaign.local === null ? null : mechanismFromConfig(campaign.local);
     const { measurements, clipped } = campaign.sharded(c.values, local, new HmacWordSource(fromHex(c.words_key)));
     assert.deepEqual(measurements, c.measurements);
@@ -99,16 +111,16 @@ for (const c of REPORTS) {
         ephemeralIkms: [fromHex(fixed.leader_ephemeral_ikm), fromHex(fixed.helper_ephemeral_ikm)],
       });
       assert.equal(report.id, fixed.report_id);
-      assert.equal(report.payload, fixed.report, `${c.campaign} report ${i}`);
+      assert.equal(report.payload, fixed.payload, `${name} report ${i}`);
     }
   });
 }
 
 test("a charge is the smaller of the local and the central epsilon", () => {
   const [theme, count, sum] = DOCUMENTS.filter((d) => d.valid).map((d) => parseDapCampaign(d.document, String(d.document.name)));
-  assert.equal(theme?.charge, 1); // local 2, laplace:1
-  assert.equal(count?.charge, 0.5); // no local, laplace:0.5
-  assert.equal(sum?.charge, Infinity); // no local, dp none
+  assert.equal(theme?.chargeAt(1e-6), 1); // local 2, laplace:1
+  assert.equal(count?.chargeAt(1e-6), 0.5); // no local, laplace:0.5
+  assert.equal(sum?.chargeAt(1e-6), Infinity); // no local, dp none
 });
 
 test("a bad value is refused naming its position and type, never echoing it", () => {
@@ -128,14 +140,34 @@ test("a malformed trusted_aggregators is refused naming the field, never echoing
   );
 });
 
-test("documents refused as Python refuses them: gaussian dp, a sum with local, a weak budget", () => {
+test("a gaussian:RHO task: its zCDP held to max_central_epsilon through its epsilon at max_central_delta", () => {
+  // Python's docstring figure: 0.5-zCDP is epsilon 5.2215 at delta 1e-6
+  assert.equal(Math.round(zcdpEpsilon(0.5, 1e-6) * 1e4) / 1e4, 5.2215);
+  const theme = toPlain((DOCUMENTS[0] as DocumentCase).document) as Record<string, Record<string, unknown>>;
+  const dap = { ...theme.dap, dp: "gaussian:1/8" };
+  const content = { dap, local: null, domain: theme.domain, policy: null };
+  const document = { name: "theme-zcdp", protocol: 1, dap, domain: theme.domain, config_id: configId(content) };
+  const campaign = parseDapCampaign(document, "theme-zcdp");
+  assert.equal(campaign.centralRho, 0.125);
+  const at = zcdpEpsilon(0.125, 1e-6);
+  assert.equal(campaign.chargeAt(1e-6), at);
+  const trusted = (DATA.policies as unknown as PolicyCase[])[1]?.policy.trusted_aggregators as Record<string, string>;
+  checkDapPolicy(new PrivacyPolicy({ trusted_aggregators: trusted, max_central_epsilon: at + 1e-4 }), campaign);
+  assert.throws(
+    () => checkDapPolicy(new PrivacyPolicy({ trusted_aggregators: trusted, max_central_epsilon: at - 1e-4 }), campaign),
+    (e: Error) => e instanceof PolicyViolation && e.field === "max_central_epsilon" && /dp gaussian:1\/8 is 0.125-zCDP/.test(e.message),
+  );
+});
+
+test("documents refused as Python refuses them: an unknown dp, a sum with local, a weak budget", () => {
   const theme = (DOCUMENTS[0] as DocumentCase).document;
   const edit = (change: (d: Record<string, unknown>) => void): Record<string, unknown> => {
     const d = structuredClone(toPlain(theme)) as Record<string, unknown>;
     change(d);
     return d;
   };
-  assert.throws(() => parseDapCampaign(edit((d) => ((d.dap as Record<string, unknown>).dp = "gaussian:0.1")), "theme"), /dap\.dp must be "none" or "laplace:EPSILON"/);
+  assert.throws(() => parseDapCampaign(edit((d) => ((d.dap as Record<string, unknown>).dp = "gauss:0.1")), "theme"), /dap\.dp must be "none", "laplace:EPSILON" or "gaussian:RHO"/);
+  assert.throws(() => parseDapCampaign(edit((d) => ((d.dap as Record<string, unknown>).dp = "gaussian:-0.5")), "theme"), /dap\.dp must be/);
   assert.throws(() => parseDapCampaign(edit((d) => ((d.dap as Record<string, unknown>).task_id = "AAAA")), "theme"), /dap\.task_id must be 32 bytes/);
   assert.throws(() => parseDapCampaign(edit((d) => ((d.dap as Record<string, unknown>).vdaf = { type: "histogram", length: 3 })), "theme"), /dap\.vdaf histogram takes/);
   assert.throws(() => parseDapCampaign(edit((d) => (d.policy = { epsilon_per_report: 0.5, reports_per_period: 4, period_seconds: 86400 })), "theme"), /policy\.epsilon_per_report 0\.5 is below what a report costs/);

@@ -54,7 +54,7 @@ function leader(answers: ((posted: Posted) => Response)[]): { fetch: typeof fetc
   return { fetch: fake as typeof fetch, posted };
 }
 
-const ok = (): Response => new Response(new Uint8Array(0), { status: 200, headers: { "Content-Type": "application/dap-upload-errors" } });
+const ok = (): Response => new Response(new Uint8Array(0), { status: 200, headers: { "Content-Type": "application/ppm-dap;message=upload-errors" } });
 
 /** An `UploadErrors` body: each (report id, error name). */
 function uploadErrors(statuses: [string, string][]): Response {
@@ -63,7 +63,7 @@ function uploadErrors(statuses: [string, string][]): Response {
     body.set(Uint8Array.from(id.match(/../g) as string[], (h) => parseInt(h, 16)), 17 * i);
     body[17 * i + 16] = REPORT_ERRORS.indexOf(error);
   });
-  return new Response(body, { status: 200, headers: { "Content-Type": "application/dap-upload-errors" } });
+  return new Response(body, { status: 200, headers: { "Content-Type": "application/ppm-dap;message=upload-errors" } });
 }
 
 const directories: string[] = [];
@@ -113,7 +113,7 @@ test("record queues only the sealed Report under its DAP report id; flush posts 
   assert.equal(posted.length, 1);
   const [request] = posted as [Posted];
   assert.equal(request.url, UPLOAD_URL);
-  assert.equal(request.headers["Content-Type"], "application/dap-upload-req");
+  assert.equal(request.headers["Content-Type"], "application/ppm-dap;message=upload-req");
   const expected = new Uint8Array(reports.reduce((n, r) => n + r.length, 0));
   reports.reduce((at, r) => (expected.set(r, at), at + r.length), 0);
   assert.deepEqual(request.body, expected);

@@ -18,6 +18,7 @@ import type { WordSource } from "../words.js";
 import { BatchMode, type HpkeConfig, TASK_ID_SIZE, encodeReport } from "./messages.js";
 import type { DapClaim } from "./policy.js";
 import { type DapTask, type PrepareOptions, prepareReport, vdafConfiguration } from "./upload.js";
+import { zcdpEpsilon } from "./zcdp.js";
 
 /** The fields of a campaign's `dap` object: the task file's, then both Aggregators' keys. */
 export const DAP_FIELDS = [
@@ -113,18 +114,25 @@ export function vdafFromConfig(vdaf: unknown, field = "vdaf"): { type: string; p
   }
 }
 
-/** Each Aggregator's epsilon of `"laplace:EPSILON"`, `null` for `"none"` (Python: `dp_epsilon`). */
-export function dpEpsilon(dp: unknown, field = "dp"): number | null {
-  if (dp === "none") return null;
+/** The DP strategies of a DAP task (docs/math/dap-noise.md; Python: `DP_FORMS`). */
+export const DP_FORMS = '"none", "laplace:EPSILON" or "gaussian:RHO" (EPSILON, RHO > 0)';
+
+/**
+ * A task's `dp` (Python: `dp_parameter`): `["none", null]`, `["laplace", EPSILON]` (each
+ * Aggregator's discrete Laplace, epsilon-DP) or `["gaussian", RHO]` (each Aggregator's discrete
+ * Gaussian, rho-zCDP); throws naming the field for anything else.
+ */
+export function dpParameter(dp: unknown, field = "dp"): ["none", null] | ["laplace" | "gaussian", number] {
+  if (dp === "none") return ["none", null];
   const [kind, value] = typeof dp === "string" && dp.includes(":") ? [dp.slice(0, dp.indexOf(":")), dp.slice(dp.indexOf(":") + 1)] : ["", ""];
   // Python's Fraction(text): a decimal (with an exponent) or a ratio of integers, spaces around
   const match = /^\s*(\+?)(?:(\d+)\/(\d+)|(\d*\.\d+|\d+\.?)(?:[eE][+-]?\d+)?)\s*$/.exec(value);
-  let epsilon = 0;
-  if (match !== null) epsilon = match[2] !== undefined ? Number(match[2]) / Number(match[3]) : Number(value.trim());
-  if (kind !== "laplace" || !(epsilon > 0) || !Number.isFinite(epsilon)) {
-    throw new RangeError(`${field} must be "none" or "laplace:EPSILON" (EPSILON > 0); got ${describe(dp)}`);
+  let parameter = 0;
+  if (match !== null) parameter = match[2] !== undefined ? Number(match[2]) / Number(match[3]) : Number(value.trim());
+  if ((kind !== "laplace" && kind !== "gaussian") || !(parameter > 0) || !Number.isFinite(parameter)) {
+    throw new RangeError(`${field} must be ${DP_FORMS}; got ${describe(dp)}`);
   }
-  return epsilon;
+  return [kind, parameter];
 }
 
 /** An `HpkeConfig` as the document writes it (the key in unpadded base64url). */
@@ -167,7 +175,9 @@ interface ParsedDap {
   readonly minBatchSize: number;
   readonly timePrecision: number;
   readonly dp: string;
+  /** `"laplace:EPSILON"`'s EPSILON, `"gaussian:RHO"`'s RHO (`null` otherwise). */
   readonly centralEpsilon: number | null;
+  readonly centralRho: number | null;
   readonly leaderHpkeConfig: HpkeConfig;
   readonly helperHpkeConfig: HpkeConfig;
 }
@@ -197,6 +207,7 @@ function parseDap(dap: unknown): ParsedDap {
   const taskInfo = dap.task_info;
   if (typeof taskInfo !== "string") throw new TypeError(`dap.task_info must be text; got ${describe(taskInfo)}`);
   const vdaf = vdafFromConfig(dap.vdaf, "dap.vdaf");
+  const [dpKind, dpValue] = dpParameter(dap.dp, "dap.dp");
   return {
     taskId: b64decode(dap.task_id, "dap.task_id", TASK_ID_SIZE),
     taskInfo,
@@ -208,7 +219,8 @@ function parseDap(dap: unknown): ParsedDap {
     minBatchSize: checkInt(dap.min_batch_size, "dap.min_batch_size", 1),
     timePrecision: checkInt(dap.time_precision, "dap.time_precision", 1),
     dp: String(dap.dp),
-    centralEpsilon: dpEpsilon(dap.dp, "dap.dp"),
+    centralEpsilon: dpKind === "laplace" ? dpValue : null,
+    centralRho: dpKind === "gaussian" ? dpValue : null,
     leaderHpkeConfig: hpkeConfigFromJson(dap.leader_hpke_config, "dap.leader_hpke_config"),
     helperHpkeConfig: hpkeConfigFromJson(dap.helper_hpke_config, "dap.helper_hpke_config"),
   };
@@ -276,8 +288,6 @@ export function dapCampaignContent(document: JsonObject): Record<string, unknown
 export class DapCampaign implements DapClaim {
   /** The local epsilon of one report (`Infinity` without `local`). */
   readonly localEpsilon: number;
-  /** The Aggregators' central epsilon (`Infinity` for `dp = "none"`). */
-  readonly centralEpsilon: number;
   readonly leaderKey: string;
   readonly helperKey: string;
   readonly #index: ReadonlyMap<string, number>;
@@ -290,7 +300,12 @@ export class DapCampaign implements DapClaim {
     readonly vdafParams: Readonly<Record<string, number>>,
     readonly leader: string,
     readonly helper: string,
-    central: number | null,
+    /** The task's `dp` as the document writes it. */
+    readonly dp: string,
+    /** `"laplace:EPSILON"`'s EPSILON (pure DP), else `null`. */
+    readonly centralEpsilon: number | null,
+    /** `"gaussian:RHO"`'s RHO (zCDP), else `null`. */
+    readonly centralRho: number | null,
     /** The grr config randomizing the index (or bit) before sharding; `null`: none. */
     readonly local: { readonly mechanism: "grr"; readonly epsilon: number; readonly k: number } | null,
     readonly domain: readonly string[] | null,
@@ -299,7 +314,6 @@ export class DapCampaign implements DapClaim {
     readonly text: string,
   ) {
     this.localEpsilon = local === null ? Infinity : local.epsilon;
-    this.centralEpsilon = central ?? Infinity;
     this.leaderKey = base64Url(task.leaderHpkeConfig.publicKey);
     this.helperKey = base64Url(task.helperHpkeConfig.publicKey);
     this.#index = new Map((domain ?? []).map((label, i) => [label, i]));
@@ -309,9 +323,23 @@ export class DapCampaign implements DapClaim {
     return this.local !== null;
   }
 
-  /** What one report costs the ledger: the smaller of its local and central epsilon (docs/dap.md, "What record does"). */
-  get charge(): number {
-    return Math.min(this.localEpsilon, this.centralEpsilon);
+  /**
+   * The Aggregators' central epsilon of one collection at `delta` (Python: `central_epsilon_at`):
+   * EPSILON for `laplace` (pure DP, any delta), rho-zCDP converted at `delta` for `gaussian`
+   * ({@link zcdpEpsilon}), infinite for `none`.
+   */
+  centralEpsilonAt(delta: number): number {
+    if (this.centralEpsilon !== null) return this.centralEpsilon;
+    if (this.centralRho !== null) return zcdpEpsilon(this.centralRho, delta);
+    return Infinity;
+  }
+
+  /**
+   * What one report costs the ledger: the smaller of its local epsilon and the central epsilon
+   * at `delta`, the app's `max_central_delta` (docs/dap.md, "What record does"; Python: `charge_at`).
+   */
+  chargeAt(delta: number): number {
+    return Math.min(this.localEpsilon, this.centralEpsilonAt(delta));
   }
 
   /**
@@ -422,9 +450,10 @@ export function parseDapCampaign(input: string | object, name?: string): DapCamp
   const domain = parseDomain(document.domain, dap);
   const policy = document.policy ?? null;
   const budget = policy === null ? null : budgetPolicy(policy, "policy");
-  if (budget !== null) {
-    // the ledger charges min(local, central) and refuses one above epsilon_per_report: such a
-    // campaign would collect nothing
+  // The ledger charges min(local, central) and refuses one above epsilon_per_report: such a
+  // campaign would collect nothing. A gaussian task's central epsilon depends on the device's
+  // max_central_delta (any epsilon > 0 is reached at some delta): only laplace or local is checked.
+  if (budget !== null && dap.centralRho === null) {
     const charge = Math.min(local === null ? Infinity : local.epsilon, dap.centralEpsilon ?? Infinity);
     if (charge > budget.epsilon_per_report * (1 + BUDGET_TOLERANCE)) {
       throw new RangeError(
@@ -453,5 +482,5 @@ export function parseDapCampaign(input: string | object, name?: string): DapCamp
     helperHpkeConfig: dap.helperHpkeConfig,
   };
   const text = typeof input === "string" ? input : canonicalJson(input);
-  return new DapCampaign(expectedName, expected, task, dap.vdafType, dap.vdafParams, dap.leader, dap.helper, dap.centralEpsilon, local, domain, budget, text);
+  return new DapCampaign(expectedName, expected, task, dap.vdafType, dap.vdafParams, dap.leader, dap.helper, dap.dp, dap.centralEpsilon, dap.centralRho, local, domain, budget, text);
 }

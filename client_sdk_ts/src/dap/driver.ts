@@ -13,7 +13,7 @@ import type { PrivacyPolicy } from "../policy.js";
 import type { WordSource } from "../words.js";
 import { base64Url } from "../wire.js";
 import { b64decode, type DapCampaign, parseDapCampaign } from "./campaign.js";
-import { DapCodecError } from "./messages.js";
+import { DapCodecError, MEDIA_TYPE_PREFIX } from "./messages.js";
 import { checkDapPolicy } from "./policy.js";
 
 /** `ReportError` (DAP-18, Section 4.1) by code: why the Leader refused one report of an upload. */
@@ -31,8 +31,8 @@ export const REPORT_ERRORS: readonly string[] = [
   "task_not_started",
   "outdated_config",
 ];
-/** The media type of an `UploadRequest` (DAP-18, "Uploading Reports"). */
-export const UPLOAD_MEDIA_TYPE = "application/dap-upload-req";
+/** The media type of an `UploadRequest` (DAP-18, "Uploading Reports"; Python: `UploadRequest.MEDIA_TYPE`). */
+export const UPLOAD_MEDIA_TYPE = `${MEDIA_TYPE_PREFIX}upload-req`;
 
 /** A queued report as the driver reads it (the client's outbox item). */
 interface QueuedReport {
@@ -87,7 +87,9 @@ export class DapDriver {
   /**
    * What `record` queues for `values` (docs/dap.md, "What record does"): the measurements (after
    * `local` with words from `rng`), each sharded and sealed to both Aggregators at time `now`,
-   * and authorized by the ledger at the campaign's charge, min(local, central) epsilon, under
+   * and authorized by the ledger at the campaign's charge, min(local, central) epsilon (a gaussian
+   * task's central epsilon at the app's `max_central_delta`: the ledger adds epsilons, a valid if
+   * looser account than adding rho), under
    * the stricter of the campaign's and the app's budget. `[items, clipped]`; nothing is queued here.
    */
   async record(values: readonly unknown[], rng: WordSource, now: number, policy: PrivacyPolicy, ledger: BudgetLedger): Promise<[{ id: string; payload: string }[], number]> {
@@ -100,7 +102,7 @@ export class DapDriver {
       ledger.authorize(
         campaign.name,
         budget,
-        campaign.charge,
+        campaign.chargeAt(policy.max_central_delta),
         items.map((item) => ({ dap_report: item.id })),
       );
     }

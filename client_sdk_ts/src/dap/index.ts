@@ -13,6 +13,7 @@ export {
   encodeReport,
 } from "./messages.js";
 export { type DapTask, type PrepareOptions, checkTask, prepareReport, selectHpkeConfig, vdafConfiguration } from "./upload.js";
-export { b64decode, DapCampaign, dpEpsilon, hpkeConfigFromJson, hpkeConfigToJson, parseDapCampaign, vdafFromConfig } from "./campaign.js";
+export { b64decode, DapCampaign, DP_FORMS, dpParameter, hpkeConfigFromJson, hpkeConfigToJson, parseDapCampaign, vdafFromConfig } from "./campaign.js";
 export { checkDapPolicy, type DapClaim } from "./policy.js";
 export { type DapEntry, DapDriver, dapEntry, REPORT_ERRORS, UPLOAD_MEDIA_TYPE, uploadErrors } from "./driver.js";
+export { zcdpEpsilon } from "./zcdp.js";

@@ -19,8 +19,11 @@ export interface DapClaim {
   readonly hasLocal: boolean;
   /** `local`'s epsilon (`Infinity` without it). */
   readonly localEpsilon: number;
-  /** The Aggregators' noise epsilon (`Infinity` for `dp = "none"`). */
-  readonly centralEpsilon: number;
+  /** The task's `dp` and, for `"gaussian:RHO"`, its RHO. */
+  readonly dp: string;
+  readonly centralRho: number | null;
+  /** The Aggregators' central epsilon at `delta` (`Infinity` for `dp = "none"`; a gaussian task's zCDP converted at `delta`). */
+  centralEpsilonAt(delta: number): number;
 }
 
 /** An Aggregator's endpoint as the policy compares it: with one final `/`. */
@@ -33,7 +36,8 @@ function normalUrl(url: string): string {
  * checked before anything is sharded and in Python's order: no trusted Aggregator at all; one
  * party as both; an untrusted Aggregator or key; a pinned config_id; `local` without grr allowed;
  * neither the local epsilon within `max_epsilon` nor the central one within `max_central_epsilon`
- * (so a task without noise and without `local` is always refused).
+ * (so a task without noise and without `local` is always refused); a `"gaussian:RHO"` task's
+ * central epsilon is its zCDP converted at `max_central_delta`.
  */
 export function checkDapPolicy(policy: PrivacyPolicy, campaign: DapClaim): void {
   const name = campaign.name;
@@ -75,13 +79,14 @@ export function checkDapPolicy(policy: PrivacyPolicy, campaign: DapClaim): void 
       "a secure-aggregation campaign without local randomization within max_epsilon needs the app's max_central_epsilon",
     );
   }
-  if (!(campaign.centralEpsilon <= policy.max_central_epsilon)) {
-    throw new PolicyViolation(
-      name,
-      "max_central_epsilon",
-      campaign.centralEpsilon,
-      policy.max_central_epsilon,
-      "the central epsilon of the Aggregators' noise (dp); infinite for dp none",
-    );
+  // one (epsilon, delta) ceiling for every kind of noise: a gaussian task's rho-zCDP is held to it
+  // through its epsilon at max_central_delta (Canonne, Kamath, Steinke 2020, Corollary 13)
+  const central = campaign.centralEpsilonAt(policy.max_central_delta);
+  if (!(central <= policy.max_central_epsilon)) {
+    const note =
+      campaign.centralRho === null
+        ? "the central epsilon of the Aggregators' noise (dp); infinite for dp none"
+        : `dp ${campaign.dp} is ${campaign.centralRho}-zCDP, epsilon ${central.toPrecision(6)} at max_central_delta ${policy.max_central_delta}`;
+    throw new PolicyViolation(name, "max_central_epsilon", central, policy.max_central_epsilon, note);
   }
 }

@@ -1,30 +1,21 @@
 """``conformance/dap_campaigns.json``: secure-aggregation campaign documents and policies with
 the verdicts a port must reach (docs/dap.md, "The device"): each document's ``config_id`` and
-canonical form, each policy's acceptance or the field it refuses by; and the reports of recorded
-values with fixed randomness (``local``'s words from ``HmacWordSource(words_key)``, each report's
-id, Prio3 ``rand`` and HPKE ephemeral keys), so that a port makes the same bytes. The committed
-file must be what :func:`cases` builds (``python -m tests.client_sdk.dap.test_campaign_conformance``
-rewrites it), and this SDK must reach every verdict and report."""
+canonical form, each policy's acceptance or the field it refuses by. The committed file must be
+what :func:`cases` builds (``python -m tests.client_sdk.dap.test_campaign_conformance`` rewrites
+it), and this SDK must reach every verdict."""
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
-import numpy as np
 import pytest
 
-from client_sdk.dap import upload
 from client_sdk.dap.campaign import DapCampaign, b64encode, dap_campaign_document, dap_object
-from client_sdk.dap.hpke import seal_base
-from client_sdk.dap.messages import REPORT_ID_SIZE, HpkeConfig
-from client_sdk.dap.upload import prepare_report
+from client_sdk.dap.messages import HpkeConfig
 from client_sdk.policy import PolicyViolation, PrivacyPolicy
-from client_sdk.randomness import HmacWordSource
 
 FILE = Path(__file__).parents[3] / "conformance" / "dap_campaigns.json"
 LEADER = "https://leader.example/dap/"
@@ -54,71 +45,6 @@ def _dap(vdaf: dict[str, Any], dp: str) -> dict[str, Any]:
     )
 
 
-NOW = 1_764_800_000
-"""The recording time of the report cases (POSIX seconds)."""
-
-
-def _derived(label: str, size: int) -> bytes:
-    """Fixed test bytes: SHA-256 in counter mode over a label (no randomness in the file)."""
-    out = b""
-    counter = 0
-    while len(out) < size:
-        out += hashlib.sha256(f"{label}/{counter}".encode()).digest()
-        counter += 1
-    return out[:size]
-
-
-def record_reports(document: dict[str, Any], values: list[Any], label: str) -> dict[str, Any]:
-    """What ``TelemetryClient.record`` makes of ``values`` (``client._record_dap``, step by step),
-    with fixed randomness: ``local``'s words from ``HmacWordSource(words_key)``, and for report
-    ``i`` its id, ``rand`` and the two HPKE ephemeral keys derived from ``label`` and ``i``."""
-    campaign = DapCampaign.from_document(document, name=document["name"])
-    words_key = _derived(f"{label}/words_key", 32)
-    measurements, clipped = campaign.measurements(values)
-    if campaign.local is not None:
-        randomized = campaign.local.perturb(np.asarray(measurements), rng=HmacWordSource(words_key))
-        sharded = [campaign.prio3_measurement(v) for v in np.asarray(randomized)]
-    else:
-        sharded = [
-            campaign.prio3_measurement(m) if campaign.vdaf_type == "count" else m
-            for m in measurements
-        ]
-    reports = []
-    for i, measurement in enumerate(sharded):
-        fixed = {
-            "report_id": _derived(f"{label}/{i}/report_id", REPORT_ID_SIZE),
-            "rand": _derived(f"{label}/{i}/rand", campaign.task.vdaf.RAND_SIZE),
-            "leader_ephemeral_ikm": _derived(f"{label}/{i}/leader_eph", 32),
-            "helper_ephemeral_ikm": _derived(f"{label}/{i}/helper_eph", 32),
-        }
-        queue = [fixed["leader_ephemeral_ikm"], fixed["helper_ephemeral_ikm"]]
-
-        def fixed_seal(*args: Any, queue: list[bytes] = queue, **kwargs: Any) -> Any:
-            return seal_base(*args, ephemeral_ikm=queue.pop(0), **kwargs)
-
-        with mock.patch.object(upload, "seal_base", fixed_seal):
-            report = prepare_report(
-                campaign.task,
-                measurement,
-                now=NOW,
-                report_id=fixed["report_id"],
-                rand=fixed["rand"],
-            )
-        assert not queue
-        reports.append(
-            {**{k: v.hex() for k, v in fixed.items()}, "report": b64encode(report.encode())}
-        )
-    return {
-        "campaign": document["name"],
-        "values": values,
-        "words_key": words_key.hex(),
-        "now": NOW,
-        "measurements": [m if isinstance(m, (bool, list)) else int(m) for m in sharded],
-        "clipped": clipped,
-        "reports": reports,
-    }
-
-
 def cases() -> dict[str, Any]:
     """Every document and policy case, with its verdict."""
     histogram = {"type": "histogram", "length": 3, "chunk_length": 1}
@@ -139,7 +65,7 @@ def cases() -> dict[str, Any]:
     invalid = [
         ("config_id", lambda d: d.update(config_id="0" * 32)),
         ("dap", lambda d: d["dap"].update(leader=LEADER.rstrip("/"))),
-        ("dap.dp", lambda d: d["dap"].update(dp="gaussian:0.1")),
+        ("dap.dp", lambda d: d["dap"].update(dp="gaussian:0")),
         ("domain", lambda d: d.update(domain=["light", "dark"])),
         ("local", lambda d: d.update(local={"mechanism": "oue", "epsilon": 2.0, "k": 3})),
         ("mechanism", lambda d: d.update(mechanism={"mechanism": "grr", "epsilon": 1.0, "k": 3})),
@@ -169,25 +95,14 @@ def cases() -> dict[str, Any]:
         ({"trusted_aggregators": trusted, "max_central_epsilon": 40.0}, 2, "max_central_epsilon"),
         ({"trusted_aggregators": trusted, "allowed_mechanisms": ["olh"]}, 0, "allowed_mechanisms"),
     ]
-    recorded: list[tuple[dict[str, Any], list[Any]]] = [
-        (valid[0], ["dark", "light", "system", "dark", "dark", "light"]),
-        (valid[1], [True, False, 1]),
-        (valid[2], [30, 2000, -5, 1440]),
-    ]
     return {
         "protocol": 1,
-        "about": "docs/dap.md, 'The device': documents (valid, or the field refused), "
-        "PrivacyPolicy fields with the verdict for documents[campaign] (null: accepted), and "
-        "the reports record makes of values with fixed randomness (payload: the outbox's "
-        "unpadded base64url of the encoded Report)",
+        "about": "docs/dap.md, 'The device': documents (valid, or the field refused) and "
+        "PrivacyPolicy fields with the verdict for documents[campaign] (null: accepted)",
         "documents": documents,
         "policies": [
             {"policy": policy, "campaign": index, "refused_by": verdict}
             for policy, index, verdict in policies
-        ],
-        "reports": [
-            record_reports(document, values, f"reports/{document['name']}")
-            for document, values in recorded
         ],
     }
 
