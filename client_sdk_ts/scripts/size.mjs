@@ -55,7 +55,7 @@ export function figures(meta = readMeta()) {
     pages: {
       categorical: page(["categorical"]),
       every_local_mechanism: page(local),
-      every_local_mechanism_and_sealing: page([...local, "sealing"]),
+      every_local_mechanism_and_sealing: page(Object.keys(meta.chunks).filter((name) => name !== "dap")),
       /** A secure-aggregation campaign, and one randomizing locally with grr first (the categorical chunk). */
       dap: page(["dap"]),
       dap_with_local_grr: page(["dap", "categorical"]),
