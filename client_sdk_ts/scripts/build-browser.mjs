@@ -1,7 +1,9 @@
 // The browser bundle (issue 24, the bundle size target): dist/browser.js, the entry a page loads
 // (the client, its policy, ledger, outbox and the mechanism loader), and one chunk per mechanism
 // group and for sealing under dist/browser/, each imported by `import()` when a campaign first
-// needs it. A page recording one categorical campaign fetches dist/browser.js and one chunk.
+// needs it. A page recording one categorical campaign fetches dist/browser.js and one chunk; one
+// recording a secure-aggregation campaign the `dap` chunk (Prio3, HPKE, the DAP campaign
+// document), and the categorical one too when the campaign randomizes locally with grr.
 //
 //   node scripts/build-browser.mjs        (npm run build runs it after tsc)
 //
@@ -34,6 +36,7 @@ export const CHUNKS = {
   // the shuffle amplification bound, for shuffled campaigns (the policy's central ceiling)
   amplification: join(src, "amplification.ts"),
   sealing: join(src, "sealing.ts"),
+  dap: join(src, "dap", "driver.ts"),
 };
 /**
  * What each chunk exports: what the loader (or the client) takes from it, and what later chunks
@@ -52,6 +55,7 @@ const CHUNK_EXPORTS = {
   "multi-fourier-hierarchical": ["MULTI_FOURIER_HIERARCHICAL_FACTORIES"],
   amplification: ["AMPLIFICATION"],
   sealing: ["sealPayload"],
+  dap: ["dapEntry"],
 };
 /** Which dynamic `import()` of which module loads which chunk. */
 const DYNAMIC = [
@@ -62,6 +66,7 @@ const DYNAMIC = [
   { importer: join(src, "mechanisms", "loader.ts"), path: "./multi-fourier-hierarchical.js", chunk: "multi-fourier-hierarchical" },
   { importer: join(src, "client.ts"), path: "./amplification.js", chunk: "amplification" },
   { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
+  { importer: join(src, "client.ts"), path: "./dap/driver.js", chunk: "dap" },
 ];
 const COMMON = {
   absWorkingDir: pkg, // the metafile's paths are relative to it
@@ -93,7 +98,7 @@ function chunkImports(names) {
   return {
     name: "ldp-chunk-imports",
     setup(build) {
-      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing|amplification)\.js$/ }, (args) => {
+      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing|amplification|dap\/driver)\.js$/ }, (args) => {
         if (args.kind !== "dynamic-import") return undefined;
         const target = DYNAMIC.find((d) => d.importer === args.importer && d.path === args.path);
         if (target === undefined) throw new Error(`${relative(pkg, args.importer)} imports ${args.path} dynamically: scripts/build-browser.mjs does not know that chunk`);

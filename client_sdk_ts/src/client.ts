@@ -10,8 +10,18 @@
  * the report gets a random 128-bit id and waits in the outbox until the collector acknowledges
  * it (accepted or duplicate), so a retry never stores a report twice. Network errors, 408, 429
  * and 5xx are retried with backoff and jitter, honouring `Retry-After`; other 4xx are not.
+ *
+ * Secure-aggregation campaigns (a document with a `"dap"` object, docs/dap.md "The device"):
+ * the app's policy must trust both Aggregators by URL and key (`checkDapPolicy`);
+ * `record` shards the value with Prio3 (after the campaign's `local` grr, if any) and seals both
+ * shares, the ledger charges min(local, central) epsilon per report, and only the encoded
+ * `Report` enters the outbox; `flush` posts them to the Leader as one `UploadRequest` with the
+ * same retries, and settles DAP's per-report errors: `report_too_early` kept, `report_replayed`
+ * delivered (a retry), any other dropped and counted as `dap:<error>`. The DAP code (Prio3, HPKE)
+ * is loaded the first time such a campaign is met (a chunk of its own in browsers).
  */
 import { type CampaignDocument, describe, MAX_DOCUMENT_BYTES, parseCampaignDocument } from "./config.js";
+import type { DapEntry } from "./dap/driver.js";
 import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismNowOrLater } from "./mechanisms/loader.js";
 import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
@@ -96,6 +106,8 @@ export interface LastError {
 
 /** A verified campaign as the client uses it. */
 interface Campaign {
+  /** Set only on a secure-aggregation campaign ({@link DapEntry}). */
+  readonly dap?: undefined;
   readonly document: CampaignDocument;
   readonly mechanism: Mechanism;
   /** How a shuffled campaign's payloads are sealed (`null`: not shuffled). */
@@ -107,6 +119,9 @@ interface Campaign {
   /** Whether `perturb` takes the device's keyed source (memoized draws, per-campaign device choices). */
   readonly keyed: boolean;
 }
+
+/** Either kind of verified campaign: randomized on the device, or aggregated by a DAP pair (src/dap/campaign.ts). */
+type Entry = Campaign | DapEntry;
 
 /** The most candidates a string campaign's domain lists (Python: `campaign.MAX_CANDIDATES`). */
 const MAX_CANDIDATES = 10_000;
@@ -124,7 +139,8 @@ class UploadError extends Error {
   }
 }
 
-function checkUrl(url: unknown, field: string, allowInsecure: boolean): string {
+/** An http(s) URL: https, or plain http to loopback unless `allowInsecure`; throws naming `field`. */
+export function checkUrl(url: unknown, field: string, allowInsecure: boolean): string {
   if (typeof url !== "string") throw new TypeError(`${field} must be an http(s) URL; got ${describe(url)}`);
   let parsed: URL;
   try {
@@ -188,8 +204,9 @@ export class TelemetryClient {
   /** The device secret (Python: `secrets_store`): stored beside the ledger, never sent. */
   #secret: Uint8Array | null = null;
   readonly #clock: () => number;
-  readonly #pinned = new Map<string, Campaign>();
-  readonly #campaigns = new Map<string, Campaign>();
+  readonly #pinned = new Map<string, Entry>();
+  readonly #campaigns = new Map<string, Entry>();
+  readonly #allowInsecure: boolean;
   readonly #cached = new Map<string, string>(); // campaign -> its document's text
   readonly #changed = new Map<string, { accepted: string; served: string }>();
   readonly #closed = new Set<string>();
@@ -219,6 +236,7 @@ export class TelemetryClient {
       );
     }
     const allowInsecure = options.allowInsecureHttp ?? false;
+    this.#allowInsecure = allowInsecure;
     this.baseUrl = checkUrl(baseUrl, "baseUrl", allowInsecure);
     this.shufflerUrl = options.shufflerUrl === undefined ? null : checkUrl(options.shufflerUrl, "shufflerUrl", allowInsecure);
     const token = options.shufflerToken;
@@ -244,8 +262,8 @@ export class TelemetryClient {
     this.#mechanisms = options.mechanisms ?? mechanismNowOrLater;
     const campaigns = options.campaigns ?? [];
     if (!Array.isArray(campaigns)) throw new TypeError(`campaigns must be an array of campaign documents; got ${describe(campaigns)}`);
-    const pin = (campaign: Campaign, i: number): void => {
-      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
+    const pin = (campaign: Entry, i: number): void => {
+      this.#checkAgainstPolicy(campaign);
       if (this.#pinned.has(campaign.document.name)) throw new Error(`campaigns[${i}]: campaign ${campaign.document.name} is pinned twice`);
       this.#pinned.set(campaign.document.name, campaign);
     };
@@ -254,7 +272,7 @@ export class TelemetryClient {
     const loading: Promise<void>[] = [];
     campaigns.forEach((input, i) => {
       const at = (error: unknown): Error => new Error(`campaigns[${i}]: ${(error as Error).message}`);
-      let verified: Campaign | Promise<Campaign>;
+      let verified: Entry | Promise<Entry>;
       try {
         verified = this.#verify(input);
       } catch (error) {
@@ -366,7 +384,11 @@ export class TelemetryClient {
   // ---- campaigns ---------------------------------------------------------------------------
 
   /** A campaign document checked, with its mechanism: at once when the mechanism's code is loaded. */
-  #verify(input: string | object, name?: string): Campaign | Promise<Campaign> {
+  #verify(input: string | object, name?: string): Entry | Promise<Entry> {
+    // a secure-aggregation campaign has a "dap" key (no other document has one, at any depth)
+    if (typeof input === "string" ? /"dap"\s*:/.test(input) : "dap" in Object(input)) {
+      return import("./dap/driver.js").then((dap) => dap.dapEntry(input, name, this.#mechanisms, this.#allowInsecure));
+    }
     const document = parseCampaignDocument(input, name);
     const mechanism = this.#mechanisms(document.mechanism);
     // a shuffled campaign's target is checked by the amplification bound: a chunk of its own in browsers
@@ -458,9 +480,15 @@ export class TelemetryClient {
     return { ...claim, epsilonInf: campaign.mechanism.epsilonInf as number, pseudonymous: campaign.mechanism.deterministicPseudonym === true };
   }
 
-  #checkPolicy(campaign: Campaign): void {
+  /** The app's policy, for either kind of campaign. */
+  #checkAgainstPolicy(campaign: Entry): void {
+    if (campaign.dap) campaign.dap.checkPolicy(this.policy);
+    else this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
+  }
+
+  #checkPolicy(campaign: Entry): void {
     try {
-      this.policy.check(campaign.document.name, this.#claim(campaign), campaign.document.configId);
+      this.#checkAgainstPolicy(campaign);
     } catch (error) {
       if (error instanceof PolicyViolation) (this.#ledger as BudgetLedger).note(campaign.document.name, `campaign refused by the app's policy: ${error.message}`);
       throw error;
@@ -484,7 +512,7 @@ export class TelemetryClient {
   }
 
   /** The verified campaign `name`: pinned, cached, or fetched (a changed one is refused until accepted). */
-  async #campaign(name: string, refresh = false): Promise<Campaign> {
+  async #campaign(name: string, refresh = false): Promise<Entry> {
     if (this.#closed.has(name)) throw new Error(`campaign ${name} was closed by the collector`);
     const changed = this.#changed.get(name);
     if (changed !== undefined) {
@@ -497,7 +525,7 @@ export class TelemetryClient {
     if (ready !== undefined && !refresh) return ready;
     const pinned = this.#pinned.get(name);
     const cached = this.#cached.get(name);
-    let campaign: Campaign;
+    let campaign: Entry;
     if (pinned !== undefined && !refresh) {
       campaign = pinned;
     } else if (cached !== undefined && !refresh) {
@@ -605,12 +633,12 @@ export class TelemetryClient {
     if (typeof campaign !== "string") return Promise.reject(new TypeError(`campaign must be a campaign name (a string); got ${describe(campaign)}`));
     if (!Array.isArray(values)) return Promise.reject(new TypeError(`values must be an array; got ${describe(values)}`));
     return this.#serial(async () => {
-      let info: Campaign;
+      let entry: Entry;
       let seal: typeof import("./sealing.js").sealPayload | undefined;
       try {
-        info = await this.#campaign(campaign);
+        entry = await this.#campaign(campaign);
         // sealing's code (X25519, XSalsa20-Poly1305) is a chunk of its own, for shuffled campaigns only
-        if (info.sealing !== null) seal = (await import("./sealing.js")).sealPayload;
+        if (!entry.dap && entry.sealing !== null) seal = (await import("./sealing.js")).sealPayload;
       } catch (error) {
         if (error instanceof PolicyViolation) throw error;
         const reason =
@@ -624,6 +652,12 @@ export class TelemetryClient {
         this.#drop(campaign, reason, values.length, error as Error);
         return [];
       }
+      if (entry.dap) {
+        // Prio3 shards sealed to both Aggregators, authorized by the ledger (the DAP code)
+        const [items, clipped] = await entry.dap.record(values, this.#rng, this.#clock(), this.policy, this.#ledger as BudgetLedger);
+        return this.#enqueue(campaign, entry.document.configId, items, clipped);
+      }
+      const info = entry;
       const encoded = values.map((value, position) => this.#encode(info, value, position));
       let clipped = 0;
       for (const value of encoded) if (this.#outside(info, value)) clipped += 1;
@@ -655,7 +689,6 @@ export class TelemetryClient {
         if (sealWith === undefined) throw new Error(`campaign ${campaign}: sealing's code is not loaded`);
         payloads = payloads.map((payload) => sealWith(payload, sealing, nonces));
       }
-      if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
       const reserved = info.mechanism.reservedCount?.(encoded) ?? 0;
       if (reserved) this.#reserved.set(campaign, (this.#reserved.get(campaign) ?? 0) + reserved);
       const counts = info.mechanism.deviceCounters?.(encoded) ?? {};
@@ -666,13 +699,19 @@ export class TelemetryClient {
       }
       const ids = new Uint8Array(16 * payloads.length);
       globalThis.crypto.getRandomValues(ids);
-      const segment = this.#nextSegment++;
-      this.#dirty.add(segment);
-      const queued = payloads.map((payload, i) => ({ segment, id: hex(ids.subarray(16 * i, 16 * i + 16)), campaign, config_id: info.document.configId, payload }));
-      this.#outbox.push(...queued);
-      await this.#persist(this.#stateTexts());
-      return queued.map((q) => q.id);
+      const items = payloads.map((payload, i) => ({ id: hex(ids.subarray(16 * i, 16 * i + 16)), payload }));
+      return this.#enqueue(campaign, info.document.configId, items, clipped);
     });
+  }
+
+  /** Append reports to the outbox in one stored segment (and count the clipped values); their ids. */
+  async #enqueue(campaign: string, configId: string, items: readonly { id: string; payload: unknown }[], clipped: number): Promise<string[]> {
+    if (clipped) this.#clipped.set(campaign, (this.#clipped.get(campaign) ?? 0) + clipped);
+    const segment = this.#nextSegment++;
+    this.#dirty.add(segment);
+    this.#outbox.push(...items.map(({ id, payload }) => ({ segment, id, campaign, config_id: configId, payload })));
+    await this.#persist(this.#stateTexts());
+    return items.map((item) => item.id);
   }
 
   /** How many reports wait in the outbox (of one campaign, or all). */
@@ -773,9 +812,12 @@ export class TelemetryClient {
     return JSON.stringify({ config_id: configId, reports: batch.map((q) => ({ id: q.id, payload: q.payload })) });
   }
 
-  /** One POST with retries (network errors, 408, 429, 5xx), backoff with jitter, `Retry-After`, within `end`. */
-  /** Where a campaign's reports go: the shuffler for a shuffled campaign, else the collector. */
-  #destination(info: Campaign): [string, Record<string, string>] {
+  /**
+   * Where a campaign's reports go: a secure-aggregation campaign's to its Leader, a shuffled
+   * campaign's to the shuffler, else to the collector.
+   */
+  #destination(info: Entry): [string, Record<string, string>] {
+    if (info.dap) return info.dap.upload;
     const name = info.document.name;
     const path = `/v1/campaigns/${encodeURIComponent(name)}/reports`;
     const headers = { "Content-Type": "application/json" };
@@ -786,7 +828,8 @@ export class TelemetryClient {
     return [`${this.shufflerUrl}${path}`, { ...headers, ...this.#shufflerHeaders }];
   }
 
-  async #post(info: Campaign, body: string, end: number): Promise<Response> {
+  /** One POST with retries (network errors, 408, 429, 5xx), backoff with jitter, `Retry-After`, within `end`. */
+  async #post(info: Entry, body: string | Uint8Array<ArrayBuffer>, end: number): Promise<Response> {
     const name = info.document.name;
     const [url, headers] = this.#destination(info);
     let attempt = 0;
@@ -831,10 +874,13 @@ export class TelemetryClient {
       const batch = this.#outbox.filter((q) => q.campaign === name).slice(0, batchSize);
       if (batch.length === 0) return;
       if (Date.now() >= end) throw new UploadError(`upload to campaign ${name} stopped: the flush deadline passed`);
-      const response = await this.#post(info, this.#body(info.document.configId, batch), end);
-      const text = await response.text();
+      // a secure-aggregation campaign's reports go to its Leader as one UploadRequest (docs/dap.md)
+      const dap = info.dap;
+      const response = await this.#post(info, dap ? dap.uploadBody(batch) : this.#body(info.document.configId, batch), end);
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      const text = new TextDecoder().decode(bytes);
       if (response.status === 200) {
-        const settled = this.#settle(name, batch, text);
+        const settled = !dap ? this.#settle(name, batch, text) : dap.settle(batch, bytes, (reason, count) => this.#drop(name, reason, count), (keep) => this.#retain(keep));
         counter.acknowledged += settled[0];
         await this.#persist(this.#stateTexts());
         if (settled[1]) return;
@@ -902,7 +948,7 @@ export class TelemetryClient {
     return [accepted + duplicate, deferred.length > 0];
   }
 
-  #dropOtherConfigs(campaign: Campaign): void {
+  #dropOtherConfigs(campaign: Entry): void {
     const name = campaign.document.name;
     this.#retain((q) => q.campaign !== name || q.config_id === campaign.document.configId);
   }
@@ -924,7 +970,8 @@ export class TelemetryClient {
     }
     for (const [name, queued] of byCampaign) {
       const info = this.#campaigns.get(name) ?? this.#pinned.get(name);
-      if (info === undefined) continue;
+      // a secure-aggregation campaign's reports wait for the next flush (their Leader, not the collector)
+      if (info === undefined || info.dap) continue;
       let destination: [string, Record<string, string>];
       try {
         destination = this.#destination(info);

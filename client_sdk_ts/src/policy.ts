@@ -51,6 +51,12 @@ export interface PrivacyPolicyOptions {
   max_central_delta?: number;
   /** The largest local epsilon of one report of a shuffled campaign accepted under the central ceiling (default 10). */
   max_shuffled_epsilon?: number;
+  /**
+   * DAP Aggregators the app trusts: endpoint URL (compared after adding a final `/`) -> X25519
+   * HPKE public key (32 bytes, unpadded base64url). Empty (the default): secure-aggregation
+   * campaigns are refused (`checkDapPolicy`, src/dap/policy.ts).
+   */
+  trusted_aggregators?: Readonly<Record<string, string>>;
 }
 
 function epsilonOption(value: unknown, field: string): number {
@@ -94,6 +100,7 @@ export class PrivacyPolicy {
   readonly max_central_epsilon: number | null;
   readonly max_central_delta: number;
   readonly max_shuffled_epsilon: number;
+  readonly trusted_aggregators: Readonly<Record<string, string>>;
 
   constructor(options: PrivacyPolicyOptions = {}) {
     if (options === null || typeof options !== "object") {
@@ -132,6 +139,8 @@ export class PrivacyPolicy {
       throw new TypeError(`allow_pseudonymous_memoization must be true or false; got ${describe(pseudonymous)}`);
     }
     this.allow_pseudonymous_memoization = pseudonymous;
+    // secure aggregation: checked, with the campaign, by src/dap/policy.ts (the DAP code, loaded when needed)
+    this.trusted_aggregators = Object.freeze({ ...options.trusted_aggregators });
     Object.freeze(this);
   }
 

@@ -10,34 +10,15 @@
  * campaign's fixed size, so every envelope of a campaign has the same length.
  */
 import { hsalsa, xsalsa20poly1305 } from "@noble/ciphers/salsa";
-import { montgomery } from "@noble/curves/abstract/montgomery";
-import { pow } from "@noble/curves/abstract/modular";
 import { blake2b } from "@noble/hashes/blake2b";
 import { sha256 } from "@noble/hashes/sha256";
 import { bytesToHex } from "@noble/hashes/utils";
 import { header, type SealingKey } from "./sealing-size.js";
 import type { WordSource } from "./words.js";
+import { x25519 } from "./x25519.js";
 
 export { plaintextSize, type SealingKey } from "./sealing-size.js";
 
-/** A sealed box is its plaintext plus 48 bytes: the ephemeral public key and the MAC. */
-export const SEAL_OVERHEAD = 48;
-const P = 2n ** 255n - 19n;
-/**
- * X25519 (RFC 7748) from @noble/curves' Montgomery ladder alone: importing its `ed25519` module
- * would pull Edwards arithmetic and SHA-512 into the browser bundle for nothing.
- */
-const x25519 = montgomery({
-  P,
-  type: "x25519",
-  powPminus2: (x) => pow(x, P - 2n, P),
-  adjustScalarBytes: (bytes) => {
-    bytes[0] = (bytes[0] as number) & 248;
-    bytes[31] = ((bytes[31] as number) & 127) | 64;
-    return bytes;
-  },
-  randomBytes: (length = 32) => globalThis.crypto.getRandomValues(new Uint8Array(length)),
-});
 /** "expand 32-byte k", the Salsa20 constants, as little-endian words. */
 const SIGMA = new Uint32Array([0x61707865, 0x3320646e, 0x79622d32, 0x6b206574]);
 

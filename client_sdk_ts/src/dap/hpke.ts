@@ -5,7 +5,7 @@
  * X25519 from @noble/curves, HKDF and SHA-256 from @noble/hashes, AES-128-GCM from WebCrypto
  * (`crypto.subtle`, in Node 20 and every browser), so no further dependency.
  */
-import { x25519 } from "@noble/curves/ed25519";
+import { x25519 } from "../x25519.js";
 import { expand, extract } from "@noble/hashes/hkdf";
 import { sha256 } from "@noble/hashes/sha256";
 

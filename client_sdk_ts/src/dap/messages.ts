@@ -9,6 +9,8 @@ import { concatBytes } from "../vdaf/xof.js";
 export const DAP_VERSION = "dap-18";
 export const TASK_ID_SIZE = 32;
 export const REPORT_ID_SIZE = 16;
+/** Each DAP message's media type is this and its name (DAP-18; Python: `MEDIA_TYPE_PREFIX`). */
+export const MEDIA_TYPE_PREFIX = "application/ppm-dap;message=";
 
 /** `Role` (Section 4.1). */
 export const Role = { COLLECTOR: 0, CLIENT: 1, LEADER: 2, HELPER: 3 } as const;

@@ -4,7 +4,7 @@
  * (report id as the nonce, `"dap-18" || task_id` as the context), wrap each input share in a
  * `PlaintextInputShare` and seal it to its Aggregator with HPKE, binding the task, its
  * configuration, the report's metadata and the public share as AAD. The measurement never
- * leaves this function in the clear. Sending the report to a Leader waits for the DAP server.
+ * leaves this function in the clear. The client's upload to the Leader is src/dap/driver.ts.
  */
 import { Prio3, Prio3Count, Prio3Histogram, Prio3MultihotCountVec, Prio3Sum, Prio3SumVec } from "../vdaf/prio3.js";
 import { concatBytes } from "../vdaf/xof.js";
