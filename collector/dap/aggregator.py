@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 import math
 import os
 import sqlite3
@@ -74,6 +75,8 @@ __all__ = [
     "provision",
     "upload",
 ]
+
+logger = logging.getLogger(__name__)
 
 PING_INITIALIZE, PING_FINISH = 0, 2
 EXPIRED = "report_expired"  # the metrics' reason for a too-old report (DAP's report_dropped)
@@ -724,7 +727,8 @@ def collection_result(
     rng: RandomSource | None = None,
 ) -> bytes | None:
     """Leader: the encoded ``CollectionJobResp``, or ``None`` while reports of the interval
-    still wait for the driver. Below ``min_batch_size`` the job is deleted and refused."""
+    still wait for the driver or the Helper cannot answer (unreachable, or a 5xx). Below
+    ``min_batch_size`` the job is deleted and refused; a Helper's refusal (4xx) is a 502."""
     tid = task.spec.task_id_text
     row = conn.execute(
         "SELECT start, duration, request, response FROM dap_collections "
@@ -760,12 +764,27 @@ def collection_result(
         )
     req = CollectionJobReq.decode(bytes(request))
     share_req = AggregateShareReq(req, BatchSelector.time_interval(interval), count, checksum)
-    status, body = send(
-        "POST",
-        f"{task.spec.helper}tasks/{tid}/aggregate_shares",
-        share_req.encode(),
-        _helper_headers(task, AggregateShareReq.MEDIA_TYPE),
-    )
+    try:
+        status, body = send(
+            "POST",
+            f"{task.spec.helper}tasks/{tid}/aggregate_shares",
+            share_req.encode(),
+            _helper_headers(task, AggregateShareReq.MEDIA_TYPE),
+        )
+    except OSError as error:  # requests' errors are OSErrors: the Helper down, say
+        status, body = 503, str(error).encode()
+    if status >= 500:
+        # The Helper crashed, restarts or is busy: the job stays pending and the next poll
+        # asks again with the same request, which the Helper answers from its record if it
+        # had stored its share. Failing here would strand the Collector: its job id holds
+        # the interval, so a new collection job would be refused batchOverlap.
+        logger.warning(
+            "dap collection job %s: the Helper answered %s (%r); asking again at the next poll",
+            b64encode(job_id),
+            status,
+            body[:200],
+        )
+        return None
     if status != 200:
         raise DapProblem(
             502, "helperError", f"the Helper refused the aggregate share: {status} {body[:300]!r}"
