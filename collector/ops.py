@@ -144,7 +144,8 @@ def _pending(storage: Any) -> list[Any]:
 
 
 def _dap(conn: Any) -> list[Any]:
-    """Per DAP task: reports by state (start, aggregated, rejected) and refusals by reason."""
+    """Per DAP task: reports by state (start, aggregated, rejected), refusals by reason and
+    aggregation jobs by state (sent, done)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     reports = GaugeMetricFamily(
@@ -164,7 +165,17 @@ def _dap(conn: Any) -> list[Any]:
         reports.add_metric([task, state], n)
     for task, reason, n in conn.execute("SELECT task_id, reason, value FROM dap_counters"):
         refused.add_metric([task, reason], n)
-    return [reports, refused]
+    jobs = GaugeMetricFamily(
+        "ldp_dap_jobs",
+        "DAP aggregation jobs held per task and state (sent: the Leader awaits the Helper; "
+        "done: kept for a re-sent request until retention deletes it).",
+        labels=["task", "state"],
+    )
+    for task, state, n in conn.execute(
+        "SELECT task_id, state, count(*) FROM dap_jobs GROUP BY task_id, state"
+    ):
+        jobs.add_metric([task, state], n)
+    return [reports, refused, jobs]
 
 
 @bp.record_once

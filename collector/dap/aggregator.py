@@ -167,9 +167,10 @@ def forget_expired(
     conn: sqlite3.Connection, task: AggregatorTask, *, now: float | None = None
 ) -> dict[str, int]:
     """Retention: drop the reports still waiting past their expiry (their shares with them,
-    counted :data:`EXPIRED`) and forget the anti-replay ids that
+    counted :data:`EXPIRED`), forget the anti-replay ids that
     :meth:`~collector.dap.task.TaskSpec.forgettable` allows (a replay of one is refused as
-    expired). Counts ``dropped`` and ``forgotten``."""
+    expired) and the finished aggregation jobs no one can ask for again
+    (:func:`_forget_jobs`). Counts ``dropped``, ``forgotten`` and ``jobs``."""
     spec, tid = task.spec, task.spec.task_id_text
     now = time.time() if now is None else now
     # (time + 1) * precision + expiry <= now, solved for time: the newest unit that qualifies.
@@ -186,7 +187,33 @@ def forget_expired(
             "DELETE FROM dap_reports WHERE task_id = ? AND state != 'start' AND time < ?",
             [tid, forgotten_below],
         ).rowcount
-    return {"dropped": dropped, "forgotten": forgotten}
+        jobs = _forget_jobs(conn, tid, forgotten_below)
+    return {"dropped": dropped, "forgotten": forgotten, "jobs": jobs}
+
+
+def _forget_jobs(conn: sqlite3.Connection, tid: str, forgotten_below: int) -> int:
+    """Delete the finished aggregation jobs no one can ask for again: each report id the job
+    recorded is forgotten (its time unit below ``forgotten_below``) or lies in a collected
+    interval. In the caller's transaction; the number deleted.
+
+    The Helper keeps a job's answer (verifier messages) for a re-sent request: the Leader
+    re-sends a job until it has stored the answer, and it collects an interval only once no
+    report of it waits for a job, so a collected report proves its job finished at the Leader.
+    A job whose reports are all past ``report_expiry + clock_skew`` could still be re-sent by
+    a Leader cut off from the Helper that long after it answered: each report is then refused
+    as expired, though the Helper counted it, and collecting its interval is refused
+    ``batchMismatch`` (docs/dap.md, "Report times and retention"). The Leader's own ``sent``
+    jobs are its pending work and stay; its ``done`` rows serve nothing once finished but
+    follow the same rule. A job id seen again after this is a new job: its reports are
+    refused as replayed or expired, never counted twice."""
+    return conn.execute(
+        "DELETE FROM dap_jobs WHERE task_id = ? AND state = 'done' AND job_id NOT IN ("
+        " SELECT r.job_id FROM (SELECT DISTINCT job_id, time FROM dap_reports"
+        "  WHERE task_id = ? AND job_id IS NOT NULL AND time >= ?) r"
+        " WHERE NOT EXISTS (SELECT 1 FROM dap_collections c WHERE c.task_id = ?"
+        "  AND c.start <= r.time AND r.time < c.start + c.duration))",
+        [tid, tid, forgotten_below, tid],
+    ).rowcount
 
 
 def _collected(conn: sqlite3.Connection, task_id: str, unit: int) -> bool:
