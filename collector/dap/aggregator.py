@@ -187,27 +187,33 @@ def forget_expired(
             "DELETE FROM dap_reports WHERE task_id = ? AND state != 'start' AND time < ?",
             [tid, forgotten_below],
         ).rowcount
-        jobs = _forget_jobs(conn, tid, forgotten_below)
+        jobs = _forget_jobs(conn, task, forgotten_below)
     return {"dropped": dropped, "forgotten": forgotten, "jobs": jobs}
 
 
-def _forget_jobs(conn: sqlite3.Connection, tid: str, forgotten_below: int) -> int:
-    """Delete the finished aggregation jobs no one can ask for again: each report id the job
-    recorded is forgotten (its time unit below ``forgotten_below``) or lies in a collected
-    interval. In the caller's transaction; the number deleted.
+def _forget_jobs(conn: sqlite3.Connection, task: AggregatorTask, forgotten_below: int) -> int:
+    """Delete the finished aggregation jobs no one can ask for again (in the caller's
+    transaction; the number deleted).
 
-    The Helper keeps a job's answer (verifier messages) for a re-sent request: the Leader
-    re-sends a job until it has stored the answer, and it collects an interval only once no
-    report of it waits for a job, so a collected report proves its job finished at the Leader.
-    A job whose reports are all past ``report_expiry + clock_skew`` could still be re-sent by
-    a Leader cut off from the Helper that long after it answered: each report is then refused
-    as expired, though the Helper counted it, and collecting its interval is refused
-    ``batchMismatch`` (docs/dap.md, "Report times and retention"). The Leader's own ``sent``
-    jobs are its pending work and stay; its ``done`` rows serve nothing once finished but
-    follow the same rule. A job id seen again after this is a new job: its reports are
-    refused as replayed or expired, never counted twice."""
+    The Leader's ``done`` rows serve nothing (no one asks the Leader about a job; its ``sent``
+    jobs are pending work and stay). The Helper keeps a job's answer (verifier messages) for a
+    re-sent request, until each report id the job recorded is forgotten (its time unit below
+    ``forgotten_below``) or lies in a collected interval: the Leader re-sends a job until it
+    has stored the answer, and asks for an interval's share only once no report of it waits
+    for a job, so a collected report proves its job finished at the Leader. A job whose
+    reports are all past ``report_expiry + clock_skew`` could still be re-sent by a Leader cut
+    off from the Helper that long after it answered: each report is then refused as expired,
+    though the Helper counted it, and collecting its interval is refused ``batchMismatch``
+    (docs/dap.md, "Report times and retention"). A job id seen again after this is a new job:
+    its reports are refused as replayed or expired, never counted twice."""
+    tid = task.spec.task_id_text
+    if task.role == "leader":
+        return conn.execute(
+            "DELETE FROM dap_jobs WHERE task_id = ? AND state = 'done'", [tid]
+        ).rowcount
+    # One pass over the ids (no index by job): their distinct (job, time unit) pairs.
     return conn.execute(
-        "DELETE FROM dap_jobs WHERE task_id = ? AND state = 'done' AND job_id NOT IN ("
+        "DELETE FROM dap_jobs WHERE task_id = ? AND job_id NOT IN ("
         " SELECT r.job_id FROM (SELECT DISTINCT job_id, time FROM dap_reports"
         "  WHERE task_id = ? AND job_id IS NOT NULL AND time >= ?) r"
         " WHERE NOT EXISTS (SELECT 1 FROM dap_collections c WHERE c.task_id = ?"
