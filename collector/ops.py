@@ -88,6 +88,7 @@ def metrics() -> Response:
         _metrics.Families(lambda: _report_counters(storage.counters())),
         _metrics.Families(lambda: _pending(storage)),
         _metrics.Families(lambda: _dap(storage.db.conn)),
+        _metrics.Families(lambda: _dap_jobs(storage.db.conn)),
         _metrics.Families(lambda: [_metrics.database_size(current_app.config["DB"], "collector")]),
     )
     return Response(_metrics.exposition(*families), content_type=_metrics.PROMETHEUS_MEDIA_TYPE)
@@ -143,9 +144,25 @@ def _pending(storage: Any) -> list[Any]:
     return [stored, minimum, withheld]
 
 
+def _dap_jobs(conn: Any) -> list[Any]:
+    """Per DAP task: aggregation jobs held by state (collector.dap.aggregator's retention)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    jobs = GaugeMetricFamily(
+        "ldp_dap_jobs",
+        "DAP aggregation jobs held per task and state (sent: the Leader awaits the Helper; "
+        "done: kept for a re-sent request until retention deletes it).",
+        labels=["task", "state"],
+    )
+    for task, state, n in conn.execute(
+        "SELECT task_id, state, count(*) FROM dap_jobs GROUP BY task_id, state"
+    ):
+        jobs.add_metric([task, state], n)
+    return [jobs]
+
+
 def _dap(conn: Any) -> list[Any]:
-    """Per DAP task: reports by state (start, aggregated, rejected), refusals by reason and
-    aggregation jobs by state (sent, done)."""
+    """Per DAP task: reports by state (start, aggregated, rejected) and refusals by reason."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     reports = GaugeMetricFamily(
@@ -165,17 +182,7 @@ def _dap(conn: Any) -> list[Any]:
         reports.add_metric([task, state], n)
     for task, reason, n in conn.execute("SELECT task_id, reason, value FROM dap_counters"):
         refused.add_metric([task, reason], n)
-    jobs = GaugeMetricFamily(
-        "ldp_dap_jobs",
-        "DAP aggregation jobs held per task and state (sent: the Leader awaits the Helper; "
-        "done: kept for a re-sent request until retention deletes it).",
-        labels=["task", "state"],
-    )
-    for task, state, n in conn.execute(
-        "SELECT task_id, state, count(*) FROM dap_jobs GROUP BY task_id, state"
-    ):
-        jobs.add_metric([task, state], n)
-    return [reports, refused, jobs]
+    return [reports, refused]
 
 
 @bp.record_once
