@@ -235,9 +235,11 @@ def write_locked(db: str | Path) -> Iterator[None]:
     conn = sqlite3.connect(db, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        yield
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
     finally:
-        conn.execute("ROLLBACK")
         conn.close()
 
 
