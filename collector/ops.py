@@ -89,6 +89,7 @@ def metrics() -> Response:
         _metrics.Families(lambda: _report_counters(storage.counters())),
         _metrics.Families(lambda: _pending(storage)),
         _metrics.Families(lambda: _dap(storage.db.conn)),
+        _metrics.Families(lambda: _dap_jobs(storage.db.conn)),
         _metrics.Families(lambda: [_metrics.database_size(current_app.config["DB"], "collector")]),
     )
     return Response(_metrics.exposition(*families), content_type=_metrics.PROMETHEUS_MEDIA_TYPE)
@@ -142,6 +143,23 @@ def _pending(storage: Any) -> list[Any]:
         minimum.add_metric([campaign.name], campaign.min_batch_size)
         withheld.add_metric([campaign.name], n if n < campaign.min_batch_size else 0)
     return [stored, minimum, withheld]
+
+
+def _dap_jobs(conn: Any) -> list[Any]:
+    """Per DAP task: aggregation jobs held by state (collector.dap.aggregator's retention)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    jobs = GaugeMetricFamily(
+        "ldp_dap_jobs",
+        "DAP aggregation jobs held per task and state (sent: the Leader awaits the Helper; "
+        "done: kept for a re-sent request until retention deletes it).",
+        labels=["task", "state"],
+    )
+    for task, state, n in conn.execute(
+        "SELECT task_id, state, count(*) FROM dap_jobs GROUP BY task_id, state"
+    ):
+        jobs.add_metric([task, state], n)
+    return [jobs]
 
 
 def _dap(conn: Any) -> list[Any]:

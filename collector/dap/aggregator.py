@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 import math
 import os
 import sqlite3
@@ -74,6 +75,8 @@ __all__ = [
     "provision",
     "upload",
 ]
+
+logger = logging.getLogger(__name__)
 
 PING_INITIALIZE, PING_FINISH = 0, 2
 EXPIRED = "report_expired"  # the metrics' reason for a too-old report (DAP's report_dropped)
@@ -164,9 +167,10 @@ def forget_expired(
     conn: sqlite3.Connection, task: AggregatorTask, *, now: float | None = None
 ) -> dict[str, int]:
     """Retention: drop the reports still waiting past their expiry (their shares with them,
-    counted :data:`EXPIRED`) and forget the anti-replay ids that
+    counted :data:`EXPIRED`), forget the anti-replay ids that
     :meth:`~collector.dap.task.TaskSpec.forgettable` allows (a replay of one is refused as
-    expired). Counts ``dropped`` and ``forgotten``."""
+    expired) and the finished aggregation jobs no one can ask for again
+    (:func:`_forget_jobs`). Counts ``dropped``, ``forgotten`` and ``jobs``."""
     spec, tid = task.spec, task.spec.task_id_text
     now = time.time() if now is None else now
     # (time + 1) * precision + expiry <= now, solved for time: the newest unit that qualifies.
@@ -183,7 +187,39 @@ def forget_expired(
             "DELETE FROM dap_reports WHERE task_id = ? AND state != 'start' AND time < ?",
             [tid, forgotten_below],
         ).rowcount
-    return {"dropped": dropped, "forgotten": forgotten}
+        jobs = _forget_jobs(conn, task, forgotten_below)
+    return {"dropped": dropped, "forgotten": forgotten, "jobs": jobs}
+
+
+def _forget_jobs(conn: sqlite3.Connection, task: AggregatorTask, forgotten_below: int) -> int:
+    """Delete the finished aggregation jobs no one can ask for again (in the caller's
+    transaction; the number deleted).
+
+    The Leader's ``done`` rows serve nothing (no one asks the Leader about a job; its ``sent``
+    jobs are pending work and stay). The Helper keeps a job's answer (verifier messages) for a
+    re-sent request, until each report id the job recorded is forgotten (its time unit below
+    ``forgotten_below``) or lies in a collected interval: the Leader re-sends a job until it
+    has stored the answer, and asks for an interval's share only once no report of it waits
+    for a job, so a collected report proves its job finished at the Leader. A job whose
+    reports are all past ``report_expiry + clock_skew`` could still be re-sent by a Leader cut
+    off from the Helper that long after it answered: each report is then refused as expired,
+    though the Helper counted it, and collecting its interval is refused ``batchMismatch``
+    (docs/dap.md, "Report times and retention"). A job id seen again after this is a new job:
+    its reports are refused as replayed or expired, never counted twice."""
+    tid = task.spec.task_id_text
+    if task.role == "leader":
+        return conn.execute(
+            "DELETE FROM dap_jobs WHERE task_id = ? AND state = 'done'", [tid]
+        ).rowcount
+    # One pass over the ids (no index by job): their distinct (job, time unit) pairs.
+    return conn.execute(
+        "DELETE FROM dap_jobs WHERE task_id = ? AND job_id NOT IN ("
+        " SELECT r.job_id FROM (SELECT DISTINCT job_id, time FROM dap_reports"
+        "  WHERE task_id = ? AND job_id IS NOT NULL AND time >= ?) r"
+        " WHERE NOT EXISTS (SELECT 1 FROM dap_collections c WHERE c.task_id = ?"
+        "  AND c.start <= r.time AND r.time < c.start + c.duration))",
+        [tid, tid, forgotten_below, tid],
+    ).rowcount
 
 
 def _collected(conn: sqlite3.Connection, task_id: str, unit: int) -> bool:
@@ -731,7 +767,8 @@ def collection_result(
     rng: RandomSource | None = None,
 ) -> bytes | None:
     """Leader: the encoded ``CollectionJobResp``, or ``None`` while reports of the interval
-    still wait for the driver. Below ``min_batch_size`` the job is deleted and refused."""
+    still wait for the driver or the Helper cannot answer (unreachable, or a 5xx). Below
+    ``min_batch_size`` the job is deleted and refused; a Helper's refusal (4xx) is a 502."""
     tid = task.spec.task_id_text
     row = conn.execute(
         "SELECT start, duration, request, response FROM dap_collections "
@@ -767,12 +804,27 @@ def collection_result(
         )
     req = CollectionJobReq.decode(bytes(request))
     share_req = AggregateShareReq(req, BatchSelector.time_interval(interval), count, checksum)
-    status, body = send(
-        "POST",
-        f"{task.spec.helper}tasks/{tid}/aggregate_shares",
-        share_req.encode(),
-        _helper_headers(task, AggregateShareReq.MEDIA_TYPE),
-    )
+    try:
+        status, body = send(
+            "POST",
+            f"{task.spec.helper}tasks/{tid}/aggregate_shares",
+            share_req.encode(),
+            _helper_headers(task, AggregateShareReq.MEDIA_TYPE),
+        )
+    except OSError as error:  # requests' errors are OSErrors: the Helper down, say
+        status, body = 503, str(error).encode()
+    if status >= 500:
+        # The Helper crashed, restarts or is busy: the job stays pending and the next poll
+        # asks again with the same request, which the Helper answers from its record if it
+        # had stored its share. Failing here would strand the Collector: its job id holds
+        # the interval, so a new collection job would be refused batchOverlap.
+        logger.warning(
+            "dap collection job %s: the Helper answered %s (%r); asking again at the next poll",
+            b64encode(job_id),
+            status,
+            body[:200],
+        )
+        return None
     if status != 200:
         raise DapProblem(
             502, "helperError", f"the Helper refused the aggregate share: {status} {body[:300]!r}"

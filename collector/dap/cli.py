@@ -69,7 +69,9 @@ def register(commands: Any) -> None:
     drive.set_defaults(handler=_drive)
 
     gc = actions.add_parser(
-        "gc", help="retention: drop expired pending reports, forget expired anti-replay ids"
+        "gc",
+        help="retention: drop expired pending reports, forget expired anti-replay ids and "
+        "the aggregation jobs no one can ask for again",
     )
     gc.add_argument("--db", required=True, help="a Leader's or a Helper's collector database")
     gc.add_argument("--task-id", help="one task (default: every task here)")
