@@ -15,7 +15,7 @@
 // helpers of that module it uses. A build's facts go to dist/browser-meta.json for
 // `npm run size`.
 import * as esbuild from "esbuild";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -133,37 +133,73 @@ function importedNames(code, names, exportsOf, bridge) {
 }
 
 /**
- * In a chunk, a module the entry lends becomes a view of the entry's copy (`slots`: the index in
- * `__ldpModules` of each name it borrows, by module index; null: leave every lendable module an
- * external `ldp-lent:<index>`, to learn what the chunk imports); the categorical oracles come
- * from their chunk.
+ * Whether the entry may lend a module of this package name by name, a chunk bundling its own copy
+ * of the names it needs and the entry does not lend: a module without classes (a class has one
+ * copy per page, for `instanceof`) and without `let` (one state per page). The entry lends the
+ * other modules whole (what any chunk needs of them).
  */
-function borrow(bridge, slots, categoricalFile) {
+function splittable(path) {
+  return !path.includes("/node_modules/") && !/^(export )?(class|let) /m.test(readFileSync(path, "utf8"));
+}
+
+/**
+ * In a chunk, a module the entry lends becomes a view of the entry's copy (`plan.slots`: the
+ * index in `__ldpModules` of each name it borrows, by module index; `plan.own`: the modules of
+ * which the chunk also bundles its own copy of the names not lent, `ldp-own:<path>`; null:
+ * leave every lendable module an external `ldp-lent:<index>`, to learn what the chunk imports);
+ * the categorical oracles come from their chunk.
+ */
+function borrow(bridge, plan, categoricalFile) {
   return {
     name: "ldp-borrow",
     setup(build) {
-      build.onResolve({ filter: new RegExp(`^${ENTRY_SPECIFIER}$`) }, () => ({ path: "../browser.js", external: true }));
+      // one module of the chunk imports `__ldpModules` from the entry, and the views share it
+      build.onResolve({ filter: new RegExp(`^${ENTRY_SPECIFIER}$`) }, (args) =>
+        args.namespace === "ldp-entry" ? { path: "../browser.js", external: true } : { path: "entry", namespace: "ldp-entry" },
+      );
+      build.onLoad({ filter: /.*/, namespace: "ldp-entry" }, () => ({ contents: `export { __ldpModules } from "${ENTRY_SPECIFIER}";\n`, loader: "js" }));
+      build.onResolve({ filter: /^ldp-own:/ }, (args) => ({ path: args.path.slice("ldp-own:".length) }));
       build.onResolve({ filter: /.*/ }, async (args) => {
         if (args.pluginData?.usual || args.kind === "entry-point") return undefined;
         const path = await resolveAsUsual(build, args);
         if (path === null) return undefined;
         const index = bridge.indexOf(path);
-        if (index >= 0 && slots === null) return { path: `ldp-lent:${index}`, external: true };
-        if (index >= 0 && slots.has(index)) return { path, namespace: "ldp-borrowed" };
+        if (index >= 0 && plan === null) return { path: `ldp-lent:${index}`, external: true };
+        if (index >= 0 && plan.slots.has(index)) return { path, namespace: "ldp-borrowed" };
         if (categoricalFile !== null && path === CHUNKS.categorical) return { path: `./${categoricalFile}`, external: true };
         return undefined;
       });
       build.onLoad({ filter: /.*/, namespace: "ldp-borrowed" }, (args) => {
-        const names = [...slots.get(bridge.indexOf(args.path))];
-        return {
-          contents: `import { __ldpModules as m } from "${ENTRY_SPECIFIER}";\nexport const ${names.map(([name, slot]) => `${name} = m[${slot}]`).join(", ")};\n`,
-          loader: "js",
-          resolveDir: dirname(args.path),
-        };
+        const index = bridge.indexOf(args.path);
+        const names = [...plan.slots.get(index)];
+        const lines = [`import { __ldpModules as m } from "${ENTRY_SPECIFIER}";`];
+        lines.push(`export const ${names.map(([name, slot]) => `${name} = m[${slot}]`).join(", ")};`);
+        // the names declared here take precedence over those of the star export
+        if (plan.own.has(index)) lines.push(`export * from ${JSON.stringify(`ldp-own:${args.path}`)};`);
+        return { contents: lines.join("\n") + "\n", loader: "js", resolveDir: dirname(args.path) };
       });
     },
   };
 }
+
+/** The entry's source: the browser API, and `__ldpModules`, the names it lends (`lent`, by module). */
+function entrySource(bridge, lent) {
+  const lines = [`export * from "./browser.ts";`];
+  bridge.forEach((path, i) => {
+    const names = [...lent[i]].sort();
+    if (names.length) lines.push(`import { ${names.map((name) => `${name} as m${i}_${name}`).join(", ")} } from ${JSON.stringify(path)};`);
+  });
+  const flat = bridge.flatMap((path, i) => [...lent[i]].sort().map((name) => `m${i}_${name}`));
+  lines.push(`/** What the chunks under browser/ borrow (scripts/build-browser.mjs); internal, not API. */`);
+  lines.push(`export const __ldpModules = [${flat.join(", ")}];`);
+  return { contents: lines.join("\n"), resolveDir: src, sourcefile: "browser-entry.js", loader: "js" };
+}
+
+/**
+ * Bytes a name may add to the minified entry and still count as held by it anyway (its slot in
+ * `__ldpModules`); a name the entry does not hold adds its declaration.
+ */
+const HELD_SLACK = 8;
 
 export async function buildBrowser() {
   rmSync(chunkDir, { recursive: true, force: true });
@@ -171,47 +207,102 @@ export async function buildBrowser() {
   const placeholders = Object.fromEntries(Object.keys(CHUNKS).map((chunk) => [chunk, `${chunk}.js`]));
   // 1. what the entry holds, and what of it the chunks use: the modules it lends them
   const held = await inputsOf({ entryPoints: [join(src, "browser.ts")], plugins: [chunkImports(placeholders)] });
-  // the config readers every mechanism group uses: in the entry once rather than in each chunk
-  held.add(join(src, "mechanisms", "fields.ts"));
+  // what the mechanism groups share (the config readers, the samplers, the memoized chains): in
+  // the entry once rather than in each chunk; the entry lends what the categorical chunk needs
+  for (const file of ["mechanisms/fields.ts", "samplers.ts", "memo-chain.ts"]) held.add(join(src, file));
   const shared = new Set();
   for (const file of Object.values(CHUNKS)) for (const path of await inputsOf({ entryPoints: [file] })) if (held.has(path)) shared.add(path);
   const bridge = [...shared].filter((path) => LEND(path)).sort();
   const exportsOf = new Map();
   for (const path of bridge) exportsOf.set(path, await exportNames(path));
-  // which names of each lendable module each chunk imports, and of the categorical chunk
-  const needs = {};
+  const split = bridge.map((path) => splittable(path));
   const chunkExports = Object.fromEntries(Object.entries(CHUNK_EXPORTS).map(([chunk, names]) => [chunk, new Set(names)]));
-  for (const [chunk, file] of Object.entries(CHUNKS)) {
+  /** What code (`contents`, an ES module) imports of each lendable module, and of the categorical chunk. */
+  const trialNeeds = async (contents, resolveDir, chunk) => {
     const trial = await esbuild.build({
       ...COMMON,
-      entryPoints: [file],
+      stdin: { contents, resolveDir, sourcefile: `${chunk}.js`, loader: "js" },
       write: false,
       outdir: "/tmp/ldp-unused",
       plugins: [borrow(bridge, null, BORROWS_CATEGORICAL.has(chunk) ? "categorical.js" : null)],
     });
-    needs[chunk] = new Map();
+    const names = new Map();
     for (const output of trial.outputFiles) {
-      importedNames(output.text, needs[chunk], exportsOf, bridge);
+      importedNames(output.text, names, exportsOf, bridge);
       for (const match of output.text.matchAll(/import\s*\{([^}]*)\}\s*from\s*"\.\/categorical\.js"/g)) {
         for (const part of match[1].split(",")) if (part.trim()) chunkExports.categorical.add(part.trim().split(/\s+as\s+/)[0]);
       }
     }
+    return names;
+  };
+  const merge = (into, from) => {
+    for (const [i, names] of from) into.set(i, new Set([...(into.get(i) ?? []), ...names]));
+  };
+  // which names of each lendable module each chunk's own code imports (the categorical chunk
+  // last: it also exports what the others import of it)
+  const direct = {};
+  const order = [...Object.keys(CHUNKS).filter((chunk) => chunk !== "categorical"), "categorical"];
+  for (const chunk of order) {
+    const exports = [...chunkExports[chunk]].sort().join(", ");
+    direct[chunk] = await trialNeeds(`export { ${exports} } from ${JSON.stringify(CHUNKS[chunk])};`, dirname(CHUNKS[chunk]), chunk);
   }
-  // What the entry lends: of this package's modules, what any chunk needs (one copy of each
-  // class); of a library's, what the categorical chunk needs (the entry's page needs them
-  // anyway), and a chunk needing more of such a module bundles its own copy.
-  const lentNames = bridge.map((path, i) => {
-    if (path.includes("/node_modules/")) return new Set(needs.categorical.get(i) ?? []);
-    return new Set(Object.values(needs).flatMap((byModule) => [...(byModule.get(i) ?? [])]));
-  });
-  const flat = bridge.flatMap((path, i) => [...lentNames[i]].sort().map((name) => ({ module: i, name })));
-  const slotsOf = (chunk) => {
-    const slots = new Map();
-    for (const [i, wanted] of needs[chunk]) {
-      if (![...wanted].every((name) => lentNames[i].has(name))) continue;
-      slots.set(i, new Map([...wanted].map((name) => [name, flat.findIndex((f) => f.module === i && f.name === name)])));
+  // What the entry lends: of a module it may lend name by name, what the categorical chunk needs
+  // (the entry's page needs it anyway); another chunk bundles its own copy of what else it needs
+  // of such a module, and what that copy imports counts as the chunk's needs too.
+  const lentNames = bridge.map((path, i) => (split[i] ? new Set(direct.categorical.get(i) ?? []) : null));
+  /** What each chunk needs, its own copies' imports included, with the entry lending `lentNames`. */
+  const expand = async () => {
+    const needs = {};
+    for (const chunk of order) {
+      needs[chunk] = new Map([...direct[chunk]].map(([i, names]) => [i, new Set(names)]));
+      const expanded = new Map();
+      for (let grown = true; grown; ) {
+        grown = false;
+        for (const [i, wanted] of [...needs[chunk]]) {
+          const own = split[i] ? [...wanted].filter((name) => !lentNames[i].has(name) && !expanded.get(i)?.has(name)).sort() : [];
+          if (own.length === 0) continue;
+          expanded.set(i, new Set([...(expanded.get(i) ?? []), ...own]));
+          merge(needs[chunk], await trialNeeds(`export { ${own.join(", ")} } from ${JSON.stringify(`ldp-own:${bridge[i]}`)};`, pkg, chunk));
+          grown = true;
+        }
+      }
     }
-    return slots;
+    return needs;
+  };
+  let needs = await expand();
+  // Of another module of this package, what any chunk needs (one copy of each class); of a
+  // library's (SHA-256, HMAC), what the chunks of categorical.ts need (MD5 for RAPPOR reuses most
+  // of SHA-256's code), and a chunk needing more of such a module bundles its own copy.
+  bridge.forEach((path, i) => {
+    if (split[i]) return;
+    if (path.includes("/node_modules/")) lentNames[i] = new Set([...(needs.categorical.get(i) ?? []), ...(needs["rappor-dbitflip"].get(i) ?? [])]);
+    else lentNames[i] = new Set(Object.values(needs).flatMap((byModule) => [...(byModule.get(i) ?? [])]));
+  });
+  // and whatever else a chunk needs that the entry holds anyway (lending it costs its slot)
+  const entryBytes = async (lent) =>
+    (await esbuild.build({ ...COMMON, stdin: entrySource(bridge, lent), write: false, outdir: "/tmp/ldp-unused", plugins: [chunkImports(placeholders)] })).outputFiles[0].contents.length;
+  const base = await entryBytes(lentNames);
+  const candidates = new Set();
+  for (const byModule of Object.values(needs)) for (const [i, names] of byModule) for (const name of names) if (!lentNames[i].has(name)) candidates.add(`${i}\0${name}`);
+  for (const candidate of [...candidates].sort()) {
+    const [i, name] = [Number(candidate.split("\0")[0]), candidate.split("\0")[1]];
+    const trial = lentNames.map((names, j) => (j === i ? new Set([...names, name]) : names));
+    if ((await entryBytes(trial)) - base <= HELD_SLACK) lentNames[i].add(name);
+  }
+  needs = await expand();
+  const flat = bridge.flatMap((path, i) => [...lentNames[i]].sort().map((name) => ({ module: i, name })));
+  const planOf = (chunk) => {
+    const slots = new Map();
+    const own = new Set();
+    for (const [i, wanted] of needs[chunk]) {
+      const lent = [...wanted].filter((name) => lentNames[i].has(name));
+      if (lent.length < wanted.size) {
+        if (!split[i]) continue; // a library module: the chunk bundles its own copy
+        own.add(i);
+      }
+      if (lent.length > 0) slots.set(i, new Map(lent.map((name) => [name, flat.findIndex((f) => f.module === i && f.name === name)])));
+    }
+    return { slots, own };
   };
   // 2. the chunks, each importing the lent modules from the entry
   const names = {};
@@ -223,7 +314,7 @@ export async function buildBrowser() {
       outdir: chunkDir,
       entryNames: `${chunk}-[hash]`,
       metafile: true,
-      plugins: [borrow(bridge, slotsOf(chunk), BORROWS_CATEGORICAL.has(chunk) ? names.categorical : null)],
+      plugins: [borrow(bridge, planOf(chunk), BORROWS_CATEGORICAL.has(chunk) ? names.categorical : null)],
     });
     const [output, info] = Object.entries(result.metafile.outputs).find(([path]) => path.endsWith(".js"));
     names[chunk] = output.split("/").pop();
@@ -234,16 +325,9 @@ export async function buildBrowser() {
     };
   }
   // 3. the entry, with its dynamic imports pointing at the chunks and the lent modules exported
-  const lines = [`export * from "./browser.ts";`];
-  bridge.forEach((path, i) => {
-    const names = [...lentNames[i]].sort();
-    if (names.length) lines.push(`import { ${names.map((name) => `${name} as m${i}_${name}`).join(", ")} } from ${JSON.stringify(path)};`);
-  });
-  lines.push(`/** What the chunks under browser/ borrow (scripts/build-browser.mjs); internal, not API. */`);
-  lines.push(`export const __ldpModules = [${flat.map(({ module, name }) => `m${module}_${name}`).join(", ")}];`);
   const entry = await esbuild.build({
     ...COMMON,
-    stdin: { contents: lines.join("\n"), resolveDir: src, sourcefile: "browser-entry.js", loader: "js" },
+    stdin: entrySource(bridge, lentNames),
     outfile: join(out, "browser.js"),
     metafile: true,
     plugins: [chunkImports(names)],
