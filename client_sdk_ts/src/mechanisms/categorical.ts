@@ -7,14 +7,8 @@
 import { md5 } from "@noble/hashes/legacy";
 import { hmac } from "@noble/hashes/hmac";
 import { sha256 } from "@noble/hashes/sha256";
-import {
-  type BatchChain,
-  type KeyedSource,
-  chainThreshold,
-  longitudinal,
-  mixtureChain,
-  requireKeys,
-} from "../memoization.js";
+import { type BatchChain, chainThreshold, longitudinal, mixtureChain, requireKeys } from "../memo-chain.js";
+import type { KeyedSource } from "../memoization.js";
 import {
   MAX_WORD,
   Rational,

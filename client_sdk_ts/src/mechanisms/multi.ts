@@ -4,7 +4,7 @@
  * fake values for the others; Arcolezi et al., CIKM 2021), each unit reported by its oracle's
  * compact sampler (docs/protocol.md, "Structures"; Python: client_sdk/mechanisms/multi.py).
  */
-import { deviceChoice } from "../memoization.js";
+import { deviceChoice } from "../memo-chain.js";
 import { Rational, expDouble, thresholdProbability } from "../rational.js";
 import { bernoulliBytes, bernoulliLazy, randomBits, uniformBelow32, uniformBelowBits } from "../samplers.js";
 import { base64Url, bitsText, widestInt } from "../wire.js";

@@ -6,7 +6,8 @@
  * Duchi's thresholds), then a flip with probability gamma from the report's words. Unmemoized:
  * Duchi's kernel, then the flip.
  */
-import { type KeyedSource, requireKeys } from "../memoization.js";
+import type { KeyedSource } from "../memoization.js";
+import { requireKeys } from "../memo-chain.js";
 import { Rational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { logFraction } from "./correctly-rounded.js";
 import { bernoulli } from "../samplers.js";

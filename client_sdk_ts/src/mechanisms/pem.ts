@@ -6,7 +6,8 @@
 import type { WordSource } from "../words.js";
 import { expRational, thresholdProbability } from "../rational.js";
 import { uniformBelow } from "../samplers.js";
-import { type KeyedSource, requireKeys } from "../memoization.js";
+import type { KeyedSource } from "../memoization.js";
+import { requireKeys } from "../memo-chain.js";
 import { checkKeys, configEpsilon, configInt, configPermanent, stringValues, typeName, wordSource } from "./fields.js";
 import { widestInt } from "../wire.js";
 import { RESERVED, countReserved, isWellFormed, memoLabel, representable, stringMemoKeys } from "./string-support.js";

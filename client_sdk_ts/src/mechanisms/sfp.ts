@@ -5,7 +5,8 @@
  * "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/sfp.py).
  */
 import { blake2b } from "@noble/hashes/blake2b";
-import { type BatchChain, type KeyedSource, VALUE_LABEL, deviceChoice, mixtureChain, requireKeys } from "../memoization.js";
+import type { KeyedSource } from "../memoization.js";
+import { type BatchChain, VALUE_LABEL, deviceChoice, mixtureChain, requireKeys } from "../memo-chain.js";
 import { expRational } from "../rational.js";
 import { uniformBelow32 } from "../samplers.js";
 import type { WordSource } from "../words.js";

@@ -6,7 +6,8 @@
  */
 import { blake2b } from "@noble/hashes/blake2b";
 import { toHex } from "../wire.js";
-import { type KeyedSource, requireKeys } from "../memoization.js";
+import type { KeyedSource } from "../memoization.js";
+import { requireKeys } from "../memo-chain.js";
 import { stringValues } from "./fields.js";
 
 /** The reserved symbol: the single byte 0xFF (no UTF-8 text holds it), sent in place of a
