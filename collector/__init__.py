@@ -65,8 +65,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     problems.register_error_handlers(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(ops.bp)
-    install_cors(app, app.config.get("CORS_ORIGINS", ()), api.DEVICE_ROUTES)
     app.register_blueprint(dap_api.bp)
+    device_routes = {**api.DEVICE_ROUTES, **dap_api.DEVICE_ROUTES}
+    install_cors(app, app.config.get("CORS_ORIGINS", ()), device_routes)
     if app.config.get("DAP_INTEROP"):  # test-only: docs/dap.md, "Interop"
         from collector.dap import interop
 

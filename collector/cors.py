@@ -1,5 +1,7 @@
 """Cross-origin access (CORS) for the routes a device calls, so that a web page on another origin
-can fetch campaign documents and upload reports (``--cors-origin``, docs/collector.md#cors).
+can fetch campaign documents and upload reports, to the collector (``collector.api``) or to a
+DAP Leader (``collector.dap.api``: the upload and ``hpke_config``) (``--cors-origin``,
+docs/collector.md#cors).
 
 Only the listed origins, only the device routes, only their method and request headers: a
 preflight (``OPTIONS`` with ``Access-Control-Request-Method``) for a device route from a listed
@@ -8,9 +10,9 @@ origin is answered 204 with ``Access-Control-Allow-Origin`` (that origin, never 
 ``-Max-Age``; the route's actual responses, errors included, carry ``Access-Control-Allow-Origin``
 and expose ``Retry-After`` (so a page can back off). Anything else gets no CORS header: another
 origin, another method or header than the route needs, an admin route (even at the same path,
-``GET .../reports`` being the admin export), the metrics. No credentials mode: devices send no
-cookies. Every response of a device route says ``Vary: Origin`` once CORS is on, since it
-depends on the request's origin.
+``GET .../reports`` being the admin export), DAP's aggregation and collection routes, the
+metrics. No credentials mode: devices send no cookies. Every response of a device route says
+``Vary: Origin`` once CORS is on, since it depends on the request's origin.
 """
 
 from __future__ import annotations

@@ -956,7 +956,8 @@ export class TelemetryClient {
   /**
    * On `pagehide`: send what fits in the browser's 64 KiB keepalive budget with
    * `fetch(..., {keepalive: true})`. Best effort: the reports stay queued (the outbox is
-   * stored), so the next page's flush re-sends them and the collector counts them once by id.
+   * stored), so the next page's flush re-sends them and the collector counts them once by id
+   * (a secure-aggregation campaign's go to its Leader, `DapDriver.keepalive`: report_replayed).
    */
   flushOnExit(): number {
     const encoder = new TextEncoder();
@@ -970,8 +971,11 @@ export class TelemetryClient {
     }
     for (const [name, queued] of byCampaign) {
       const info = this.#campaigns.get(name) ?? this.#pinned.get(name);
-      // a secure-aggregation campaign's reports wait for the next flush (their Leader, not the collector)
-      if (info === undefined || info.dap) continue;
+      if (!info) continue;
+      if (info.dap) {
+        [budget, sent] = info.dap.keepalive(queued, budget, sent, this.#fetch);
+        continue;
+      }
       let destination: [string, Record<string, string>];
       try {
         destination = this.#destination(info);

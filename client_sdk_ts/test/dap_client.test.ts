@@ -6,6 +6,7 @@
  * tests/client_sdk_ts/test_node_dap.py runs the same client against a real Leader and Helper.
  */
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -14,8 +15,8 @@ import { afterEach, test } from "node:test";
 
 import { canonicalJson, configId, type JsonValue, parseJson } from "../src/config.js";
 import { b64decode } from "../src/dap/campaign.js";
-import { REPORT_ERRORS } from "../src/dap/driver.js";
-import { BudgetExceededError, FolderStorage, HmacWordSource, MemoryStorage, PolicyViolation, PrivacyPolicy, TelemetryClient } from "../src/index.js";
+import { dapEntry, REPORT_ERRORS } from "../src/dap/driver.js";
+import { BudgetExceededError, FolderStorage, HmacWordSource, MemoryStorage, mechanismFromConfig, PolicyViolation, PrivacyPolicy, TelemetryClient } from "../src/index.js";
 
 const FILE = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "conformance", "dap_campaigns.json");
 const DATA = parseJson(readFileSync(FILE, "utf-8")) as { documents: { document: Record<string, JsonValue>; valid: boolean }[] };
@@ -38,6 +39,7 @@ interface Posted {
   url: string;
   headers: Record<string, string>;
   body: Uint8Array;
+  keepalive: boolean | undefined;
 }
 
 /** A Leader: answers each POST with the next of `answers` (status, body), recording the requests. */
@@ -45,7 +47,7 @@ function leader(answers: ((posted: Posted) => Response)[]): { fetch: typeof fetc
   const posted: Posted[] = [];
   const fake = async (url: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const body = init?.body instanceof Uint8Array ? init.body : new TextEncoder().encode(String(init?.body ?? ""));
-    const request = { url: String(url), headers: { ...(init?.headers as Record<string, string>) }, body };
+    const request = { url: String(url), headers: { ...(init?.headers as Record<string, string>) }, body, keepalive: init?.keepalive };
     posted.push(request);
     const answer = answers.shift();
     if (answer === undefined) throw new Error("the test Leader has no more answers");
@@ -227,4 +229,82 @@ test("only a document with a \"dap\" key is read as a secure-aggregation campaig
   const regular = `{"name":"notes","protocol":1,"mechanism":{"epsilon":1.0,"k":2,"mechanism":"grr"},"domain":["dap","\\"dap\\": no"],"policy":null,"min_batch_size":100,"config_id":"0"}`;
   assert.throws(() => client({ fetch: leader([]).fetch, campaigns: [regular] }), /campaigns\[0\]: campaign notes: config_id does not match its content/);
   assert.throws(() => client({ fetch: leader([]).fetch, campaigns: [null as unknown as string] }), /campaigns\[0\]: a campaign document must be a JSON object; got null/);
+});
+
+/** The queued reports of a device's state folder, in the outbox's order. */
+function queuedIn(directory: string): { id: string; payload: string; campaign: string }[] {
+  return readdirSync(directory)
+    .filter((f) => /^outbox_\d+\.json$/.test(f))
+    .sort((a, b) => Number(a.slice(7, -5)) - Number(b.slice(7, -5)))
+    .flatMap((f) => JSON.parse(readFileSync(join(directory, f), "utf-8")) as { id: string; payload: string; campaign: string }[]);
+}
+
+function concatenated(reports: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(reports.reduce((n, r) => n + r.length, 0));
+  reports.reduce((at, r) => (out.set(r, at), at + r.length), 0);
+  return out;
+}
+
+test("pagehide: the keepalive flush sends the queued Reports to the Leader; the next flush counts them once", async () => {
+  const directory = mkdtempSync(join(tmpdir(), "ldp-ts-dap-"));
+  directories.push(directory);
+  const replayed = (p: Posted): Response => {
+    const size = p.body.length / 4;
+    const ids = [0, 1, 2, 3].map((i) => Array.from(p.body.subarray(i * size, i * size + 16), (b) => b.toString(16).padStart(2, "0")).join(""));
+    return uploadErrors(ids.map((id) => [id, "report_replayed"]));
+  };
+  const { fetch, posted } = leader([ok, replayed]);
+  const device = client({ fetch, storage: new FolderStorage(directory) });
+  await device.recordMany("theme", ["dark", "light", "system", "dark"]);
+  const reports = queuedIn(directory).map((q) => b64decode(q.payload, "payload"));
+  assert.equal(device.flushOnExit(), 4);
+  assert.equal(posted.length, 1);
+  const [request] = posted as [Posted];
+  assert.equal(request.url, UPLOAD_URL);
+  assert.equal(request.keepalive, true);
+  assert.equal(request.headers["Content-Type"], "application/ppm-dap;message=upload-req");
+  assert.deepEqual(request.body, concatenated(reports));
+  assert.equal(await device.pending(), 4, "they stay queued: the keepalive answer is never read");
+  // the next page's flush sends them again; the Leader's report_replayed counts them delivered
+  assert.equal(await device.flush(), 4);
+  assert.equal(posted.length, 2);
+  assert.equal(await device.pending(), 0);
+  assert.deepEqual(device.status().dropped, {});
+});
+
+test("pagehide: the Reports that fit in the keepalive budget, shared with the collector's campaigns", async () => {
+  const directory = mkdtempSync(join(tmpdir(), "ldp-ts-dap-"));
+  directories.push(directory);
+  const { fetch, posted } = leader(Array.from({ length: 3 }, () => ok));
+  const labels = ["a", "b", "c"];
+  const mechanism = '{"epsilon":1.0,"k":3,"mechanism":"grr"}';
+  const content = `{"domain":${JSON.stringify(labels)},"mechanism":${mechanism},"min_batch_size":100,"policy":null}`;
+  const id = createHash("sha256").update(content).digest("hex").slice(0, 32);
+  const local = `{"name":"local","protocol":1,"mechanism":${mechanism},"domain":${JSON.stringify(labels)},"policy":null,"min_batch_size":100,"config_id":"${id}","created":"2026-12-04T00:00:00Z"}`;
+  const device = client({ fetch, storage: new FolderStorage(directory), campaigns: [canonicalJson(THEME), local] });
+  await device.recordMany("theme", ["dark", "light", "system", "dark"]);
+  await device.recordMany("local", Array.from({ length: 2000 }, (_, i) => labels[i % 3] as string));
+  const sent = device.flushOnExit();
+  // the Leader's request first (the outbox's order), then the collector's with the bytes left
+  assert.equal(posted.length, 2);
+  const [dap, ldp] = posted as [Posted, Posted];
+  assert.equal(dap.url, UPLOAD_URL);
+  assert.equal(ldp.url, "https://collector.example/v1/campaigns/local/reports");
+  assert.ok(dap.keepalive && ldp.keepalive);
+  const ldpReports = (JSON.parse(new TextDecoder().decode(ldp.body)) as { reports: unknown[] }).reports.length;
+  assert.equal(sent, 4 + ldpReports);
+  assert.ok(ldpReports > 100 && ldpReports < 2000, `${ldpReports} of 2000 fit`);
+  assert.ok(dap.body.length + ldp.body.length <= 64 * 1024);
+  assert.ok(dap.body.length + ldp.body.length > 64 * 1024 - 100, "the budget left is used");
+
+  // the driver alone: only whole Reports within the budget, none when the first does not fit
+  const queued = queuedIn(directory).filter((q) => q.campaign === "theme");
+  const sizes = queued.map((q) => b64decode(q.payload, "payload").length);
+  const { dap: driver } = await dapEntry(canonicalJson(THEME), undefined, mechanismFromConfig, false);
+  const budget = (sizes[0] as number) + (sizes[1] as number) + 5;
+  assert.deepEqual(driver.keepalive(queued, budget, 10, fetch), [5, 12]);
+  assert.equal(posted.length, 3);
+  assert.deepEqual((posted[2] as Posted).body, concatenated(queued.slice(0, 2).map((q) => b64decode(q.payload, "payload"))));
+  assert.deepEqual(driver.keepalive(queued, (sizes[0] as number) - 1, 10, fetch), [(sizes[0] as number) - 1, 10]);
+  assert.equal(posted.length, 3, "nothing sent when no Report fits");
 });

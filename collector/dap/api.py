@@ -22,6 +22,7 @@ from client_sdk.dap.messages import (
     UploadErrors,
     UploadRequest,
 )
+from collector.cors import DeviceRoute
 from collector.dap import aggregator
 from collector.dap.aggregator import DapProblem
 from collector.dap.task import AggregatorTask, b64decode
@@ -32,6 +33,14 @@ bp = Blueprint("dap", __name__, url_prefix="/dap")
 
 DAP_ERROR = "urn:ietf:params:ppm:dap:error:"
 HELPER_TIMEOUT = 30.0
+
+DEVICE_ROUTES = {
+    "dap.hpke_config": DeviceRoute("GET"),
+    # DAP-18 uploads with POST (the route also takes PUT, for older clients; devices never do)
+    "dap.upload": DeviceRoute("POST", ("Content-Type",)),
+}
+"""The Leader's routes a device calls (``client_sdk.dap``, the TypeScript client): what
+``--cors-origin`` opens to web pages. Never the aggregation, collection or interop routes."""
 
 
 @bp.errorhandler(DapProblem)

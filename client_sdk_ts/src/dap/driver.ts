@@ -127,6 +127,29 @@ export class DapDriver {
   }
 
   /**
+   * The `pagehide` flush of this campaign (`TelemetryClient.flushOnExit`): the first of `queued`
+   * whose encoded Reports fit in `budget` bytes, in one `UploadRequest` to the Leader with
+   * `fetch(..., {keepalive: true})`, its answer unread. They stay queued: the next flush sends
+   * them again and the Leader answers `report_replayed`, counted as delivered. `[budget, sent]`
+   * after this campaign: the bytes left, and `sent` plus the reports sent.
+   */
+  keepalive(queued: readonly QueuedReport[], budget: number, sent: number, fetch: typeof globalThis.fetch): [number, number] {
+    let size = 0;
+    let count = 0;
+    for (const q of queued) {
+      const bytes = b64decode(q.payload, `queued report ${count}`).length;
+      if (size + bytes > budget) break;
+      size += bytes;
+      count += 1;
+    }
+    if (count) {
+      const [url, headers] = this.upload;
+      fetch(url, { method: "POST", headers, body: this.uploadBody(queued.slice(0, count)), keepalive: true }).catch(() => undefined);
+    }
+    return [budget - size, sent + count];
+  }
+
+  /**
    * Settle the Leader's `UploadErrors` (`body`) for the reports `sent`: a report it does not
    * list was stored; `report_replayed` was stored by an earlier upload (a retry);
    * `report_too_early` stays queued (the device's clock is ahead); any other error can never be
