@@ -290,7 +290,7 @@ def _campaign_row(campaign: AnyStoredCampaign, reports: int) -> tuple[str, ...]:
         dap = campaign.dap
         epsilon = str(dap["dp"])
         if campaign.local is not None:
-            epsilon += f" local:{float(campaign.local['epsilon']):g}"
+            epsilon += f",local:{float(campaign.local['epsilon']):g}"
         mechanism, min_batch = f"dap:{dap['vdaf']['type']}", str(dap["min_batch_size"])
         return (campaign.name, mechanism, epsilon, "-", min_batch, campaign.status())
     return (

@@ -270,7 +270,7 @@ def test_the_campaign_commands_handle_a_dap_campaign(dap_pair: DapPair, tmp_path
     assert {k: v for k, v in created.items() if k != "created"} == document
     listing = run("campaign", "list", "--db", db).splitlines()
     assert listing[1].split() == [
-        "cli-dap", "dap:histogram", "none", "local:40", "-", "10", "open"
+        "cli-dap", "dap:histogram", "none,local:40", "-", "10", "open"
     ]  # fmt: skip
     shown = json.loads(run("campaign", "show", "--db", db, "--name", "cli-dap"))
     assert shown["status"] == "open" and "reports" not in shown
