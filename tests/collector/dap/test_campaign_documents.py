@@ -31,8 +31,12 @@ from client_sdk.config import config_id as content_id
 from client_sdk.dap.campaign import DapCampaign, b64encode, dap_campaign_content
 from client_sdk.protocol import problem_type
 from collector.process import entry_point
+from tests.client_sdk_ts.conftest import DIST, require_node, ts_build  # noqa: F401 (a fixture)
+from tests.client_sdk_ts.test_node_dap import trusted
 from tests.collector.dap.conftest import COLLECTOR_TOKEN, TIME_PRECISION, DapPair, run
 from tests.collector.dap.test_device import campaign_document, trusting
+
+TS_TESTS = Path(__file__).resolve().parents[2] / "client_sdk_ts"
 
 LABELS = ["none", "one", "few", "many"]
 HISTOGRAM = ({"type": "histogram", "length": 4, "chunk_length": 2}, 10, "none")
@@ -283,3 +287,53 @@ def test_the_campaign_commands_handle_a_dap_campaign(dap_pair: DapPair, tmp_path
         "campaign", "delete", "--db", db, "--name", "cli-dap"
     )
     assert run("campaign", "list", "--db", db).splitlines()[1:] == []
+
+
+@pytest.mark.usefixtures("ts_build")
+@pytest.mark.parametrize("dap_pair", [HISTOGRAM], indirect=True)
+def test_node_devices_fetch_the_served_document(dap_pair: DapPair, tmp_path: Path) -> None:
+    """The TypeScript client (Node, the built package) fetches the same served document,
+    verifies it, records, uploads to the Leader; the result is the truth."""
+    pair = dap_pair
+    name = f"ts-{pair.spec.task_id_text[:8].lower().replace('_', 'x').replace('-', 'y')}"
+    document = campaign_document(pair, name, domain=LABELS, local=LOCAL)
+    assert _create(pair, _content(document)).status_code == 201
+    devices = [[LABELS[(d + r) % 4] for r in range(4)] for d in range(3)]
+    job = {
+        "package": str(DIST / "src" / "index.js"),
+        "url": pair.leader.url,
+        "name": name,  # no document: each device fetches it
+        "policy": {"trusted_aggregators": trusted(pair), "max_epsilon": 40},
+        "devices": devices,
+        "state": str(tmp_path / "devices"),
+        "seed": "5d" * 32,
+    }
+    done = subprocess.run(
+        [require_node(), str(TS_TESTS / "record_dap.mjs")],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"the Node devices failed:\n{done.stdout}\n{done.stderr}"
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["recorded"] == outcome["acknowledged"] == 12, outcome
+    assert outcome["left"] == 0 and outcome["errors"] == [] and outcome["dropped"] == []
+    assert pair.drive() == {"aggregated": 12, "rejected": 0, "jobs": 1}
+    served = requests.get(f"{pair.leader.url}/v1/campaigns/{name}", timeout=10).json()
+    (tmp_path / "campaign.json").write_text(json.dumps(served))
+    truth = [sum(values.count(label) for values in devices) for label in LABELS]
+    collected = subprocess.run(
+        [
+            *entry_point("ldp-analyze", "analysis.cli"), "collect",
+            "--task", str(pair.task_file), "--leader", pair.leader_dap,
+            "--collector-key", str(pair.collector_key), "--token", COLLECTOR_TOKEN,
+            "--interval", f"{int(time.time()) // TIME_PRECISION - 1},3",
+            "--campaign", str(tmp_path / "campaign.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert collected.returncode == 0, collected.stderr
+    assert json.loads(collected.stdout)["collected"] == truth
