@@ -458,7 +458,7 @@ class Storage:
             if row is not None:
                 existing = _same_campaign(_any_from_row(row), content_id, metadata)
                 if not isinstance(existing, StoredCampaign):
-                    raise CampaignConflict(f"campaign {existing.name!r} exists (DAP)")
+                    raise CampaignConflict(f"campaign {existing.name!r} exists as a DAP campaign")
                 return existing, False
             created = _now()
             conn.execute(
@@ -493,7 +493,7 @@ class Storage:
             if row is not None:
                 existing = _same_campaign(_any_from_row(row), built["config_id"], metadata)
                 if not isinstance(existing, StoredDapCampaign):
-                    raise CampaignConflict(f"campaign {existing.name!r} exists (not DAP)")
+                    raise CampaignConflict(f"campaign {existing.name!r} exists, not DAP")
                 return existing, False
             conn.execute(
                 "INSERT INTO campaigns (name, config_id, dap, local, domain, policy, created, "

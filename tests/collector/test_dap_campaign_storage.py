@@ -43,13 +43,14 @@ def dap_campaign(name: str = "crashes", **fields: Any) -> dict[str, Any]:
 
 
 def _previous_schema(path: Path) -> None:
-    """A database at schema version 9 with a campaign, a report, counters, a closed mark."""
+    """A database at schema version 9 (before DAP campaigns) with a campaign, a report,
+    counters and a closed mark."""
     db = sqlite_utils.Database(sqlite3.connect(path))
     db.execute(
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
         "applied TEXT NOT NULL)"
     )
-    for version, name, migration in MIGRATIONS[: SCHEMA_VERSION - 1]:
+    for version, name, migration in MIGRATIONS[:9]:
         migration(db)
         db.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", [version, name])
     db.execute(
@@ -67,7 +68,8 @@ def test_migration_10_keeps_campaigns_and_their_references(tmp_path: Path) -> No
     _previous_schema(path)
     with Storage(path) as storage:
         conn = storage.db.conn
-        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 10
+        version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        assert version == SCHEMA_VERSION
         assert conn.execute("SELECT id, name, mechanism FROM campaigns").fetchall() == [
             (7, "old", "{}")
         ]
