@@ -57,6 +57,7 @@ PROBLEM_TYPES: dict[str, str] = {
         "campaign-closed",  # 410: the campaign was closed to new reports (estimates remain)
         "campaign-expired",  # 410: the campaign is past its "expires" day (estimates remain)
         "campaign-not-empty",  # 409: deleting a campaign with reports without with_reports=1
+        "secure-aggregation-campaign",  # 409: reports or an estimate of a DAP campaign
         "forwarder-down",  # 503 (shuffler /readyz): its forwarder exited and is being restarted
         "untrusted-campaign",  # 502 (shuffler): the collector's document fails its config_id
     )

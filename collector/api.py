@@ -25,6 +25,7 @@ from collector.lifecycle import default_policy_warnings
 from collector.problems import Problem
 from collector.ratelimit import RATE_BUCKET_HEADER
 from collector.storage import (
+    AnyStoredCampaign,
     CampaignConflict,
     CampaignNotEmpty,
     StorageBusy,
@@ -70,11 +71,12 @@ def export_error_line(error: Exception) -> str:
     return json.dumps({"error": problem}, separators=(",", ":")) + "\n"
 
 
-def _served(campaign: StoredCampaign) -> dict[str, Any]:
+def _served(campaign: AnyStoredCampaign) -> dict[str, Any]:
     """The campaign document with its ``status`` (``collector.storage.CAMPAIGN_STATUSES``); a
-    shuffled one carries the public key devices seal to."""
+    shuffled one carries the public key devices seal to. A secure-aggregation one is the
+    document ``DapCampaign.from_document`` verifies on the device (docs/dap.md)."""
     document = {**campaign.document(), "status": campaign.status(today())}
-    if campaign.shuffle is not None:
+    if isinstance(campaign, StoredCampaign) and campaign.shuffle is not None:
         key = active_key(get_storage())
         if key is not None:
             document["public_key"] = {"key_id": key[0], "key": key[1]}
@@ -83,7 +85,7 @@ def _served(campaign: StoredCampaign) -> dict[str, Any]:
 
 @bp.get("/campaigns")
 def list_campaigns() -> dict[str, Any]:
-    return {"campaigns": [_served(c) for c in get_storage().list_campaigns()]}
+    return {"campaigns": [_served(c) for c in get_storage().list_all_campaigns()]}
 
 
 @bp.post("/campaigns")
@@ -99,12 +101,12 @@ def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
         raise Problem(409, "campaign-conflict", str(error)) from None
     except ValueError as error:
         raise Problem(400, "malformed-request", str(error)) from None
-    if campaign.shuffle is not None:
+    if isinstance(campaign, StoredCampaign) and campaign.shuffle is not None:
         with write_turn():
             ensure_key(get_storage())
     location = url_for("api.get_campaign", name=campaign.name)
     body = _served(campaign)
-    warnings = default_policy_warnings(campaign)
+    warnings = default_policy_warnings(campaign) if isinstance(campaign, StoredCampaign) else []
     if warnings:  # only then: the usual answer stays the served document
         body["warnings"] = warnings
     return body, 201 if created else 200, {"Location": location}
@@ -112,7 +114,7 @@ def create_campaign() -> tuple[dict[str, Any], int, dict[str, str]]:
 
 @bp.get("/campaigns/<name>")
 def get_campaign(name: str) -> dict[str, Any]:
-    return _served(get_storage().get_campaign(name))
+    return _served(get_storage().get_any_campaign(name))
 
 
 @bp.delete("/campaigns/<name>")
@@ -417,7 +419,9 @@ def export_reports(name: str) -> Response:
     """
     after = query_int("after", 0, minimum=0, maximum=(1 << 63) - 1)
     limit = query_int("limit", 10_000, minimum=1, maximum=current_app.config["MAX_EXPORT_LIMIT"])
-    page = get_storage().export_page(name, after=after, limit=limit)
+    storage = get_storage()
+    storage.get_campaign(name)  # a secure-aggregation campaign has no reports here: 409
+    page = storage.export_page(name, after=after, limit=limit)
     opener = storage_opener()
 
     def lines() -> Iterator[str]:

@@ -37,7 +37,13 @@ from collector.dap.driver import DriveWorker
 from collector.lifecycle import default_policy_warnings
 from collector.server import LOGGER_CLASS, WORKER_CLASS, GunicornApp
 from collector.settings import ENV_PREFIX, SETTINGS
-from collector.storage import CampaignConflict, Storage
+from collector.storage import (
+    AnyStoredCampaign,
+    CampaignConflict,
+    SecureAggregationCampaign,
+    Storage,
+    StoredDapCampaign,
+)
 
 ACCESS_LOG_FORMAT = '"%(r)s" %(s)s %(b)s %(M)sms'
 """Request line, status, response size, duration: deliberately no ``%(h)s`` (client address),
@@ -253,6 +259,13 @@ def _campaign_create(args: argparse.Namespace) -> int:
         f"campaign {campaign.name!r} {'created' if created else 'already exists (same content)'}",
         file=sys.stderr,
     )
+    if isinstance(campaign, StoredDapCampaign):
+        print(
+            f"campaign {campaign.name!r} is a secure-aggregation campaign: devices fetch it "
+            f"here and upload to its Leader {campaign.leader}",
+            file=sys.stderr,
+        )
+        return 0
     for warning in default_policy_warnings(campaign):
         print(f"ldp-collector campaign create: warning: {warning}", file=sys.stderr)
     return 0
@@ -261,17 +274,7 @@ def _campaign_create(args: argparse.Namespace) -> int:
 def _campaign_list(args: argparse.Namespace) -> int:
     with Storage(args.db, create=False) as storage:
         counts = storage.report_counts()
-        rows = [
-            (
-                c.name,
-                str(c.config.get("mechanism")),
-                f"{c.mechanism.privacy_epsilon:g}",
-                str(counts.get(c.name, 0)),
-                str(c.min_batch_size),
-                c.status(),
-            )
-            for c in storage.list_campaigns()
-        ]
+        rows = [_campaign_row(c, counts.get(c.name, 0)) for c in storage.list_all_campaigns()]
     header = ("name", "mechanism", "epsilon", "reports", "min_batch", "status")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -279,9 +282,30 @@ def _campaign_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _campaign_row(campaign: AnyStoredCampaign, reports: int) -> tuple[str, ...]:
+    """A line of ``campaign list``: a secure-aggregation campaign's mechanism is ``dap:`` and
+    its VDAF, its epsilon the Aggregators' ``dp`` (and ``local``'s grr), its min_batch the
+    task's; its reports are at its Leader, never counted here."""
+    if isinstance(campaign, StoredDapCampaign):
+        dap = campaign.dap
+        epsilon = str(dap["dp"])
+        if campaign.local is not None:
+            epsilon += f",local:{float(campaign.local['epsilon']):g}"
+        mechanism, min_batch = f"dap:{dap['vdaf']['type']}", str(dap["min_batch_size"])
+        return (campaign.name, mechanism, epsilon, "-", min_batch, campaign.status())
+    return (
+        campaign.name,
+        str(campaign.config.get("mechanism")),
+        f"{campaign.mechanism.privacy_epsilon:g}",
+        str(reports),
+        str(campaign.min_batch_size),
+        campaign.status(),
+    )
+
+
 def _campaign_show(args: argparse.Namespace) -> int:
     with Storage(args.db, create=False) as storage:
-        campaign = storage.get_campaign(args.name)
+        campaign = storage.get_any_campaign(args.name)
         days = storage.report_days(args.name)
     document = {
         **campaign.document(),
@@ -290,6 +314,11 @@ def _campaign_show(args: argparse.Namespace) -> int:
         "status": campaign.status(),
         "closed": campaign.closed_at,
     }
+    if isinstance(campaign, StoredDapCampaign):  # its reports are the Leader's
+        del document["reports"], document["reports_per_day"]
+        document["note"] = SecureAggregationCampaign(
+            campaign.name, campaign.leader, campaign.task_id
+        ).args[0]
     print(json.dumps(document, indent=2))
     return 0
 

@@ -252,6 +252,43 @@ def _migration_9_leases(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_10_dap_campaigns(db: sqlite_utils.Database) -> None:
+    # Secure-aggregation campaigns (client_sdk.dap.campaign): a campaign row holds either a
+    # mechanism (randomized on the device, reports stored here) or a ``dap`` object (the DAP
+    # task's public part; its reports go to the Leader) with its optional ``local`` grr config.
+    # mechanism and min_batch_size become NULL-able, so the table is rebuilt (SQLite cannot
+    # drop a NOT NULL): the documented twelve steps of "ALTER TABLE", with foreign keys off
+    # (``migrate``), row ids kept, so every reference to a campaign stays valid.
+    db.execute(
+        """
+        CREATE TABLE campaigns_new (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            config_id TEXT NOT NULL,
+            mechanism TEXT,           -- canonical JSON of the mechanism config; NULL for DAP
+            domain TEXT,              -- JSON list of labels; NULL for numeric campaigns
+            policy TEXT,              -- JSON object or NULL
+            min_batch_size INTEGER,   -- NULL for DAP (the task's is the one that counts)
+            created TEXT NOT NULL,
+            shuffle TEXT,
+            metadata TEXT,
+            dap TEXT,                 -- canonical JSON of the dap object; NULL unless DAP
+            local TEXT,               -- canonical JSON of a DAP campaign's grr config, or NULL
+            CHECK ((mechanism IS NULL) <> (dap IS NULL)),
+            CHECK (mechanism IS NULL OR min_batch_size IS NOT NULL),
+            CHECK (dap IS NOT NULL OR local IS NULL)
+        )
+        """
+    )
+    db.execute(
+        "INSERT INTO campaigns_new (id, name, config_id, mechanism, domain, policy, "
+        "min_batch_size, created, shuffle, metadata) SELECT id, name, config_id, mechanism, "
+        "domain, policy, min_batch_size, created, shuffle, metadata FROM campaigns"
+    )
+    db.execute("DROP TABLE campaigns")
+    db.execute("ALTER TABLE campaigns_new RENAME TO campaigns")
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, "initial schema: campaigns, reports, counters", _migration_1_initial),
     (2, "shuffled campaigns: shuffle target, key pairs, batches", _migration_2_shuffle),
@@ -262,6 +299,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite_utils.Database], None]], ...]
     (7, "DAP aggregator tasks, reports, jobs, buckets, collections", _migration_7_dap),
     (8, "campaign metadata: description, unit, owner, expires, retention", _migration_8_metadata),
     (9, "leases of the workers' background tasks (retention)", _migration_9_leases),
+    (10, "secure-aggregation (DAP) campaigns", _migration_10_dap_campaigns),
 )
 """``(version, description, migration)`` in version order."""
 
@@ -295,6 +333,25 @@ def migrate(
         if translate is None:
             raise
         raise translate(error) from error
+    # A migration may rebuild a table others reference (SQLite's "ALTER TABLE", steps 1-12):
+    # foreign keys are off meanwhile (a no-op inside a transaction, so set before it) and
+    # checked before the commit.
+    foreign_keys = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        _apply(db, path=path, translate=translate)
+    finally:
+        conn.execute(f"PRAGMA foreign_keys={int(foreign_keys)}")
+    return SCHEMA_VERSION
+
+
+def _apply(
+    db: sqlite_utils.Database,
+    *,
+    path: str,
+    translate: Callable[[sqlite3.OperationalError], Exception] | None,
+) -> None:
+    conn = db.conn
     with immediate(conn, translate=translate):
         db.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -313,7 +370,9 @@ def migrate(
                     "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
                     [version, name, _now()],
                 )
-    return SCHEMA_VERSION
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise SchemaError(f"database {path}: a migration broke foreign keys: {broken[:5]}")
 
 
 def check_schema(db: sqlite_utils.Database, *, path: str) -> None:

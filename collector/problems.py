@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from client_sdk.protocol import problem_type
 from collector.dbguard import DatabaseReplaced
-from collector.storage import CampaignNotFound, StorageBusy
+from collector.storage import CampaignNotFound, SecureAggregationCampaign, StorageBusy
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ _TITLES = {
     "campaign-closed": "Campaign closed",
     "campaign-expired": "Campaign expired",
     "campaign-not-empty": "Campaign still has reports",
+    "secure-aggregation-campaign": "Campaign is aggregated by a DAP pair",
 }
 
 _SLUG_BY_STATUS = {
@@ -113,6 +114,16 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CampaignNotFound)
     def _not_found(error: CampaignNotFound) -> Response:
         return problem_response(404, "not-found", str(error))
+
+    @app.errorhandler(SecureAggregationCampaign)
+    def _secure_aggregation(error: SecureAggregationCampaign) -> Response:
+        return problem_response(
+            409,
+            "secure-aggregation-campaign",
+            str(error),
+            leader=error.leader,
+            task_id=error.task_id,
+        )
 
     @app.errorhandler(StorageBusy)
     def _busy(error: StorageBusy) -> Response:

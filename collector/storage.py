@@ -8,7 +8,11 @@ What is stored, and what is not:
 * ``campaigns``: name, the canonical mechanism config, domain labels, policy,
   ``min_batch_size`` (validated by ``client_sdk.campaign``, as the client verifies them),
   ``config_id`` (``client_sdk.protocol.campaign_config_id`` of that content) and the creation
-  time. A campaign is immutable once created.
+  time. A campaign is immutable once created. A secure-aggregation campaign (docs/dap.md) has
+  a ``dap`` object (and an optional ``local`` grr config) instead of a mechanism, validated by
+  ``client_sdk.dap.campaign``: it is stored and served (:class:`StoredDapCampaign`), but its
+  reports go to its DAP Leader, never here, so :meth:`Storage.get_campaign` (the campaigns
+  that take reports and have estimates) refuses it with :class:`SecureAggregationCampaign`.
 * ``reports``: the campaign, the client's random 128-bit report id (32 lowercase hex, unique per
   campaign: the first copy wins, later copies are counted as duplicates), the compact JSON
   payload, the UTC *day* it arrived, and for a sealed report the random nonce from inside its
@@ -61,17 +65,21 @@ __all__ = [
     "CAMPAIGN_NAME_PATTERN",
     "CAMPAIGN_STATUSES",
     "SCHEMA_VERSION",
+    "AnyStoredCampaign",
     "CampaignConflict",
     "CampaignNotEmpty",
     "CampaignNotFound",
     "ExportPage",
     "InsertResult",
     "SchemaError",
+    "SecureAggregationCampaign",
     "Storage",
     "StorageBusy",
     "StoredCampaign",
+    "StoredDapCampaign",
     "decode_rows",
     "normalize_campaign",
+    "normalize_dap_campaign",
     "utc_today",
 ]
 
@@ -111,6 +119,20 @@ class CampaignNotEmpty(ValueError):
         self.reports = reports
 
 
+class SecureAggregationCampaign(LookupError):
+    """The campaign is aggregated by a DAP pair: no reports of it are stored here, and its
+    result is collected from the Leader (``ldp-analyze collect``), not estimated here."""
+
+    def __init__(self, name: str, leader: str, task_id: str) -> None:
+        super().__init__(
+            f"campaign {name!r} is a secure-aggregation campaign: devices upload its reports "
+            f"to its DAP Leader {leader} (task {task_id}), never to this collector, and its "
+            "result is collected from the Leader with `ldp-analyze collect --task TASK_FILE` "
+            "(docs/dap.md), not estimated from reports stored here"
+        )
+        self.name, self.leader, self.task_id = name, leader, task_id
+
+
 class StorageBusy(RuntimeError):
     """The database stayed locked beyond the busy timeout; retry later."""
 
@@ -139,16 +161,12 @@ class StoredCampaign:
     @property
     def expires(self) -> datetime.date | None:
         """The last UTC day the campaign takes reports (``None``: no expiry)."""
-        expires = self.metadata.get("expires")
-        return None if expires is None else datetime.date.fromisoformat(expires)
+        return _expires(self.metadata)
 
     def status(self, today: datetime.date | None = None) -> str:
         """Whether it takes reports on ``today`` (default :func:`utc_today`): one of
         :data:`CAMPAIGN_STATUSES`, in the order uploads are refused (expiry first)."""
-        expires = self.expires
-        if expires is not None and (today or utc_today()) > expires:
-            return "expired"
-        return "open" if self.closed_at is None else "closed"
+        return _status(self.expires, self.closed_at, today)
 
     def document(self) -> dict[str, Any]:
         """The JSON document the HTTP API serves (``config_id`` included)."""
@@ -166,6 +184,127 @@ class StoredCampaign:
             document["shuffle"] = self.shuffle
         document.update(self.metadata)
         return document
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredDapCampaign:
+    """A secure-aggregation campaign as stored: the content ``config_id`` hashes
+    (``client_sdk.dap.campaign.dap_campaign_content``), verified when created."""
+
+    name: str
+    dap: dict[str, Any]
+    local: dict[str, Any] | None
+    domain: list[str] | None
+    policy: dict[str, Any] | None
+    config_id: str
+    created: str
+    id: int | None = dataclasses.field(default=None, compare=False)
+    closed_at: str | None = dataclasses.field(default=None, compare=False)
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def leader(self) -> str:
+        """The Leader's endpoint, where devices upload the campaign's reports."""
+        return str(self.dap["leader"])
+
+    @property
+    def task_id(self) -> str:
+        """The DAP task's id (unpadded base64url)."""
+        return str(self.dap["task_id"])
+
+    @property
+    def expires(self) -> datetime.date | None:
+        """The last UTC day the campaign takes reports (``None``: no expiry)."""
+        return _expires(self.metadata)
+
+    def status(self, today: datetime.date | None = None) -> str:
+        """One of :data:`CAMPAIGN_STATUSES`, as :meth:`StoredCampaign.status`. The collector
+        states it; the Leader is what takes or refuses the reports."""
+        return _status(self.expires, self.closed_at, today)
+
+    def document(self) -> dict[str, Any]:
+        """The document the HTTP API serves: what ``DapCampaign.from_document`` verifies on
+        the device (``protocol``, the hashed content, ``config_id``), plus ``created`` and the
+        metadata, neither hashed."""
+        return {
+            "name": self.name,
+            "protocol": PROTOCOL_VERSION,
+            "dap": self.dap,
+            "local": self.local,
+            "domain": self.domain,
+            "policy": self.policy,
+            "config_id": self.config_id,
+            "created": self.created,
+            **self.metadata,
+        }
+
+
+AnyStoredCampaign = StoredCampaign | StoredDapCampaign
+"""A stored campaign of either kind."""
+
+
+def _expires(metadata: Mapping[str, Any]) -> datetime.date | None:
+    expires = metadata.get("expires")
+    return None if expires is None else datetime.date.fromisoformat(expires)
+
+
+def _status(
+    expires: datetime.date | None, closed_at: str | None, today: datetime.date | None
+) -> str:
+    if expires is not None and (today or utc_today()) > expires:
+        return "expired"
+    return "open" if closed_at is None else "closed"
+
+
+def normalize_dap_campaign(document: Any) -> dict[str, Any]:
+    """A secure-aggregation campaign document to create, verified by the device's own parser
+    (``client_sdk.dap.campaign.dap_campaign_document``, then ``DapCampaign.from_document``)
+    with its ``config_id`` computed; a ``config_id`` in ``document`` must be that one.
+    ``ValueError`` naming the field (and the value) otherwise."""
+    from client_sdk.dap.campaign import DAP_CAMPAIGN_FIELDS, dap_campaign_document
+
+    if not isinstance(document, dict):
+        raise ValueError(f"a campaign must be a JSON object; got {type(document).__name__}")
+    unknown = sorted(str(k) for k in set(document) - DAP_CAMPAIGN_FIELDS - {"config_id"})
+    if unknown:
+        raise ValueError(
+            f"unknown field(s) of a secure-aggregation campaign: {', '.join(unknown)[:200]} "
+            f"(it has {', '.join(sorted(DAP_CAMPAIGN_FIELDS))} and optionally config_id)"
+        )
+    name = document.get("name")
+    if not isinstance(name, str) or CAMPAIGN_NAME_PATTERN.fullmatch(name) is None:
+        raise ValueError(f"name must be a campaign name ({CAMPAIGN_NAME_PATTERN.pattern})")
+    protocol = document.get("protocol", PROTOCOL_VERSION)
+    if isinstance(protocol, bool) or protocol != PROTOCOL_VERSION:
+        raise ValueError(f"protocol must be {PROTOCOL_VERSION}; got {protocol!r:.40}")
+    for field, kind in (("dap", dict), ("local", dict), ("domain", list), ("policy", dict)):
+        value = document.get(field)
+        if not isinstance(value, kind) and (field == "dap" or value is not None):
+            wanted = "a JSON object" if kind is dict else "a JSON list"
+            raise ValueError(
+                f"{field} must be {wanted}{'' if field == 'dap' else ' or null'}; "
+                f"got {type(value).__name__}"
+            )
+    local = document.get("local")
+    if local is not None:
+        try:
+            local = mechanism_from_config(local).to_config()
+        except (TypeError, KeyError, ValueError) as error:
+            raise ValueError(f"local: {error}") from None
+    built = dap_campaign_document(
+        name,
+        document["dap"],
+        local=local,
+        domain=document.get("domain"),
+        policy=document.get("policy"),
+        **{k: document[k] for k in METADATA_FIELDS if document.get(k) is not None},
+    )
+    given = document.get("config_id")
+    if given is not None and given != built["config_id"]:
+        raise ValueError(
+            f"config_id {given!r:.40} does not match the content (expected {built['config_id']})"
+        )
+    return built
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,14 +428,18 @@ class Storage:
 
     def create_campaign(
         self, document: Any, *, max_body: int | None = None
-    ) -> tuple[StoredCampaign, bool]:
+    ) -> tuple[AnyStoredCampaign, bool]:
         """Create a campaign from its document; return it and whether it is new.
 
         The same content again is idempotent (``created`` is ``False``); different content for
         an existing name raises :class:`CampaignConflict`. Invalid documents raise ``ValueError``,
         and so does a shuffled campaign whose ``min_batch`` sealed reports would not fit one
         request body of ``max_body`` bytes (the collector's limit; :func:`check_batch_fits`).
+        A document with a ``dap`` object is a secure-aggregation campaign
+        (:func:`normalize_dap_campaign`).
         """
+        if isinstance(document, dict) and "dap" in document:
+            return self._create_dap_campaign(document)
         normalized = normalize_campaign(calibrate_campaign(document))
         content_id = campaign_config_id(
             mechanism=normalized["mechanism"],
@@ -313,17 +456,9 @@ class Storage:
                 f"{_CAMPAIGN_SELECT} WHERE campaigns.name = ?", [normalized["name"]]
             ).fetchone()
             if row is not None:
-                existing = _campaign_from_row(row)
-                if existing.config_id != content_id:
-                    raise CampaignConflict(
-                        f"campaign {existing.name!r} exists with config_id {existing.config_id}; "
-                        f"campaigns are immutable (this body has config_id {content_id})"
-                    )
-                if existing.metadata != metadata:
-                    raise CampaignConflict(
-                        f"campaign {existing.name!r} exists with other metadata "
-                        f"{canonical_json(existing.metadata)}; campaigns are immutable"
-                    )
+                existing = _same_campaign(_any_from_row(row), content_id, metadata)
+                if not isinstance(existing, StoredCampaign):
+                    raise CampaignConflict(f"campaign {existing.name!r} exists as a DAP campaign")
                 return existing, False
             created = _now()
             conn.execute(
@@ -343,12 +478,55 @@ class Storage:
             )
         return self.get_campaign(normalized["name"]), True
 
+    def _create_dap_campaign(self, document: Any) -> tuple[StoredDapCampaign, bool]:
+        """:meth:`create_campaign` of a secure-aggregation campaign."""
+        built = normalize_dap_campaign(document)
+        metadata = {k: built[k] for k in METADATA_FIELDS if k in built}
+
+        def text(value: Any) -> str | None:
+            return None if value is None else canonical_json(value)
+
+        with self._write() as conn:
+            row = conn.execute(
+                f"{_CAMPAIGN_SELECT} WHERE campaigns.name = ?", [built["name"]]
+            ).fetchone()
+            if row is not None:
+                existing = _same_campaign(_any_from_row(row), built["config_id"], metadata)
+                if not isinstance(existing, StoredDapCampaign):
+                    raise CampaignConflict(f"campaign {existing.name!r} exists, not DAP")
+                return existing, False
+            conn.execute(
+                "INSERT INTO campaigns (name, config_id, dap, local, domain, policy, created, "
+                "metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    built["name"],
+                    built["config_id"],
+                    canonical_json(built["dap"]),
+                    text(built["local"]),
+                    text(built["domain"]),
+                    text(built["policy"]),
+                    _now(),
+                    text(metadata or None),
+                ],
+            )
+        created = self.get_any_campaign(built["name"])
+        assert isinstance(created, StoredDapCampaign)
+        return created, True
+
     def get_campaign(self, name: str) -> StoredCampaign:
-        """The campaign called ``name``; :class:`CampaignNotFound` (a LookupError) if absent."""
+        """The campaign called ``name``, one that takes reports here; :class:`CampaignNotFound`
+        (a LookupError) if absent, :class:`SecureAggregationCampaign` (one too) for a DAP one."""
+        campaign = self.get_any_campaign(name)
+        if isinstance(campaign, StoredDapCampaign):
+            raise SecureAggregationCampaign(name, campaign.leader, campaign.task_id)
+        return campaign
+
+    def get_any_campaign(self, name: str) -> AnyStoredCampaign:
+        """The campaign called ``name``, of either kind; :class:`CampaignNotFound` if absent."""
         row = self.db.execute(f"{_CAMPAIGN_SELECT} WHERE campaigns.name = ?", [name]).fetchone()
         if row is None:
             raise CampaignNotFound(name)
-        return _campaign_from_row(row)
+        return _any_from_row(row)
 
     def close_campaign(self, name: str) -> tuple[str, bool]:
         """Close a campaign to new reports; return when it closed and whether it was open."""
@@ -448,8 +626,16 @@ class Storage:
         return bool(renewed)
 
     def list_campaigns(self) -> list[StoredCampaign]:
-        rows = self.db.execute(f"{_CAMPAIGN_SELECT} ORDER BY campaigns.name")
+        """The campaigns that take reports here (secure-aggregation ones left out), by name."""
+        rows = self.db.execute(
+            f"{_CAMPAIGN_SELECT} WHERE campaigns.dap IS NULL ORDER BY campaigns.name"
+        )
         return [_campaign_from_row(row) for row in rows.fetchall()]
+
+    def list_all_campaigns(self) -> list[AnyStoredCampaign]:
+        """Every campaign, of either kind, by name."""
+        rows = self.db.execute(f"{_CAMPAIGN_SELECT} ORDER BY campaigns.name")
+        return [_any_from_row(row) for row in rows.fetchall()]
 
     def _campaign_id(self, campaign: str | StoredCampaign) -> int:
         """The row id of ``campaign`` (a name, or a :class:`StoredCampaign` read from this
@@ -856,7 +1042,7 @@ RETENTION_COUNTER = "retention_deleted"
 _LOW_DAY, _HIGH_DAY = "0000-00-00", "9999-99-99"  # bounds of an open day window
 _CAMPAIGN_SELECT = (
     "SELECT campaigns.name, config_id, mechanism, domain, policy, min_batch_size, created, "
-    "shuffle, metadata, campaigns.id, closed_campaigns.closed FROM campaigns "
+    "shuffle, metadata, campaigns.id, closed_campaigns.closed, dap, local FROM campaigns "
     "LEFT JOIN closed_campaigns ON closed_campaigns.campaign_id = campaigns.id"
 )
 """A campaign's row with its id and closing time: one read answers everything an upload asks."""
@@ -912,6 +1098,42 @@ def decode_rows(mechanism: Mechanism, campaign: str, rows: Sequence[Sequence[Any
             f"campaign {campaign!r}: stored reports {rows[0][0]}..{rows[-1][0]} do not decode: "
             f"{error}"
         ) from error
+
+
+def _same_campaign(
+    existing: AnyStoredCampaign, config_id: str, metadata: Mapping[str, Any]
+) -> AnyStoredCampaign:
+    """``existing`` if it has this content and metadata; :class:`CampaignConflict` otherwise."""
+    if existing.config_id != config_id:
+        raise CampaignConflict(
+            f"campaign {existing.name!r} exists with config_id {existing.config_id}; "
+            f"campaigns are immutable (this body has config_id {config_id})"
+        )
+    if existing.metadata != metadata:
+        raise CampaignConflict(
+            f"campaign {existing.name!r} exists with other metadata "
+            f"{canonical_json(existing.metadata)}; campaigns are immutable"
+        )
+    return existing
+
+
+def _any_from_row(row: Sequence[Any]) -> AnyStoredCampaign:
+    if row[11] is None:
+        return _campaign_from_row(row)
+    name, content_id, _, domain_json, policy_json, _, created = row[:7]
+    _, metadata_json, row_id, closed, dap_json, local_json = row[7:13]
+    return StoredDapCampaign(
+        name=name,
+        dap=json.loads(dap_json),
+        local=None if local_json is None else json.loads(local_json),
+        domain=None if domain_json is None else json.loads(domain_json),
+        policy=None if policy_json is None else json.loads(policy_json),
+        config_id=content_id,
+        created=created,
+        id=int(row_id),
+        closed_at=None if closed is None else str(closed),
+        metadata={} if metadata_json is None else json.loads(metadata_json),
+    )
 
 
 def _campaign_from_row(row: Sequence[Any]) -> StoredCampaign:

@@ -50,6 +50,7 @@ from analysis.views.answer import campaign_unit
 from analysis.views.dashboard import trend_chart, with_unit
 from client_sdk.mechanisms.base import FrequencyOracle
 from client_sdk.mechanisms.memoization import is_memoized
+from collector.storage import SecureAggregationCampaign, StoredDapCampaign
 
 __all__ = ["ESTIMATE_STATUSES", "create_app"]
 
@@ -242,6 +243,8 @@ def campaigns() -> str:
 def campaign(name: str) -> str:
     try:
         _backend().stored(name)
+    except SecureAggregationCampaign as error:  # listed, but no estimate here
+        abort(409, description=str(error))
     except LookupError:
         abort(404, description=f"No campaign named {name!r}.")
     except ValueError as error:  # sources that disagree: the page shows why
@@ -261,7 +264,10 @@ def campaign(name: str) -> str:
 @bp.get("/api/campaigns")
 def api_campaigns() -> dict[str, Any]:
     states = _backend().campaigns()
-    return {"campaigns": [_summary(state) for state in states], "sources": _backend().labels()}
+    campaigns = [_summary(state) for state in states]
+    campaigns += [_dap_summary(c) for c in _backend().secure_aggregation()]
+    campaigns.sort(key=lambda c: str(c["name"]))
+    return {"campaigns": campaigns, "sources": _backend().labels()}
 
 
 @bp.get("/api/campaigns/<name>")
@@ -270,6 +276,8 @@ def api_campaign(name: str) -> Response | dict[str, Any]:
         return _api_window(name)
     try:
         state = _backend().campaign(name)
+    except SecureAggregationCampaign as error:
+        return _problem(409, "secure-aggregation-campaign", str(error))
     except LookupError as error:
         return _problem(404, "campaign-not-found", str(error))
     except ValueError as error:
@@ -348,6 +356,24 @@ def _summary(state: CampaignState) -> dict[str, Any]:
             "reports": [state.days[d] for d in days[-SPARKLINE_DAYS:]],
         }
     return summary
+
+
+def _dap_summary(campaign: StoredDapCampaign) -> dict[str, Any]:
+    """A secure-aggregation campaign in the list: its status and where its result is, no n
+    and no estimate (its reports are at its Leader; ``ldp-analyze collect`` reads them)."""
+    return {
+        "name": campaign.name,
+        "url": None,
+        "mechanism": f"dap:{campaign.dap['vdaf']['type']}",
+        "epsilon": campaign.dap["dp"],
+        "n": None,
+        "status": campaign.status(),
+        "estimate_status": None,
+        "note": f"secure aggregation: reports at its Leader {campaign.leader}; "
+        "collect with ldp-analyze collect",
+        "created": campaign.created,
+        **{k: campaign.metadata[k] for k in ("description", "unit") if k in campaign.metadata},
+    }
 
 
 def _estimate_status(released: bool) -> str:

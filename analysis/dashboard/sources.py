@@ -39,7 +39,7 @@ from analysis.dashboard.views import render
 from analysis.views.answer import campaign_unit
 from analysis.views.dashboard import with_formats
 from collector.export import CAMPAIGN_DOCUMENT
-from collector.storage import CampaignNotFound, StoredCampaign
+from collector.storage import CampaignNotFound, StoredCampaign, StoredDapCampaign
 
 __all__ = ["Backend", "Shards", "SingleDatabase", "Window", "open_backend"]
 
@@ -68,6 +68,9 @@ class Backend(Protocol):
 
     def warm(self) -> tuple[int, int]:
         """Bring every campaign up to date; ``(campaigns, reports)``."""
+
+    def secure_aggregation(self) -> list[StoredDapCampaign]:
+        """The secure-aggregation campaigns (no reports here: their Leader's), by name."""
 
 
 def open_backend(
@@ -105,6 +108,9 @@ class SingleDatabase:
     def stored(self, name: str) -> StoredCampaign:
         with open_read_only(self.db) as storage:
             return storage.get_campaign(name)
+
+    def secure_aggregation(self) -> list[StoredDapCampaign]:
+        return _secure_aggregation([self.db])
 
     def window(self, name: str, since: str | None, until: str | None) -> Window:
         with open_read_only(self.db) as storage:
@@ -156,6 +162,9 @@ class Shards:
 
     def labels(self) -> list[str]:
         return [f"--db {p}" for p in self.dbs] + [f"--parquet {p}" for p in self.parquets]
+
+    def secure_aggregation(self) -> list[StoredDapCampaign]:
+        return _secure_aggregation(self.dbs)
 
     def _names(self) -> list[str]:
         names: list[str] = []
@@ -299,3 +308,14 @@ class Shards:
             except (LookupError, ValueError):
                 continue
         return len(names), reports
+
+
+def _secure_aggregation(dbs: Sequence[str]) -> list[StoredDapCampaign]:
+    """The secure-aggregation campaigns the databases hold (the first copy of each name)."""
+    found: dict[str, StoredDapCampaign] = {}
+    for db in dbs:
+        with open_read_only(db) as storage:
+            for campaign in storage.list_all_campaigns():
+                if isinstance(campaign, StoredDapCampaign):
+                    found.setdefault(campaign.name, campaign)
+    return [found[name] for name in sorted(found)]

@@ -1,5 +1,6 @@
 // A fleet of Node devices for tests/client_sdk_ts/test_node_dap.py: reads {"package", "url",
-// "document" (a secure-aggregation campaign's JSON text, pinned), "policy" (PrivacyPolicy
+// "document" (a secure-aggregation campaign's JSON text, pinned; or "name" alone, and each
+// device fetches the document from the collector at "url"), "policy" (PrivacyPolicy
 // options), "devices" (one list of values per device), "state", "seed"} as JSON on stdin. Each
 // device is a TelemetryClient of the built package with its own state folder and word source
 // (HmacWordSource of seed and its index); it records its values, flushes to the campaign's
@@ -13,7 +14,7 @@ import { pathToFileURL } from "node:url";
 
 const job = JSON.parse(readFileSync(0, "utf8"));
 const sdk = await import(pathToFileURL(job.package).href);
-const name = JSON.parse(job.document).name;
+const name = job.document === undefined ? job.name : JSON.parse(job.document).name;
 const policy = new sdk.PrivacyPolicy(job.policy);
 let recorded = 0;
 let acknowledged = 0;
@@ -35,7 +36,7 @@ for (const [i, values] of job.devices.entries()) {
   const client = new sdk.TelemetryClient(job.url, {
     fetch: fetcher,
     storage: new sdk.FolderStorage(join(job.state, `device-${i}`)),
-    campaigns: [job.document],
+    campaigns: job.document === undefined ? [] : [job.document],
     policy,
     rng: new sdk.HmacWordSource(createHash("sha256").update(`words ${i} ${job.seed}`).digest()),
     flushOnPagehide: false,

@@ -500,10 +500,14 @@
         const tr = document.createElement("tr");
         tr.dataset.campaign = c.name;
         const name = document.createElement("td");
-        const link = document.createElement("a");
-        link.href = c.url;
-        link.textContent = c.name;
-        name.appendChild(link);
+        if (c.url) {
+          const link = document.createElement("a");
+          link.href = c.url;
+          link.textContent = c.name;
+          name.appendChild(link);
+        } else {
+          name.textContent = c.name; // a secure-aggregation campaign: no page, no estimate
+        }
         tr.appendChild(name);
         // What a team looks for first (n, reports per day, status) leads, so that a narrow
         // screen shows it before the table scrolls.
@@ -515,8 +519,10 @@
         const status = cell("td", c.status, false);
         status.className = `state ${c.status}`;
         tr.appendChild(status);
-        const estimate = cell("td", c.estimate_status === "released" ? "released" : `withheld (${format(c.n)} of ${format(c.min_batch_size)})`, false);
-        estimate.className = `state ${c.estimate_status}`;
+        const estimate = c.note
+          ? cell("td", c.note, false)
+          : cell("td", c.estimate_status === "released" ? "released" : `withheld (${format(c.n)} of ${format(c.min_batch_size)})`, false);
+        estimate.className = c.note ? "note" : `state ${c.estimate_status}`;
         tr.appendChild(estimate);
         const latest = cell("td", c.reports_latest_day, true);
         if (c.latest_day) latest.textContent = `${format(c.reports_latest_day)} on ${c.latest_day}`;
