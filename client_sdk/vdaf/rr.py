@@ -27,7 +27,14 @@ from client_sdk.mechanisms.unary import UnaryEncoding
 from client_sdk.randomness import RandomSource
 from client_sdk.vdaf.prio3 import InputShare, Prio3MultihotCountVec, PublicShare
 
-__all__ = ["Prio3UnaryRR"]
+__all__ = ["Prio3UnaryRR", "unary_measurement"]
+
+
+def unary_measurement(mechanism: UnaryEncoding, packed: Any) -> list[bool]:
+    """One report of ``mechanism.perturb`` (a packed bit row) as the MultihotCountVec
+    measurement: its first ``k`` bits, most significant first (``np.packbits``' order)."""
+    bits = np.unpackbits(np.asarray(packed, dtype=np.uint8))[: mechanism.k]
+    return [bool(b) for b in bits]
 
 
 class Prio3UnaryRR:
@@ -54,8 +61,7 @@ class Prio3UnaryRR:
     def randomize(self, value: int, *, rng: RandomSource | None = None) -> list[bool]:
         """The unary randomizer's report for ``value`` as the Prio3 measurement."""
         packed = self.mechanism.perturb(np.array([value], dtype=np.int64), rng=rng)
-        bits = np.unpackbits(packed[0])[: self.mechanism.k]
-        return [bool(b) for b in bits]
+        return unary_measurement(self.mechanism, packed[0])
 
     def shard(
         self,
