@@ -472,7 +472,8 @@ class DapCampaign:
     def measurements(self, values: Sequence[Any]) -> tuple[list[Any], int]:
         """The Prio3 measurements of recorded values (before ``local``, which randomizes a
         histogram's or a multihotcountvec's index, or a count's bit), and how many were
-        clipped to ``[0, max_measurement]``. ``ValueError`` naming the position, never echoing the value."""
+        clipped to ``[0, max_measurement]``. ``ValueError`` naming the position, never echoing
+        the value."""
         out: list[Any] = []
         clipped = 0
         top = self.vdaf_params.get("max_measurement", 1)
