@@ -600,7 +600,7 @@ def _parse_domain(domain: Any, dap: _Dap) -> tuple[str, ...] | None:
         return None
     length = dap.vdaf_params["length"]
     if isinstance(domain, str) or not isinstance(domain, Sequence) or len(domain) != length:
-        raise ValueError(f"domain must list the histogram's {length} labels")
+        raise ValueError(f"domain must list the task's {length} labels")
     if not all(isinstance(label, str) for label in domain) or len(set(domain)) != length:
         raise ValueError("domain labels must be distinct strings")
     return tuple(domain)
