@@ -27,7 +27,14 @@ from client_sdk.mechanisms.unary import UnaryEncoding
 from client_sdk.randomness import RandomSource
 from client_sdk.vdaf.prio3 import InputShare, Prio3MultihotCountVec, PublicShare
 
-__all__ = ["Prio3UnaryRR", "unary_measurement"]
+__all__ = ["Prio3UnaryRR", "unary_chunk_length", "unary_measurement"]
+
+
+def unary_chunk_length(k: int) -> int:
+    """The default ``chunk_length`` of MultihotCountVec of length and max_weight ``k``: about the
+    square root of the validity circuit's inputs (``k`` bits and the weight's ``bit_length``),
+    the draft's guidance for ParallelSum's chunks."""
+    return max(1, math.isqrt(k + k.bit_length()))
 
 
 def unary_measurement(mechanism: UnaryEncoding, packed: Any) -> list[bool]:
@@ -48,8 +55,7 @@ class Prio3UnaryRR:
                 f"mechanism must be a unary encoding (sue or oue), got {type(mechanism).__name__}"
             )
         k = mechanism.k
-        bits = k + k.bit_length()
-        chunk = chunk_length if chunk_length is not None else max(1, math.isqrt(bits))
+        chunk = chunk_length if chunk_length is not None else unary_chunk_length(k)
         self.mechanism = mechanism
         self.vdaf = Prio3MultihotCountVec(shares, k, k, chunk)
 
