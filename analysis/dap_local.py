@@ -9,9 +9,9 @@ Security 2017; ``client_sdk.vdaf.rr``). Either way the collected vector is the m
 support counts C_v plus the Aggregators' noise, and the unbiased estimate is the mechanism's,
 f_v = (C_v/n - q*)/(p* - q*) (Wang et al. 2017; docs/math/randomized-response.md). Its variance
 adds the two independent sources: the mechanism's exact variance, and the noise's variance
-divided by (p* - q*)^2 (the estimator is linear in C_v). Both guarantees hold at once: the local epsilon against everyone (the two
-Aggregators colluding included), the central epsilon against the Collector and either
-Aggregator while one of them is honest.
+divided by (p* - q*)^2 (the estimator is linear in C_v). Both guarantees hold at once: the
+local epsilon against everyone (the two Aggregators colluding included), the central epsilon
+against the Collector and either Aggregator while one of them is honest.
 """
 
 from __future__ import annotations
