@@ -216,6 +216,15 @@ def measurement_from_interop(spec: TaskSpec, value: Any) -> Any:
                 f"measurement must be a list for Prio3SumVec; got {type(value).__name__}"
             )
         return [number({"measurement": v}, "measurement") for v in value]
+    if kind == "multihotcountvec":
+        if not isinstance(value, list):
+            raise InteropError(
+                f"measurement must be a list for Prio3MultihotCountVec; got {type(value).__name__}"
+            )
+        bits = [number({"measurement": v}, "measurement") for v in value]
+        if any(bit not in (0, 1) for bit in bits):
+            raise InteropError('measurement must list "0" or "1" for Prio3MultihotCountVec')
+        return [bool(bit) for bit in bits]
     if isinstance(value, list):
         raise InteropError(f"measurement must be one number for {kind}; got a list")
     measurement = number({"measurement": value}, "measurement")

@@ -1,14 +1,17 @@
-"""Randomized response inside Prio3: debiasing a collected histogram (or count) whose reports
-were randomized on the device before sharding (a campaign's ``local``, docs/dap.md).
+"""Randomized response inside Prio3: debiasing a collected histogram, count or multihot count
+vector whose reports were randomized on the device before sharding (a campaign's ``local``,
+docs/dap.md).
 
-The device reports k-ary randomized response's output (``grr``, the project's one definition),
-one-hot, so the collected histogram is GRR's support counts plus the Aggregators' noise. The
-unbiased estimate is GRR's, f_v = (C_v/n - q*)/(p* - q*) (Wang, Blocki, Li, Jha, USENIX
-Security 2017; docs/math/randomized-response.md), and its variance adds the two independent
-sources: GRR's exact variance, and the noise's variance divided by (p* - q*)^2 (the estimator is
-linear in C_v). Both guarantees hold at once: the local epsilon against everyone (the two
-Aggregators colluding included), the central epsilon against the Collector and either
-Aggregator while one of them is honest.
+Before a Histogram (or Count) the device reports k-ary randomized response's output (``grr``,
+the project's one definition) one-hot; before a MultihotCountVec it reports a unary encoding's
+bit vector (``sue``, Erlingsson, Pihur, Korolova CCS 2014; ``oue``, Wang, Blocki, Li, Jha, USENIX
+Security 2017; ``client_sdk.vdaf.rr``). Either way the collected vector is the mechanism's
+support counts C_v plus the Aggregators' noise, and the unbiased estimate is the mechanism's,
+f_v = (C_v/n - q*)/(p* - q*) (Wang et al. 2017; docs/math/randomized-response.md). Its variance
+adds the two independent sources: the mechanism's exact variance, and the noise's variance
+divided by (p* - q*)^2 (the estimator is linear in C_v). Both guarantees hold at once: the
+local epsilon against everyone (the two Aggregators colluding included), the central epsilon
+against the Collector and either Aggregator while one of them is honest.
 """
 
 from __future__ import annotations

@@ -765,6 +765,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --dap: randomized response on each device before sharding, at this epsilon",
     )
     parser.add_argument(
+        "--local-mechanism",
+        choices=("grr", "sue", "oue"),
+        default=None,
+        help="with --dap --local-epsilon: grr (the default; a Histogram task), or sue/oue whose "
+        "bit vector is sharded (a MultihotCountVec task)",
+    )
+    parser.add_argument(
         "--dp",
         default=None,
         metavar="NOISE",
@@ -829,11 +836,20 @@ def _optional_path(text: str) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     options = vars(args)
-    dap, as_json, local_epsilon, dp = (
-        options.pop(k) for k in ("dap", "json", "local_epsilon", "dp")
+    dap, as_json, local_epsilon, dp, local_mechanism = (
+        options.pop(k) for k in ("dap", "json", "local_epsilon", "dp", "local_mechanism")
     )
+    if local_mechanism is not None and (not dap or local_epsilon is None):
+        print("ldp-demo: error: --local-mechanism goes with --dap --local-epsilon", file=sys.stderr)
+        return 2
     if dap:
-        return _main_dap(args, local_epsilon=local_epsilon, dp=dp, as_json=as_json)
+        return _main_dap(
+            args,
+            local_epsilon=local_epsilon,
+            local_mechanism=local_mechanism or "grr",
+            dp=dp,
+            as_json=as_json,
+        )
     if as_json or local_epsilon is not None or dp is not None:
         print("ldp-demo: error: --json, --local-epsilon and --dp go with --dap", file=sys.stderr)
         return 2
@@ -890,7 +906,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main_dap(
-    args: argparse.Namespace, *, local_epsilon: float | None, dp: str | None, as_json: bool
+    args: argparse.Namespace,
+    *,
+    local_epsilon: float | None,
+    local_mechanism: str,
+    dp: str | None,
+    as_json: bool,
 ) -> int:
     """``ldp-demo --dap`` (``analysis.demo_dap``)."""
     from analysis.demo_dap import dap_lines, run_dap_demo
@@ -907,6 +928,7 @@ def _main_dap(
             devices=1_000 if args.devices is None else args.devices,
             epsilon=args.epsilon,
             local_epsilon=local_epsilon,
+            local_mechanism=local_mechanism,
             dp=dp,
             seed=args.seed,
             clients=args.clients,

@@ -2,18 +2,21 @@
 
 1. Two collector services (``ldp-collector serve``, real processes on free local ports): the
    DAP Leader and the Helper, each with its own SQLite database.
-2. A Histogram task (one bucket per label) provisioned on both through ``ldp-collector dap
-   keygen`` and ``dap task add``, each Aggregator adding discrete Laplace noise at ``epsilon``
-   (``dp = "laplace:EPSILON"``, docs/math/dap-noise.md), or the noise ``dp`` names (``--dp
-   gaussian:RHO``: the discrete Gaussian, rho-zCDP); its campaign document (the task's public
-   part and both HPKE keys) is what the app pins.
+2. A Histogram task (one bucket per label; with ``--local-mechanism sue|oue`` a
+   MultihotCountVec task of length = max_weight = labels) provisioned on both through
+   ``ldp-collector dap keygen`` and ``dap task add``, each Aggregator adding discrete Laplace
+   noise at ``epsilon`` (``dp = "laplace:EPSILON"``, docs/math/dap-noise.md), or the noise
+   ``dp`` names (``--dp gaussian:RHO``: the discrete Gaussian, rho-zCDP); its campaign
+   document (the task's public part and both HPKE keys) is what the app pins.
 3. A simulated fleet (a Zipf population over the labels) through the real ``TelemetryClient``
    (``clients`` of them, each with its own ``state_dir``, in threads), whose ``PrivacyPolicy``
    trusts exactly these two Aggregators and sets its central ceiling at the task's epsilon
    (a Gaussian task's at the policy's ``max_central_delta``): each value sharded with Prio3,
    both shares sealed,
    queued and uploaded to the Leader. With ``--local-epsilon``, each value is first randomized
-   on the device (k-ary randomized response: a local guarantee too).
+   on the device (a local guarantee too): k-ary randomized response (``grr``, reported one-hot)
+   or, with ``--local-mechanism sue|oue``, a unary encoding whose bit vector is sharded (Prio3's
+   MultihotCountVec composition).
 4. ``ldp-collector dap drive`` aggregates with the Helper; the Collector role
    (``analysis.dap_collect``) collects the interval and unshards; with local randomization the
    histogram is debiased (``analysis.dap_local``).
@@ -48,6 +51,7 @@ from client_sdk.dap.campaign import (
     dp_parameter,
 )
 from client_sdk.dap.messages import Interval
+from client_sdk.vdaf.rr import unary_chunk_length
 
 __all__ = ["CAMPAIGN_NAME", "dap_lines", "run_dap_demo"]
 
@@ -62,6 +66,7 @@ def run_dap_demo(
     labels: int = 8,
     epsilon: float = 1.0,
     local_epsilon: float | None = None,
+    local_mechanism: str = "grr",
     dp: str | None = None,
     seed: int = 0,
     clients: int = 2,
@@ -70,7 +75,8 @@ def run_dap_demo(
 ) -> dict[str, Any]:
     """Run the whole DAP pipeline (module docstring); the result document ``--json`` prints.
     ``dp``: the task's noise (``"laplace:EPSILON"``, ``"gaussian:RHO"`` or ``"none"``); ``None``
-    is ``"laplace:<epsilon>"``."""
+    is ``"laplace:<epsilon>"``. ``local_mechanism``: ``grr`` (before a Histogram task), ``sue``
+    or ``oue`` (before a MultihotCountVec task), used with ``local_epsilon``."""
     from analysis.dap_collect import collect
     from analysis.dap_local import for_campaign
     from collector.dap.cli import read_key
@@ -85,6 +91,11 @@ def run_dap_demo(
         raise ValueError(f"labels must be at least 2; got {labels}")
     dp = f"laplace:{epsilon}" if dp is None else dp
     dp_parameter(dp, "dp")  # a bad --dp is refused before any process starts
+    if local_mechanism not in ("grr", "sue", "oue"):
+        raise ValueError(f"local_mechanism must be grr, sue or oue; got {local_mechanism!r}")
+    unary = local_mechanism != "grr"
+    if unary and local_epsilon is None:
+        raise ValueError(f"local_mechanism {local_mechanism} needs a local_epsilon")
     started = time.perf_counter()
     root = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="ldp-demo-dap-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -100,11 +111,20 @@ def run_dap_demo(
                 "task_info": "ldp-demo --dap",
                 "leader": f"{leader.url}/dap/",
                 "helper": f"{helper.url}/dap/",
-                "vdaf": {
-                    "type": "histogram",
-                    "length": labels,
-                    "chunk_length": max(1, math.isqrt(labels)),
-                },
+                "vdaf": (
+                    {
+                        "type": "multihotcountvec",
+                        "length": labels,
+                        "max_weight": labels,
+                        "chunk_length": unary_chunk_length(labels),
+                    }
+                    if unary
+                    else {
+                        "type": "histogram",
+                        "length": labels,
+                        "chunk_length": max(1, math.isqrt(labels)),
+                    }
+                ),
                 "min_batch_size": MIN_BATCH_SIZE,
                 "time_precision": TIME_PRECISION,
                 "dp": dp,
@@ -128,7 +148,7 @@ def run_dap_demo(
                 keys[role] = read_key(key_file)[0]
             local = None
             if local_epsilon is not None:
-                local = {"mechanism": "grr", "epsilon": local_epsilon, "k": labels}
+                local = {"mechanism": local_mechanism, "epsilon": local_epsilon, "k": labels}
             document = dap_campaign_document(
                 CAMPAIGN_NAME,
                 dap_object(spec.to_json(), keys["leader"], keys["helper"]),
@@ -229,8 +249,8 @@ def dap_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"Central epsilon {result['epsilon']} ({result['dp']}): {result['assumes']}.")
     if result.get("local_epsilon") is not None:
         lines.append(
-            f"Local epsilon {result['local_epsilon']}: randomized response on each device "
-            "before sharding (holds even if both aggregators collude)."
+            f"Local epsilon {result['local_epsilon']}: {result['local']['mechanism']} on each "
+            "device before sharding (holds even if both aggregators collude)."
         )
     lines.append(f"{'label':<10} {'truth':>8} {'estimate':>10} {'std error':>10}")
     for label, truth, value, error in zip(

@@ -280,9 +280,9 @@ class PrivacyPolicy:
         pinned = self.pinned_config_ids.get(name)
         if pinned is not None and pinned != campaign.config_id:
             raise PolicyViolation(name, "pinned_config_ids", campaign.config_id, pinned)
-        if campaign.local is not None and not self.allows("grr"):
+        if campaign.local is not None and not self.allows(campaign.local.name):
             allowed = sorted(self.allowed_mechanisms or ())
-            raise PolicyViolation(name, "allowed_mechanisms", "grr", allowed)
+            raise PolicyViolation(name, "allowed_mechanisms", campaign.local.name, allowed)
         local = campaign.local_epsilon
         if local <= self.max_epsilon:
             return  # the local guarantee alone is within the app's limit

@@ -6,8 +6,9 @@ device: secure-aggregation campaigns")::
     {"name": "app-crashes", "protocol": 1,
      "dap": {"task_id", "task_info", "leader", "helper", "vdaf", "min_batch_size",
              "time_precision", "dp", "leader_hpke_config", "helper_hpke_config"},
-     "domain": [...],                                     # histogram: its labels
-     "local": {"mechanism": "grr", "epsilon": 2.0, "k": 4},   # optional
+     "domain": [...],                       # histogram, multihotcountvec: its labels
+     "local": {"mechanism": "grr", "epsilon": 2.0, "k": 4},   # histogram/count: optional
+     "local": {"mechanism": "oue", "epsilon": 2.0, "k": 4},   # multihotcountvec: sue or oue
      "policy": {...}, "config_id": "<32 hex>"}
 
 ``dap`` is the DAP task's public part (the task file every party shares, plus both
@@ -39,7 +40,16 @@ from client_sdk.dap.messages import TASK_ID_SIZE, HpkeConfig, TaskConfiguration
 from client_sdk.dap.upload import DapTask, task_configuration
 from client_sdk.mechanisms import Mechanism, mechanism_from_config
 from client_sdk.mechanisms._validation import check_int, describe, shape_of
-from client_sdk.vdaf import Prio3, Prio3Count, Prio3Histogram, Prio3Sum, Prio3SumVec
+from client_sdk.mechanisms.unary import UnaryEncoding
+from client_sdk.vdaf import (
+    Prio3,
+    Prio3Count,
+    Prio3Histogram,
+    Prio3MultihotCountVec,
+    Prio3Sum,
+    Prio3SumVec,
+)
+from client_sdk.vdaf.rr import unary_measurement
 from client_sdk.zcdp import zcdp_epsilon
 
 __all__ = [
@@ -83,8 +93,18 @@ VDAF_PARAMETERS: dict[str, tuple[str, ...]] = {
     "sum": ("max_measurement",),
     "histogram": ("length", "chunk_length"),
     "sumvec": ("length", "max_measurement", "chunk_length"),
+    "multihotcountvec": ("length", "max_weight", "chunk_length"),
 }
 """``vdaf.type`` -> its parameters, in the order of the Prio3 constructor."""
+
+LOCAL_MECHANISMS: dict[str, tuple[str, ...]] = {
+    "histogram": ("grr",),
+    "count": ("grr",),
+    "multihotcountvec": ("sue", "oue"),
+}
+"""``vdaf.type`` -> the randomizers a campaign's ``local`` may name before it (docs/dap.md): k-ary
+randomized response reported one-hot, or a unary encoding reported as its bit vector (Prio3's
+MultihotCountVec composition, :class:`client_sdk.vdaf.rr.Prio3UnaryRR`)."""
 
 _HPKE_FIELDS = ("id", "kem_id", "kdf_id", "aead_id", "public_key")
 _X25519_KEY_SIZE = 32
@@ -128,6 +148,7 @@ def vdaf_from_config(vdaf: Any, field: str = "vdaf") -> Prio3[Any, Any]:
         "sum": Prio3Sum,
         "histogram": Prio3Histogram,
         "sumvec": Prio3SumVec,
+        "multihotcountvec": Prio3MultihotCountVec,
     }
     try:
         built: Prio3[Any, Any] = constructors[kind](2, *values)
@@ -340,7 +361,8 @@ class DapCampaign:
     """A verified secure-aggregation campaign (module docstring), as the client uses it.
 
     ``task`` is what ``prepare_report`` needs; ``local`` the ``grr`` randomizing a histogram
-    index or a count's bit before sharding (``None``: none); the Aggregators' noise is
+    index or a count's bit before sharding (``None``: none), or the ``sue``/``oue`` whose bit
+    vector a multihotcountvec task shards (required there); the Aggregators' noise is
     ``central_epsilon`` (``dp = "laplace:EPSILON"``) or ``central_rho`` (``"gaussian:RHO"``),
     both ``None`` for ``dp = "none"``.
     """
@@ -449,8 +471,9 @@ class DapCampaign:
 
     def measurements(self, values: Sequence[Any]) -> tuple[list[Any], int]:
         """The Prio3 measurements of recorded values (before ``local``, which randomizes a
-        histogram's index or a count's bit), and how many were clipped to ``[0,
-        max_measurement]``. ``ValueError`` naming the position, never echoing the value."""
+        histogram's or a multihotcountvec's index, or a count's bit), and how many were
+        clipped to ``[0, max_measurement]``. ``ValueError`` naming the position, never echoing
+        the value."""
         out: list[Any] = []
         clipped = 0
         top = self.vdaf_params.get("max_measurement", 1)
@@ -463,7 +486,7 @@ class DapCampaign:
                     out.append(int(value))
                     continue
                 raise ValueError(f"{where} must be True or False")
-            if self.vdaf_type == "histogram":
+            if self.vdaf_type in ("histogram", "multihotcountvec"):
                 assert self.domain is not None
                 index = self._index.get(value) if isinstance(value, str) else None
                 if index is None:
@@ -487,9 +510,13 @@ class DapCampaign:
             clipped += int(any(over for _, over in vector))
         return out, clipped
 
-    def prio3_measurement(self, randomized: int) -> Any:
-        """What is sharded for a histogram index or a count bit: the index itself (Prio3
-        encodes it one-hot) or the bit."""
+    def prio3_measurement(self, randomized: Any) -> Any:
+        """What is sharded for a histogram index, a count bit or a unary encoding's report (one
+        packed row of ``local.perturb``): the index itself (Prio3 encodes it one-hot), the bit,
+        or the report's k bits (MultihotCountVec)."""
+        if self.vdaf_type == "multihotcountvec":
+            assert isinstance(self.local, UnaryEncoding)
+            return unary_measurement(self.local, randomized)
         return bool(randomized) if self.vdaf_type == "count" else int(randomized)
 
     @property
@@ -527,11 +554,18 @@ def _check_budget_reachable(
 
 
 def _parse_local(local: Any, dap: _Dap) -> Mechanism | None:
+    allowed = LOCAL_MECHANISMS.get(dap.vdaf_type)
     if local is None:
+        if dap.vdaf_type == "multihotcountvec":
+            raise ValueError(
+                "local is required before a multihotcountvec task (a sue or oue config with k = "
+                f"its length); got {describe(local)}"
+            )
         return None
-    if dap.vdaf_type not in ("histogram", "count"):
+    if allowed is None:
         raise ValueError(
-            f"local randomization is for histogram and count tasks; this is {dap.vdaf_type}"
+            f"local randomization is for histogram, count and multihotcountvec tasks; this is "
+            f"{dap.vdaf_type}"
         )
     try:
         mechanism = mechanism_from_config(local)
@@ -539,9 +573,18 @@ def _parse_local(local: Any, dap: _Dap) -> Mechanism | None:
         raise ValueError(f"local: {error}") from None
     config = mechanism.to_config()
     k = dap.vdaf_params.get("length", 2)
-    if config.get("mechanism") != "grr" or config.get("k") != k:
+    if config.get("mechanism") not in allowed or config.get("k") != k:
         raise ValueError(
-            f"local must be a grr config with k = {k}; got {describe(config.get('mechanism'))}"
+            f"local must be a {' or '.join(allowed)} config with k = {k} before a "
+            f"{dap.vdaf_type} task; got {describe(config.get('mechanism'))} with k "
+            f"{describe(config.get('k'))}"
+        )
+    weight = dap.vdaf_params.get("max_weight", k)
+    if weight != k:
+        # every bit vector is a possible sue/oue report: a smaller bound refuses honest ones
+        raise ValueError(
+            f"dap.vdaf.max_weight must equal length ({k}) before a {config['mechanism']} "
+            f"local; got {weight}"
         )
     if config != local:
         raise ValueError(f"local is not canonical: expected {config}")
@@ -549,13 +592,15 @@ def _parse_local(local: Any, dap: _Dap) -> Mechanism | None:
 
 
 def _parse_domain(domain: Any, dap: _Dap) -> tuple[str, ...] | None:
-    if dap.vdaf_type != "histogram":
+    if dap.vdaf_type not in ("histogram", "multihotcountvec"):
         if domain is not None:
-            raise ValueError(f"domain is only for histogram tasks; this is {dap.vdaf_type}")
+            raise ValueError(
+                f"domain is only for histogram and multihotcountvec tasks; this is {dap.vdaf_type}"
+            )
         return None
     length = dap.vdaf_params["length"]
     if isinstance(domain, str) or not isinstance(domain, Sequence) or len(domain) != length:
-        raise ValueError(f"domain must list the histogram's {length} labels")
+        raise ValueError(f"domain must list the task's {length} labels")
     if not all(isinstance(label, str) for label in domain) or len(set(domain)) != length:
         raise ValueError("domain labels must be distinct strings")
     return tuple(domain)

@@ -27,7 +27,21 @@ from client_sdk.mechanisms.unary import UnaryEncoding
 from client_sdk.randomness import RandomSource
 from client_sdk.vdaf.prio3 import InputShare, Prio3MultihotCountVec, PublicShare
 
-__all__ = ["Prio3UnaryRR"]
+__all__ = ["Prio3UnaryRR", "unary_chunk_length", "unary_measurement"]
+
+
+def unary_chunk_length(k: int) -> int:
+    """The default ``chunk_length`` of MultihotCountVec of length and max_weight ``k``: about the
+    square root of the validity circuit's inputs (``k`` bits and the weight's ``bit_length``),
+    the draft's guidance for ParallelSum's chunks."""
+    return max(1, math.isqrt(k + k.bit_length()))
+
+
+def unary_measurement(mechanism: UnaryEncoding, packed: Any) -> list[bool]:
+    """One report of ``mechanism.perturb`` (a packed bit row) as the MultihotCountVec
+    measurement: its first ``k`` bits, most significant first (``np.packbits``' order)."""
+    bits = np.unpackbits(np.asarray(packed, dtype=np.uint8))[: mechanism.k]
+    return [bool(b) for b in bits]
 
 
 class Prio3UnaryRR:
@@ -41,8 +55,7 @@ class Prio3UnaryRR:
                 f"mechanism must be a unary encoding (sue or oue), got {type(mechanism).__name__}"
             )
         k = mechanism.k
-        bits = k + k.bit_length()
-        chunk = chunk_length if chunk_length is not None else max(1, math.isqrt(bits))
+        chunk = chunk_length if chunk_length is not None else unary_chunk_length(k)
         self.mechanism = mechanism
         self.vdaf = Prio3MultihotCountVec(shares, k, k, chunk)
 
@@ -54,8 +67,7 @@ class Prio3UnaryRR:
     def randomize(self, value: int, *, rng: RandomSource | None = None) -> list[bool]:
         """The unary randomizer's report for ``value`` as the Prio3 measurement."""
         packed = self.mechanism.perturb(np.array([value], dtype=np.int64), rng=rng)
-        bits = np.unpackbits(packed[0])[: self.mechanism.k]
-        return [bool(b) for b in bits]
+        return unary_measurement(self.mechanism, packed[0])
 
     def shard(
         self,

@@ -54,7 +54,7 @@ const ZCDP = (DATA.zcdp_epsilons ?? []) as unknown as { rho: JsonValue; delta: J
 test("the conformance file holds valid and invalid documents, policies and reports", () => {
   assert.ok(DOCUMENTS.filter((c) => c.valid).length >= 3 && DOCUMENTS.some((c) => !c.valid));
   assert.ok(POLICIES.length >= 10);
-  assert.deepEqual(REPORTS.map((r) => r.document.name).sort(), ["minutes", "opted-in", "theme"]);
+  assert.deepEqual(REPORTS.map((r) => r.document.name).sort(), ["minutes", "opted-in", "theme", "theme-oue"]);
 });
 
 DOCUMENTS.forEach((c, index) => {
@@ -105,7 +105,7 @@ for (const c of REPORTS) {
     assert.equal(clipped, c.clipped);
     assert.equal(c.reports.length, measurements.length);
     for (const [i, fixed] of c.reports.entries()) {
-      const report = await campaign.report(measurements[i] as number, c.now, {
+      const report = await campaign.report(measurements[i] as number | boolean[], c.now, {
         reportId: fromHex(fixed.report_id),
         rand: fromHex(fixed.rand),
         ephemeralIkms: [fromHex(fixed.leader_ephemeral_ikm), fromHex(fixed.helper_ephemeral_ikm)],

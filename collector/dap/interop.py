@@ -114,8 +114,16 @@ def vdaf_from_interop(vdaf: Any) -> dict[str, Any]:
             "max_measurement": maximum(),
             "chunk_length": number(vdaf, "chunk_length", "vdaf."),
         }
+    if kind == "Prio3MultihotCountVec":
+        return {
+            "type": "multihotcountvec",
+            "length": number(vdaf, "length", "vdaf."),
+            "max_weight": number(vdaf, "max_weight", "vdaf."),
+            "chunk_length": number(vdaf, "chunk_length", "vdaf."),
+        }
     raise InteropError(
-        "vdaf.type must be Prio3Count, Prio3Sum, Prio3Histogram or Prio3SumVec; "
+        "vdaf.type must be Prio3Count, Prio3Sum, Prio3Histogram, Prio3SumVec or "
+        "Prio3MultihotCountVec; "
         f"got {str(kind)[:60]!r}"
     )
 

@@ -19,7 +19,7 @@ from client_sdk.vdaf import Prio3
 
 __all__ = ["AggregatorTask", "TaskSpec", "b64decode", "b64encode", "signed"]
 
-VDAF_TYPES = ("count", "sum", "histogram", "sumvec")
+VDAF_TYPES = ("count", "sum", "histogram", "sumvec", "multihotcountvec")
 ROLES = ("leader", "helper")
 REPORT_EXPIRY = 7 * 86400  # seconds a report may wait from its time to its aggregation
 
@@ -69,6 +69,7 @@ class TaskSpec:
     """The task file: what every party agrees on. ``vdaf`` is ``{"type": "count"}``,
     ``{"type": "sum", "max_measurement": M}``, ``{"type": "histogram", "length": L,
     "chunk_length": C}`` or ``{"type": "sumvec", "length": L, "max_measurement": M,
+    "chunk_length": C}`` or ``{"type": "multihotcountvec", "length": L, "max_weight": W,
     "chunk_length": C}``; ``dp`` is ``"none"``, ``"laplace:EPSILON"`` or ``"gaussian:RHO"``
     (docs/math/dap-noise.md). ``report_expiry`` (seconds, default 7 days): a report whose time
     unit ended longer ago is refused, and its anti-replay id may be forgotten after that plus
@@ -223,13 +224,21 @@ class TaskSpec:
         kind, parameter = self.dp_parameter()
         return parameter if kind == "gaussian" else None
 
+    def multihot_sensitivity(self) -> int:
+        """MultihotCountVec's L1 and squared L2 sensitivity to one report replaced, both
+        min(2 max_weight, length): two 0/1 vectors of weight <= W differ by -1, 0 or +1 per
+        coordinate, in at most 2W coordinates and at most all L (docs/math/dap-noise.md)."""
+        return min(2 * int(self.vdaf["max_weight"]), int(self.vdaf["length"]))
+
     def sensitivity(self) -> int:
         """L1 sensitivity of the aggregate to one report replaced: 1 (Count), max_measurement
         (Sum), 2 (Histogram: one report moved from one bucket to another), length *
-        max_measurement (SumVec)."""
+        max_measurement (SumVec), min(2 max_weight, length) (MultihotCountVec)."""
         kind = self.vdaf["type"]
         if kind == "count":
             return 1
+        if kind == "multihotcountvec":
+            return self.multihot_sensitivity()
         if kind == "sum":
             return int(self.vdaf["max_measurement"])
         if kind == "histogram":
@@ -238,10 +247,13 @@ class TaskSpec:
 
     def l2_sensitivity_squared(self) -> int:
         """Squared L2 sensitivity to one report replaced: 1 (Count), max_measurement^2 (Sum),
-        2 (Histogram: -1 in one bucket, +1 in another), length * max_measurement^2 (SumVec)."""
+        2 (Histogram: -1 in one bucket, +1 in another), length * max_measurement^2 (SumVec),
+        min(2 max_weight, length) (MultihotCountVec: each differing coordinate adds 1)."""
         kind = self.vdaf["type"]
         if kind == "count":
             return 1
+        if kind == "multihotcountvec":
+            return self.multihot_sensitivity()
         if kind == "histogram":
             return 2
         length = int(self.vdaf["length"]) if kind == "sumvec" else 1

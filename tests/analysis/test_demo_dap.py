@@ -42,6 +42,38 @@ def test_ldp_demo_dap_json_with_local_randomization() -> None:
     assert set(result["guarantees"]) == {"local", "central"}
 
 
+def test_ldp_demo_dap_with_oue_inside_prio3() -> None:
+    """--local-mechanism oue: a MultihotCountVec task of length = max_weight = 8 (sensitivity
+    min(16, 8) = 8 at epsilon 4: scale 2 per aggregator), the devices' OUE bit vectors sharded,
+    the support counts debiased by the Collector."""
+    done = subprocess.run(
+        [
+            *entry_point("ldp-demo", "analysis.demo"),
+            "--dap", "--json", "--devices", "300", "--epsilon", "4",
+            "--local-epsilon", "2", "--local-mechanism", "oue", "--clients", "2", "--seed", "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["devices"] == result["accepted"] == result["report_count"] == 300
+    assert result["vdaf"] == {
+        "type": "multihotcountvec",
+        "length": 8,
+        "max_weight": 8,
+        "chunk_length": 3,
+    }
+    assert result["local"] == {"mechanism": "oue", "epsilon": 2.0, "k": 8}
+    truth, estimate = np.array(result["truth"]), np.array(result["estimate"])
+    errors = np.array(result["std_errors"])
+    # OUE's support counts total about 300 (1/2 + 7/(e^2 + 1)) = 403, not 300: the sum's
+    # standard deviation is about 20 (OUE's bits and 16 Laplace draws), so 300 is 5 away
+    assert sum(result["collected"]) > 300
+    assert np.all(errors > 0) and np.all(np.abs(estimate - truth) <= 6 * errors)
+
+
 def test_ldp_demo_dap_with_the_discrete_gaussian() -> None:
     """--dp gaussian:RHO: the devices' policy accepts the task at its epsilon at delta 1e-6
     (client_sdk.zcdp), the Aggregators add the discrete Gaussian, the Collector states rho."""
@@ -73,6 +105,8 @@ def test_ldp_demo_dap_with_the_discrete_gaussian() -> None:
 def test_dap_only_options_need_dap(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--json"]) == 2
     assert "--json, --local-epsilon and --dp go with --dap" in capsys.readouterr().err
+    assert main(["--dap", "--local-mechanism", "oue"]) == 2  # without --local-epsilon
+    assert "--local-mechanism goes with --dap --local-epsilon" in capsys.readouterr().err
     assert main(["--dp", "gaussian:0.1"]) == 2
     assert "go with --dap" in capsys.readouterr().err
     assert main(["--dap", "--dp", "gaussian:-1"]) == 2  # refused before any process starts

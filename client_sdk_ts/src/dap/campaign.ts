@@ -4,13 +4,14 @@
  *
  * A campaign document with a `"dap"` object instead of `"mechanism"`: the DAP task's public part
  * and both Aggregators' `HpkeConfig`, an optional `local` grr randomizing the histogram index
- * (or the count's bit) before sharding, the histogram's `domain`, and a budget `policy`.
+ * (or the count's bit) before sharding, or the sue/oue whose bit vector a multihotcountvec task
+ * shards (required there), the labels of its `domain`, and a budget `policy`.
  * {@link parseDapCampaign} verifies one as Python's `DapCampaign.from_document` does, check for
  * check and in the same order (every refusal names the field and the value's type, never a
  * value), and {@link DapCampaign.measurements} turns recorded values into Prio3 measurements.
  */
 import { type BudgetPolicy, budgetPolicy, CAMPAIGN_NAME_PATTERN, canonicalJson, configId, describe, JsonFloat, type JsonValue, parseJson, MAX_DOCUMENT_BYTES, PROTOCOL_VERSION } from "../config.js";
-import { Prio3, Prio3Count, Prio3Histogram, Prio3Sum, Prio3SumVec } from "../vdaf/prio3.js";
+import { Prio3, Prio3Count, Prio3Histogram, Prio3MultihotCountVec, Prio3Sum, Prio3SumVec } from "../vdaf/prio3.js";
 import { base64Url } from "../wire.js";
 import { HpkeError, X25519_KEY_SIZE, checkSuite } from "./hpke.js";
 import type { Mechanism } from "../mechanisms/types.js";
@@ -40,7 +41,24 @@ export const VDAF_PARAMETERS: Readonly<Record<string, readonly string[]>> = {
   sum: ["max_measurement"],
   histogram: ["length", "chunk_length"],
   sumvec: ["length", "max_measurement", "chunk_length"],
+  multihotcountvec: ["length", "max_weight", "chunk_length"],
 };
+
+/**
+ * `vdaf.type` -> the randomizers a campaign's `local` may name before it (Python:
+ * `LOCAL_MECHANISMS`): k-ary randomized response reported one-hot, or a unary encoding reported
+ * as its bit vector (Prio3's MultihotCountVec composition).
+ */
+export const LOCAL_MECHANISMS: Readonly<Record<string, readonly LocalMechanism[]>> = {
+  histogram: ["grr"],
+  count: ["grr"],
+  multihotcountvec: ["sue", "oue"],
+};
+
+/** The randomizers a campaign's `local` may be. */
+export type LocalMechanism = "grr" | "sue" | "oue";
+/** A campaign's canonical `local` config. */
+export type LocalConfig = { readonly mechanism: LocalMechanism; readonly epsilon: number; readonly k: number };
 
 const HPKE_FIELDS = ["id", "kem_id", "kdf_id", "aead_id", "public_key"] as const;
 const METADATA_TEXT = ["description", "unit", "owner"] as const;
@@ -107,7 +125,9 @@ export function vdafFromConfig(vdaf: unknown, field = "vdaf"): { type: string; p
           ? new Prio3Sum(2, p("max_measurement"))
           : kind === "histogram"
             ? new Prio3Histogram(2, p("length"), p("chunk_length"))
-            : new Prio3SumVec(2, p("length"), p("max_measurement"), p("chunk_length"));
+            : kind === "multihotcountvec"
+              ? new Prio3MultihotCountVec(2, p("length"), p("max_weight"), p("chunk_length"))
+              : new Prio3SumVec(2, p("length"), p("max_measurement"), p("chunk_length"));
     return { type: kind as string, params, prio3: prio3 as Prio3<never> };
   } catch (error) {
     throw new RangeError(`${field}: ${(error as Error).message}`);
@@ -206,32 +226,45 @@ function parseDap(dap: unknown): ParsedDap {
   };
 }
 
-/** A `local` config: a canonical grr with k the histogram's length (2 for a count). */
-function parseLocal(local: JsonValue | undefined, dap: ParsedDap): { mechanism: "grr"; epsilon: number; k: number } | null {
-  if (local === undefined || local === null) return null;
-  if (dap.vdafType !== "histogram" && dap.vdafType !== "count") {
-    throw new RangeError(`local randomization is for histogram and count tasks; this is ${dap.vdafType}`);
+/**
+ * A `local` config: a canonical grr with k the histogram's length (2 for a count), or a sue/oue
+ * with k the multihotcountvec's length and max_weight (required there: every bit vector is a
+ * possible report, so a smaller max_weight would refuse honest ones).
+ */
+function parseLocal(local: JsonValue | undefined, dap: ParsedDap): LocalConfig | null {
+  const allowed = Object.hasOwn(LOCAL_MECHANISMS, dap.vdafType) ? LOCAL_MECHANISMS[dap.vdafType] : undefined;
+  if (local === undefined || local === null) {
+    if (dap.vdafType === "multihotcountvec") throw new TypeError(`local is required before a multihotcountvec task (a sue or oue config with k = its length); got ${describe(local)}`);
+    return null;
+  }
+  if (allowed === undefined) {
+    throw new RangeError(`local randomization is for histogram, count and multihotcountvec tasks; this is ${dap.vdafType}`);
   }
   const k = dap.vdafParams.length ?? 2;
-  if (!isObject(local) || local.mechanism !== "grr" || local.k !== k) {
-    throw new TypeError(`local must be a grr config with k = ${k}; got ${describe(isObject(local) ? local.mechanism : local)}`);
+  const mechanism = isObject(local) ? local.mechanism : undefined;
+  if (!isObject(local) || !(allowed as readonly unknown[]).includes(mechanism) || local.k !== k) {
+    throw new TypeError(
+      `local must be a ${allowed.join(" or ")} config with k = ${k} before a ${dap.vdafType} task; got ${describe(isObject(local) ? local.mechanism : local)} with k ${describe(isObject(local) ? local.k : undefined)}`,
+    );
   }
+  const weight = dap.vdafParams.max_weight ?? k;
+  if (weight !== k) throw new RangeError(`dap.vdaf.max_weight must equal length (${k}) before a ${String(mechanism)} local; got ${weight}`);
   const extra = Object.keys(local).filter((key) => !["mechanism", "epsilon", "k"].includes(key)).sort();
-  if (extra.length) throw new TypeError(`local is not canonical: a grr config has exactly mechanism, epsilon and k; got also ${JSON.stringify(extra)}`);
+  if (extra.length) throw new TypeError(`local is not canonical: a ${String(mechanism)} config has exactly mechanism, epsilon and k; got also ${JSON.stringify(extra)}`);
   const epsilon = local.epsilon instanceof JsonFloat ? local.epsilon.value : local.epsilon;
   if (typeof epsilon !== "number" || !(epsilon > 0) || !Number.isFinite(epsilon)) {
     throw new RangeError(`local: epsilon must be a positive finite number; got ${describe(local.epsilon)}`);
   }
-  return { mechanism: "grr", epsilon, k };
+  return { mechanism: mechanism as LocalMechanism, epsilon, k };
 }
 
 function parseDomain(domain: JsonValue | undefined, dap: ParsedDap): readonly string[] | null {
-  if (dap.vdafType !== "histogram") {
-    if (domain !== undefined && domain !== null) throw new TypeError(`domain is only for histogram tasks; this is ${dap.vdafType}`);
+  if (dap.vdafType !== "histogram" && dap.vdafType !== "multihotcountvec") {
+    if (domain !== undefined && domain !== null) throw new TypeError(`domain is only for histogram and multihotcountvec tasks; this is ${dap.vdafType}`);
     return null;
   }
   const length = dap.vdafParams.length as number;
-  if (!Array.isArray(domain) || domain.length !== length) throw new TypeError(`domain must list the histogram's ${length} labels`);
+  if (!Array.isArray(domain) || domain.length !== length) throw new TypeError(`domain must list the task's ${length} labels`);
   if (!domain.every((label) => typeof label === "string") || new Set(domain).size !== length) throw new TypeError("domain labels must be distinct strings");
   return domain as string[];
 }
@@ -286,8 +319,8 @@ export class DapCampaign implements DapClaim {
     readonly centralEpsilon: number | null,
     /** `"gaussian:RHO"`'s RHO (zCDP), else `null`. */
     readonly centralRho: number | null,
-    /** The grr config randomizing the index (or bit) before sharding; `null`: none. */
-    readonly local: { readonly mechanism: "grr"; readonly epsilon: number; readonly k: number } | null,
+    /** The grr config randomizing the index (or bit) before sharding, or the sue/oue whose bit vector is sharded; `null`: none. */
+    readonly local: LocalConfig | null,
     readonly domain: readonly string[] | null,
     readonly policy: BudgetPolicy | null,
     /** The document as JSON text (what the device caches). */
@@ -301,6 +334,11 @@ export class DapCampaign implements DapClaim {
 
   get hasLocal(): boolean {
     return this.local !== null;
+  }
+
+  /** `local`'s mechanism name (what the app's `allowed_mechanisms` must allow), or `null`. */
+  get localMechanism(): LocalMechanism | null {
+    return this.local === null ? null : this.local.mechanism;
   }
 
   /**
@@ -324,7 +362,7 @@ export class DapCampaign implements DapClaim {
 
   /**
    * The Prio3 measurements of recorded values (before `local`, which randomizes a histogram's
-   * index or a count's bit) and how many were clipped to `[0, max_measurement]`. The error names
+   * or a multihotcountvec's index, or a count's bit) and how many were clipped to `[0, max_measurement]`. The error names
    * the position and the value's type, never the value.
    */
   measurements(values: readonly unknown[]): { measurements: (number | number[])[]; clipped: number } {
@@ -344,7 +382,7 @@ export class DapCampaign implements DapClaim {
         }
         throw new TypeError(`${where} must be true or false`);
       }
-      if (this.vdafType === "histogram") {
+      if (this.vdafType === "histogram" || this.vdafType === "multihotcountvec") {
         const index = typeof value === "string" ? this.#index.get(value) : undefined;
         if (index === undefined) throw new TypeError(`${where} is not a label of its domain (${this.#index.size} labels)`);
         out.push(index);
@@ -366,8 +404,18 @@ export class DapCampaign implements DapClaim {
     return { measurements: out, clipped };
   }
 
-  /** What is sharded: a count's bit as a boolean, anything else as it is (Python: `prio3_measurement`). */
-  prio3Measurement(measurement: number | number[]): number | boolean | number[] {
+  /**
+   * What is sharded (Python: `prio3_measurement`): a count's bit as a boolean, a unary
+   * encoding's report (a packed row, most significant bit first) as its k booleans for
+   * MultihotCountVec, anything else as it is.
+   */
+  prio3Measurement(measurement: number | number[] | Uint8Array): number | boolean | number[] | boolean[] {
+    if (this.vdafType === "multihotcountvec") {
+      if (!(measurement instanceof Uint8Array)) throw new TypeError(`campaign ${this.name}: a multihotcountvec measurement is a unary report (Uint8Array); got ${describe(measurement)}`);
+      const k = this.vdafParams.length as number;
+      return Array.from({ length: k }, (_, i) => (((measurement[i >> 3] as number) >> (7 - (i & 7))) & 1) === 1);
+    }
+    if (measurement instanceof Uint8Array) throw new TypeError(`campaign ${this.name}: a packed report is only for multihotcountvec`);
     return this.vdafType === "count" ? Boolean(measurement) : measurement;
   }
 
@@ -376,10 +424,11 @@ export class DapCampaign implements DapClaim {
    * the index (or bit) randomized first by `local` (the campaign's grr, built by the caller's
    * mechanism factory) with words from `rng`; and how many values were clipped.
    */
-  sharded(values: readonly unknown[], local: Mechanism | null, rng: WordSource): { measurements: (number | boolean | number[])[]; clipped: number } {
+  sharded(values: readonly unknown[], local: Mechanism | null, rng: WordSource): { measurements: (number | boolean | number[] | boolean[])[]; clipped: number } {
     const { measurements, clipped } = this.measurements(values);
     if ((local === null) !== (this.local === null)) throw new Error(`campaign ${this.name}: the local mechanism given does not match the document's`);
-    const randomized = local === null ? measurements : (local.perturb(measurements, { rng }) as number[]);
+    // grr's reports are indices, sue/oue's packed bit rows (Uint8Array)
+    const randomized = local === null ? measurements : (local.perturb(measurements, { rng }) as (number | Uint8Array)[]);
     return { measurements: randomized.map((m) => this.prio3Measurement(m)), clipped };
   }
 
@@ -389,7 +438,7 @@ export class DapCampaign implements DapClaim {
    * Report id, Prio3 rand and HPKE ephemeral keys from the platform CSPRNG (`options` are for
    * tests), never from an injected word source: two devices seeded alike would collide.
    */
-  async report(measurement: number | boolean | number[], now: number, options: Omit<PrepareOptions, "now"> = {}): Promise<{ id: string; payload: string }> {
+  async report(measurement: number | boolean | number[] | boolean[], now: number, options: Omit<PrepareOptions, "now"> = {}): Promise<{ id: string; payload: string }> {
     const report = await prepareReport(this.task, measurement as never, { ...options, now });
     const id = Array.from(report.reportMetadata.reportId, (b) => b.toString(16).padStart(2, "0")).join("");
     return { id, payload: base64Url(encodeReport(report)) };

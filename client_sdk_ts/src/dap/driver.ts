@@ -47,7 +47,7 @@ export interface DapEntry {
 }
 
 /**
- * Verify a secure-aggregation campaign document (`parseDapCampaign`) and build its `local` grr
+ * Verify a secure-aggregation campaign document (`parseDapCampaign`) and build its `local` (grr, sue or oue)
  * with the client's mechanism factory (in browsers, the categorical chunk).
  */
 export async function dapEntry(
@@ -66,7 +66,7 @@ export async function dapEntry(
 export class DapDriver {
   constructor(
     readonly campaign: DapCampaign,
-    /** The campaign's `local` grr, or `null`. */
+    /** The campaign's `local` (grr, or sue/oue before a multihotcountvec task), or `null`. */
     readonly local: Mechanism | null,
     readonly allowInsecureHttp: boolean,
   ) {}

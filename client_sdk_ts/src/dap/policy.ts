@@ -17,6 +17,8 @@ export interface DapClaim {
   readonly leaderKey: string;
   readonly helperKey: string;
   readonly hasLocal: boolean;
+  /** `local`'s mechanism name (grr, sue or oue), or `null`. */
+  readonly localMechanism: string | null;
   /** `local`'s epsilon (`Infinity` without it). */
   readonly localEpsilon: number;
   /** The task's `dp` and, for `"gaussian:RHO"`, its RHO. */
@@ -34,7 +36,7 @@ function normalUrl(url: string): string {
 /**
  * Throw {@link PolicyViolation} when the app does not accept this secure-aggregation campaign,
  * checked before anything is sharded and in Python's order: no trusted Aggregator at all; one
- * party as both; an untrusted Aggregator or key; a pinned config_id; `local` without grr allowed;
+ * party as both; an untrusted Aggregator or key; a pinned config_id; `local` whose mechanism is not allowed;
  * neither the local epsilon within `max_epsilon` nor the central one within `max_central_epsilon`
  * (so a task without noise and without `local` is always refused); a `"gaussian:RHO"` task's
  * central epsilon is its zCDP converted at `max_central_delta`.
@@ -66,8 +68,9 @@ export function checkDapPolicy(policy: PrivacyPolicy, campaign: DapClaim): void 
   }
   const pinned = Object.hasOwn(policy.pinned_config_ids, name) ? policy.pinned_config_ids[name] : undefined;
   if (pinned !== undefined && pinned !== campaign.configId) throw new PolicyViolation(name, "pinned_config_ids", campaign.configId, pinned);
-  if (campaign.hasLocal && policy.allowed_mechanisms !== null && !policy.allowed_mechanisms.has("grr")) {
-    throw new PolicyViolation(name, "allowed_mechanisms", "grr", [...policy.allowed_mechanisms].sort());
+  const local = campaign.localMechanism;
+  if (local !== null && policy.allowed_mechanisms !== null && !policy.allowed_mechanisms.has(local)) {
+    throw new PolicyViolation(name, "allowed_mechanisms", local, [...policy.allowed_mechanisms].sort());
   }
   if (campaign.localEpsilon <= policy.max_epsilon) return; // the local guarantee alone is within the app's limit
   if (policy.max_central_epsilon === null) {

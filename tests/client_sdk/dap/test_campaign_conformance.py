@@ -146,6 +146,46 @@ def cases() -> dict[str, Any]:
             None,  # and 0.53 at 1e-3
         ),
     ]
+    # Added with randomized response inside Prio3 (documents 15 on, policies 18 on; the cases
+    # above are unchanged): sue/oue before a multihotcountvec task of length = max_weight = k.
+    multihot = {"type": "multihotcountvec", "length": 3, "max_weight": 3, "chunk_length": 2}
+    unary = [
+        dap_campaign_document(
+            "theme-oue",
+            _dap(multihot, "laplace:1"),
+            domain=_DOMAIN,
+            local={"mechanism": "oue", "epsilon": 2.0, "k": 3},
+        ),
+        dap_campaign_document(
+            "theme-sue",
+            _dap(multihot, "none"),
+            domain=_DOMAIN,
+            local={"mechanism": "sue", "epsilon": 1.0, "k": 3},
+        ),
+    ]
+    oue = len(documents)
+    documents += [{"document": d, "valid": True} for d in unary]
+    unary_invalid = [
+        ("local", lambda d: d.update(local={"mechanism": "grr", "epsilon": 2.0, "k": 3})),
+        ("local", lambda d: d.update(local=None)),
+        ("local", lambda d: d.update(local={"mechanism": "oue", "epsilon": 2.0})),
+        ("dap.vdaf.max_weight", lambda d: d["dap"]["vdaf"].update(max_weight=2)),
+        ("domain", lambda d: d.update(domain=None)),
+    ]
+    for field, edit in unary_invalid:
+        document = copy.deepcopy(unary[0])
+        edit(document)
+        documents.append({"document": document, "valid": False, "field": field})
+    policies += [
+        ({"trusted_aggregators": trusted}, oue, None),  # local epsilon 2 <= max_epsilon 4
+        (
+            {"trusted_aggregators": trusted, "allowed_mechanisms": ["grr"]},
+            oue,
+            "allowed_mechanisms",
+        ),
+        ({"trusted_aggregators": trusted, "allowed_mechanisms": ["oue"]}, oue, None),
+        ({"trusted_aggregators": trusted, "allowed_mechanisms": ["oue"]}, 0, "allowed_mechanisms"),
+    ]
     return {
         "protocol": 1,
         "about": "docs/dap.md, 'The device': documents (valid, or the field refused) and "

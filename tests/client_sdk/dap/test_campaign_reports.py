@@ -32,6 +32,7 @@ RECORDED: list[tuple[str, list[Any]]] = [
     ("theme", ["dark", "light", "system", "dark", "dark", "light"]),  # histogram, local grr
     ("opted-in", [True, False, 1]),  # count
     ("minutes", [30, 2000, -5, 1440]),  # sum, two clipped
+    ("theme-oue", ["dark", "system", "light", "dark"]),  # multihotcountvec, local oue
 ]
 """Campaign (a valid document of dap_campaigns.json) -> the values recorded."""
 
@@ -123,6 +124,11 @@ def test_local_randomization_is_exercised() -> None:
     assert theme["measurements"] != [labels.index(v) for v in theme["values"]]
     for case in data["cases"]:
         assert len(case["reports"]) == len(case["values"])
+    oue = data["cases"][3]
+    labels = oue["document"]["domain"]
+    one_hot = [[i == labels.index(v) for i in range(len(labels))] for v in oue["values"]]
+    assert all(len(m) == len(labels) for m in oue["measurements"])
+    assert oue["measurements"] != one_hot
 
 
 if __name__ == "__main__":

@@ -54,6 +54,9 @@ def test_bad_task_refused_naming_the_field(change: dict[str, Any], message: str)
         ({"type": "sum", "max_measurement": 100}, 100),
         ({"type": "histogram", "length": 4, "chunk_length": 2}, 2),
         ({"type": "sumvec", "length": 3, "max_measurement": 7, "chunk_length": 2}, 21),
+        # min(2 max_weight, length): weight-bounded, then length-bounded
+        ({"type": "multihotcountvec", "length": 8, "max_weight": 3, "chunk_length": 2}, 6),
+        ({"type": "multihotcountvec", "length": 4, "max_weight": 4, "chunk_length": 2}, 4),
     ],
 )
 def test_sensitivity_and_noise_scale(vdaf: dict[str, Any], sensitivity: int) -> None:
@@ -83,6 +86,8 @@ def test_field_elements_above_half_decode_negative() -> None:
         ({"type": "sum", "max_measurement": 100}, 100**2),
         ({"type": "histogram", "length": 4, "chunk_length": 2}, 2),
         ({"type": "sumvec", "length": 3, "max_measurement": 7, "chunk_length": 2}, 3 * 49),
+        ({"type": "multihotcountvec", "length": 8, "max_weight": 3, "chunk_length": 2}, 6),
+        ({"type": "multihotcountvec", "length": 4, "max_weight": 4, "chunk_length": 2}, 4),
     ],
 )
 def test_gaussian_noise_meets_rho_per_aggregator(vdaf: dict[str, Any], l2_squared: int) -> None:
@@ -103,3 +108,18 @@ def test_too_much_noise_for_the_exact_sampler_is_refused_at_load() -> None:
     huge = {"type": "sumvec", "length": 1000, "max_measurement": 2**20, "chunk_length": 10}
     with pytest.raises(ValueError, match="above the exact sampler"):
         TaskSpec.from_json({**GOOD, "vdaf": huge, "dp": "gaussian:1/1000000"})
+
+
+def test_multihot_sensitivity_is_attained() -> None:
+    """The bound min(2 W, L) is tight: two weight-W vectors with disjoint supports (or, when
+    2 W > L, complementary ones) differ by one in that many coordinates, so L1 = L2^2 = it."""
+    for length, weight in ((8, 3), (4, 4), (5, 3)):
+        vdaf = {"type": "multihotcountvec", "length": length, "max_weight": weight}
+        spec = TaskSpec.from_json({**GOOD, "vdaf": {**vdaf, "chunk_length": 2}})
+        first = [i < weight for i in range(length)]
+        second = [i >= length - weight for i in range(length)]
+        if 2 * weight > length:
+            second = [not bit for bit in first]
+        diff = [int(a) - int(b) for a, b in zip(first, second, strict=True)]
+        attained = sum(abs(d) for d in diff)
+        assert spec.sensitivity() == spec.l2_sensitivity_squared() == attained
