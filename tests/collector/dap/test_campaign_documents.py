@@ -223,7 +223,7 @@ def test_bad_documents_are_refused_at_creation_naming_the_field(
         ({**good, "dap": {**dap, "leader": dap["leader"].rstrip("/")}}, "dap is not in canonical"),
         ({**good, "dap": {**dap, "dp": "laplace:-1"}}, "dap.dp"),
         ({**good, "dap": {**dap, "task_id": "short"}}, "dap.task_id"),
-        ({**good, "domain": LABELS[:3]}, "domain must list the histogram's 4 labels"),
+        ({**good, "domain": LABELS[:3]}, "domain must list the task's 4 labels"),
         ({**good, "local": {"mechanism": "oue", "epsilon": 1.0, "k": 4}}, "local must be a grr"),
         ({**good, "local": {"mechanism": "grr", "epsilon": "big", "k": 4}}, "local:"),
         ({**good, "mechanism": {"mechanism": "grr", "epsilon": 1.0, "k": 4}}, "mechanism"),
