@@ -1022,6 +1022,22 @@ class TelemetryClient:
         ceiling = min(BACKOFF_MAX, BACKOFF_BASE * 2.0 ** min(failures - 1, 32))
         return ceiling / 2 + self._jitter.uniform(0.0, ceiling / 2)
 
+    def _next_batch(
+        self, name: str, batch_size: int, deadline: float, acknowledged: int
+    ) -> tuple[list[QueuedReport], float]:
+        """The next queued batch of campaign ``name`` (empty when none is left) and the
+        seconds left for it; ``UploadError`` once the flush deadline has passed."""
+        batch = self._outbox.batch(name, batch_size)
+        remaining = deadline - time.monotonic()
+        if batch and remaining <= 0:
+            raise UploadError(
+                f"upload to campaign {name!r} stopped: the flush deadline of "
+                f"{self.flush_deadline:g} s passed; {self._outbox.count(name)} reports stay "
+                "queued",
+                acknowledged=acknowledged,
+            )
+        return batch, remaining
+
     def _flush_campaign(self, name: str, deadline: float) -> int:
         info = self.campaign(name)
         self._drop_other_configs(info)
@@ -1031,17 +1047,9 @@ class TelemetryClient:
         batch_size = self.batch_size
         refetched = False
         while True:
-            batch = self._outbox.batch(name, batch_size)
+            batch, remaining = self._next_batch(name, batch_size, deadline, acknowledged)
             if not batch:
                 return acknowledged
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise UploadError(
-                    f"upload to campaign {name!r} stopped: the flush deadline of "
-                    f"{self.flush_deadline:g} s passed; {self._outbox.count(name)} reports stay "
-                    "queued",
-                    acknowledged=acknowledged,
-                )
             try:
                 response = self._post(info, batch, remaining)
             except requests.RequestException as error:
@@ -1113,17 +1121,9 @@ class TelemetryClient:
         acknowledged = 0
         batch_size = self.batch_size
         while True:
-            batch = self._outbox.batch(name, batch_size)
+            batch, remaining = self._next_batch(name, batch_size, deadline, acknowledged)
             if not batch:
                 return acknowledged
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise UploadError(
-                    f"upload to campaign {name!r} stopped: the flush deadline of "
-                    f"{self.flush_deadline:g} s passed; {self._outbox.count(name)} reports stay "
-                    "queued",
-                    acknowledged=acknowledged,
-                )
             body = UploadRequest(
                 tuple(
                     Report.decode(b64decode(json.loads(r.payload), "queued report")) for r in batch

@@ -3,14 +3,13 @@ one aggregator keeps secret (verify key, HPKE private key, bearer tokens)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
-from client_sdk.dap.campaign import dp_parameter, vdaf_from_config
+from client_sdk.dap.campaign import b64decode, b64encode, dp_parameter, vdaf_from_config
 from client_sdk.dap.messages import TASK_ID_SIZE, HpkeConfig, ReportError, TaskConfiguration
 from client_sdk.dap.upload import task_configuration
 from client_sdk.randomness import RandomSource
@@ -22,22 +21,6 @@ __all__ = ["AggregatorTask", "TaskSpec", "b64decode", "b64encode", "signed"]
 VDAF_TYPES = ("count", "sum", "histogram", "sumvec", "multihotcountvec")
 ROLES = ("leader", "helper")
 REPORT_EXPIRY = 7 * 86400  # seconds a report may wait from its time to its aggregation
-
-
-def b64encode(data: bytes) -> str:
-    """Unpadded base64url, as DAP writes task ids in URLs."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def b64decode(text: str, field: str, size: int | None = None) -> bytes:
-    """Decode unpadded base64url; ``ValueError`` naming ``field`` and the value otherwise."""
-    try:
-        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError):
-        raise ValueError(f"{field} is not base64url: {str(text)[:60]!r}") from None
-    if size is not None and len(data) != size:
-        raise ValueError(f"{field} must be {size} bytes; got {len(data)} ({str(text)[:60]!r})")
-    return data
 
 
 def _positive_int(document: dict[str, Any], name: str, default: int | None = None) -> int:

@@ -101,18 +101,7 @@ def test_a_fetched_campaign_is_recorded_uploaded_and_collected_exactly(
     assert pair.drive() == {"aggregated": 30, "rejected": 0, "jobs": 1}
     # The Collector reads the result through the served document.
     (tmp_path / "campaign.json").write_text(json.dumps(served))
-    unit = int(time.time()) // TIME_PRECISION
-    done = subprocess.run(
-        [
-            *entry_point("ldp-analyze", "analysis.cli"), "collect",
-            "--task", str(pair.task_file), "--leader", pair.leader_dap,
-            "--collector-key", str(pair.collector_key), "--token", COLLECTOR_TOKEN,
-            "--interval", f"{unit - 1},3", "--campaign", str(tmp_path / "campaign.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    done = pair.collect(campaign=tmp_path / "campaign.json", process=True)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["campaign"] == name and result["report_count"] == 30

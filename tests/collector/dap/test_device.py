@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +25,7 @@ from client_sdk import PolicyViolation, PrivacyPolicy, TelemetryClient
 from client_sdk.dap.campaign import b64encode, dap_campaign_document, dap_object
 from client_sdk.dap.messages import Report
 from collector.dap.cli import read_key
-from collector.process import entry_point
 from tests.collector.dap.conftest import (
-    COLLECTOR_TOKEN,
-    TIME_PRECISION,
     DapPair,
     DapServers,
     add_task,
@@ -108,18 +103,7 @@ def test_histogram_devices_through_the_sdk(histogram_pair: DapPair, tmp_path: Pa
     assert pair.drive() == {"aggregated": 30, "rejected": 0, "jobs": 1}
     # The Collector reads the result through the campaign the devices pinned.
     (tmp_path / "campaign.json").write_text(json.dumps(document))
-    unit = int(time.time()) // TIME_PRECISION
-    done = subprocess.run(
-        [
-            *entry_point("ldp-analyze", "analysis.cli"), "collect",
-            "--task", str(pair.task_file), "--leader", pair.leader_dap,
-            "--collector-key", str(pair.collector_key), "--token", COLLECTOR_TOKEN,
-            "--interval", f"{unit - 1},3", "--campaign", str(tmp_path / "campaign.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    done = pair.collect(campaign=tmp_path / "campaign.json", process=True)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["campaign"] == "crashes" and result["report_count"] == 30
@@ -154,18 +138,7 @@ def test_oue_inside_prio3_through_the_sdk_debiased(dap_servers: DapServers, tmp_
             truth[LABELS.index(value)] += 1
     assert pair.drive() == {"aggregated": 400, "rejected": 0, "jobs": 1}
     (tmp_path / "campaign.json").write_text(json.dumps(document))
-    unit = int(time.time()) // TIME_PRECISION
-    done = subprocess.run(
-        [
-            *entry_point("ldp-analyze", "analysis.cli"), "collect",
-            "--task", str(pair.task_file), "--leader", pair.leader_dap,
-            "--collector-key", str(pair.collector_key), "--token", COLLECTOR_TOKEN,
-            "--interval", f"{unit - 1},3", "--campaign", str(tmp_path / "campaign.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    done = pair.collect(campaign=tmp_path / "campaign.json", process=True)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["campaign"] == "crashes-oue" and result["report_count"] == 400
