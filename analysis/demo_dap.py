@@ -142,8 +142,10 @@ def run_dap_demo(
                     "dap", "task", "add", "--db", server.db, "--task", str(task_file),
                     "--role", role, f"--verify-key={verify_key}", "--hpke-key", key_file,
                     f"--collector-hpke-config={collector_config.strip()}",
-                    "--aggregator-token", aggregator_token,
-                    "--collector-token", collector_token if role == "leader" else "",
+                    # "=": a random base64url value may begin with "-", which argparse would
+                    # take for an option and refuse
+                    f"--aggregator-token={aggregator_token}",
+                    f"--collector-token={collector_token if role == 'leader' else ''}",
                 )  # fmt: skip
                 keys[role] = read_key(key_file)[0]
             local = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import subprocess
 
 import numpy as np
@@ -114,3 +115,16 @@ def test_dap_only_options_need_dap(capsys: pytest.CaptureFixture[str]) -> None:
     assert "dp must be" in err and "'gaussian:-1'" in err
     assert main(["--dap", "--shuffle"]) == 2
     assert "--dap runs its own Leader and Helper" in capsys.readouterr().err
+
+
+def test_tokens_beginning_with_a_dash_reach_the_aggregators(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A random base64url token begins with "-" one time in 64: passed as a separate argument,
+    argparse took it for an option and the demo failed (seen in CI)."""
+    from analysis.demo_dap import run_dap_demo
+
+    drawn = iter(range(1000))
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda n=32: f"-{next(drawn)}-" + "A" * n)
+    result = run_dap_demo(devices=100, labels=4, seed=1)
+    assert result["devices"] == result["accepted"] == 100
