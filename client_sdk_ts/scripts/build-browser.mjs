@@ -1,7 +1,7 @@
 // The browser bundle (issue 24, the bundle size target): dist/browser.js, the entry a page loads
 // (the client, its policy, ledger, outbox and the mechanism loader), and one chunk under
 // dist/browser/ per module the entry imports with `import()`: each mechanism group
-// (src/mechanisms/groups/, one chunk each), the shuffle amplification bound, sealing and DAP. A
+// (src/mechanisms/groups/, one chunk each), shuffled campaigns' checks, sealing and DAP. A
 // page fetches the entry, then the one chunk a campaign needs when it first meets it; a chunk
 // imports nothing but the entry, so a page never loads another group's code.
 //
@@ -45,8 +45,8 @@ export const CHUNKS = {
       .sort()
       .map((file) => [file.slice(0, -".ts".length), { source: join(groups, file), exports: ["FACTORIES"] }]),
   ),
-  // the shuffle amplification bound, for shuffled campaigns (the policy's central ceiling)
-  amplification: { source: join(src, "amplification.ts"), exports: ["AMPLIFICATION"] },
+  // what shuffled campaigns need: the amplification bound (the policy's central ceiling), the sealing key
+  shuffled: { source: join(src, "shuffled.ts"), exports: ["AMPLIFICATION", "sealingKey"] },
   sealing: { source: join(src, "sealing.ts"), exports: ["sealPayload"] },
   dap: { source: join(src, "dap", "driver.ts"), exports: ["dapEntry"] },
 };

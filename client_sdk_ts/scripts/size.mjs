@@ -47,7 +47,7 @@ export function figures(meta = readMeta()) {
     const files = pageFiles(meta, names);
     return { chunks: names, files, gzip: files.reduce((sum, file) => sum + sizes(file).gzip, 0) };
   };
-  // the mechanism groups' chunks (sealing, the shuffle amplification bound and dap serve
+  // the mechanism groups' chunks (shuffled, sealing and dap serve
   // shuffled and secure-aggregation campaigns: none of them is a local mechanism group)
   const local = Object.keys(meta.chunks).filter((name) => meta.chunks[name].mechanisms !== undefined);
   const group_pages = Object.fromEntries(local.map((name) => [name, page([name])]));
