@@ -12,16 +12,18 @@
 // that code and lends it: it exports the names the chunks take of the modules it holds as
 // `__ldpModules` (one array; an internal export, not API), and a chunk takes them from
 // "../browser.js" instead of carrying a copy.
-//  - A module of this package with a class or a `let` is lent whole (every name any chunk uses):
-//    one copy per page, so `instanceof` (JsonFloat, Rational, PolicyViolation) and state hold.
-//  - Another module (of this package without classes and `let`, or a library's) is lent only for
-//    the names the entry holds anyway (lending one costs the entry its slot, at most HELD_SLACK
-//    bytes); a chunk bundles its own copy of the other names it needs (of a library's module:
-//    its own copy of the module, when the entry does not lend all it needs).
-//  - Everything else a chunk needs (the samplers, the config readers, the memoized chains, the
-//    oracles of categorical.ts) it bundles itself. Two chunks on one page may so each have a copy
-//    of a helper; no object crosses from one chunk to another (a mechanism is built and used by
-//    its own chunk's code; the client only calls its methods), so no `instanceof` sees two copies.
+//  - A module of this package of which the entry holds a class or a `let` is lent whole (every
+//    name any chunk uses): one copy per page, so `instanceof` (JsonFloat, PolicyViolation) and
+//    state (the policy's registered bound) hold.
+//  - Of another module the entry holds (of this package, or a library's), the entry lends the
+//    names it holds anyway (lending one costs it its slot, at most HELD_SLACK bytes); a chunk
+//    bundles its own copy of the other names it needs.
+//  - Everything else a chunk needs (the samplers, the config readers, the exact rationals, the
+//    memoized chains, the oracles of categorical.ts) it bundles itself. Two chunks on one page
+//    may so each have a copy of a helper or a class; no object crosses from one chunk to another
+//    (a mechanism is built and used by its own chunk's code; the client only calls its methods),
+//    so no `instanceof` sees two copies. The price: a page recording many groups at once loads
+//    those copies several times (npm run size reports it).
 // Which names a chunk uses is found by trial bundles (tree-shaken, so a name only dropped code
 // mentions does not count). A build's facts go to dist/browser-meta.json for `npm run size` and
 // the tests (each chunk's file, what it imports, its inputs, and a group's mechanisms).
