@@ -14,16 +14,17 @@
 // "../browser.js" instead of carrying a copy.
 //  - A module of this package of which the entry holds a class or a `let` is lent whole (every
 //    name any chunk uses): one copy per page, so `instanceof` (JsonFloat, PolicyViolation) and
-//    state (the policy's registered bound) hold.
+//    state (the policy's registered bound) hold. So is rational.ts (LENT_WHOLE), which nearly
+//    every chunk uses.
 //  - Of another module the entry holds (of this package, or a library's), the entry lends the
 //    names it holds anyway (lending one costs it its slot, at most HELD_SLACK bytes); a chunk
 //    bundles its own copy of the other names it needs.
-//  - Everything else a chunk needs (the samplers, the config readers, the exact rationals, the
-//    memoized chains, the oracles of categorical.ts) it bundles itself. Two chunks on one page
-//    may so each have a copy of a helper or a class; no object crosses from one chunk to another
-//    (a mechanism is built and used by its own chunk's code; the client only calls its methods),
-//    so no `instanceof` sees two copies. The price: a page recording many groups at once loads
-//    those copies several times (npm run size reports it).
+//  - Everything else a chunk needs (the samplers, the config readers, the memoized chains, the
+//    oracles of categorical.ts) it bundles itself. Two chunks on one page may so each have a
+//    copy of a helper or a class; no object crosses from one chunk to another (a mechanism is
+//    built and used by its own chunk's code; the client only calls its methods), so no
+//    `instanceof` sees two copies. The price: a page recording many groups at once loads those
+//    copies several times (npm run size reports it).
 // Which names a chunk uses is found by trial bundles (tree-shaken, so a name only dropped code
 // mentions does not count). A build's facts go to dist/browser-meta.json for `npm run size` and
 // the tests (each chunk's file, what it imports, its inputs, and a group's mechanisms).
@@ -71,6 +72,13 @@ const LENDER = "ldp-telemetry:entry";
  * BLAKE2b of the string mechanisms and of sealing bundles its own.
  */
 const LEND = (path) => !path.endsWith("/@noble/hashes/esm/_u64.js");
+/**
+ * Modules the entry lends whole though it holds little of them: the exact rationals, which
+ * nearly every chunk uses (the thresholds of the samplers). Lent, they cost the entry 1.2 KB gzip
+ * and a one-mechanism page less than 0.1 KB more than its own copy would; a page recording many
+ * groups at once loads them once instead of once per chunk (11 KB gzip less for all of them).
+ */
+const LENT_WHOLE = [join(src, "rational.ts")];
 /**
  * Bytes a name may add to the minified entry and still count as held by it anyway (its slot in
  * `__ldpModules`); a name the entry does not hold adds its declaration.
@@ -241,8 +249,9 @@ export async function buildBrowser() {
   const held = await inputsOf({ entryPoints: [join(src, "browser.ts")], plugins: [chunkImports(placeholders)] });
   const shared = new Set();
   for (const { source } of Object.values(CHUNKS)) for (const path of await inputsOf({ entryPoints: [source] })) if (held.has(path) && LEND(path)) shared.add(path);
+  for (const path of LENT_WHOLE) shared.add(path);
   const bridge = [...shared].sort();
-  const whole = await heldWhole(bridge, placeholders);
+  const whole = (await heldWhole(bridge, placeholders)).map((held, i) => held || LENT_WHOLE.includes(bridge[i]));
   const exportsOf = new Map();
   for (const path of bridge) exportsOf.set(path, await exportNames(path));
   /** What code (`contents`, an ES module) uses of each lendable module. */
