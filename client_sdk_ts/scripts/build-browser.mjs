@@ -1,80 +1,58 @@
 // The browser bundle (issue 24, the bundle size target): dist/browser.js, the entry a page loads
-// (the client, its policy, ledger, outbox and the mechanism loader), and one chunk per mechanism
-// group and for sealing under dist/browser/, each imported by `import()` when a campaign first
-// needs it. A page recording one categorical campaign fetches dist/browser.js and one chunk; one
-// recording a secure-aggregation campaign the `dap` chunk (Prio3, HPKE, the DAP campaign
-// document), and the categorical one too when the campaign randomizes locally with grr.
+// (the client, its policy, ledger, outbox and the mechanism loader), and one chunk under
+// dist/browser/ per module the entry imports with `import()`: each mechanism group
+// (src/mechanisms/groups/, one chunk each), shuffled campaigns' checks, sealing and DAP. A
+// page fetches the entry, then the one chunk a campaign needs when it first meets it; a chunk
+// imports nothing but the entry, so a page never loads another group's code.
 //
 //   node scripts/build-browser.mjs        (npm run build runs it after tsc)
 //
-// esbuild's own --splitting would put the code the entry shares with a group (the words, SHA-256,
-// the rationals) in further chunks that every page fetches; here the entry holds that code and
-// lends it to the chunks: the entry exports what the chunks use of the modules it holds as
-// `__ldpModules` (one array; an internal export, not API), and each chunk takes it from
-// "../browser.js" instead of carrying a copy. The entry holds only what the client itself needs:
-// what the mechanism groups share beyond it (the samplers, the config readers, the memoized
-// chains, memo-chain.ts) is in the categorical chunk, which lends it as `__ldpCategorical` to
-// the chunks that import its oracles anyway (the string mechanisms; multi, fourier and
-// hierarchical); the other chunks (numeric, rappor-dbitflip, the amplification bound) bundle
-// their own copy of the few parts they use. A module without classes and `let` is lent name by
-// name: a chunk bundles its own copy of the names its lender does not lend; which names a chunk
-// uses is found by trial bundles (tree-shaken, so a name only code the chunk drops mentions does
-// not count). dbitflip and RAPPOR (in categorical.ts too) are a chunk of their own, which bundles
-// the few helpers of that module it uses. A build's facts go to dist/browser-meta.json for
-// `npm run size`.
+// The rule. esbuild's own --splitting would move the code the entry shares with the chunks into
+// further shared chunks that every page fetches, and it tree-shakes less. Here the entry holds
+// that code and lends it: it exports the names the chunks take of the modules it holds as
+// `__ldpModules` (one array; an internal export, not API), and a chunk takes them from
+// "../browser.js" instead of carrying a copy.
+//  - A module of this package of which the entry holds a class or a `let` is lent whole (every
+//    name any chunk uses): one copy per page, so `instanceof` (JsonFloat, PolicyViolation) and
+//    state (the policy's registered bound) hold. So is rational.ts (LENT_WHOLE), which nearly
+//    every chunk uses.
+//  - Of another module the entry holds (of this package, or a library's), the entry lends the
+//    names it holds anyway (lending one costs it its slot, at most HELD_SLACK bytes); a chunk
+//    bundles its own copy of the other names it needs.
+//  - Everything else a chunk needs (the samplers, the config readers, the memoized chains, the
+//    oracles of categorical.ts) it bundles itself. Two chunks on one page may so each have a
+//    copy of a helper or a class; no object crosses from one chunk to another (a mechanism is
+//    built and used by its own chunk's code; the client only calls its methods), so no
+//    `instanceof` sees two copies. The price: a page recording many groups at once loads those
+//    copies several times (npm run size reports it).
+// Which names a chunk uses is found by trial bundles (tree-shaken, so a name only dropped code
+// mentions does not count). A build's facts go to dist/browser-meta.json for `npm run size` and
+// the tests (each chunk's file, what it imports, its inputs, and a group's mechanisms).
 import * as esbuild from "esbuild";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const pkg = join(dirname(fileURLToPath(import.meta.url)), "..");
 const src = join(pkg, "src");
 const out = join(pkg, "dist");
 const chunkDir = join(out, "browser");
+const groups = join(src, "mechanisms", "groups");
 
-/** The chunks, in build order (a later chunk may import an earlier one), and their sources. */
+/** The chunks: each one's source and what it exports (what the entry takes from it). */
 export const CHUNKS = {
-  categorical: join(src, "mechanisms", "categorical.ts"),
-  "rappor-dbitflip": join(src, "mechanisms", "rappor-dbitflip.ts"),
-  numeric: join(src, "mechanisms", "numeric.ts"),
-  strings: join(src, "mechanisms", "strings.ts"),
-  "multi-fourier-hierarchical": join(src, "mechanisms", "multi-fourier-hierarchical.ts"),
-  // the shuffle amplification bound, for shuffled campaigns (the policy's central ceiling)
-  amplification: join(src, "amplification.ts"),
-  sealing: join(src, "sealing.ts"),
-  dap: join(src, "dap", "driver.ts"),
+  // each mechanism group's module exports its FACTORIES (src/mechanisms/loader.ts)
+  ...Object.fromEntries(
+    readdirSync(groups)
+      .filter((file) => file.endsWith(".ts"))
+      .sort()
+      .map((file) => [file.slice(0, -".ts".length), { source: join(groups, file), exports: ["FACTORIES"] }]),
+  ),
+  // what shuffled campaigns need: the amplification bound (the policy's central ceiling), the sealing key
+  shuffled: { source: join(src, "shuffled.ts"), exports: ["AMPLIFICATION", "sealingKey"] },
+  sealing: { source: join(src, "sealing.ts"), exports: ["sealPayload"] },
+  dap: { source: join(src, "dap", "driver.ts"), exports: ["dapEntry"] },
 };
-/**
- * What each chunk exports: what the loader (or the client) takes from it, and what later chunks
- * import from it (found by the build); the rest of its module is left out when nothing uses it.
- */
-/**
- * The chunks whose modules may import categorical.ts, from the categorical chunk (a chunk whose
- * bundle then imports nothing of it does not load it); rappor-dbitflip bundles the few helpers
- * of categorical.ts it uses (the oracle factories are pure calls).
- */
-const BORROWS_CATEGORICAL = new Set(["numeric", "strings", "multi-fourier-hierarchical"]);
-const CHUNK_EXPORTS = {
-  categorical: ["CATEGORICAL_FACTORIES"],
-  "rappor-dbitflip": ["RAPPOR_DBITFLIP_FACTORIES"],
-  numeric: ["NUMERIC_FACTORIES"],
-  strings: ["STRINGS_FACTORIES"],
-  "multi-fourier-hierarchical": ["MULTI_FOURIER_HIERARCHICAL_FACTORIES"],
-  amplification: ["AMPLIFICATION"],
-  sealing: ["sealPayload"],
-  dap: ["dapEntry"],
-};
-/** Which dynamic `import()` of which module loads which chunk. */
-const DYNAMIC = [
-  { importer: join(src, "mechanisms", "loader.ts"), path: "./categorical.js", chunk: "categorical" },
-  { importer: join(src, "mechanisms", "loader.ts"), path: "./rappor-dbitflip.js", chunk: "rappor-dbitflip" },
-  { importer: join(src, "mechanisms", "loader.ts"), path: "./numeric.js", chunk: "numeric" },
-  { importer: join(src, "mechanisms", "loader.ts"), path: "./strings.js", chunk: "strings" },
-  { importer: join(src, "mechanisms", "loader.ts"), path: "./multi-fourier-hierarchical.js", chunk: "multi-fourier-hierarchical" },
-  { importer: join(src, "client.ts"), path: "./amplification.js", chunk: "amplification" },
-  { importer: join(src, "client.ts"), path: "./sealing.js", chunk: "sealing" },
-  { importer: join(src, "client.ts"), path: "./dap/driver.js", chunk: "dap" },
-];
 const COMMON = {
   absWorkingDir: pkg, // the metafile's paths are relative to it
   bundle: true,
@@ -85,16 +63,27 @@ const COMMON = {
   legalComments: "none",
   logLevel: "warning",
 };
-const ENTRY_SPECIFIER = "ldp-telemetry:entry";
-const CATEGORICAL_SPECIFIER = "ldp-telemetry:categorical";
-/** What each lender exports of the names it lends, one array (an internal export, not API). */
-const LENDER_ARRAY = { entry: "__ldpModules", categorical: "__ldpCategorical" };
+/** What the entry exports of the names it lends, one array (an internal export, not API). */
+const LENDER_ARRAY = "__ldpModules";
+const LENDER = "ldp-telemetry:entry";
 /**
  * Whether the entry lends a module it holds to the chunks that use it. Not @noble/hashes' 64-bit
  * helpers: SHA-256 needs none of them and lending them would put all of them in every page; the
  * BLAKE2b of the string mechanisms and of sealing bundles its own.
  */
 const LEND = (path) => !path.endsWith("/@noble/hashes/esm/_u64.js");
+/**
+ * Modules the entry lends whole though it holds little of them: the exact rationals, which
+ * nearly every chunk uses (the thresholds of the samplers). Lent, they cost the entry 1.2 KB gzip
+ * and a one-mechanism page less than 0.1 KB more than its own copy would; a page recording many
+ * groups at once loads them once instead of once per chunk (11 KB gzip less for all of them).
+ */
+const LENT_WHOLE = [join(src, "rational.ts")];
+/**
+ * Bytes a name may add to the minified entry and still count as held by it anyway (its slot in
+ * `__ldpModules`); a name the entry does not hold adds its declaration.
+ */
+const HELD_SLACK = 8;
 
 /** Resolves `args` as esbuild would, without this plugin (absolute path, or null when external). */
 async function resolveAsUsual(build, args) {
@@ -103,16 +92,17 @@ async function resolveAsUsual(build, args) {
   return result.external ? null : result.path;
 }
 
-/** The entry's dynamic imports point at the chunks' files (`names`: chunk to its file, or a placeholder). */
-function chunkImports(names) {
+/** The entry's dynamic imports point at the chunks' files (`files`: chunk to its file name). */
+function chunkImports(files) {
   return {
     name: "ldp-chunk-imports",
     setup(build) {
-      build.onResolve({ filter: /^\.\/(categorical|rappor-dbitflip|numeric|strings|multi-fourier-hierarchical|sealing|amplification|dap\/driver)\.js$/ }, (args) => {
-        if (args.kind !== "dynamic-import") return undefined;
-        const target = DYNAMIC.find((d) => d.importer === args.importer && d.path === args.path);
-        if (target === undefined) throw new Error(`${relative(pkg, args.importer)} imports ${args.path} dynamically: scripts/build-browser.mjs does not know that chunk`);
-        return { path: `./browser/${names[target.chunk]}`, external: true };
+      build.onResolve({ filter: /.*/ }, async (args) => {
+        if (args.kind !== "dynamic-import" || args.pluginData?.usual) return undefined;
+        const path = await resolveAsUsual(build, args);
+        const chunk = Object.keys(CHUNKS).find((name) => CHUNKS[name].source === path);
+        if (chunk === undefined) throw new Error(`${relative(pkg, args.importer)} imports ${args.path} dynamically: scripts/build-browser.mjs makes no chunk of it`);
+        return { path: `./browser/${files[chunk]}`, external: true };
       });
     },
   };
@@ -124,10 +114,11 @@ function inputBytes(output) {
   return Object.fromEntries(rows.sort((a, b) => b[1].bytesInOutput - a[1].bytesInOutput).map(([path, input]) => [path.replace(/^.*node_modules\//, ""), input.bytesInOutput]));
 }
 
-/** The absolute paths of the modules a bundle of `entry` includes (with `plugins`). */
+/** The absolute paths of the modules of which a bundle keeps code (a module tree-shaken away entirely is not held). */
 async function inputsOf(options) {
   const result = await esbuild.build({ ...COMMON, ...options, write: false, metafile: true, outdir: "/tmp/ldp-unused" });
-  return new Set(Object.keys(result.metafile.inputs).map((path) => join(pkg, path)));
+  const kept = Object.values(result.metafile.outputs).flatMap((output) => Object.entries(output.inputs).filter(([, input]) => input.bytesInOutput > 0));
+  return new Set(kept.map(([path]) => join(pkg, path)));
 }
 
 /** The names a module exports (types erased). */
@@ -151,46 +142,55 @@ function usedNames(code, names) {
   }
 }
 
+const CLASS = /^((?:export )?(?:abstract )?class (\w+)[^{\n]*\{)$/gm;
+
 /**
- * Whether a module of this package may be lent name by name, a chunk bundling its own copy of
- * the names it needs and its lender does not lend: a module without classes (a class has one
- * copy per page, for `instanceof`) and without `let` (one state per page). The entry lends the
- * other modules whole (what any chunk needs of them).
+ * Which modules of this package the entry holds a class or a `let` of (by index in `bridge`): a
+ * trial bundle of the entry in which each class declares a marker, kept only with its class.
+ * Such a module is lent whole (every name a chunk uses): one copy of its classes per page, for
+ * `instanceof` (JsonFloat, PolicyViolation), and of its state. Of a module whose classes the
+ * entry does not hold (the Rational of rational.ts), a chunk's own copy is the page's only one.
  */
-function splittable(path) {
-  return !path.includes("/node_modules/") && !/^(export )?(class|let) /m.test(readFileSync(path, "utf8"));
+async function heldWhole(bridge, placeholders) {
+  const own = (path) => bridge.includes(path) && !path.includes("/node_modules/");
+  const marker = {
+    name: "ldp-class-markers",
+    setup(build) {
+      build.onLoad({ filter: /\.ts$/ }, (args) => {
+        if (!own(args.path)) return undefined;
+        const index = bridge.indexOf(args.path);
+        const source = readFileSync(args.path, "utf8").replace(CLASS, (line, _, name) => `${line} static "ldp-class:${index}:${name}" = 0;`);
+        return { contents: source, loader: "ts" };
+      });
+    },
+  };
+  const trial = await esbuild.build({ ...COMMON, entryPoints: [join(src, "browser.ts")], write: false, outdir: "/tmp/ldp-unused", plugins: [marker, chunkImports(placeholders)] });
+  const held = new Set([...trial.outputFiles[0].text.matchAll(/"ldp-class:(\d+):\w+"/g)].map((match) => Number(match[1])));
+  return bridge.map((path, i) => own(path) && (held.has(i) || /^(export )?let /m.test(readFileSync(path, "utf8"))));
 }
 
 /**
- * In a chunk, a module its lender lends becomes a view of the lender's copy (`plan.slots`: the
- * index in the lender's array of each name it borrows, by module index; `plan.lender`: the
- * entry or the categorical chunk, by module index; `plan.own`: the modules of which the chunk
- * also bundles its own copy of the names not lent, `ldp-own:<path>`; null, a trial: every
- * lendable module exports markers, to learn what the chunk uses); the categorical oracles come
- * from their chunk.
+ * In a chunk, a module the entry lends becomes a view of the entry's copy (`plan.slots`: the
+ * index in `__ldpModules` of each name it borrows, by module index; `plan.own`: the modules of
+ * which the chunk also bundles its own copy of the names not lent, `ldp-own:<path>`; `null`, a
+ * trial: every lendable module exports markers, to learn what the chunk uses).
  */
-function borrow(bridge, plan, categoricalFile, exportsOf) {
+function borrow(bridge, plan, exportsOf) {
   return {
     name: "ldp-borrow",
     setup(build) {
-      // one module of the chunk imports a lender's array, and the views share it
-      const lenders = { [ENTRY_SPECIFIER]: ["entry", "../browser.js"], [CATEGORICAL_SPECIFIER]: ["categorical", `./${categoricalFile}`] };
-      build.onResolve({ filter: /^ldp-telemetry:/ }, (args) =>
-        args.namespace === "ldp-lender" ? { path: lenders[args.path][1], external: true } : { path: lenders[args.path][0], namespace: "ldp-lender" },
+      // one module of the chunk imports the entry's array, and the views share it
+      build.onResolve({ filter: /^ldp-telemetry:entry$/ }, (args) =>
+        args.namespace === "ldp-lender" ? { path: "../browser.js", external: true } : { path: "entry", namespace: "ldp-lender" },
       );
-      build.onLoad({ filter: /.*/, namespace: "ldp-lender" }, (args) => {
-        const specifier = args.path === "entry" ? ENTRY_SPECIFIER : CATEGORICAL_SPECIFIER;
-        return { contents: `export { ${LENDER_ARRAY[args.path]} } from "${specifier}";\n`, loader: "js" };
-      });
+      build.onLoad({ filter: /.*/, namespace: "ldp-lender" }, () => ({ contents: `export { ${LENDER_ARRAY} } from "${LENDER}";\n`, loader: "js" }));
       build.onResolve({ filter: /^ldp-own:/ }, (args) => ({ path: args.path.slice("ldp-own:".length) }));
       build.onResolve({ filter: /.*/ }, async (args) => {
         if (args.pluginData?.usual || args.kind === "entry-point") return undefined;
         const path = await resolveAsUsual(build, args);
-        if (path === null) return undefined;
-        const index = bridge.indexOf(path);
+        const index = path === null ? -1 : bridge.indexOf(path);
         if (index >= 0 && plan === null) return { path, namespace: PROBE };
         if (index >= 0 && plan.slots.has(index)) return { path, namespace: "ldp-borrowed" };
-        if (categoricalFile !== null && path === CHUNKS.categorical) return { path: `./${categoricalFile}`, external: true };
         return undefined;
       });
       build.onLoad({ filter: /.*/, namespace: PROBE }, (args) => {
@@ -202,8 +202,7 @@ function borrow(bridge, plan, categoricalFile, exportsOf) {
       build.onLoad({ filter: /.*/, namespace: "ldp-borrowed" }, (args) => {
         const index = bridge.indexOf(args.path);
         const names = [...plan.slots.get(index)];
-        const lender = plan.lender[index];
-        const lines = [`import { ${LENDER_ARRAY[lender]} as m } from "${lender === "entry" ? ENTRY_SPECIFIER : CATEGORICAL_SPECIFIER}";`];
+        const lines = [`import { ${LENDER_ARRAY} as m } from "${LENDER}";`];
         lines.push(`export const ${names.map(([name, slot]) => `${name} = m[${slot}]`).join(", ")};`);
         // the names declared here take precedence over those of the star export
         if (plan.own.has(index)) lines.push(`export * from ${JSON.stringify(`ldp-own:${args.path}`)};`);
@@ -230,91 +229,67 @@ function entrySource(bridge, lent) {
   });
   const flat = bridge.flatMap((path, i) => [...lent[i]].sort().map((name) => `m${i}_${name}`));
   lines.push(`/** What the chunks under browser/ borrow (scripts/build-browser.mjs); internal, not API. */`);
-  lines.push(`export const __ldpModules = [${flat.join(", ")}];`);
+  lines.push(`export const ${LENDER_ARRAY} = [${flat.join(", ")}];`);
   return { contents: lines.join("\n"), resolveDir: src, sourcefile: "browser-entry.js", loader: "js" };
 }
 
-/**
- * Bytes a name may add to the minified entry and still count as held by it anyway (its slot in
- * `__ldpModules`); a name the entry does not hold adds its declaration.
- */
-const HELD_SLACK = 8;
+/** The mechanism names a group's chunk defines (its FACTORIES, from tsc's output under dist/src). */
+async function groupMechanisms(chunk) {
+  const source = CHUNKS[chunk].source;
+  if (dirname(source) !== groups) return undefined;
+  const compiled = join(out, "src", relative(src, source)).replace(/\.ts$/, ".js");
+  return Object.keys((await import(pathToFileURL(compiled).href)).FACTORIES).sort();
+}
 
 export async function buildBrowser() {
   rmSync(chunkDir, { recursive: true, force: true });
   mkdirSync(chunkDir, { recursive: true });
   const placeholders = Object.fromEntries(Object.keys(CHUNKS).map((chunk) => [chunk, `${chunk}.js`]));
-  // 1. what the entry holds, and what of it the chunks use: the modules it lends them; and what
-  // the mechanism groups share beyond it (the config readers, the samplers, the memoized chains):
-  // the categorical chunk lends its copy to the chunks that import it, the others bundle theirs
+  // 1. what the entry holds that a chunk includes too: the modules it may lend (`bridge`)
   const held = await inputsOf({ entryPoints: [join(src, "browser.ts")], plugins: [chunkImports(placeholders)] });
-  const inputs = {};
-  for (const [chunk, file] of Object.entries(CHUNKS)) inputs[chunk] = await inputsOf({ entryPoints: [file] });
   const shared = new Set();
-  for (const paths of Object.values(inputs)) for (const path of paths) if (held.has(path) && LEND(path)) shared.add(path);
-  const categoricalShared = new Set();
-  for (const chunk of BORROWS_CATEGORICAL) {
-    for (const path of inputs[chunk]) {
-      if (!held.has(path) && inputs.categorical.has(path) && path !== CHUNKS.categorical && splittable(path)) categoricalShared.add(path);
-    }
-  }
-  const bridge = [...[...shared].sort(), ...[...categoricalShared].sort()];
-  /** Who lends each module of `bridge`: the entry, or the categorical chunk. */
-  const lender = bridge.map((path) => (shared.has(path) ? "entry" : "categorical"));
-  /** Whether `chunk` may borrow module `i` (the categorical chunk lends to the chunks that import it). */
-  const canBorrow = (chunk, i) => lender[i] === "entry" || importsCategorical.has(chunk);
+  for (const { source } of Object.values(CHUNKS)) for (const path of await inputsOf({ entryPoints: [source] })) if (held.has(path) && LEND(path)) shared.add(path);
+  for (const path of LENT_WHOLE) shared.add(path);
+  const bridge = [...shared].sort();
+  const whole = (await heldWhole(bridge, placeholders)).map((held, i) => held || LENT_WHOLE.includes(bridge[i]));
   const exportsOf = new Map();
   for (const path of bridge) exportsOf.set(path, await exportNames(path));
-  const split = bridge.map((path) => splittable(path));
-  /** The chunks that import the categorical chunk (and may borrow what it lends). */
-  const importsCategorical = new Set();
-  const chunkExports = Object.fromEntries(Object.entries(CHUNK_EXPORTS).map(([chunk, names]) => [chunk, new Set(names)]));
-  /** What code (`contents`, an ES module) imports of each lendable module, and of the categorical chunk. */
+  /** What code (`contents`, an ES module) uses of each lendable module. */
   const trialNeeds = async (contents, resolveDir, chunk) => {
     const trial = await esbuild.build({
       ...COMMON,
       stdin: { contents, resolveDir, sourcefile: `${chunk}.js`, loader: "js" },
       write: false,
       outdir: "/tmp/ldp-unused",
-      plugins: [borrow(bridge, null, BORROWS_CATEGORICAL.has(chunk) ? "categorical.js" : null, exportsOf)],
+      plugins: [borrow(bridge, null, exportsOf)],
     });
     const names = new Map();
-    for (const output of trial.outputFiles) {
-      usedNames(output.text, names);
-      if (output.text.includes('"./categorical.js"')) importsCategorical.add(chunk);
-      for (const match of output.text.matchAll(/import\s*\{([^}]*)\}\s*from\s*"\.\/categorical\.js"/g)) {
-        for (const part of match[1].split(",")) if (part.trim()) chunkExports.categorical.add(part.trim().split(/\s+as\s+/)[0]);
-      }
-    }
+    for (const output of trial.outputFiles) usedNames(output.text, names);
     return names;
   };
   const merge = (into, from) => {
     for (const [i, names] of from) into.set(i, new Set([...(into.get(i) ?? []), ...names]));
   };
-  // which names of each lendable module each chunk's own code imports (the categorical chunk
-  // last: it also exports what the others import of it)
+  // which names of each lendable module each chunk's own code uses
   const direct = {};
-  const order = [...Object.keys(CHUNKS).filter((chunk) => chunk !== "categorical"), "categorical"];
-  for (const chunk of order) {
-    const exports = [...chunkExports[chunk]].sort().join(", ");
-    direct[chunk] = await trialNeeds(`export { ${exports} } from ${JSON.stringify(CHUNKS[chunk])};`, dirname(CHUNKS[chunk]), chunk);
+  for (const [chunk, { source, exports }] of Object.entries(CHUNKS)) {
+    direct[chunk] = await trialNeeds(`export { ${exports.join(", ")} } from ${JSON.stringify(source)};`, dirname(source), chunk);
   }
-  // What the entry lends: of a module it may lend name by name, what the categorical chunk needs
-  // (the entry's page needs it anyway); the categorical chunk lends what it holds. A chunk
-  // bundles its own copy of what else it needs of such a module, and what that copy imports
-  // counts as the chunk's needs too.
-  const lentNames = bridge.map((path, i) => (split[i] ? new Set(direct.categorical.get(i) ?? []) : null));
-  /** What each chunk needs, its own copies' imports included, with the lenders lending `lentNames`. */
+  /** The names the entry lends, by module (what it holds anyway; of a module lent whole, all any chunk uses). */
+  const lentNames = bridge.map(() => new Set());
+  /**
+   * What each chunk needs, with the entry lending `lentNames`: a chunk bundles its own copy of
+   * what else it needs of a module lent name by name, and what that copy uses counts too.
+   */
   const expand = async () => {
     const needs = {};
-    for (const chunk of order) {
+    for (const chunk of Object.keys(CHUNKS)) {
       needs[chunk] = new Map([...direct[chunk]].map(([i, names]) => [i, new Set(names)]));
       const expanded = new Map();
       for (let grown = true; grown; ) {
         grown = false;
         for (const [i, wanted] of [...needs[chunk]]) {
-          const lent = canBorrow(chunk, i) ? lentNames[i] : new Set();
-          const own = split[i] ? [...wanted].filter((name) => !lent.has(name) && !expanded.get(i)?.has(name)).sort() : [];
+          const own = whole[i] ? [] : [...wanted].filter((name) => !lentNames[i].has(name) && !expanded.get(i)?.has(name)).sort();
           if (own.length === 0) continue;
           expanded.set(i, new Set([...(expanded.get(i) ?? []), ...own]));
           merge(needs[chunk], await trialNeeds(`export { ${own.join(", ")} } from ${JSON.stringify(`ldp-own:${bridge[i]}`)};`, pkg, chunk));
@@ -324,84 +299,69 @@ export async function buildBrowser() {
     }
     return needs;
   };
+  const lendWhole = (needs) =>
+    bridge.forEach((path, i) => {
+      if (whole[i]) for (const byModule of Object.values(needs)) for (const name of byModule.get(i) ?? []) lentNames[i].add(name);
+    });
   let needs = await expand();
-  // Of another module of this package, what any chunk needs (one copy of each class); of a
-  // library's (SHA-256, HMAC), what the chunks of categorical.ts need (MD5 for RAPPOR reuses most
-  // of SHA-256's code), and a chunk needing more of such a module bundles its own copy.
-  bridge.forEach((path, i) => {
-    if (split[i]) return;
-    if (path.includes("/node_modules/")) lentNames[i] = new Set([...(needs.categorical.get(i) ?? []), ...(needs["rappor-dbitflip"].get(i) ?? [])]);
-    else lentNames[i] = new Set(Object.values(needs).flatMap((byModule) => [...(byModule.get(i) ?? [])]));
-  });
-  // and whatever else a chunk needs that the entry holds anyway (lending it costs its slot)
+  lendWhole(needs);
+  // of the other modules, the names the entry holds anyway (lending one costs its slot)
   const entryBytes = async (lent) =>
-    (await esbuild.build({ ...COMMON, stdin: entrySource(bridge, lent.map((names, i) => (lender[i] === "entry" ? names : new Set()))), write: false, outdir: "/tmp/ldp-unused", plugins: [chunkImports(placeholders)] })).outputFiles[0].contents.length;
-  const base = await entryBytes(lentNames);
+    (await esbuild.build({ ...COMMON, stdin: entrySource(bridge, lent), write: false, outdir: "/tmp/ldp-unused", plugins: [chunkImports(placeholders)] })).outputFiles[0].contents.length;
+  let size = await entryBytes(lentNames);
   const candidates = new Set();
-  for (const byModule of Object.values(needs)) {
-    for (const [i, names] of byModule) for (const name of names) if (lender[i] === "entry" && !lentNames[i].has(name)) candidates.add(`${i}\0${name}`);
-  }
+  for (const byModule of Object.values(needs)) for (const [i, names] of byModule) for (const name of names) if (!lentNames[i].has(name)) candidates.add(`${i}\0${name}`);
   for (const candidate of [...candidates].sort()) {
     const [i, name] = [Number(candidate.split("\0")[0]), candidate.split("\0")[1]];
     const trial = lentNames.map((names, j) => (j === i ? new Set([...names, name]) : names));
-    if ((await entryBytes(trial)) - base <= HELD_SLACK) lentNames[i].add(name);
+    const grown = await entryBytes(trial);
+    if (grown - size > HELD_SLACK) continue;
+    lentNames[i].add(name);
+    size = grown;
   }
   needs = await expand();
-  /** The names each lender lends, in the order of its array. */
-  const flat = (who) => bridge.flatMap((path, i) => (lender[i] === who ? [...lentNames[i]].sort().map((name) => ({ module: i, name })) : []));
-  const slotOf = { entry: flat("entry"), categorical: flat("categorical") };
+  lendWhole(needs);
+  /** The names the entry lends, in the order of its array. */
+  const slots = bridge.flatMap((path, i) => [...lentNames[i]].sort().map((name) => ({ module: i, name })));
   const planOf = (chunk) => {
-    const slots = new Map();
-    const own = new Set();
+    const plan = { slots: new Map(), own: new Set() };
     for (const [i, wanted] of needs[chunk]) {
-      if (!canBorrow(chunk, i)) continue; // the chunk bundles its own copy
       const lent = [...wanted].filter((name) => lentNames[i].has(name));
-      if (lent.length < wanted.size) {
-        if (!split[i]) continue; // a library module: the chunk bundles its own copy
-        own.add(i);
-      }
-      const order = slotOf[lender[i]];
-      if (lent.length > 0) slots.set(i, new Map(lent.map((name) => [name, order.findIndex((f) => f.module === i && f.name === name)])));
+      if (lent.length < wanted.size) plan.own.add(i);
+      if (lent.length > 0) plan.slots.set(i, new Map(lent.map((name) => [name, slots.findIndex((s) => s.module === i && s.name === name)])));
     }
-    return { slots, own, lender };
+    return plan;
   };
-  // 2. the chunks, each importing the lent modules from its lenders
-  const names = {};
-  const lentBy = (who) => Object.fromEntries(bridge.flatMap((path, i) => (lender[i] === who ? [[relative(pkg, path), [...lentNames[i]].sort()]] : [])));
-  const meta = { entry: "browser.js", chunks: {}, lent: lentBy("entry"), lentByCategorical: lentBy("categorical") };
-  for (const [chunk, file] of Object.entries(CHUNKS)) {
-    const lines = [`export { ${[...chunkExports[chunk]].sort().join(", ")} } from ${JSON.stringify(file)};`];
-    if (chunk === "categorical") {
-      // what the categorical chunk lends, as the entry does (internal, not API)
-      bridge.forEach((path, i) => {
-        const lent = lender[i] === "categorical" ? [...lentNames[i]].sort() : [];
-        if (lent.length) lines.push(`import { ${lent.map((name) => `${name} as m${i}_${name}`).join(", ")} } from ${JSON.stringify(path)};`);
-      });
-      lines.push(`export const ${LENDER_ARRAY.categorical} = [${slotOf.categorical.map(({ module, name }) => `m${module}_${name}`).join(", ")}];`);
-    }
+  // 2. the chunks, each importing the lent names from the entry
+  const files = {};
+  const meta = { entry: "browser.js", chunks: {}, lent: Object.fromEntries(bridge.map((path, i) => [relative(pkg, path), [...lentNames[i]].sort()])) };
+  for (const [chunk, { source, exports }] of Object.entries(CHUNKS)) {
     const result = await esbuild.build({
       ...COMMON,
-      stdin: { contents: lines.join("\n"), resolveDir: dirname(file), sourcefile: `${chunk}.js`, loader: "js" },
+      stdin: { contents: `export { ${exports.join(", ")} } from ${JSON.stringify(source)};`, resolveDir: dirname(source), sourcefile: `${chunk}.js`, loader: "js" },
       outdir: chunkDir,
       entryNames: `${chunk}-[hash]`,
       metafile: true,
-      plugins: [borrow(bridge, planOf(chunk), importsCategorical.has(chunk) ? names.categorical : null, exportsOf)],
+      plugins: [borrow(bridge, planOf(chunk), exportsOf)],
     });
     const [output, info] = Object.entries(result.metafile.outputs).find(([path]) => path.endsWith(".js"));
-    names[chunk] = output.split("/").pop();
+    files[chunk] = output.split("/").pop();
     meta.chunks[chunk] = {
-      file: `browser/${names[chunk]}`,
-      imports: info.imports.filter((i) => i.external).map((i) => i.path),
+      file: `browser/${files[chunk]}`,
+      mechanisms: await groupMechanisms(chunk),
+      // what it takes from the entry: [module, name, index in __ldpModules]
+      borrows: [...planOf(chunk).slots].flatMap(([i, names]) => [...names].map(([name, slot]) => [relative(pkg, bridge[i]), name, slot])),
+      imports: [...new Set(info.imports.filter((i) => i.external).map((i) => i.path))],
       inputs: inputBytes(info),
     };
   }
-  // 3. the entry, with its dynamic imports pointing at the chunks and the lent modules exported
+  // 3. the entry, with its dynamic imports pointing at the chunks and the lent names exported
   const entry = await esbuild.build({
     ...COMMON,
-    stdin: entrySource(bridge, lentNames.map((names, i) => (lender[i] === "entry" ? names : new Set()))),
+    stdin: entrySource(bridge, lentNames),
     outfile: join(out, "browser.js"),
     metafile: true,
-    plugins: [chunkImports(names)],
+    plugins: [chunkImports(files)],
   });
   const [, entryInfo] = Object.entries(entry.metafile.outputs).find(([path]) => path.endsWith("browser.js"));
   meta.entryInputs = inputBytes(entryInfo);

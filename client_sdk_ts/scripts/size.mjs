@@ -13,6 +13,8 @@ import { gzipSync } from "node:zlib";
 
 const dist = join(dirname(fileURLToPath(import.meta.url)), "..", "dist");
 const TARGET = 25_000;
+/** Bytes a one-mechanism page should stay under the target by (so one more error message fits). */
+const MARGIN = 500;
 
 /** What dist/browser-meta.json says of the last build (scripts/build-browser.mjs). */
 export function readMeta() {
@@ -45,14 +47,19 @@ export function figures(meta = readMeta()) {
     const files = pageFiles(meta, names);
     return { chunks: names, files, gzip: files.reduce((sum, file) => sum + sizes(file).gzip, 0) };
   };
-  // sealing and the shuffle amplification bound serve shuffled campaigns, dap secure aggregation
-  // (Prio3, HPKE): none of them is a local mechanism group
-  const local = Object.keys(meta.chunks).filter((name) => !["sealing", "amplification", "dap"].includes(name));
+  // the mechanism groups' chunks (shuffled, sealing and dap serve
+  // shuffled and secure-aggregation campaigns: none of them is a local mechanism group)
+  const local = Object.keys(meta.chunks).filter((name) => meta.chunks[name].mechanisms !== undefined);
+  const group_pages = Object.fromEntries(local.map((name) => [name, page([name])]));
   return {
     entry,
     chunks,
     /** A page recording campaigns of one mechanism group (its chunk and what it imports). */
-    group_pages: Object.fromEntries(local.map((name) => [name, page([name])])),
+    group_pages,
+    /** A page recording campaigns of one mechanism (any variant: its group's chunk holds them all). */
+    mechanism_pages: Object.fromEntries(
+      local.flatMap((name) => meta.chunks[name].mechanisms.map((mechanism) => [mechanism, { group: name, gzip: group_pages[name].gzip }])).sort(),
+    ),
     pages: {
       categorical: page(["categorical"]),
       every_local_mechanism: page(local),
@@ -62,6 +69,7 @@ export function figures(meta = readMeta()) {
       dap_with_local_grr: page(["dap", "categorical"]),
     },
     target_gzip: TARGET,
+    margin_gzip: MARGIN,
   };
 }
 
@@ -84,11 +92,17 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.log(`a page recording a secure-aggregation campaign loads ${kb(result.pages.dap.gzip)} gzip; with local grr ${kb(result.pages.dap_with_local_grr.gzip)}`);
     const groups = Object.entries(result.group_pages);
     console.log(`a page recording campaigns of one group loads: ${groups.map(([name, p]) => `${name} ${kb(p.gzip)}`).join(", ")}`);
-    const within = groups.filter(([, p]) => p.gzip <= TARGET).map(([name]) => name);
-    const over = groups.filter(([, p]) => p.gzip > TARGET).map(([name]) => name);
+    const mechanisms = Object.entries(result.mechanism_pages).sort((a, b) => b[1].gzip - a[1].gzip);
+    console.log("a page recording campaigns of one mechanism (any variant) loads, gzip bytes:");
+    for (const [name, p] of mechanisms) console.log(`  ${name.padEnd(13)} ${String(p.gzip).padStart(6)}  (${p.group})`);
+    const bound = TARGET - MARGIN;
+    const over = mechanisms.filter(([, p]) => p.gzip > TARGET).map(([name]) => name);
+    const close = mechanisms.filter(([, p]) => p.gzip > bound && p.gzip <= TARGET).map(([name]) => name);
     console.log(
-      `target (the client and a campaign's local mechanism, at most ${kb(TARGET)} gzip): met by ${within.join(", ") || "no group"}` +
-        (over.length ? `; NOT met by ${over.join(", ")}` : ""),
+      `target (the client and a campaign's local mechanism, at most ${kb(TARGET)} gzip, kept ${MARGIN} bytes under): ` +
+        (over.length || close.length ? "NOT met" : `met by every mechanism (largest page ${mechanisms[0][1].gzip} bytes)`) +
+        (over.length ? `; over ${kb(TARGET)}: ${over.join(", ")}` : "") +
+        (close.length ? `; within ${MARGIN} bytes of it: ${close.join(", ")}` : ""),
     );
   }
 }

@@ -26,10 +26,10 @@ import { BudgetExceededError, BudgetLedger } from "./ledger.js";
 import { mechanismNowOrLater } from "./mechanisms/loader.js";
 import type { Mechanism, MechanismConfig, ValueKind } from "./mechanisms/types.js";
 import { DEFAULT_POLICY, PolicyViolation, type PrivacyClaim, PrivacyPolicy } from "./policy.js";
-import { amplificationLoaded, registerAmplification, shufflePlanOf } from "./policy.js";
+import { registerAmplification } from "./policy.js";
 import { MemoryStorage, type StateStorage } from "./storage.js";
 import { DeviceKeys, memoScope } from "./memoization.js";
-import { plaintextSize, type SealingKey } from "./sealing-size.js";
+import type { SealingKey } from "./sealing-size.js";
 import { CryptoWordSource, type WordSource } from "./words.js";
 
 export { BudgetExceededError, PolicyViolation };
@@ -168,9 +168,18 @@ export function retryAfterSeconds(value: string | null): number | null {
   return Number.isNaN(date) ? null : Math.max(0, (date - Date.now()) / 1000);
 }
 
-/** The amplification bound's code (a chunk of its own in browsers), registered with the policy once loaded. */
-function loadAmplification(): Promise<void> {
-  return import("./amplification.js").then((module) => registerAmplification(module.AMPLIFICATION));
+/** The code of shuffled campaigns only (shuffled.ts: a chunk of its own in browsers), once loaded. */
+type ShuffledCode = typeof import("./shuffled.js");
+let shuffled: ShuffledCode | null = null;
+
+/** Make the code of shuffled campaigns available at once (Node's index.ts, which has every module). */
+export function registerShuffled(code: ShuffledCode): void {
+  registerAmplification(code.AMPLIFICATION);
+  shuffled = code;
+}
+
+function loadShuffled(): Promise<void> {
+  return import("./shuffled.js").then(registerShuffled);
 }
 
 function sleep(seconds: number): Promise<void> {
@@ -391,8 +400,9 @@ export class TelemetryClient {
     }
     const document = parseCampaignDocument(input, name);
     const mechanism = this.#mechanisms(document.mechanism);
-    // a shuffled campaign's target is checked by the amplification bound: a chunk of its own in browsers
-    const bound = document.shuffle !== null && !amplificationLoaded() ? loadAmplification() : undefined;
+    // a shuffled campaign's target is checked by the amplification bound and its sealing key by
+    // shuffled.ts: a chunk of its own in browsers
+    const bound = document.shuffle !== null && shuffled === null ? loadShuffled() : undefined;
     if (mechanism instanceof Promise || bound !== undefined) {
       return Promise.all([mechanism, bound]).then(([built]) => this.#verified(document, built));
     }
@@ -418,20 +428,7 @@ export class TelemetryClient {
           "which the ledger charges epsilon_inf by",
       );
     }
-    let sealing: SealingKey | null = null;
-    if (document.shuffle !== null) {
-      shufflePlanOf(document.shuffle, document.name); // Python's parse_campaign: ShufflePlan.from_dict
-      const largest = mechanism.largestWirePayload;
-      if (document.publicKey === null) throw new Error(`campaign ${document.name} is shuffled but its document has no public_key`);
-      if (typeof largest !== "function") {
-        throw new Error(
-          `campaign ${document.name} is shuffled, and mechanism ${JSON.stringify(mechanismName)} does not bound its wire payloads ` +
-            "(largestWirePayload) in this version of ldp-telemetry: its sealed reports cannot be padded to one size",
-        );
-      }
-      const size = plaintextSize(document.name, document.configId, largest.call(mechanism));
-      sealing = { publicKey: document.publicKey.key, keyId: document.publicKey.key_id, campaign: document.name, configId: document.configId, size };
-    }
+    const sealing = document.shuffle === null ? null : (shuffled as ShuffledCode).sealingKey(document, mechanism);
     // the domain as the value kind wants it (Python: campaign.check_domain)
     if (kind === "category") {
       if (document.domain === null || document.domain.length !== config.k) {

@@ -2,9 +2,10 @@
 export * from "./exports.js";
 export { FACTORIES, mechanismFromConfig } from "./mechanisms/registry.js";
 export { FolderStorage } from "./storage-node.js";
-// Node has every module at hand: the policy's amplification bound is registered at import
-// (browsers load it with a shuffled campaign's document).
-import { AMPLIFICATION } from "./amplification.js";
-import { registerAmplification } from "./policy.js";
-registerAmplification(AMPLIFICATION);
+// Node has every module at hand: the code of shuffled campaigns (the policy's amplification
+// bound, the sealing key) is registered at import (browsers load it with a shuffled campaign's
+// document).
+import { registerShuffled } from "./client.js";
+import * as shuffled from "./shuffled.js";
+registerShuffled(shuffled);
 export { cloneDelta, numericalEpsilon } from "./amplification.js";

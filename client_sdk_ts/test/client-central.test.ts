@@ -147,7 +147,7 @@ describe("a shuffled campaign above max_epsilon", () => {
 
 describe("the browser bundle", () => {
   test("loads the bound's chunk with a shuffled campaign's document, then checks as Node does", async () => {
-    // dist/browser.js (npm test builds it): the bound is dist/browser/amplification-*.js, fetched
+    // dist/browser.js (npm test builds it): the bound is in dist/browser/shuffled-*.js, fetched
     // only when a shuffled campaign is verified
     const bundle = (await import(new URL("../browser.js", import.meta.url).href)) as typeof import("../src/browser.js");
     const policy = new bundle.PrivacyPolicy({ max_central_epsilon: 1.0 });

@@ -154,19 +154,20 @@ def test_browser_bundle_records_and_flushes_across_origins(
 @pytest.mark.parametrize(
     ("config", "value", "chunks"),
     [
-        ({"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 10.0}, 5, ["numeric"]),
+        ({"mechanism": "duchi", "epsilon": 1.0, "lower": 0.0, "upper": 10.0}, 5, ["bounded"]),
         # dbitflip and rappor are a chunk of their own, apart from the oracles
         (
             {"mechanism": "dbitflip", "epsilon": 1.0, "k": 8, "d": 2, "memoize": False},
             5,
             ["rappor-dbitflip"],
         ),
-        # hierarchical builds its levels' oracles from the categorical chunk (perturbing needs
-        # the device's keyed source, which the client passes: here it is only built)
+        # hierarchical's chunk carries its own copy of the oracles it builds its levels from, so
+        # it loads no other chunk (perturbing needs the device's keyed source, which the client
+        # passes: here it is only built)
         (
             {"mechanism": "hierarchical", "epsilon": 2.0, "k": 12},
             None,
-            ["categorical", "multi-fourier-hierarchical"],
+            ["fourier-hierarchical"],
         ),
     ],
     ids=["duchi", "dbitflip", "hierarchical"],

@@ -826,98 +826,89 @@ export function utf8Surrogates(value: string): Uint8Array {
   return Uint8Array.from(out);
 }
 
-// ---- factories ---------------------------------------------------------------------------------
+// ---- factories ----------------------------------------------------------------------------------
 
 type Oracle = GRR | UnaryEncoding | SubsetSelection | LocalHashing | HadamardResponse;
 
-function buildOracle(config: Readonly<Record<string, unknown>>, name: string, epsilon: number): Oracle {
-  const k = configInt(config, "k", 2, MAX_K);
-  switch (name) {
-    case "grr":
-      return new GRR(epsilon, k);
-    case "sue":
-    case "oue":
-      return new UnaryEncoding(name, epsilon, k);
-    case "ss":
-      return new SubsetSelection(epsilon, k, configInt(config, "d", 1, k - 1));
-    case "olh":
-      return new LocalHashing("olh", epsilon, k, configInt(config, "g", 2, HASH_PRIME));
-    case "blh":
-      return new LocalHashing("blh", epsilon, k, 2);
-    case "hr":
-      return new HadamardResponse(epsilon, k, configInt(config, "blocks", 1, k));
-    default:
-      throw new Error(`mechanism ${JSON.stringify(name)} is not a categorical oracle`);
-  }
-}
-
-/** The chain of a memoized oracle at one-report target e^eps (Python: `memoization_chain`). */
-function chainOf(inner: Oracle, target: Rational): BatchChain<unknown> {
-  if (inner instanceof GRR) {
-    const threshold = randomizedResponseChainThreshold(thresholdProbability(inner.keepThreshold), inner.k, target);
-    return {
-      kind: "l-grr",
-      threshold,
-      instantaneous: (permanent, rng) => keepOrOther(rng, permanent as number[], threshold, inner.k),
-    };
-  }
-  if (inner instanceof LocalHashing) {
-    const threshold = randomizedResponseChainThreshold(thresholdProbability(inner.keepThreshold), inner.g, target);
-    return {
-      kind: "l-lh",
-      threshold,
-      instantaneous: (permanent, rng) => {
-        const reports = permanent as HashedReport[];
-        const y = keepOrOther(
-          rng,
-          reports.map((r) => r.y),
-          threshold,
-          inner.g,
-        );
-        return reports.map((r, i) => ({ seed: r.seed, y: y[i]! }));
-      },
-    };
-  }
-  if (inner instanceof UnaryEncoding) return bitFlipChain(inner, target) as BatchChain<unknown>;
-  return mixtureChain(inner as Mechanism<number, unknown>, inner.k, inner.columnProfile(), target);
-}
-
-const ORACLE_FIELDS: Readonly<Record<string, readonly string[]>> = {
-  grr: ["k"],
-  sue: ["k"],
-  oue: ["k"],
-  ss: ["k", "d"],
-  olh: ["k", "g"],
-  blh: ["k"],
-  hr: ["k", "blocks"],
-};
-
-/** A categorical oracle's factory, with its `"longitudinal"` (memoized) variant. */
-function oracleFactory(name: string): MechanismFactory {
+/**
+ * A categorical oracle's factory, with its `"longitudinal"` (memoized) variant: `build` makes the
+ * oracle at an epsilon from the config's `k` and `fields`, `chain` its memoization chain at the
+ * one-report target e^eps (Python: `memoization_chain`). One factory per oracle, so that a
+ * browser chunk of some oracles carries none of the others' code (src/mechanisms/groups/).
+ */
+function oracleFactory<O extends Oracle>(
+  name: string,
+  fields: readonly string[],
+  build: (config: Readonly<Record<string, unknown>>, epsilon: number, k: number) => O,
+  chain: (inner: O, target: Rational) => BatchChain<unknown>,
+): MechanismFactory {
   return (config: MechanismConfig): Mechanism => {
-    checkKeys(config, name, ["epsilon", ...ORACLE_FIELDS[name]!], ["longitudinal"]);
+    checkKeys(config, name, ["epsilon", "k", ...fields], ["longitudinal"]);
     const epsilon = configEpsilon(config);
     const permanent = configPermanent(config, epsilon, ["allow_pseudonym"]);
-    if (permanent === undefined) return buildOracle(config, name, epsilon) as Mechanism;
+    if (permanent === undefined) return build(config, epsilon, configInt(config, "k", 2, MAX_K)) as Mechanism;
     configBool(configObject(config, "longitudinal"), "allow_pseudonym", false);
-    const inner = buildOracle(config, name, permanent);
-    const chain = chainOf(inner, expRational(epsilon));
-    return longitudinal(inner as Mechanism<number, unknown>, chain, (values) => categoryValues(values, inner.k), {
+    const inner = build(config, permanent, configInt(config, "k", 2, MAX_K));
+    return longitudinal(inner as Mechanism<number, unknown>, chain(inner, expRational(epsilon)), (values) => categoryValues(values, inner.k), {
       report: epsilon,
       permanent,
     }) as Mechanism;
   };
 }
 
-export const CATEGORICAL_FACTORIES: Readonly<Record<string, MechanismFactory>> = {
-  grr: /* @__PURE__ */ oracleFactory("grr"),
-  sue: /* @__PURE__ */ oracleFactory("sue"),
-  oue: /* @__PURE__ */ oracleFactory("oue"),
-  ss: /* @__PURE__ */ oracleFactory("ss"),
-  olh: /* @__PURE__ */ oracleFactory("olh"),
-  blh: /* @__PURE__ */ oracleFactory("blh"),
-  hr: /* @__PURE__ */ oracleFactory("hr"),
-};
+/** L-GRR: keep the permanent category or draw another (Python: `RandomizedResponseChain`). */
+function grrChain(inner: GRR, target: Rational): BatchChain<unknown> {
+  const threshold = randomizedResponseChainThreshold(thresholdProbability(inner.keepThreshold), inner.k, target);
+  return {
+    kind: "l-grr",
+    threshold,
+    instantaneous: (permanent, rng) => keepOrOther(rng, permanent as number[], threshold, inner.k),
+  };
+}
+
+/** L-LH: the same on the hashed value, keeping each report's seed. */
+function localHashingChain(inner: LocalHashing, target: Rational): BatchChain<unknown> {
+  const threshold = randomizedResponseChainThreshold(thresholdProbability(inner.keepThreshold), inner.g, target);
+  return {
+    kind: "l-lh",
+    threshold,
+    instantaneous: (permanent, rng) => {
+      const reports = permanent as HashedReport[];
+      const y = keepOrOther(
+        rng,
+        reports.map((r) => r.y),
+        threshold,
+        inner.g,
+      );
+      return reports.map((r, i) => ({ seed: r.seed, y: y[i]! }));
+    },
+  };
+}
+
+/** The mixture chain of ss and hr, from the oracle's column profile. */
+function columnChain(inner: SubsetSelection | HadamardResponse, target: Rational): BatchChain<unknown> {
+  return mixtureChain(inner as Mechanism<number, unknown>, inner.k, inner.columnProfile(), target);
+}
+
+const unaryChain = (inner: UnaryEncoding, target: Rational): BatchChain<unknown> => bitFlipChain(inner, target) as BatchChain<unknown>;
+
+export const grrFactory = /* @__PURE__ */ oracleFactory("grr", [], (_, epsilon, k) => new GRR(epsilon, k), grrChain);
+export const sueFactory = /* @__PURE__ */ oracleFactory("sue", [], (_, epsilon, k) => new UnaryEncoding("sue", epsilon, k), unaryChain);
+export const oueFactory = /* @__PURE__ */ oracleFactory("oue", [], (_, epsilon, k) => new UnaryEncoding("oue", epsilon, k), unaryChain);
+export const ssFactory = /* @__PURE__ */ oracleFactory("ss", ["d"], (config, epsilon, k) => new SubsetSelection(epsilon, k, configInt(config, "d", 1, k - 1)), columnChain);
+export const olhFactory = /* @__PURE__ */ oracleFactory(
+  "olh",
+  ["g"],
+  (config, epsilon, k) => new LocalHashing("olh", epsilon, k, configInt(config, "g", 2, HASH_PRIME)),
+  localHashingChain,
+);
+export const blhFactory = /* @__PURE__ */ oracleFactory("blh", [], (_, epsilon, k) => new LocalHashing("blh", epsilon, k, 2), localHashingChain);
+export const hrFactory = /* @__PURE__ */ oracleFactory(
+  "hr",
+  ["blocks"],
+  (config, epsilon, k) => new HadamardResponse(epsilon, k, configInt(config, "blocks", 1, k)),
+  columnChain,
+);
 
 /** dbitflip and rappor: a group of their own (loader.ts), so a page of the oracles loads neither. */
 export const RAPPOR_DBITFLIP_FACTORIES: Readonly<Record<string, MechanismFactory>> = {

@@ -12,39 +12,51 @@ import type { Mechanism, MechanismConfig, MechanismFactory } from "./types.js";
 /** Imports one group's module and gives its factories by mechanism name. */
 export type GroupLoader = () => Promise<Readonly<Record<string, MechanismFactory>>>;
 
-const categorical: GroupLoader = () => import("./categorical.js").then((group) => group.CATEGORICAL_FACTORIES);
-const rapporDbitflip: GroupLoader = () => import("./rappor-dbitflip.js").then((group) => group.RAPPOR_DBITFLIP_FACTORIES);
-const numeric: GroupLoader = () => import("./numeric.js").then((group) => group.NUMERIC_FACTORIES);
-const strings: GroupLoader = () => import("./strings.js").then((group) => group.STRINGS_FACTORIES);
-const multiFourierHierarchical: GroupLoader = () =>
-  import("./multi-fourier-hierarchical.js").then((group) => group.MULTI_FOURIER_HIERARCHICAL_FACTORIES);
+/**
+ * The groups: each module under groups/ exports its mechanisms' `FACTORIES` and is one chunk of
+ * the browser bundle (scripts/build-browser.mjs), so a page loads the code of the mechanism it
+ * records and little else: the oracles with number reports apart from those with bit rows, each
+ * string mechanism apart (each needs BLAKE2b and its own sketch).
+ */
+const group = (load: () => Promise<{ FACTORIES: Readonly<Record<string, MechanismFactory>> }>): GroupLoader => () => load().then((module) => module.FACTORIES);
+const categorical = group(() => import("./groups/categorical.js"));
+const categoricalRows = group(() => import("./groups/categorical-rows.js"));
+const rapporDbitflip = group(() => import("./groups/rappor-dbitflip.js"));
+const bounded = group(() => import("./groups/bounded.js"));
+const laplaceGaussian = group(() => import("./groups/laplace-gaussian.js"));
+const cms = group(() => import("./groups/cms.js"));
+const hcms = group(() => import("./groups/hcms.js"));
+const sfp = group(() => import("./groups/sfp.js"));
+const pemPckv = group(() => import("./groups/pem-pckv.js"));
+const multi = group(() => import("./groups/multi.js"));
+const fourierHierarchical = group(() => import("./groups/fourier-hierarchical.js"));
 
 /** Every mechanism a device can randomize, and the group whose module holds its factory. */
 export const MECHANISM_GROUPS: Readonly<Record<string, GroupLoader>> = {
   grr: categorical,
-  sue: categorical,
-  oue: categorical,
-  ss: categorical,
+  sue: categoricalRows,
+  oue: categoricalRows,
+  ss: categoricalRows,
   olh: categorical,
   blh: categorical,
   hr: categorical,
   dbitflip: rapporDbitflip,
   rappor: rapporDbitflip,
-  duchi: numeric,
-  piecewise: numeric,
-  hybrid: numeric,
-  laplace: numeric,
-  gaussian: numeric,
-  onebitmean: numeric,
-  square_wave: numeric,
-  hierarchical: multiFourierHierarchical,
-  fourier: multiFourierHierarchical,
-  cms: strings,
-  hcms: strings,
-  pem: strings,
-  multi: multiFourierHierarchical,
-  pckv: strings,
-  sfp: strings,
+  duchi: bounded,
+  piecewise: bounded,
+  hybrid: bounded,
+  laplace: laplaceGaussian,
+  gaussian: laplaceGaussian,
+  onebitmean: bounded,
+  square_wave: bounded,
+  hierarchical: fourierHierarchical,
+  fourier: fourierHierarchical,
+  cms: cms,
+  hcms: hcms,
+  pem: pemPckv,
+  multi: multi,
+  pckv: pemPckv,
+  sfp: sfp,
 };
 
 /** The factories of the groups loaded so far (in Node, registry.ts registers them all at import). */
