@@ -28,6 +28,10 @@
 // Which names a chunk uses is found by trial bundles (tree-shaken, so a name only dropped code
 // mentions does not count). A build's facts go to dist/browser-meta.json for `npm run size` and
 // the tests (each chunk's file, what it imports, its inputs, and a group's mechanisms).
+//
+// Beside it, dist/browser-full.js: the same exports as the Node entry (FACTORIES, a synchronous
+// mechanismFromConfig) in one self-contained module, for a page recording many kinds of
+// campaign (one fetch, and no code twice; src/browser-full.ts).
 import * as esbuild from "esbuild";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -38,6 +42,8 @@ const src = join(pkg, "src");
 const out = join(pkg, "dist");
 const chunkDir = join(out, "browser");
 const groups = join(src, "mechanisms", "groups");
+/** The single-module build (src/browser-full.ts): every mechanism in one file, no chunk to fetch. */
+const FULL = "browser-full.js";
 
 /** The chunks: each one's source and what it exports (what the entry takes from it). */
 export const CHUNKS = {
@@ -365,6 +371,9 @@ export async function buildBrowser() {
   });
   const [, entryInfo] = Object.entries(entry.metafile.outputs).find(([path]) => path.endsWith("browser.js"));
   meta.entryInputs = inputBytes(entryInfo);
+  // 4. the single-module build: every module in one file (esbuild inlines the dynamic imports)
+  await esbuild.build({ ...COMMON, entryPoints: [join(src, "browser-full.ts")], outfile: join(out, FULL) });
+  meta.full = FULL;
   writeFileSync(join(out, "browser-meta.json"), JSON.stringify(meta, null, 2) + "\n");
   return meta;
 }

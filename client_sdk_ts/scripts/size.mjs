@@ -68,6 +68,8 @@ export function figures(meta = readMeta()) {
       dap: page(["dap"]),
       dap_with_local_grr: page(["dap", "categorical"]),
     },
+    /** The single-module build (dist/browser-full.js): every mechanism, sealing and DAP in one file. */
+    full: meta.full === undefined ? null : { file: meta.full, ...sizes(meta.full) },
     target_gzip: TARGET,
     margin_gzip: MARGIN,
   };
@@ -89,6 +91,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       `a page recording one categorical campaign loads ${kb(categorical.gzip)} gzip; ` +
         `one with every local mechanism ${kb(local.gzip)}; with sealing ${kb(sealed.gzip)}`,
     );
+    if (result.full) console.log(`the single-module build ${result.full.file} (every mechanism, sealing and DAP): ${kb(result.full.minified)} minified, ${kb(result.full.gzip)} gzip`);
     console.log(`a page recording a secure-aggregation campaign loads ${kb(result.pages.dap.gzip)} gzip; with local grr ${kb(result.pages.dap_with_local_grr.gzip)}`);
     const groups = Object.entries(result.group_pages);
     console.log(`a page recording campaigns of one group loads: ${groups.map(([name, p]) => `${name} ${kb(p.gzip)}`).join(", ")}`);

@@ -2,7 +2,8 @@
 // the chunks borrow code from the entry and bundle their own copies of the rest
 // (scripts/build-browser.mjs), so each group is checked here against the conformance vectors
 // through the bundle's own `loadMechanism`, every case reproduced exactly, and each chunk's
-// borrowed names against the modules they come from.
+// borrowed names against the modules they come from; and the single-module build
+// (dist/browser-full.js) the same way.
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -18,6 +19,8 @@ interface Meta {
 }
 const dist = new URL("../", import.meta.url);
 const bundle = (await import(new URL("browser.js", dist).href)) as Bundle;
+/** The single-module build (src/browser-full.ts): every mechanism at once. */
+const full = (await import(new URL("browser-full.js", dist).href)) as typeof import("../src/browser-full.js");
 const meta = JSON.parse(readFileSync(new URL("browser-meta.json", dist), "utf-8")) as Meta;
 const files = readdirSync(DEFAULT_VECTORS).filter((name) => name.endsWith(".json")).sort();
 
@@ -66,6 +69,27 @@ for (const name of files) {
     for (const [index, vector] of file.cases.entries()) {
       const mechanism = await bundle.loadMechanism(vector.config);
       const rng = new bundle.HmacWordSource(fromHex(vector.wordsKey, "words_key"));
+      const options =
+        vector.deviceSecret !== undefined && vector.campaign !== undefined
+          ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configJson)) }
+          : { rng };
+      assert.deepEqual(mechanism.toWire(mechanism.perturb([vector.value], options))[0], vector.payload, `${name} case ${index}`);
+    }
+  });
+}
+
+test("the single-module build imports nothing and has every mechanism, synchronously", () => {
+  const code = readFileSync(new URL("browser-full.js", dist), "utf-8");
+  assert.doesNotMatch(code, /\bimport\s*\(|\bfrom\s*["']/, "dist/browser-full.js fetches nothing else");
+  assert.deepEqual(Object.keys(full.FACTORIES).sort(), Object.keys(bundle.MECHANISM_GROUPS).sort());
+});
+
+for (const name of files) {
+  test(`conformance/vectors/${name} through the single-module build`, () => {
+    const file = parseVectorFile(readFileSync(join(DEFAULT_VECTORS, name), "utf-8"));
+    for (const [index, vector] of file.cases.entries()) {
+      const mechanism = full.mechanismFromConfig(vector.config);
+      const rng = new full.HmacWordSource(fromHex(vector.wordsKey, "words_key"));
       const options =
         vector.deviceSecret !== undefined && vector.campaign !== undefined
           ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configJson)) }

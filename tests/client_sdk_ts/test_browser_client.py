@@ -39,6 +39,10 @@ if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
     )
 
 
+#: The two browser builds: the entry with per-mechanism chunks, and the single module.
+BUILDS = ("browser.js", "browser-full.js")
+
+
 def collector_has_cors() -> bool:
     help_text = subprocess.run(
         [*CollectorProcess.command(), "serve", "--help"], capture_output=True, text=True, timeout=60
@@ -67,19 +71,21 @@ def page_server(ts_build: Path) -> Iterator[PageServer]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             fetched.append(self.path)
-            if self.path == "/":
+            if self.path in ("/", "/full"):
                 entry = (HERE / "page.html", "text/html")
+                body = entry[0].read_bytes()
+                if self.path == "/full":  # the same page on the single-module build
+                    body = body.replace(b'from "/browser.js"', b'from "/browser-full.js"')
             else:
                 file = (ts_build / self.path.lstrip("/")).resolve()
-                inside = (
-                    file.is_relative_to(ts_build.resolve() / "browser")
-                    or file == (ts_build / "browser.js").resolve()
+                inside = file.is_relative_to(ts_build.resolve() / "browser") or file in (
+                    (ts_build / name).resolve() for name in BUILDS
                 )
                 if not (inside and file.suffix == ".js" and file.is_file()):
                     self.send_error(404)
                     return
                 entry = (file, "text/javascript")
-            body = entry[0].read_bytes()
+                body = entry[0].read_bytes()
             self.send_response(200)
             self.send_header("Content-Type", entry[1])
             self.send_header("Content-Length", str(len(body)))
@@ -104,9 +110,12 @@ def chunk_of(path: str) -> str:
     return path.removeprefix("/browser/").rsplit("-", 1)[0]
 
 
+@pytest.mark.parametrize("build", BUILDS)
 def test_browser_bundle_records_and_flushes_across_origins(
-    ts_campaign: dict[str, Any], page_server: PageServer, tmp_path: Path
+    ts_campaign: dict[str, Any], page_server: PageServer, tmp_path: Path, build: str
 ) -> None:
+    """The page records and flushes through the chunked bundle (``/``) and through the
+    single-module build (``/full``, dist/browser-full.js, which fetches nothing else)."""
     page_origin = page_server.origin
     if not collector_has_cors():
         pytest.skip(
@@ -130,7 +139,7 @@ def test_browser_bundle_records_and_flushes_across_origins(
             try:
                 page = browser.new_page()
                 page.on("pageerror", lambda error: errors.append(str(error)))
-                page.goto(f"{page_origin}/")
+                page.goto(f"{page_origin}/" if build == "browser.js" else f"{page_origin}/full")
                 page.wait_for_function("document.getElementById('state').textContent === 'ready'")
                 outcome = page.evaluate("job => window.runDevice(job)", job)
             finally:
@@ -144,7 +153,9 @@ def test_browser_bundle_records_and_flushes_across_origins(
         check_estimate(collector.db, ts_campaign, truth, DEVICES)
         # a page recording one categorical campaign fetches the entry and one chunk, no other
         scripts = page_server.scripts()
-        if ts_campaign["mechanism"]["mechanism"] == "grr":
+        if build == "browser-full.js":
+            assert scripts == ["/browser-full.js"], scripts
+        elif ts_campaign["mechanism"]["mechanism"] == "grr":
             assert scripts[0] == "/browser.js" and len(scripts) == 2, scripts
             assert chunk_of(scripts[1]) == "categorical", scripts
     finally:
