@@ -10,7 +10,7 @@ import type { KeyedSource } from "../memoization.js";
 import { requireKeys } from "../memo-chain.js";
 import { checkKeys, configEpsilon, configInt, configPermanent, stringValues, typeName, wordSource } from "./fields.js";
 import { widestInt } from "../wire.js";
-import { RESERVED, countReserved, isWellFormed, memoLabel, representable, stringMemoKeys } from "./string-support.js";
+import { RESERVED, countReserved, distinctStrings, isWellFormed, memoLabel, representable, stringMemoKeys } from "./string-support.js";
 import { keepOrOther, keepThreshold, randomizedResponseChainThreshold } from "./categorical.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
@@ -28,6 +28,12 @@ export interface PemReport {
   readonly level: number;
   readonly seed: readonly number[];
   readonly y: number;
+}
+
+/** a·x mod P for a < 2^31 and x < 2^30, exactly in doubles (x split in 15-bit halves so that
+ * every product stays below 2^47). */
+function mulModPrime(a: number, x: number): number {
+  return (((a * Math.floor(x / 32768)) % PRIME) * 32768 + a * (x % 32768)) % PRIME;
 }
 
 /** bitlen(x) of a non-negative integer. */
@@ -169,16 +175,17 @@ export class Pem implements Mechanism<string, PemReport> {
   /** h = floor(g·r/P), r = (b + sum_t a_t·x_t) mod P over the level's chunks x_t. */
   bucket(seed: readonly number[], bits: readonly number[], level: number): number {
     const prefix = this.levelBits(level);
-    const prime = BigInt(PRIME);
-    let r = BigInt(seed[seed.length - 1] as number);
+    let r = seed[seed.length - 1] as number;
     for (let t = 0; t < this.chunkCount(level); t++) {
-      let chunk = 0n;
+      let chunk = 0;
       for (let i = CHUNK_BITS * t; i < Math.min(prefix, CHUNK_BITS * t + CHUNK_BITS); i++) {
-        chunk = (chunk << 1n) | BigInt(bits[i] as number);
+        chunk = chunk * 2 + (bits[i] as number);
       }
-      r = (r + BigInt(seed[t] as number) * chunk) % prime;
+      r = (r + mulModPrime(seed[t] as number, chunk)) % PRIME;
     }
-    return Number((r * BigInt(this.g)) / prime);
+    // r·g < 2^47 is exact; a quotient below 2^16 that is not an integer lies at least 1/P from
+    // the next integer, far above the double's spacing there (2^-36): the floor is exact
+    return Math.floor((r * this.g) / PRIME);
   }
 
   /** The level from uniform_below(L - 1 + final_weight), capped at L - 1. */
@@ -211,11 +218,21 @@ export class Pem implements Mechanism<string, PemReport> {
     const width = this.seedWidth;
     const flat = uniformBelow(rng, PRIME, n * width).map(Number);
     const seeds = levels.map((level, i) => this.#seedRow(flat.slice(i * width, (i + 1) * width), level));
-    const hashed = values.map((value, i) =>
-      this.bucket(seeds[i] as number[], this.valueBits(value, this.encode(value)), levels[i] as number),
-    );
+    const { bits, inverse } = this.#distinctBits(values);
+    const hashed = levels.map((level, i) => this.bucket(seeds[i] as number[], bits[inverse[i] as number] as number[], level));
     const ys = keepOrOther(rng, hashed, this.keepThreshold, this.g);
     return levels.map((level, i) => ({ level, seed: seeds[i] as number[], y: ys[i] as number }));
+  }
+
+  /** The bit string of each distinct value (its encoded bytes too) and each value's index. */
+  #distinctBits(values: readonly string[]): { raws: Uint8Array[]; bits: number[][]; inverse: Int32Array } {
+    const first = new Map<Uint8Array, string>();
+    const { encoded, inverse } = distinctStrings(values, (value) => {
+      const raw = this.encode(value);
+      if (!first.has(raw)) first.set(raw, value);
+      return raw;
+    });
+    return { raws: encoded, bits: encoded.map((raw) => this.valueBits(first.get(raw) as string, raw)), inverse };
   }
 
   #memoized(
@@ -225,13 +242,15 @@ export class Pem implements Mechanism<string, PemReport> {
     memo: { permanentKeep: bigint; again: bigint },
   ): PemReport[] {
     const level = this.levelOf(keys);
-    const permanent = values.map((value) => {
-      const raw = this.encode(value);
+    const { raws, bits, inverse } = this.#distinctBits(values);
+    // each string's permanent (seed, y) from its own keyed stream: the same for every report of it
+    const distinct = raws.map((raw, slot) => {
       const stream = keys.source(memoLabel("pem:", raw), 0);
       const seed = this.#seedRow(uniformBelow(stream, PRIME, this.seedWidth).map(Number), level);
-      const hashed = this.bucket(seed, this.valueBits(value, raw), level);
+      const hashed = this.bucket(seed, bits[slot] as number[], level);
       return { seed, y: keepOrOther(stream, [hashed], memo.permanentKeep, this.g)[0] as number };
     });
+    const permanent = Array.from(inverse, (slot) => distinct[slot] as { seed: number[]; y: number });
     const ys = keepOrOther(
       rng,
       permanent.map((p) => p.y),
