@@ -22,8 +22,12 @@ function checkThreshold(threshold: bigint): void {
   }
 }
 
-/** The little-endian bytes of `words`, the first `count` of them. */
+/** Whether this platform stores typed arrays little-endian (every current engine does). */
+const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
+
+/** The little-endian bytes of `words`, the first `count` of them (a copy). */
 export function wordBytes(words: BigUint64Array, count: number): Uint8Array {
+  if (LITTLE_ENDIAN) return new Uint8Array(words.buffer, words.byteOffset, words.length * 8).slice(0, count);
   const bytes = new Uint8Array(words.length * 8);
   const view = new DataView(bytes.buffer);
   words.forEach((word, i) => view.setBigUint64(8 * i, word, true));
@@ -47,18 +51,17 @@ export function bernoulliLazy(source: WordSource, threshold: bigint, size: numbe
   const high = Number(threshold >> 56n);
   const low = threshold & LOW_56;
   const bytes = wordBytes(source.words(Math.ceil(size / 8)), size);
-  const out = Array.from(bytes, (byte) => byte < high);
-  if (low !== 0n) {
-    const ties: number[] = [];
-    bytes.forEach((byte, j) => {
-      if (byte === high) ties.push(j);
-    });
-    if (ties.length > 0) {
-      const words = source.words(ties.length);
-      ties.forEach((j, i) => {
-        out[j] = (words[i]! >> 8n) < low;
-      });
-    }
+  const out = new Array<boolean>(size);
+  let ties = 0;
+  for (let j = 0; j < size; j++) {
+    const byte = bytes[j]!;
+    out[j] = byte < high;
+    if (byte === high) ties++;
+  }
+  if (low !== 0n && ties > 0) {
+    const words = source.words(ties);
+    let i = 0;
+    for (let j = 0; j < size; j++) if (bytes[j] === high) out[j] = words[i++]! >> 8n < low;
   }
   return out;
 }
