@@ -22,12 +22,8 @@ function checkThreshold(threshold: bigint): void {
   }
 }
 
-/** Whether this platform stores typed arrays little-endian (every current engine does). */
-const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
-
-/** The little-endian bytes of `words`, the first `count` of them (a copy). */
+/** The little-endian bytes of `words`, the first `count` of them. */
 export function wordBytes(words: BigUint64Array, count: number): Uint8Array {
-  if (LITTLE_ENDIAN) return new Uint8Array(words.buffer, words.byteOffset, words.length * 8).slice(0, count);
   const bytes = new Uint8Array(words.length * 8);
   const view = new DataView(bytes.buffer);
   words.forEach((word, i) => view.setBigUint64(8 * i, word, true));
@@ -52,16 +48,16 @@ export function bernoulliLazy(source: WordSource, threshold: bigint, size: numbe
   const low = threshold & LOW_56;
   const bytes = wordBytes(source.words(Math.ceil(size / 8)), size);
   const out = new Array<boolean>(size);
-  let ties = 0;
+  const ties: number[] = [];
   for (let j = 0; j < size; j++) {
-    const byte = bytes[j]!;
-    out[j] = byte < high;
-    if (byte === high) ties++;
+    out[j] = bytes[j]! < high;
+    if (bytes[j] === high) ties.push(j);
   }
-  if (low !== 0n && ties > 0) {
-    const words = source.words(ties);
-    let i = 0;
-    for (let j = 0; j < size; j++) if (bytes[j] === high) out[j] = words[i++]! >> 8n < low;
+  if (low !== 0n && ties.length > 0) {
+    const words = source.words(ties.length);
+    ties.forEach((j, i) => {
+      out[j] = words[i]! >> 8n < low;
+    });
   }
   return out;
 }
