@@ -12,7 +12,8 @@ import type { WordSource } from "../words.js";
 import { HadamardResponse } from "./categorical.js";
 import { checkKeys, configEpsilon, configInt, configNumber, configPermanent, refuseKeys, stringValues, wordSource } from "./fields.js";
 import { Hcms } from "./sketch.js";
-import { KeyedBlake2b, countReserved, distinctStrings, representable, seededKey, stringMemoKeys } from "./string-support.js";
+import { KeyedBlake2b } from "./keyed-blake2b.js";
+import { countReserved, distinctStrings, representable, seededKey, stringMemoKeys } from "./string-support.js";
 import { widestInt } from "../wire.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 

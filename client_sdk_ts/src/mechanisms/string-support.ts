@@ -4,11 +4,11 @@
  * "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py). Config fields, value checks,
  * error type names and the word source of a perturb call are fields.ts's.
  */
-import { blake2b } from "@noble/hashes/blake2b";
 import { toHex } from "../wire.js";
 import type { KeyedSource } from "../memoization.js";
 import { requireKeys } from "../memo-chain.js";
 import { stringValues } from "./fields.js";
+import { KeyedBlake2b } from "./keyed-blake2b.js";
 
 /** The reserved symbol: the single byte 0xFF (no UTF-8 text holds it), sent in place of a
  * value the mechanism cannot carry (too long, outside the alphabet, not valid Unicode). */
@@ -103,20 +103,6 @@ export function distinctStrings(
     inverse[i] = slot;
   });
   return { encoded, inverse };
-}
-
-/** BLAKE2b of many messages under one key (@noble/hashes): the keyed state is made once and
- * cloned for each message. */
-export class KeyedBlake2b {
-  readonly #keyed: ReturnType<typeof blake2b.create>;
-
-  constructor(key: Uint8Array, dkLen: number) {
-    this.#keyed = blake2b.create({ key, dkLen });
-  }
-
-  digest(message: Uint8Array): Uint8Array {
-    return this.#keyed.clone().update(message).digest();
-  }
 }
 
 /** The sketch's hash family h_0..h_{hashes-1} into [0, m) at ``seed``: h_j(d) is the j-th
