@@ -65,6 +65,18 @@ test("keyed BLAKE2b: one object hashes many messages independently (no state car
   assert.equal(toHex(hash.digest(message(200))), first);
 });
 
+test("keyed BLAKE2b: words() are the digest's little-endian 32-bit words (the sketch's h_j)", () => {
+  for (const size of [4, 16, 64]) {
+    const hash = new KeyedBlake2b(fromHex(keys[0] as string, "key"), size);
+    for (const length of [0, 5, 128, 129]) {
+      const digest = hash.digest(message(length));
+      const view = new DataView(digest.buffer);
+      const expected = Array.from({ length: size / 4 }, (_, j) => view.getUint32(4 * j, true));
+      assert.deepEqual(Array.from(hash.words(message(length))), expected, `size ${size}, length ${length}`);
+    }
+  }
+});
+
 test("keyed BLAKE2b: a key or digest size outside 1..64 bytes is refused", () => {
   assert.throws(() => new KeyedBlake2b(new Uint8Array(0), 4), /key of 1\.\.64 bytes/);
   assert.throws(() => new KeyedBlake2b(new Uint8Array(65), 4), /key of 1\.\.64 bytes/);

@@ -22,6 +22,8 @@ const MIX = [0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 5, 10, 15,
 
 const v = new Uint32Array(32);
 const words = new Uint32Array(32);
+/** A message block, zero-padded (hashing is synchronous: one buffer serves every call). */
+const block = new Uint8Array(128);
 
 const TWO_32 = 0x100000000;
 
@@ -108,22 +110,32 @@ export class KeyedBlake2b {
     compress(this.#keyed, this.#keyBlock, 128, false);
   }
 
+  /** The digest of ``message``. */
   digest(message: Uint8Array): Uint8Array {
-    let h: Uint32Array;
-    if (message.length === 0) {
-      h = this.#start.slice();
-      compress(h, this.#keyBlock, 128, true);
-    } else {
-      h = this.#keyed.slice();
-      const block = new Uint8Array(128);
-      for (let offset = 0; offset < message.length; offset += 128) {
-        const end = Math.min(offset + 128, message.length);
-        block.fill(0).set(message.subarray(offset, end));
-        compress(h, block, 128 + end, end === message.length);
-      }
-    }
+    const h = this.#state(message);
     const out = new Uint8Array(this.#dkLen);
     for (let i = 0; i < out.length; i++) out[i] = h[i >> 2]! >>> (8 * (i & 3));
     return out;
+  }
+
+  /** The digest's little-endian 32-bit words (its first ⌊dkLen/4⌋). */
+  words(message: Uint8Array): Uint32Array {
+    return this.#state(message).subarray(0, this.#dkLen >> 2);
+  }
+
+  /** The final state of ``message``: the digest is its first dkLen bytes, little-endian. */
+  #state(message: Uint8Array): Uint32Array {
+    if (message.length === 0) {
+      const h = this.#start.slice();
+      compress(h, this.#keyBlock, 128, true);
+      return h;
+    }
+    const h = this.#keyed.slice();
+    for (let offset = 0; offset < message.length; offset += 128) {
+      const end = Math.min(offset + 128, message.length);
+      block.fill(0).set(message.subarray(offset, end));
+      compress(h, block, 128 + end, end === message.length);
+    }
+    return h;
   }
 }

@@ -123,11 +123,8 @@ export class SketchHash {
   table(raws: readonly Uint8Array[]): Uint32Array {
     const hashes = this.#hashes;
     const out = new Uint32Array(raws.length * hashes);
-    raws.forEach((raw, i) => {
-      const digest = this.#hash.digest(raw);
-      const view = new DataView(digest.buffer, digest.byteOffset, digest.byteLength);
-      for (let j = 0; j < hashes; j++) out[hashes * i + j] = view.getUint32(4 * j, true) & this.#mask;
-    });
+    raws.forEach((raw, i) => out.set(this.#hash.words(raw), hashes * i));
+    for (let i = 0; i < out.length; i++) out[i] = out[i]! & this.#mask;
     return out;
   }
 
