@@ -77,11 +77,12 @@ export class Cms implements Mechanism<string, CmsReport> {
   readonly memoized: boolean;
   /** Memoized: epsilon_permanent, what all reports of one string reveal (its PRR). */
   readonly epsilonInf?: number;
-  readonly #hash: SketchHash;
+  /** The sketch's hash family at (hashes, m, seed). */
+  readonly hash: SketchHash;
 
   constructor(config: MechanismConfig) {
     this.shape = sketchShape(config);
-    this.#hash = new SketchHash(this.shape.hashes, this.shape.m, this.shape.seed);
+    this.hash = new SketchHash(this.shape.hashes, this.shape.m, this.shape.seed);
     this.flipThreshold = flipThreshold(this.shape.epsilon, 2);
     const permanent = configPermanent(config, this.shape.epsilon);
     if (permanent !== undefined) {
@@ -110,7 +111,7 @@ export class Cms implements Mechanism<string, CmsReport> {
       const keys = requireKeys(options?.keys, this.name);
       const row = deviceChoice(keys, "cms:row", hashes);
       const memo = this.memo;
-      const table = this.#hash.table(encoded);
+      const table = this.hash.table(encoded);
       // each string's permanent m signs (its own keyed stream: the same for every report of it)
       const permanent = encoded.map((raw, slot) => {
         const bits = packRows(bernoulliLazy(keys.source(memoLabel("", raw), 0), memo.permanentFlip, m), 0, m);
@@ -126,7 +127,7 @@ export class Cms implements Mechanism<string, CmsReport> {
     }
     refuseKeys(options, this.name);
     const rows = hashes > 1 ? uniformBelow32(rng, hashes, n) : new Array<number>(n).fill(0);
-    const buckets = this.#hash.buckets(encoded, inverse, rows);
+    const buckets = this.hash.buckets(encoded, inverse, rows);
     return this.#chunkedFlips(rng, this.flipThreshold, n).map((bits, i) => {
       flipBit(bits, buckets[i] as number);
       return { row: rows[i] as number, bits };
