@@ -17,9 +17,6 @@ const SIGMA = Array.from(
     "2c6a0b834d75fe19c51fed4a0763928bdb7ec13950f4862a6fe9b308c2d714a5a2847615fb9e3cd0",
   (digit) => parseInt(digit, 16),
 );
-/** The columns, then the diagonals, of the 4x4 state: (a, b, c, d) of each G. */
-const MIX = [0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 5, 10, 15, 1, 6, 11, 12, 2, 7, 8, 13, 3, 4, 9, 14];
-
 const v = new Uint32Array(32);
 const words = new Uint32Array(32);
 /** A message block, zero-padded (hashing is synchronous: one buffer serves every call). */
@@ -82,9 +79,15 @@ function compress(h: Uint32Array, block: Uint8Array, counter: number, last: bool
   }
   for (let round = 0; round < 12; round++) {
     const s = 16 * (round % 10);
-    for (let g = 0; g < 8; g++) {
-      mix(MIX[4 * g]!, MIX[4 * g + 1]!, MIX[4 * g + 2]!, MIX[4 * g + 3]!, SIGMA[s + 2 * g]!, SIGMA[s + 2 * g + 1]!);
-    }
+    // the columns, then the diagonals, of the 4x4 state
+    mix(0, 4, 8, 12, SIGMA[s]!, SIGMA[s + 1]!);
+    mix(1, 5, 9, 13, SIGMA[s + 2]!, SIGMA[s + 3]!);
+    mix(2, 6, 10, 14, SIGMA[s + 4]!, SIGMA[s + 5]!);
+    mix(3, 7, 11, 15, SIGMA[s + 6]!, SIGMA[s + 7]!);
+    mix(0, 5, 10, 15, SIGMA[s + 8]!, SIGMA[s + 9]!);
+    mix(1, 6, 11, 12, SIGMA[s + 10]!, SIGMA[s + 11]!);
+    mix(2, 7, 8, 13, SIGMA[s + 12]!, SIGMA[s + 13]!);
+    mix(3, 4, 9, 14, SIGMA[s + 14]!, SIGMA[s + 15]!);
   }
   for (let i = 0; i < 16; i++) h[i] = h[i]! ^ v[i]! ^ v[i + 16]!;
 }
