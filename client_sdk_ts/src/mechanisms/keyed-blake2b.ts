@@ -7,20 +7,20 @@
  */
 
 /** The initialization vector (SHA-512's), as (low, high) pairs. */
-const IV = Uint32Array.of(
+const IV = /* @__PURE__ */ Uint32Array.of(
   0xf3bcc908, 0x6a09e667, 0x84caa73b, 0xbb67ae85, 0xfe94f82b, 0x3c6ef372, 0x5f1d36f1, 0xa54ff53a,
   0xade682d1, 0x510e527f, 0x2b3e6c1f, 0x9b05688c, 0xfb41bd6b, 0x1f83d9ab, 0x137e2179, 0x5be0cd19,
 );
 /** The message schedule of rounds 0..9 (rounds 10 and 11 repeat 0 and 1), one hex digit each. */
-const SIGMA = Array.from(
+const SIGMA = /* @__PURE__ */ Array.from(
   "0123456789abcdefea489fd61c02b753b8c052fdae3671947931dcbe265a40f8905724afe1bc683d" +
     "2c6a0b834d75fe19c51fed4a0763928bdb7ec13950f4862a6fe9b308c2d714a5a2847615fb9e3cd0",
   (digit) => parseInt(digit, 16),
 );
-const v = new Uint32Array(32);
-const words = new Uint32Array(32);
+const v = /* @__PURE__ */ new Uint32Array(32);
+const words = /* @__PURE__ */ new Uint32Array(32);
 /** A message block, zero-padded (hashing is synchronous: one buffer serves every call). */
-const block = new Uint8Array(128);
+const block = /* @__PURE__ */ new Uint8Array(128);
 
 const TWO_32 = 0x100000000;
 

@@ -10,7 +10,7 @@ import type { KeyedSource } from "../memoization.js";
 import { requireKeys } from "../memo-chain.js";
 import { checkKeys, configEpsilon, configInt, configPermanent, stringValues, typeName, wordSource } from "./fields.js";
 import { widestInt } from "../wire.js";
-import { RESERVED, countReserved, distinctStrings, isWellFormed, memoLabel, representable, stringMemoKeys } from "./string-support.js";
+import { RESERVED, countReserved, isWellFormed, memoLabel, representable, stringMemoKeys } from "./string-support.js";
 import { keepOrOther, keepThreshold, randomizedResponseChainThreshold } from "./categorical.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
@@ -218,21 +218,14 @@ export class Pem implements Mechanism<string, PemReport> {
     const width = this.seedWidth;
     const flat = uniformBelow(rng, PRIME, n * width).map(Number);
     const seeds = levels.map((level, i) => this.#seedRow(flat.slice(i * width, (i + 1) * width), level));
-    const { bits, inverse } = this.#distinctBits(values);
-    const hashed = levels.map((level, i) => this.bucket(seeds[i] as number[], bits[inverse[i] as number] as number[], level));
+    const bits = new Map<string, number[]>(); // each distinct string's, once (Python's distinct_strings)
+    const hashed = levels.map((level, i) => {
+      const value = values[i] as string;
+      if (!bits.has(value)) bits.set(value, this.valueBits(value, this.encode(value)));
+      return this.bucket(seeds[i] as number[], bits.get(value) as number[], level);
+    });
     const ys = keepOrOther(rng, hashed, this.keepThreshold, this.g);
     return levels.map((level, i) => ({ level, seed: seeds[i] as number[], y: ys[i] as number }));
-  }
-
-  /** The bit string of each distinct value (its encoded bytes too) and each value's index. */
-  #distinctBits(values: readonly string[]): { raws: Uint8Array[]; bits: number[][]; inverse: Int32Array } {
-    const first = new Map<Uint8Array, string>();
-    const { encoded, inverse } = distinctStrings(values, (value) => {
-      const raw = this.encode(value);
-      if (!first.has(raw)) first.set(raw, value);
-      return raw;
-    });
-    return { raws: encoded, bits: encoded.map((raw) => this.valueBits(first.get(raw) as string, raw)), inverse };
   }
 
   #memoized(
@@ -242,15 +235,13 @@ export class Pem implements Mechanism<string, PemReport> {
     memo: { permanentKeep: bigint; again: bigint },
   ): PemReport[] {
     const level = this.levelOf(keys);
-    const { raws, bits, inverse } = this.#distinctBits(values);
-    // each string's permanent (seed, y) from its own keyed stream: the same for every report of it
-    const distinct = raws.map((raw, slot) => {
+    const permanent = values.map((value) => {
+      const raw = this.encode(value);
       const stream = keys.source(memoLabel("pem:", raw), 0);
       const seed = this.#seedRow(uniformBelow(stream, PRIME, this.seedWidth).map(Number), level);
-      const hashed = this.bucket(seed, bits[slot] as number[], level);
+      const hashed = this.bucket(seed, this.valueBits(value, raw), level);
       return { seed, y: keepOrOther(stream, [hashed], memo.permanentKeep, this.g)[0] as number };
     });
-    const permanent = Array.from(inverse, (slot) => distinct[slot] as { seed: number[]; y: number });
     const ys = keepOrOther(
       rng,
       permanent.map((p) => p.y),
