@@ -28,10 +28,16 @@ const option = (name, fallback) => {
 const seconds = Number(option("--seconds", "1"));
 const sdk = await import(join(pkg, "dist", "src", "index.js"));
 
-/** The first non-memoized conformance config of `mechanism`, with the values of its cases. */
+/** The first non-memoized conformance config of `mechanism`, with the values of its cases. A
+ * mechanism whose every such case holds a campaign (a device's own choices, e.g. PEM's level)
+ * is measured without keys, as a simulated population: each report draws them from the words. */
 function workload(mechanism) {
   const text = readFileSync(join(repo, "conformance", "vectors", `${mechanism}.json`), "utf8");
-  const cases = JSON.parse(text).cases.filter((c) => !("longitudinal" in c.config) && c.config.memoize !== true && !("campaign" in c));
+  const unmemoized = JSON.parse(text).cases.filter((c) => !("longitudinal" in c.config) && c.config.memoize !== true);
+  let cases = unmemoized.filter((c) => !("campaign" in c));
+  if (cases.length === 0 && unmemoized.length > 0 && sdk.mechanismFromConfig(unmemoized[0].config).usesDeviceChoices === true) {
+    cases = unmemoized;
+  }
   if (cases.length === 0) return null;
   const key = JSON.stringify(cases[0].config);
   const values = cases.filter((c) => JSON.stringify(c.config) === key).map((c) => c.value);
@@ -60,12 +66,19 @@ from client_sdk.mechanisms import mechanism_from_config
 job = json.load(sys.stdin)
 m = mechanism_from_config(job["config"])
 values = job["values"]
+records = {}  # batch size -> the records' device form (converted once, not timed)
 def run(batch):
     data = (values * (batch // len(values) + 1))[:batch]
-    try:
-        array = np.asarray(data)
-    except Exception:
-        array = np.asarray(data, dtype=object)
+    if m.value_kind not in ("category", "number", "string"):
+        # records and tuples from their JSON form, as the conformance vectors' device_values
+        if batch not in records:
+            records[batch] = m.encode_records([m.record_from_json(v) for v in data])
+        array = records[batch]
+    else:
+        try:
+            array = np.asarray(data)
+        except Exception:
+            array = np.asarray(data, dtype=object)
     m.to_wire(m.perturb(array, rng=None))
 def measure(batch, seconds):
     run(batch)

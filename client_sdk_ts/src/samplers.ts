@@ -47,18 +47,17 @@ export function bernoulliLazy(source: WordSource, threshold: bigint, size: numbe
   const high = Number(threshold >> 56n);
   const low = threshold & LOW_56;
   const bytes = wordBytes(source.words(Math.ceil(size / 8)), size);
-  const out = Array.from(bytes, (byte) => byte < high);
-  if (low !== 0n) {
-    const ties: number[] = [];
-    bytes.forEach((byte, j) => {
-      if (byte === high) ties.push(j);
+  const out = new Array<boolean>(size);
+  const ties: number[] = [];
+  for (let j = 0; j < size; j++) {
+    out[j] = bytes[j]! < high;
+    if (bytes[j] === high) ties.push(j);
+  }
+  if (low !== 0n && ties.length > 0) {
+    const words = source.words(ties.length);
+    ties.forEach((j, i) => {
+      out[j] = words[i]! >> 8n < low;
     });
-    if (ties.length > 0) {
-      const words = source.words(ties.length);
-      ties.forEach((j, i) => {
-        out[j] = (words[i]! >> 8n) < low;
-      });
-    }
   }
   return out;
 }

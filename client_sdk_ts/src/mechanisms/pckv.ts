@@ -35,6 +35,9 @@ function nextBelow(x: number): number {
   return view.getFloat64(0);
 }
 
+/** The largest double below 2^64 (Python's ``math.nextafter(2.0**64, 0.0)``). */
+const BELOW_TWO_64 = nextBelow(2 ** 64);
+
 /** A double at most e^x (Python's ``grid.exp_below``): the probabilities are built from it. */
 function expBelow(x: number): number {
   return nextBelow(expDouble(x));
@@ -139,7 +142,7 @@ export class Pckv implements Mechanism<KeyValueRecord, PckvReport> {
     const plusWords = rng.words(n);
     const plus = chosen.map(([, number], i) => {
       // the float64 product, as Python computes it, capped below 2^64
-      const scaled = Math.min(Math.floor(((1 + number) / 2) * 2 ** 64), nextBelow(2 ** 64));
+      const scaled = Math.min(Math.floor(((1 + number) / 2) * 2 ** 64), BELOW_TWO_64);
       return (plusWords[i] as bigint) < BigInt(scaled) || number >= 1;
     });
     const keepSign = rng.words(n);

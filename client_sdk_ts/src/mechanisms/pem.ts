@@ -30,6 +30,12 @@ export interface PemReport {
   readonly y: number;
 }
 
+/** a·x mod P for a < 2^31 and x < 2^30, exactly in doubles (x split in 15-bit halves so that
+ * every product stays below 2^47). */
+function mulModPrime(a: number, x: number): number {
+  return (((a * Math.floor(x / 32768)) % PRIME) * 32768 + a * (x % 32768)) % PRIME;
+}
+
 /** bitlen(x) of a non-negative integer. */
 function bitLength(x: number): number {
   return x === 0 ? 0 : Math.floor(Math.log2(x)) + 1;
@@ -169,16 +175,17 @@ export class Pem implements Mechanism<string, PemReport> {
   /** h = floor(g·r/P), r = (b + sum_t a_t·x_t) mod P over the level's chunks x_t. */
   bucket(seed: readonly number[], bits: readonly number[], level: number): number {
     const prefix = this.levelBits(level);
-    const prime = BigInt(PRIME);
-    let r = BigInt(seed[seed.length - 1] as number);
+    let r = seed[seed.length - 1] as number;
     for (let t = 0; t < this.chunkCount(level); t++) {
-      let chunk = 0n;
+      let chunk = 0;
       for (let i = CHUNK_BITS * t; i < Math.min(prefix, CHUNK_BITS * t + CHUNK_BITS); i++) {
-        chunk = (chunk << 1n) | BigInt(bits[i] as number);
+        chunk = chunk * 2 + (bits[i] as number);
       }
-      r = (r + BigInt(seed[t] as number) * chunk) % prime;
+      r = (r + mulModPrime(seed[t] as number, chunk)) % PRIME;
     }
-    return Number((r * BigInt(this.g)) / prime);
+    // r·g < 2^47 is exact; a quotient below 2^16 that is not an integer lies at least 1/P from
+    // the next integer, far above the double's spacing there (2^-36): the floor is exact
+    return Math.floor((r * this.g) / PRIME);
   }
 
   /** The level from uniform_below(L - 1 + final_weight), capped at L - 1. */
@@ -211,9 +218,12 @@ export class Pem implements Mechanism<string, PemReport> {
     const width = this.seedWidth;
     const flat = uniformBelow(rng, PRIME, n * width).map(Number);
     const seeds = levels.map((level, i) => this.#seedRow(flat.slice(i * width, (i + 1) * width), level));
-    const hashed = values.map((value, i) =>
-      this.bucket(seeds[i] as number[], this.valueBits(value, this.encode(value)), levels[i] as number),
-    );
+    const bits = new Map<string, number[]>(); // each distinct string's, once (Python's distinct_strings)
+    const hashed = levels.map((level, i) => {
+      const value = values[i] as string;
+      if (!bits.has(value)) bits.set(value, this.valueBits(value, this.encode(value)));
+      return this.bucket(seeds[i] as number[], bits.get(value) as number[], level);
+    });
     const ys = keepOrOther(rng, hashed, this.keepThreshold, this.g);
     return levels.map((level, i) => ({ level, seed: seeds[i] as number[], y: ys[i] as number }));
   }

@@ -4,7 +4,6 @@
  * response of the (tag, byte) fragment at that offset; plain and memoized (docs/protocol.md,
  * "Strings" and "Memoized variants"; Python: client_sdk/mechanisms/sfp.py).
  */
-import { blake2b } from "@noble/hashes/blake2b";
 import type { KeyedSource } from "../memoization.js";
 import { type BatchChain, VALUE_LABEL, deviceChoice, mixtureChain, requireKeys } from "../memo-chain.js";
 import { expRational } from "../rational.js";
@@ -13,7 +12,8 @@ import type { WordSource } from "../words.js";
 import { HadamardResponse } from "./categorical.js";
 import { checkKeys, configEpsilon, configInt, configNumber, configPermanent, refuseKeys, stringValues, wordSource } from "./fields.js";
 import { Hcms } from "./sketch.js";
-import { countReserved, representable, seededKey, stringMemoKeys } from "./string-support.js";
+import { KeyedBlake2b } from "./keyed-blake2b.js";
+import { countReserved, distinctStrings, representable, seededKey, stringMemoKeys } from "./string-support.js";
 import { widestInt } from "../wire.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
@@ -50,12 +50,15 @@ export class Sfp implements Mechanism<string, SfpReport> {
   /** Under ``"longitudinal"``: the offset is the device's, the word's sign and the fragment's
    * response memoized per string. */
   readonly memoized: boolean;
+  /** The fragment's tag hash: one-byte BLAKE2b keyed "ldp-telemetry/sfp-tag/v1" || seed. */
+  readonly #tag: KeyedBlake2b;
 
   constructor(config: MechanismConfig) {
     checkKeys(config, "sfp", FIELDS, ["longitudinal"]);
     this.epsilon = configEpsilon(config);
     this.maxLength = configInt(config, "max_length", 1, MAX_LENGTH);
     this.seed = configInt(config, "seed", 0, 2 ** 53 - 1);
+    this.#tag = new KeyedBlake2b(seededKey("ldp-telemetry/sfp-tag/v1", this.seed), 1);
     const share = configNumber(config, "fragment_share");
     if (!(share > 0 && share < 1)) throw new RangeError(`fragment_share must be a number in (0, 1); got ${share}`);
     this.share = share;
@@ -103,8 +106,7 @@ export class Sfp implements Mechanism<string, SfpReport> {
   /** 256·tag + the byte at ``offset`` of raw padded with zeros, tag = the one-byte keyed
    * BLAKE2b of raw. */
   fragmentOf(raw: Uint8Array, offset: number): number {
-    const tag = blake2b(raw, { dkLen: 1, key: seededKey("ldp-telemetry/sfp-tag/v1", this.seed) })[0] as number;
-    return 256 * tag + (raw[offset] ?? 0);
+    return 256 * (this.#tag.digest(raw)[0] as number) + (raw[offset] ?? 0);
   }
 
   /** How many of ``values`` are sent as the reserved symbol. */
@@ -113,37 +115,49 @@ export class Sfp implements Mechanism<string, SfpReport> {
   }
 
   perturb(values: readonly string[], options?: PerturbOptions): SfpReport[] {
-    const raws = stringValues(values).map((v) => representable(v, this.maxLength));
+    const { encoded, inverse } = distinctStrings(stringValues(values), (v) => representable(v, this.maxLength));
     const rng = wordSource(options);
-    if (this.chain !== undefined) return this.#memoized(raws, requireKeys(options?.keys, this.name), rng, this.chain);
+    if (this.chain !== undefined) {
+      return this.#memoized(encoded, inverse, requireKeys(options?.keys, this.name), rng, this.chain);
+    }
     refuseKeys(options, this.name);
+    const n = inverse.length;
     const { hashes } = this.word.shape;
-    const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
-    const words = this.word.perturbBuckets(raws, rows, rng);
-    const offsets = this.maxLength > 1 ? uniformBelow32(rng, this.maxLength, raws.length) : raws.map(() => 0);
+    const rows = hashes > 1 ? uniformBelow32(rng, hashes, n) : new Array<number>(n).fill(0);
+    const words = this.word.perturbBuckets(this.word.hash.buckets(encoded, inverse, rows), rows, rng);
+    const offsets = this.maxLength > 1 ? uniformBelow32(rng, this.maxLength, n) : new Array<number>(n).fill(0);
+    const tags = encoded.map((raw) => 256 * (this.#tag.digest(raw)[0] as number));
     const fragments = this.fragment.perturb(
-      raws.map((raw, i) => this.fragmentOf(raw, offsets[i] as number)),
+      offsets.map((offset, i) => {
+        const slot = inverse[i] as number;
+        return (tags[slot] as number) + ((encoded[slot] as Uint8Array)[offset] ?? 0);
+      }),
       { rng },
     );
-    return raws.map((_, i) => ({
-      word: words[i] as number,
-      offset: offsets[i] as number,
-      fragment: fragments[i] as number,
-    }));
+    return offsets.map((offset, i) => ({ word: words[i] as number, offset, fragment: fragments[i] as number }));
   }
 
   /** The device's offset; the word's memoized HCMS under ``sfp/word/``; the fragment's PRR from
    * ``keys.source("value", fragment)``; then from rng the word's flip-again and the mixture chain. */
-  #memoized(raws: readonly Uint8Array[], keys: KeyedSource, rng: WordSource, chain: BatchChain<number>): SfpReport[] {
+  #memoized(
+    encoded: readonly Uint8Array[],
+    inverse: Int32Array,
+    keys: KeyedSource,
+    rng: WordSource,
+    chain: BatchChain<number>,
+  ): SfpReport[] {
     const offset = deviceChoice(keys, "sfp:offset", this.maxLength);
-    const permanentWords = this.word.permanentReports(raws, keys, "sfp/word/");
-    const permanentFragments = raws.map((raw) => {
+    const permanentWords = this.word.permanentReports(encoded, inverse, keys, "sfp/word/");
+    const distinct = encoded.map((raw) => {
       const fragment = this.fragmentOf(raw, offset);
       return this.fragment.perturb([fragment], { rng: keys.source(VALUE_LABEL, fragment) })[0] as number;
     });
     const words = this.word.flipAgain(permanentWords, rng);
-    const fragments = chain.instantaneous(permanentFragments, rng);
-    return raws.map((_, i) => ({ word: words[i] as number, offset, fragment: fragments[i] as number }));
+    const fragments = chain.instantaneous(
+      Array.from(inverse, (slot) => distinct[slot] as number),
+      rng,
+    );
+    return words.map((word, i) => ({ word, offset, fragment: fragments[i] as number }));
   }
 
   toWire(reports: readonly SfpReport[]): { fragment: number; offset: number; word: number }[] {

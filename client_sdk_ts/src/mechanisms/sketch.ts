@@ -6,11 +6,11 @@
 import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { bernoulliLazy, uniformBelow32 } from "../samplers.js";
-import { base64Url, bitsText, packBits, widestInt } from "../wire.js";
+import { base64Url, bitsText, widestInt } from "../wire.js";
 import type { KeyedSource } from "../memoization.js";
 import { deviceChoice, largestThreshold, requireKeys } from "../memo-chain.js";
 import { checkKeys, configEpsilon, configInt, configPermanent, refuseKeys, stringValues, wordSource } from "./fields.js";
-import { countReserved, memoLabel, parity, representable, sketchBucket, stringMemoKeys } from "./string-support.js";
+import { SketchHash, countReserved, distinctStrings, memoLabel, parity, representable, stringMemoKeys } from "./string-support.js";
 import type { Mechanism, MechanismConfig, PerturbOptions } from "./types.js";
 
 const SKETCH_FIELDS = ["epsilon", "m", "hashes", "max_length", "seed"];
@@ -77,9 +77,12 @@ export class Cms implements Mechanism<string, CmsReport> {
   readonly memoized: boolean;
   /** Memoized: epsilon_permanent, what all reports of one string reveal (its PRR). */
   readonly epsilonInf?: number;
+  /** The sketch's hash family at (hashes, m, seed). */
+  readonly hash: SketchHash;
 
   constructor(config: MechanismConfig) {
     this.shape = sketchShape(config);
+    this.hash = new SketchHash(this.shape.hashes, this.shape.m, this.shape.seed);
     this.flipThreshold = flipThreshold(this.shape.epsilon, 2);
     const permanent = configPermanent(config, this.shape.epsilon);
     if (permanent !== undefined) {
@@ -100,34 +103,34 @@ export class Cms implements Mechanism<string, CmsReport> {
   }
 
   perturb(values: readonly string[], options?: PerturbOptions): CmsReport[] {
-    const { m, hashes, maxLength, seed } = this.shape;
-    const raws = stringValues(values).map((v) => representable(v, maxLength));
+    const { m, hashes, maxLength } = this.shape;
+    const { encoded, inverse } = distinctStrings(stringValues(values), (v) => representable(v, maxLength));
     const rng = wordSource(options);
+    const n = inverse.length;
     if (this.memo !== undefined) {
       const keys = requireKeys(options?.keys, this.name);
       const row = deviceChoice(keys, "cms:row", hashes);
       const memo = this.memo;
-      const permanent = raws.map((raw) => {
-        const flips = bernoulliLazy(keys.source(memoLabel("", raw), 0), memo.permanentFlip, m);
-        const bucket = sketchBucket(raw, row, hashes, m, seed);
-        flips[bucket] = !flips[bucket];
-        return flips;
+      const table = this.hash.table(encoded);
+      // each string's permanent m signs (its own keyed stream: the same for every report of it)
+      const permanent = encoded.map((raw, slot) => {
+        const bits = packRows(bernoulliLazy(keys.source(memoLabel("", raw), 0), memo.permanentFlip, m), 0, m);
+        flipBit(bits, table[hashes * slot + row] as number);
+        return bits;
       });
-      const again = this.#chunkedFlips(rng, WORD_SPAN - memo.keep, raws.length);
-      return permanent.map((bits, i) => ({
-        row,
-        bits: packBits(bits.map((bit, j) => bit !== (again[i]?.[j] ?? false))),
-      }));
+      const again = this.#chunkedFlips(rng, WORD_SPAN - memo.keep, n);
+      return again.map((bits, i) => {
+        const own = permanent[inverse[i] as number] as Uint8Array;
+        for (let b = 0; b < bits.length; b++) bits[b] = (bits[b] as number) ^ (own[b] as number);
+        return { row, bits };
+      });
     }
     refuseKeys(options, this.name);
-    const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
-    const flips = this.#chunkedFlips(rng, this.flipThreshold, raws.length);
-    return raws.map((raw, i) => {
-      const row = rows[i] as number;
-      const bits = flips[i] as boolean[];
-      const bucket = sketchBucket(raw, row, hashes, m, seed);
-      bits[bucket] = !bits[bucket];
-      return { row, bits: packBits(bits) };
+    const rows = hashes > 1 ? uniformBelow32(rng, hashes, n) : new Array<number>(n).fill(0);
+    const buckets = this.hash.buckets(encoded, inverse, rows);
+    return this.#chunkedFlips(rng, this.flipThreshold, n).map((bits, i) => {
+      flipBit(bits, buckets[i] as number);
+      return { row: rows[i] as number, bits };
     });
   }
 
@@ -136,15 +139,15 @@ export class Cms implements Mechanism<string, CmsReport> {
     return countReserved(stringValues(values), this.shape.maxLength);
   }
 
-  /** n rows of m Bernoulli(T) bits, drawn as Python draws them (chunks of 2^23 cells). */
-  #chunkedFlips(rng: WordSource, threshold: bigint, n: number): boolean[][] {
+  /** n rows of m Bernoulli(T) bits, packed, drawn as Python draws them (chunks of 2^23 cells). */
+  #chunkedFlips(rng: WordSource, threshold: bigint, n: number): Uint8Array[] {
     const { m } = this.shape;
     const step = Math.max(1, Math.floor(CHUNK_CELLS / m));
-    const out: boolean[][] = [];
+    const out: Uint8Array[] = [];
     for (let start = 0; start < n; start += step) {
       const count = Math.min(n, start + step) - start;
       const flat = bernoulliLazy(rng, threshold, count * m);
-      for (let r = 0; r < count; r++) out.push(flat.slice(r * m, (r + 1) * m));
+      for (let r = 0; r < count; r++) out.push(packRows(flat, r * m, m));
     }
     return out;
   }
@@ -165,10 +168,13 @@ export class Hcms implements Mechanism<string, number> {
   readonly memoized: boolean;
   /** Memoized: epsilon_permanent, what all reports of one string reveal (its PRR). */
   readonly epsilonInf?: number;
+  /** The sketch's hash family at (hashes, m, seed). */
+  readonly hash: SketchHash;
 
   /** From a config, or (``part``: SFP's word sketch) from parsed fields and epsilon_permanent. */
   constructor(config: MechanismConfig, part?: { shape: SketchShape; permanent: number | undefined }) {
     this.shape = part?.shape ?? sketchShape(config);
+    this.hash = new SketchHash(this.shape.hashes, this.shape.m, this.shape.seed);
     this.flipThreshold = flipThreshold(this.shape.epsilon, 1);
     const permanent = part === undefined ? configPermanent(config, this.shape.epsilon) : part.permanent;
     if (permanent !== undefined) {
@@ -189,15 +195,16 @@ export class Hcms implements Mechanism<string, number> {
 
   perturb(values: readonly string[], options?: PerturbOptions): number[] {
     const { hashes, maxLength } = this.shape;
-    const raws = stringValues(values).map((v) => representable(v, maxLength));
+    const { encoded, inverse } = distinctStrings(stringValues(values), (v) => representable(v, maxLength));
     const rng = wordSource(options);
     if (this.memo !== undefined) {
-      const permanent = this.permanentReports(raws, requireKeys(options?.keys, this.name), "");
+      const permanent = this.permanentReports(encoded, inverse, requireKeys(options?.keys, this.name), "");
       return this.flipAgain(permanent, rng);
     }
     refuseKeys(options, this.name);
-    const rows = hashes > 1 ? uniformBelow32(rng, hashes, raws.length) : raws.map(() => 0);
-    return this.perturbBuckets(raws, rows, rng);
+    const n = inverse.length;
+    const rows = hashes > 1 ? uniformBelow32(rng, hashes, n) : new Array<number>(n).fill(0);
+    return this.perturbBuckets(this.hash.buckets(encoded, inverse, rows), rows, rng);
   }
 
   /** How many of ``values`` are sent as the reserved symbol. */
@@ -205,32 +212,34 @@ export class Hcms implements Mechanism<string, number> {
     return countReserved(stringValues(values), this.shape.maxLength);
   }
 
-  /** Plain HCMS reports of encoded values in the given rows: columns, then flips, from rng. */
-  perturbBuckets(raws: readonly Uint8Array[], rows: readonly number[], rng: WordSource): number[] {
-    const { m, hashes, seed } = this.shape;
-    const columns = uniformBelow32(rng, m, raws.length);
-    const flips = bernoulliLazy(rng, this.flipThreshold, raws.length);
-    return raws.map((raw, i) => {
-      const row = rows[i] as number;
-      const column = columns[i] as number;
-      const plus = parity(sketchBucket(raw, row, hashes, m, seed) & column) === 0;
-      return (row * m + column) * 2 + (plus !== flips[i] ? 1 : 0);
+  /** Plain HCMS reports of values hashed to ``buckets`` in the given rows: columns, then
+   * flips, from rng. */
+  perturbBuckets(buckets: Int32Array, rows: readonly number[], rng: WordSource): number[] {
+    const { m } = this.shape;
+    const columns = uniformBelow32(rng, m, buckets.length);
+    const flips = bernoulliLazy(rng, this.flipThreshold, buckets.length);
+    return columns.map((column, i) => {
+      const plus = parity((buckets[i] as number) & column) === 0;
+      return ((rows[i] as number) * m + column) * 2 + (plus !== flips[i] ? 1 : 0);
     });
   }
 
-  /** The memoized PRRs: the device's row and column, each string's sign flip from its memo
-   * stream; ``prefix`` namespaces every label (SFP's ``sfp/word/``). */
-  permanentReports(raws: readonly Uint8Array[], keys: KeyedSource, prefix: string): number[] {
+  /** The memoized PRRs of values given as an index into distinct ``encoded``: the device's row
+   * and column, each string's sign flip from its memo stream; ``prefix`` namespaces every label
+   * (SFP's ``sfp/word/``). */
+  permanentReports(encoded: readonly Uint8Array[], inverse: Int32Array, keys: KeyedSource, prefix: string): number[] {
     const memo = this.memo;
     if (memo === undefined) throw new Error(`${this.name}: not memoized`);
-    const { m, hashes, seed } = this.shape;
+    const { m, hashes } = this.shape;
     const row = deviceChoice(keys, `${prefix}hcms:row`, hashes);
     const column = deviceChoice(keys, `${prefix}hcms:column`, m);
-    return raws.map((raw) => {
-      const plus = parity(sketchBucket(raw, row, hashes, m, seed) & column) === 0;
+    const table = this.hash.table(encoded);
+    const distinct = encoded.map((raw, slot) => {
+      const plus = parity((table[hashes * slot + row] as number) & column) === 0;
       const flip = bernoulliLazy(keys.source(prefix + memoLabel("", raw), 0), memo.permanentFlip, 1)[0];
       return (row * m + column) * 2 + (plus !== flip ? 1 : 0);
     });
+    return Array.from(inverse, (slot) => distinct[slot] as number);
   }
 
   /** The instantaneous step: each sign flipped again with probability 1 - p2. */
@@ -250,4 +259,17 @@ export class Hcms implements Mechanism<string, number> {
 export function hcmsMemo(permanent: number, epsilon: number): { permanentFlip: bigint; keep: bigint } {
   const permanentFlip = flipThreshold(permanent, 1);
   return { permanentFlip, keep: flipAgainThreshold(permanentFlip, epsilon, 1) };
+}
+
+/** m bits of ``flat`` from ``offset``, packed as ``wire.packBits`` packs them (bit i is bit
+ * 7 - (i mod 8) of byte ⌊i/8⌋). */
+function packRows(flat: readonly boolean[], offset: number, m: number): Uint8Array {
+  const out = new Uint8Array(Math.ceil(m / 8));
+  for (let i = 0; i < m; i++) if (flat[offset + i]) out[i >> 3] = (out[i >> 3] as number) | (0x80 >> (i & 7));
+  return out;
+}
+
+/** Flips bit ``i`` of packed bits (the sign of the value's bucket). */
+function flipBit(bits: Uint8Array, i: number): void {
+  bits[i >> 3] = (bits[i >> 3] as number) ^ (0x80 >> (i & 7));
 }

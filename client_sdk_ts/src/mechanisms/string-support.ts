@@ -4,18 +4,15 @@
  * "Strings"; Python: client_sdk/mechanisms/strings.py, sketch.py). Config fields, value checks,
  * error type names and the word source of a perturb call are fields.ts's.
  */
-import { blake2b } from "@noble/hashes/blake2b";
 import { toHex } from "../wire.js";
 import type { KeyedSource } from "../memoization.js";
 import { requireKeys } from "../memo-chain.js";
 import { stringValues } from "./fields.js";
+import { KeyedBlake2b } from "./keyed-blake2b.js";
 
 /** The reserved symbol: the single byte 0xFF (no UTF-8 text holds it), sent in place of a
  * value the mechanism cannot carry (too long, outside the alphabet, not valid Unicode). */
 export const RESERVED: Uint8Array = Uint8Array.of(0xff);
-
-
-
 
 
 /** Whether a JS string is well-formed UTF-16 (no lone surrogate: Python could not encode it). */
@@ -79,12 +76,68 @@ export function seededKey(prefix: string, seed: number): Uint8Array {
   return out;
 }
 
-/** The sketch's hash of a value in row ``row``: the row-th little-endian uint32 of
- * BLAKE2b(raw, 4·hashes bytes, key "ldp-telemetry/sketch/v1" || seed), masked to [0, m). */
+/**
+ * Each value once, as the bytes it is randomized as (first-seen order), and each value's index
+ * among them (Python's ``strings.distinct_strings``): a batch checks, encodes and hashes each
+ * distinct string once, whatever its size.
+ */
+export function distinctStrings(
+  values: readonly string[],
+  encode: (value: string) => Uint8Array,
+): { encoded: Uint8Array[]; inverse: Int32Array } {
+  const slots = new Map<string, number>();
+  const byBytes = new Map<Uint8Array, number>(); // by identity: every reserved value is RESERVED
+  const encoded: Uint8Array[] = [];
+  const inverse = new Int32Array(values.length);
+  values.forEach((value, i) => {
+    let slot = slots.get(value);
+    if (slot === undefined) {
+      const raw = encode(value);
+      slot = byBytes.get(raw);
+      if (slot === undefined) {
+        slot = encoded.push(raw) - 1;
+        byBytes.set(raw, slot);
+      }
+      slots.set(value, slot);
+    }
+    inverse[i] = slot;
+  });
+  return { encoded, inverse };
+}
+
+/** The sketch's hash family h_0..h_{hashes-1} into [0, m) at ``seed``: h_j(d) is the j-th
+ * little-endian uint32 of BLAKE2b(d, 4·hashes bytes, key "ldp-telemetry/sketch/v1" || seed),
+ * masked to [0, m) (Python: ``StringSketch.hash_table``). */
+export class SketchHash {
+  readonly #hash: KeyedBlake2b;
+  readonly #hashes: number;
+  readonly #mask: number;
+
+  constructor(hashes: number, m: number, seed: number) {
+    this.#hash = new KeyedBlake2b(seededKey("ldp-telemetry/sketch/v1", seed), 4 * hashes);
+    this.#hashes = hashes;
+    this.#mask = m - 1;
+  }
+
+  /** h_j(raws[i]) at ``hashes·i + j``. */
+  table(raws: readonly Uint8Array[]): Uint32Array {
+    const hashes = this.#hashes;
+    const out = new Uint32Array(raws.length * hashes);
+    raws.forEach((raw, i) => out.set(this.#hash.words(raw), hashes * i));
+    for (let i = 0; i < out.length; i++) out[i] = out[i]! & this.#mask;
+    return out;
+  }
+
+  /** h_j of each value given as an index into distinct ``raws``, j = ``rows[i]``. */
+  buckets(raws: readonly Uint8Array[], inverse: Int32Array, rows: readonly number[]): Int32Array {
+    const table = this.table(raws);
+    return inverse.map((slot, i) => table[this.#hashes * slot + (rows[i] as number)] as number);
+  }
+}
+
+/** The sketch's hash of a value in row ``row`` (one {@link SketchHash} entry). */
 export function sketchBucket(raw: Uint8Array, row: number, hashes: number, m: number, seed: number): number {
-  const digest = blake2b(raw, { dkLen: 4 * hashes, key: seededKey("ldp-telemetry/sketch/v1", seed) });
-  const view = new DataView(digest.buffer, digest.byteOffset, digest.byteLength);
-  return view.getUint32(4 * row, true) & (m - 1);
+  return new SketchHash(hashes, m, seed).table([raw])[row] as number;
 }
 
 /** The parity of the set bits of a non-negative integer below 2^32. */
