@@ -102,10 +102,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const over = mechanisms.filter(([, p]) => p.gzip > TARGET).map(([name]) => name);
     const close = mechanisms.filter(([, p]) => p.gzip > bound && p.gzip <= TARGET).map(([name]) => name);
     console.log(
-      `target (the client and a campaign's local mechanism, at most ${kb(TARGET)} gzip, kept ${MARGIN} bytes under): ` +
-        (over.length || close.length ? "NOT met" : `met by every mechanism (largest page ${mechanisms[0][1].gzip} bytes)`) +
+      `target (the client and a campaign's local mechanism, at most ${kb(TARGET)} gzip): ` +
+        (over.length ? "NOT met" : `met by every mechanism (largest page ${mechanisms[0][0]} ${mechanisms[0][1].gzip} bytes)`) +
         (over.length ? `; over ${kb(TARGET)}: ${over.join(", ")}` : "") +
-        (close.length ? `; within ${MARGIN} bytes of it: ${close.join(", ")}` : ""),
+        (close.length ? `; within ${MARGIN} bytes of it (little room left): ${close.join(", ")}` : ""),
     );
   }
 }
