@@ -11,6 +11,7 @@ import { test } from "node:test";
 import { parseVectorFile } from "../src/conformance.js";
 import { DEFAULT_VECTORS } from "../src/conformance-cli.js";
 import { DeviceKeys, memoScope } from "../src/memoization.js";
+import type { Mechanism, MechanismConfig } from "../src/mechanisms/types.js";
 import { fromHex } from "../src/wire.js";
 
 type Bundle = typeof import("../src/browser.js") & { __ldpModules: readonly unknown[] };
@@ -63,19 +64,26 @@ test("each chunk imports only the entry, and every name it borrows is the entry'
   }
 });
 
+/** Every case of a vector file reproduced by a build's mechanisms and word source. */
+async function reproduce(
+  name: string,
+  build: { HmacWordSource: typeof full.HmacWordSource },
+  mechanismOf: (config: MechanismConfig) => Mechanism | Promise<Mechanism>,
+): Promise<void> {
+  const file = parseVectorFile(readFileSync(join(DEFAULT_VECTORS, name), "utf-8"));
+  for (const [index, vector] of file.cases.entries()) {
+    const mechanism = await mechanismOf(vector.config);
+    const rng = new build.HmacWordSource(fromHex(vector.wordsKey, "words_key"));
+    const options =
+      vector.deviceSecret !== undefined && vector.campaign !== undefined
+        ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configJson)) }
+        : { rng };
+    assert.deepEqual(mechanism.toWire(mechanism.perturb([vector.value], options))[0], vector.payload, `${name} case ${index}`);
+  }
+}
+
 for (const name of files) {
-  test(`conformance/vectors/${name} through the browser bundle's chunks`, async () => {
-    const file = parseVectorFile(readFileSync(join(DEFAULT_VECTORS, name), "utf-8"));
-    for (const [index, vector] of file.cases.entries()) {
-      const mechanism = await bundle.loadMechanism(vector.config);
-      const rng = new bundle.HmacWordSource(fromHex(vector.wordsKey, "words_key"));
-      const options =
-        vector.deviceSecret !== undefined && vector.campaign !== undefined
-          ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configJson)) }
-          : { rng };
-      assert.deepEqual(mechanism.toWire(mechanism.perturb([vector.value], options))[0], vector.payload, `${name} case ${index}`);
-    }
-  });
+  test(`conformance/vectors/${name} through the browser bundle's chunks`, () => reproduce(name, bundle, (config) => bundle.loadMechanism(config)));
 }
 
 test("the single-module build imports nothing and has every mechanism, synchronously", () => {
@@ -85,16 +93,5 @@ test("the single-module build imports nothing and has every mechanism, synchrono
 });
 
 for (const name of files) {
-  test(`conformance/vectors/${name} through the single-module build`, () => {
-    const file = parseVectorFile(readFileSync(join(DEFAULT_VECTORS, name), "utf-8"));
-    for (const [index, vector] of file.cases.entries()) {
-      const mechanism = full.mechanismFromConfig(vector.config);
-      const rng = new full.HmacWordSource(fromHex(vector.wordsKey, "words_key"));
-      const options =
-        vector.deviceSecret !== undefined && vector.campaign !== undefined
-          ? { rng, keys: new DeviceKeys(fromHex(vector.deviceSecret, "device_secret"), memoScope(vector.campaign, vector.configJson)) }
-          : { rng };
-      assert.deepEqual(mechanism.toWire(mechanism.perturb([vector.value], options))[0], vector.payload, `${name} case ${index}`);
-    }
-  });
+  test(`conformance/vectors/${name} through the single-module build`, () => reproduce(name, full, (config) => full.mechanismFromConfig(config)));
 }
