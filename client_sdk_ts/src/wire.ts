@@ -21,12 +21,11 @@ export function base64Url(bytes: Uint8Array): string {
   return out;
 }
 
-/** k bits into ⌈k/8⌉ bytes: bit i is bit 7 - (i mod 8) of byte ⌊i/8⌋, pad bits 0. */
-export function packBits(bits: readonly boolean[]): Uint8Array {
-  const out = new Uint8Array(Math.ceil(bits.length / 8));
-  bits.forEach((bit, i) => {
-    if (bit) out[i >> 3]! |= 0x80 >> (i & 7);
-  });
+/** k bits (``length`` of ``bits`` from ``offset``; all of them by default) into ⌈k/8⌉ bytes: bit i
+ * is bit 7 - (i mod 8) of byte ⌊i/8⌋, pad bits 0. */
+export function packBits(bits: readonly boolean[], offset = 0, length = bits.length - offset): Uint8Array {
+  const out = new Uint8Array(Math.ceil(length / 8));
+  for (let i = 0; i < length; i++) if (bits[offset + i]) out[i >> 3]! |= 0x80 >> (i & 7);
   return out;
 }
 

@@ -6,7 +6,7 @@
 import type { WordSource } from "../words.js";
 import { MAX_WORD, WORD_SPAN, Rational, expRational, probabilityThreshold, thresholdProbability } from "../rational.js";
 import { bernoulliLazy, uniformBelow32 } from "../samplers.js";
-import { base64Url, bitsText, widestInt } from "../wire.js";
+import { base64Url, bitsText, packBits, widestInt } from "../wire.js";
 import type { KeyedSource } from "../memoization.js";
 import { deviceChoice, largestThreshold, requireKeys } from "../memo-chain.js";
 import { checkKeys, configEpsilon, configInt, configPermanent, refuseKeys, stringValues, wordSource } from "./fields.js";
@@ -114,7 +114,7 @@ export class Cms implements Mechanism<string, CmsReport> {
       const table = this.hash.table(encoded);
       // each string's permanent m signs (its own keyed stream: the same for every report of it)
       const permanent = encoded.map((raw, slot) => {
-        const bits = packRows(bernoulliLazy(keys.source(memoLabel("", raw), 0), memo.permanentFlip, m), 0, m);
+        const bits = packBits(bernoulliLazy(keys.source(memoLabel("", raw), 0), memo.permanentFlip, m));
         flipBit(bits, table[hashes * slot + row] as number);
         return bits;
       });
@@ -147,7 +147,7 @@ export class Cms implements Mechanism<string, CmsReport> {
     for (let start = 0; start < n; start += step) {
       const count = Math.min(n, start + step) - start;
       const flat = bernoulliLazy(rng, threshold, count * m);
-      for (let r = 0; r < count; r++) out.push(packRows(flat, r * m, m));
+      for (let r = 0; r < count; r++) out.push(packBits(flat, r * m, m));
     }
     return out;
   }
@@ -259,14 +259,6 @@ export class Hcms implements Mechanism<string, number> {
 export function hcmsMemo(permanent: number, epsilon: number): { permanentFlip: bigint; keep: bigint } {
   const permanentFlip = flipThreshold(permanent, 1);
   return { permanentFlip, keep: flipAgainThreshold(permanentFlip, epsilon, 1) };
-}
-
-/** m bits of ``flat`` from ``offset``, packed as ``wire.packBits`` packs them (bit i is bit
- * 7 - (i mod 8) of byte ⌊i/8⌋). */
-function packRows(flat: readonly boolean[], offset: number, m: number): Uint8Array {
-  const out = new Uint8Array(Math.ceil(m / 8));
-  for (let i = 0; i < m; i++) if (flat[offset + i]) out[i >> 3] = (out[i >> 3] as number) | (0x80 >> (i & 7));
-  return out;
 }
 
 /** Flips bit ``i`` of packed bits (the sign of the value's bucket). */
